@@ -1,0 +1,263 @@
+/* tlm.c - the public entry points declared in tlm.h. */
+#include "tlm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../runtime/engine.h"
+#include "validate.h"
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+const char *tlm_version(void) {
+  return STR(TLM_VERSION_MAJOR) "." STR(TLM_VERSION_MINOR) "." STR(TLM_VERSION_PATCH);
+}
+
+int tlm_version_number(void) { return TLM_VERSION_NUMBER; }
+
+const char *tlm_status_str(tlm_status s) {
+  static const char *const text[TLM_STATUS_COUNT_] = {
+      [TLM_OK] = "success",
+      [TLM_ERR_NULL_POINTER] = "null pointer",
+      [TLM_ERR_INVALID_ARGUMENT] = "invalid argument",
+      [TLM_ERR_SHAPE_MISMATCH] = "shape mismatch",
+      [TLM_ERR_DTYPE_MISMATCH] = "data type mismatch",
+      [TLM_ERR_OVERFLOW] = "size overflow",
+      [TLM_ERR_ALIASING] = "output overlaps itself or an input",
+      [TLM_ERR_UNSUPPORTED] = "unsupported",
+      [TLM_ERR_OUT_OF_MEMORY] = "out of memory",
+      [TLM_ERR_JIT] = "JIT compilation failed",
+      [TLM_ERR_IO] = "I/O error",
+      [TLM_ERR_FORMAT] = "file format error",
+      [TLM_ERR_THREAD] = "thread creation failed",
+      [TLM_ERR_INTERNAL] = "internal error",
+  };
+  if ((int)s < 0 || s >= TLM_STATUS_COUNT_ || !text[s]) return "unknown status";
+  return text[s];
+}
+
+/* ---- per-thread last error ------------------------------------------------ */
+
+static _Thread_local struct {
+  const tlm_runtime *rt;
+  char msg[TLM_ERRMSG];
+} tls_error;
+
+tlm_status tlm_set_error(const tlm_runtime *rt, tlm_status st, const char *msg) {
+  tls_error.rt = rt;
+  snprintf(tls_error.msg, sizeof tls_error.msg, "%s: %s", tlm_status_str(st), msg);
+  if (rt) tlm_log(rt, TLM_LOG_ERROR, "%s", tls_error.msg);
+  return st;
+}
+
+const char *tlm_last_error(const tlm_runtime *rt) {
+  return tls_error.rt == rt ? tls_error.msg : "";
+}
+
+static void clear_error(const tlm_runtime *rt) {
+  if (tls_error.rt == rt) tls_error.msg[0] = 0;
+}
+
+/* ---- configuration -------------------------------------------------------- */
+
+/* Parses a decimal integer in [lo, hi]; returns 0 and *out, or -1. */
+static int env_int(const char *name, long long lo, long long hi, long long *out) {
+  const char *v = getenv(name);
+  if (!v || !*v) return 1;
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (errno || *end || x < lo || x > hi) return -1;
+  *out = x;
+  return 0;
+}
+
+tlm_status tlm_config_init(tlm_config *c) {
+  if (!c) return TLM_ERR_NULL_POINTER;
+  memset(c, 0, sizeof *c);
+  c->verbose = TLM_LOG_ERROR;
+  long long x;
+  if (env_int("TLM_NUM_THREADS", 0, 1024, &x) == 0) c->num_threads = (int)x;
+  if (env_int("TLM_VERBOSE", 0, 4, &x) == 0) c->verbose = (tlm_log_level)x;
+  if (env_int("TLM_CACHE_CAPACITY", 0, (long long)1 << 40, &x) == 0)
+    c->cache_capacity = (size_t)x;
+  const char *d = getenv("TLM_CACHE_DIR");
+  if (d && *d) c->cache_dir = d;
+  const char *m = getenv("TLM_MODEL");
+  if (m && *m) c->model_path = m;
+  return TLM_OK;
+}
+
+static void warn_bad_env(const tlm_runtime *rt) {
+  static const char *const names[] = {"TLM_NUM_THREADS", "TLM_VERBOSE", "TLM_CACHE_CAPACITY"};
+  static const long long hi[] = {1024, 4, (long long)1 << 40};
+  for (int i = 0; i < 3; i++) {
+    long long x;
+    if (env_int(names[i], 0, hi[i], &x) < 0)
+      tlm_log(rt, TLM_LOG_WARN, "ignoring %s='%s': expected an integer in 0..%lld", names[i],
+              getenv(names[i]), hi[i]);
+  }
+}
+
+/* ---- create / destroy ------------------------------------------------------ */
+
+tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
+  if (!out) return tlm_set_error(NULL, TLM_ERR_NULL_POINTER, "out is NULL");
+  *out = NULL;
+  tlm_config cfg;
+  if (config)
+    cfg = *config;
+  else
+    tlm_config_init(&cfg);
+  if (cfg.num_threads < 0 || cfg.num_threads > 1024)
+    return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "num_threads must be in 0..1024");
+  if ((int)cfg.verbose < 0 || cfg.verbose > TLM_LOG_DEBUG)
+    return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "verbose must be in 0..4");
+  tlm_runtime *rt = calloc(1, sizeof *rt);
+  if (!rt) return tlm_set_error(NULL, TLM_ERR_OUT_OF_MEMORY, "runtime");
+  rt->cfg = cfg;
+  tlm_status st = TLM_OK;
+  char err[TLM_ERRMSG] = "";
+  pthread_rwlock_init(&rt->map_lock, NULL);
+  pthread_mutex_init(&rt->build_lock, NULL);
+  pthread_mutex_init(&rt->exec_lock, NULL);
+  pthread_mutex_init(&rt->list_lock, NULL);
+  tlm_map_init(&rt->plans);
+  tlm_map_init(&rt->kernels);
+  rt->cache_dir = cfg.cache_dir ? strdup(cfg.cache_dir) : NULL;
+  rt->model_path = cfg.model_path ? strdup(cfg.model_path) : NULL;
+  rt->cfg.cache_dir = rt->cache_dir;
+  rt->cfg.model_path = rt->model_path;
+  if ((cfg.cache_dir && !rt->cache_dir) || (cfg.model_path && !rt->model_path)) {
+    st = TLM_ERR_OUT_OF_MEMORY;
+    snprintf(err, sizeof err, "config strings");
+    goto fail;
+  }
+  tlm_target_detect(&rt->target);
+  int threads = cfg.num_threads ? cfg.num_threads : rt->target.cores;
+  rt->nthreads = threads;
+  if (tlm_pool_create(threads, &rt->pool)) {
+    st = TLM_ERR_THREAD;
+    snprintf(err, sizeof err, "cannot start %d worker threads", threads - 1);
+    goto fail;
+  }
+  rt->scratch = calloc((size_t)threads, sizeof *rt->scratch);
+  if (!rt->scratch) {
+    st = TLM_ERR_OUT_OF_MEMORY;
+    snprintf(err, sizeof err, "scratch table");
+    goto fail;
+  }
+  if (tlm_jit_create(&rt->jit, err, sizeof err)) {
+    st = TLM_ERR_JIT;
+    goto fail;
+  }
+  warn_bad_env(rt);
+  if (rt->model_path)
+    tlm_log(rt, TLM_LOG_WARN, "model '%s' not loaded: this build schedules with the default rule",
+            rt->model_path);
+  if (cfg.verbose >= TLM_LOG_INFO) {
+    char ts[160];
+    tlm_log(rt, TLM_LOG_INFO, "tlm %s, %d threads, target %s, cpu %s", tlm_version(), threads,
+            tlm_target_str(&rt->target, ts, sizeof ts), tlm_jit_cpu(rt->jit));
+  }
+  *out = rt;
+  return TLM_OK;
+fail:
+  tlm_destroy(rt);
+  return tlm_set_error(NULL, st, err);
+}
+
+void tlm_destroy(tlm_runtime *rt) {
+  if (!rt) return;
+  tlm_pool_destroy(rt->pool);
+  tlm_jit_destroy(rt->jit);
+  if (rt->scratch) {
+    for (int t = 0; t < rt->nthreads; t++) free(rt->scratch[t]);
+    free(rt->scratch);
+  }
+  for (size_t i = 0; i < rt->nowned; i++) free(rt->owned[i]);
+  free(rt->owned);
+  tlm_map_free(&rt->plans);
+  tlm_map_free(&rt->kernels);
+  pthread_rwlock_destroy(&rt->map_lock);
+  pthread_mutex_destroy(&rt->build_lock);
+  pthread_mutex_destroy(&rt->exec_lock);
+  pthread_mutex_destroy(&rt->list_lock);
+  free(rt->cache_dir);
+  free(rt->model_path);
+  if (tls_error.rt == rt) tls_error.rt = NULL;
+  free(rt);
+}
+
+/* ---- tensors and ops ------------------------------------------------------- */
+
+tlm_status tlm_tensor_dense(tlm_tensor *t, tlm_dtype dtype, int ndim, const int64_t *shape,
+                            void *data) {
+  if (!t || !shape) return TLM_ERR_NULL_POINTER;
+  if (ndim < 1 || ndim > TLM_MAX_DIMS) return TLM_ERR_INVALID_ARGUMENT;
+  memset(t, 0, sizeof *t);
+  t->dtype = dtype;
+  t->ndim = ndim;
+  t->data = data;
+  int64_t stride = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    if (shape[i] < 1) return TLM_ERR_INVALID_ARGUMENT;
+    t->shape[i] = shape[i];
+    t->strides[i] = stride;
+    if (__builtin_mul_overflow(stride, shape[i], &stride)) return TLM_ERR_OVERFLOW;
+  }
+  return TLM_OK;
+}
+
+tlm_op tlm_op_matmul(void) {
+  tlm_op op;
+  memset(&op, 0, sizeof op);
+  op.kind = TLM_OP_MATMUL;
+  return op;
+}
+
+/* ---- run ---------------------------------------------------------------- */
+
+tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, int n_inputs,
+                   const tlm_tensor *outputs, int n_outputs) {
+  char err[TLM_ERRMSG];
+  if (!rt) return tlm_set_error(NULL, TLM_ERR_NULL_POINTER, "runtime is NULL");
+  if (!op || !inputs || !outputs)
+    return tlm_set_error(rt, TLM_ERR_NULL_POINTER,
+                         !op ? "op is NULL" : !inputs ? "inputs is NULL" : "outputs is NULL");
+  if (op->kind != TLM_OP_MATMUL) {
+    snprintf(err, sizeof err, "unknown operator kind %d", (int)op->kind);
+    return tlm_set_error(rt, TLM_ERR_INVALID_ARGUMENT, err);
+  }
+  tlm_task task;
+  tlm_mm_args args;
+  tlm_status st =
+      tlm_validate_matmul(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err, sizeof err);
+  if (st != TLM_OK) return tlm_set_error(rt, st, err);
+  const tlm_plan *plan;
+  st = tlm_engine_plan(rt, &task, &plan, err, sizeof err);
+  if (st != TLM_OK) return tlm_set_error(rt, st, err);
+  st = tlm_engine_exec(rt, plan->kernel, &task, &args, err, sizeof err);
+  if (st != TLM_OK) return tlm_set_error(rt, st, err);
+  atomic_fetch_add_explicit(&rt->runs, 1, memory_order_relaxed);
+  clear_error(rt);
+  return TLM_OK;
+}
+
+tlm_status tlm_get_stats(const tlm_runtime *rt, tlm_stats *out) {
+  if (!rt || !out) return TLM_ERR_NULL_POINTER;
+  tlm_runtime *r = (tlm_runtime *)rt; /* atomics are read only */
+  out->runs = atomic_load(&r->runs);
+  out->cache_hits = atomic_load(&r->hits);
+  out->cache_misses = atomic_load(&r->misses);
+  out->schedules = atomic_load(&r->schedules);
+  out->compiles = atomic_load(&r->compiles);
+  out->compile_fail = atomic_load(&r->compile_fail);
+  out->schedule_ms = atomic_load(&r->schedule_ms);
+  out->compile_ms = atomic_load(&r->compile_ms);
+  return TLM_OK;
+}

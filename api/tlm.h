@@ -1,0 +1,306 @@
+/*
+ * tlm.h - the one public header of tlm, a JIT runtime for tensor kernels
+ * whose shapes are only known at run time.
+ *
+ * An application describes an operator (tlm_op) and its tensors (tlm_tensor)
+ * and calls tlm_run(). The first call with a new shape builds the operator's
+ * schedule space, picks a schedule (the tensor language model when one is
+ * configured, otherwise the deterministic default rule), lowers it to a loop
+ * nest, JIT-compiles it to native code with LLVM ORC and caches the kernel
+ * under an XXH3-128 key. Later calls with the same shape are a hash lookup
+ * and a native call.
+ *
+ * Conventions used throughout this header:
+ *   - Shapes are written in (rows, cols) notation, outermost first, e.g. A is
+ *     (M, K). Strides are counted in ELEMENTS, not bytes.
+ *   - Times are in nanoseconds (_ns) or milliseconds (_ms) as the name says;
+ *     sizes are in bytes unless the name says elements.
+ *   - "Borrowed" means tlm reads the memory only during the call and keeps no
+ *     pointer to it afterwards.
+ *   - Every fallible function returns tlm_status. TLM_OK is 0. The fixed text
+ *     of a status is tlm_status_str(); the detailed message of the last
+ *     failure on a runtime is tlm_last_error().
+ *   - The library never prints to stdout, never exits and never aborts. It
+ *     logs through tlm_config.log_fn at the level tlm_config.verbose.
+ *
+ * The operator semantics follow oneDNN's matmul primitive and the problem
+ * descriptors of its benchdnn tool (oneDNN tests/benchdnn/doc/driver_matmul.md).
+ */
+#ifndef TLM_H
+#define TLM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define TLM_VERSION_MAJOR 0
+#define TLM_VERSION_MINOR 1
+#define TLM_VERSION_PATCH 0
+/* Single number for comparisons: major * 10000 + minor * 100 + patch. */
+#define TLM_VERSION_NUMBER                                                    \
+  (TLM_VERSION_MAJOR * 10000 + TLM_VERSION_MINOR * 100 + TLM_VERSION_PATCH)
+
+/* Returns the version string of the linked library, e.g. "0.1.0".
+ * The string is static: do not free it. Thread-safe. */
+const char *tlm_version(void);
+
+/* Returns TLM_VERSION_NUMBER of the linked library (which may differ from the
+ * header the caller was compiled against). Thread-safe. */
+int tlm_version_number(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef enum tlm_status {
+  TLM_OK = 0,                /* success */
+  TLM_ERR_NULL_POINTER = 1,  /* a required pointer argument was NULL */
+  TLM_ERR_INVALID_ARGUMENT = 2, /* a value is out of its documented range */
+  TLM_ERR_SHAPE_MISMATCH = 3,   /* tensor shapes do not fit the operator */
+  TLM_ERR_DTYPE_MISMATCH = 4,   /* a tensor has a data type the op rejects */
+  TLM_ERR_OVERFLOW = 5,      /* an element count or byte size overflows */
+  TLM_ERR_ALIASING = 6,      /* output strides overlap, or output aliases an
+                                input in a way the kernel cannot support */
+  TLM_ERR_UNSUPPORTED = 7,   /* valid request that this build cannot serve */
+  TLM_ERR_OUT_OF_MEMORY = 8, /* an allocation failed */
+  TLM_ERR_JIT = 9,           /* LLVM failed to build or compile a kernel */
+  TLM_ERR_IO = 10,           /* a file could not be read or written */
+  TLM_ERR_FORMAT = 11,       /* a file's contents failed verification */
+  TLM_ERR_THREAD = 12,       /* a thread could not be created */
+  TLM_ERR_INTERNAL = 13,     /* a bug in tlm: please report it */
+  TLM_STATUS_COUNT_          /* number of codes; not a status */
+} tlm_status;
+
+/* Fixed English text of a status code, e.g. "shape mismatch". Never NULL;
+ * unknown codes give "unknown status". Static storage. Thread-safe. */
+const char *tlm_status_str(tlm_status status);
+
+/* ------------------------------------------------------------------------ */
+/* Runtime handle and configuration                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tlm_runtime tlm_runtime;
+
+/* Log levels (tlm_config.verbose, environment variable TLM_VERBOSE). */
+typedef enum tlm_log_level {
+  TLM_LOG_NONE = 0,   /* nothing */
+  TLM_LOG_ERROR = 1,  /* failures returned to the caller */
+  TLM_LOG_WARN = 2,   /* recoverable problems (bad cache entry, ...) */
+  TLM_LOG_INFO = 3,   /* one line per kernel created: shape, schedule, ms */
+  TLM_LOG_DEBUG = 4   /* internals: generated IR sizes, pass timings */
+} tlm_log_level;
+
+/* Log callback. `message` is a NUL-terminated line without a trailing
+ * newline, valid only during the call. May be called from any thread that
+ * calls into the runtime, concurrently: the callback must be thread-safe. */
+typedef void (*tlm_log_fn)(void *user, tlm_log_level level,
+                           const char *message);
+
+typedef struct tlm_config {
+  /* Threads that run kernels, the calling thread included. 0 = number of
+   * online CPUs. Environment: TLM_NUM_THREADS. Range 0..1024. */
+  int num_threads;
+  /* Directory of the on-disk kernel cache; NULL = $XDG_CACHE_HOME/tlm or
+   * ~/.cache/tlm. Environment: TLM_CACHE_DIR. Copied at tlm_create(). */
+  const char *cache_dir;
+  /* Path of the int8 tensor language model; NULL = none (the default rule
+   * schedules every task). Environment: TLM_MODEL. Copied. */
+  const char *model_path;
+  /* Maximum log level passed to log_fn. Environment: TLM_VERBOSE (0..4). */
+  tlm_log_level verbose;
+  /* Log sink; NULL = write lines prefixed "tlm: " to stderr. */
+  tlm_log_fn log_fn;
+  void *log_user; /* passed to log_fn unchanged */
+  /* Most kernels kept in memory; 0 = unlimited. TLM_CACHE_CAPACITY. */
+  size_t cache_capacity;
+} tlm_config;
+
+/* Fills *config with the defaults, then applies the environment variables
+ * named in tlm_config. A malformed variable is ignored (and reported at
+ * tlm_create() through the log at TLM_LOG_WARN level).
+ * Statuses: TLM_OK, TLM_ERR_NULL_POINTER. Thread-safe (reads getenv). */
+tlm_status tlm_config_init(tlm_config *config);
+
+/* Creates a runtime. `config` may be NULL (same as tlm_config_init()).
+ * The strings in config are copied; config itself is not kept.
+ * On success *out owns a new runtime that the caller frees with
+ * tlm_destroy(); on failure *out is set to NULL.
+ * Statuses: TLM_OK, TLM_ERR_NULL_POINTER (out is NULL),
+ * TLM_ERR_INVALID_ARGUMENT (num_threads or verbose out of range),
+ * TLM_ERR_OUT_OF_MEMORY, TLM_ERR_THREAD (worker threads failed to start),
+ * TLM_ERR_JIT (LLVM could not set up a JIT for this host).
+ * Thread-safe: several runtimes may live in one process. */
+tlm_status tlm_create(const tlm_config *config, tlm_runtime **out);
+
+/* Frees a runtime, its worker threads and its JIT memory. NULL is a no-op.
+ * Must not run concurrently with any other call on the same runtime. */
+void tlm_destroy(tlm_runtime *rt);
+
+/* Detailed message of the last failed call made ON THE CALLING THREAD with
+ * this runtime, or "" if there was none. The pointer stays valid until the
+ * next call on this thread with this runtime. Thread-safe. NULL rt gives
+ * the message of the last failed tlm_create() on this thread. */
+const char *tlm_last_error(const tlm_runtime *rt);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum tlm_dtype {
+  TLM_DTYPE_UNDEF = 0,
+  TLM_F32 = 1 /* IEEE-754 binary32 */
+} tlm_dtype;
+
+/* Most dimensions of a tensor: up to 4 batch dimensions plus 2 matrix ones. */
+#define TLM_MAX_DIMS 6
+
+/* A borrowed view of a dense or strided tensor.
+ *   shape[i]   extent of dimension i, outermost first, each >= 1.
+ *   strides[i] distance in ELEMENTS between consecutive indices of dim i;
+ *              >= 0. A stride of 0 broadcasts that dimension (inputs only).
+ *   data       first element; must be aligned to the dtype's size. tlm never
+ *              frees it or keeps it after the call.
+ * Use tlm_tensor_dense() to fill strides for a row-major layout. */
+typedef struct tlm_tensor {
+  tlm_dtype dtype;
+  int ndim; /* 1..TLM_MAX_DIMS */
+  int64_t shape[TLM_MAX_DIMS];
+  int64_t strides[TLM_MAX_DIMS];
+  void *data;
+} tlm_tensor;
+
+/* Describes a dense row-major tensor: strides[ndim-1] = 1, each stride the
+ * product of the extents inside it. `shape` is copied (ndim entries).
+ * Statuses: TLM_OK, TLM_ERR_NULL_POINTER (t or shape), TLM_ERR_INVALID_ARGUMENT
+ * (ndim out of 1..TLM_MAX_DIMS, an extent < 1), TLM_ERR_OVERFLOW (the
+ * element count overflows int64). Thread-safe. */
+tlm_status tlm_tensor_dense(tlm_tensor *t, tlm_dtype dtype, int ndim,
+                            const int64_t *shape, void *data);
+
+/* ------------------------------------------------------------------------ */
+/* Operators                                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef enum tlm_op_kind {
+  TLM_OP_MATMUL = 1
+} tlm_op_kind;
+
+/* Elementwise activation applied in an epilogue. */
+typedef enum tlm_activation {
+  TLM_ACT_NONE = 0,
+  TLM_ACT_RELU = 1,      /* max(x, 0) */
+  TLM_ACT_GELU_TANH = 2, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+                            (Hendrycks & Gimpel 2016, the GPT-2 form) */
+  TLM_ACT_SILU = 3,      /* x / (1 + exp(-x)) */
+  TLM_ACT_COUNT_
+} tlm_activation;
+
+/* Matmul family: C = epilogue(op(A) x op(B)), computed in f32.
+ *
+ * Inputs, in this order, to tlm_run():
+ *   0  A         (..., M, K), or (..., K, M) stored when transpose_a
+ *   1  B         (..., K, N), or (..., N, K) stored when transpose_b
+ *   2  bias      (N) or (1, N); present only when has_bias
+ *   3  residual  same shape as C (batch dims may broadcast); present only
+ *                when has_residual (index 2 if there is no bias)
+ * Output 0: C (..., M, N). Must not share memory with any input (C holds
+ * partial sums while K is reduced in blocks), the residual included.
+ *
+ * Batch dimensions ("..."): 0 to 4 leading dims. A and B may have fewer
+ * batch dims than C (missing leading dims broadcast) or extent 1 where C
+ * has more (broadcast), as in benchdnn's "BxMxK:1xKxN". C's batch dims are
+ * the broadcast of A's and B's.
+ *
+ * Epilogue, applied per element of C in this order:
+ *   x = acc; if has_bias: x += bias[n]; x = activation(x);
+ *   if has_residual: x += residual[..., m, n].
+ */
+typedef struct tlm_matmul_desc {
+  int transpose_a;  /* 0 or 1 */
+  int transpose_b;  /* 0 or 1 */
+  int has_bias;     /* 0 or 1 */
+  tlm_activation activation;
+  int has_residual; /* 0 or 1 */
+} tlm_matmul_desc;
+
+typedef struct tlm_op {
+  tlm_op_kind kind;
+  union {
+    tlm_matmul_desc matmul; /* kind == TLM_OP_MATMUL */
+  } u;
+} tlm_op;
+
+/* Convenience: a matmul op with no transposes and no epilogue. */
+tlm_op tlm_op_matmul(void);
+
+/* ------------------------------------------------------------------------ */
+/* Running                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Runs `op` on `inputs` and writes `outputs`.
+ *
+ * The first call for a given task (operator, shapes, strides, dtypes,
+ * epilogue) schedules and JIT-compiles a kernel, which takes milliseconds;
+ * later calls with the same task reuse it from the in-memory cache.
+ * Work is split over the runtime's threads; the call returns when the
+ * outputs are complete.
+ *
+ *   rt        runtime; must not be NULL.
+ *   op        operator description; borrowed.
+ *   inputs    array of n_inputs tensors (see the op's documentation for the
+ *             order); borrowed.
+ *   outputs   array of n_outputs tensors; their data is written; borrowed.
+ *
+ * Statuses: TLM_OK; TLM_ERR_NULL_POINTER (rt, op, inputs, outputs, or a
+ * tensor's data); TLM_ERR_INVALID_ARGUMENT (unknown op kind or activation,
+ * flag not 0/1, wrong tensor count, ndim out of range, extent < 1,
+ * negative stride, misaligned data); TLM_ERR_DTYPE_MISMATCH (a tensor not
+ * f32); TLM_ERR_SHAPE_MISMATCH (inner dims disagree, batch dims not
+ * broadcastable, bias or residual of the wrong shape, output shape wrong);
+ * TLM_ERR_OVERFLOW (an element count or byte offset overflows int64);
+ * TLM_ERR_ALIASING (output with a zero stride or overlapping itself, or
+ * sharing memory with an input);
+ * TLM_ERR_OUT_OF_MEMORY; TLM_ERR_JIT.
+ * On failure the outputs may have been left untouched or partly written
+ * only for TLM_ERR_JIT/TLM_ERR_OUT_OF_MEMORY (never for validation errors),
+ * and tlm_last_error() holds the details.
+ *
+ * Thread-safety: calls on one runtime may come from several threads at
+ * once. Concurrent calls share the worker threads, so they serialize at
+ * kernel execution; scheduling and compiling of different tasks may
+ * overlap. */
+tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs,
+                   int n_inputs, const tlm_tensor *outputs, int n_outputs);
+
+/* ------------------------------------------------------------------------ */
+/* Statistics                                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tlm_stats {
+  uint64_t runs;            /* successful tlm_run() calls */
+  uint64_t cache_hits;      /* runs served by an existing kernel */
+  uint64_t cache_misses;    /* runs that had to schedule a new task */
+  uint64_t schedules;       /* schedules chosen (rule or language model) */
+  uint64_t compiles;        /* kernels JIT-compiled */
+  uint64_t compile_fail;    /* compiles that failed */
+  double schedule_ms;       /* total wall time choosing schedules */
+  double compile_ms;        /* total wall time JIT-compiling */
+} tlm_stats;
+
+/* Copies the runtime's counters into *out. Counters only grow.
+ * Statuses: TLM_OK, TLM_ERR_NULL_POINTER. Thread-safe (the counters are
+ * read individually, so a concurrent run may be half-counted). */
+tlm_status tlm_get_stats(const tlm_runtime *rt, tlm_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TLM_H */

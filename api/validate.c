@@ -1,0 +1,223 @@
+/* validate.c - checks a caller's op and tensors and turns them into a
+ * canonical task plus kernel arguments. Nothing below the API re-checks. */
+#include "validate.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define FAIL(st, ...)                                   \
+  do {                                                  \
+    snprintf(err, (size_t)errcap, __VA_ARGS__);         \
+    return (st);                                        \
+  } while (0)
+
+/* Largest element offset a tensor reaches; -1 on overflow. */
+static int64_t max_offset(const tlm_tensor *t) {
+  int64_t off = 0, term;
+  for (int i = 0; i < t->ndim; i++) {
+    if (__builtin_mul_overflow(t->shape[i] - 1, t->strides[i], &term) ||
+        __builtin_add_overflow(off, term, &off))
+      return -1;
+  }
+  int64_t bytes;
+  if (__builtin_mul_overflow(off + 1, (int64_t)sizeof(float), &bytes)) return -1;
+  return off;
+}
+
+static tlm_status check_tensor(const tlm_tensor *t, const char *name, int min_ndim,
+                               char *err, int errcap) {
+  if (t->dtype != TLM_F32)
+    FAIL(TLM_ERR_DTYPE_MISMATCH, "%s: dtype %d is not f32 (only TLM_F32 is supported)", name,
+         (int)t->dtype);
+  if (t->ndim < min_ndim || t->ndim > TLM_MAX_DIMS)
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "%s: ndim %d out of range %d..%d", name, t->ndim, min_ndim,
+         TLM_MAX_DIMS);
+  if (!t->data) FAIL(TLM_ERR_NULL_POINTER, "%s: data is NULL", name);
+  if ((uintptr_t)t->data % sizeof(float))
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "%s: data %p is not aligned to 4 bytes", name, t->data);
+  int64_t count = 1;
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] < 1)
+      FAIL(TLM_ERR_INVALID_ARGUMENT, "%s: extent %lld of dim %d is < 1", name,
+           (long long)t->shape[i], i);
+    if (t->strides[i] < 0)
+      FAIL(TLM_ERR_INVALID_ARGUMENT, "%s: stride %lld of dim %d is negative", name,
+           (long long)t->strides[i], i);
+    if (__builtin_mul_overflow(count, t->shape[i], &count))
+      FAIL(TLM_ERR_OVERFLOW, "%s: element count overflows int64", name);
+  }
+  int64_t bytes;
+  if (__builtin_mul_overflow(count, (int64_t)sizeof(float), &bytes))
+    FAIL(TLM_ERR_OVERFLOW, "%s: byte size overflows int64", name);
+  if (max_offset(t) < 0) FAIL(TLM_ERR_OVERFLOW, "%s: largest byte offset overflows int64", name);
+  return TLM_OK;
+}
+
+/* The output must map distinct indices to distinct elements: no zero stride
+ * on an extent > 1, and each stride (sorted) beyond the span of the smaller
+ * ones. */
+static int self_overlaps(const tlm_tensor *t) {
+  int idx[TLM_MAX_DIMS], n = 0;
+  for (int i = 0; i < t->ndim; i++)
+    if (t->shape[i] > 1) {
+      if (t->strides[i] == 0) return 1;
+      idx[n++] = i;
+    }
+  for (int i = 1; i < n; i++) /* insertion sort by stride */
+    for (int j = i; j > 0 && t->strides[idx[j]] < t->strides[idx[j - 1]]; j--) {
+      int tmp = idx[j];
+      idx[j] = idx[j - 1];
+      idx[j - 1] = tmp;
+    }
+  int64_t span = 0; /* largest offset reachable by the smaller dims */
+  for (int i = 0; i < n; i++) {
+    if (t->strides[idx[i]] <= span) return 1;
+    span += (t->shape[idx[i]] - 1) * t->strides[idx[i]];
+  }
+  return 0;
+}
+
+static int ranges_overlap(const tlm_tensor *x, const tlm_tensor *y) {
+  uintptr_t x0 = (uintptr_t)x->data, x1 = x0 + (uintptr_t)(max_offset(x) + 1) * sizeof(float);
+  uintptr_t y0 = (uintptr_t)y->data, y1 = y0 + (uintptr_t)(max_offset(y) + 1) * sizeof(float);
+  return x0 < y1 && y0 < x1;
+}
+
+/* Batch dims of input t (of which the last 2 are matrix dims) aligned to C's
+ * nb batch dims: writes per-C-dim extents (1 when missing) and strides. */
+static tlm_status align_batch(const tlm_tensor *t, const char *name, int nb,
+                              int64_t *ext, int64_t *str, char *err, int errcap) {
+  int tb = t->ndim - 2;
+  if (tb > nb)
+    FAIL(TLM_ERR_SHAPE_MISMATCH, "%s has %d batch dims but the output has %d", name, tb, nb);
+  for (int d = 0; d < nb; d++) {
+    int td = d - (nb - tb);
+    ext[d] = td >= 0 ? t->shape[td] : 1;
+    str[d] = (td >= 0 && t->shape[td] > 1) ? t->strides[td] : 0;
+  }
+  return TLM_OK;
+}
+
+tlm_status tlm_validate_matmul(const tlm_op *op, const tlm_tensor *in, int n_in,
+                               const tlm_tensor *out, int n_out, tlm_task *task,
+                               tlm_mm_args *args, char *err, int errcap) {
+  const tlm_matmul_desc *d = &op->u.matmul;
+  memset(task, 0, sizeof *task);
+  memset(args, 0, sizeof *args);
+  if ((d->transpose_a & ~1) || (d->transpose_b & ~1) || (d->has_bias & ~1) ||
+      (d->has_residual & ~1))
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "matmul flags must be 0 or 1");
+  if ((int)d->activation < 0 || d->activation >= TLM_ACT_COUNT_)
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "unknown activation %d", (int)d->activation);
+  int want = 2 + d->has_bias + d->has_residual;
+  if (n_in != want)
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "matmul takes %d inputs here (A, B%s%s), got %d", want,
+         d->has_bias ? ", bias" : "", d->has_residual ? ", residual" : "", n_in);
+  if (n_out != 1) FAIL(TLM_ERR_INVALID_ARGUMENT, "matmul writes 1 output, got %d", n_out);
+  const tlm_tensor *A = &in[0], *B = &in[1], *C = &out[0];
+  const tlm_tensor *bias = d->has_bias ? &in[2] : NULL;
+  const tlm_tensor *R = d->has_residual ? &in[2 + d->has_bias] : NULL;
+  tlm_status st;
+  if ((st = check_tensor(A, "A", 2, err, errcap)) || (st = check_tensor(B, "B", 2, err, errcap)) ||
+      (st = check_tensor(C, "C", 2, err, errcap)))
+    return st;
+  if (bias && (st = check_tensor(bias, "bias", 1, err, errcap))) return st;
+  if (R && (st = check_tensor(R, "residual", 2, err, errcap))) return st;
+
+  int na = A->ndim, nbd = B->ndim, nc = C->ndim;
+  int64_t M = d->transpose_a ? A->shape[na - 1] : A->shape[na - 2];
+  int64_t K = d->transpose_a ? A->shape[na - 2] : A->shape[na - 1];
+  int64_t KB = d->transpose_b ? B->shape[nbd - 1] : B->shape[nbd - 2];
+  int64_t N = d->transpose_b ? B->shape[nbd - 2] : B->shape[nbd - 1];
+  if (K != KB)
+    FAIL(TLM_ERR_SHAPE_MISMATCH, "inner dims differ: A gives K=%lld, B gives K=%lld",
+         (long long)K, (long long)KB);
+  if (C->shape[nc - 2] != M || C->shape[nc - 1] != N)
+    FAIL(TLM_ERR_SHAPE_MISMATCH, "C is %lldx%lld, expected M x N = %lldx%lld",
+         (long long)C->shape[nc - 2], (long long)C->shape[nc - 1], (long long)M, (long long)N);
+  int nb = nc - 2;
+  if (nb > TLM_MAX_BATCH) FAIL(TLM_ERR_INVALID_ARGUMENT, "more than %d batch dims", TLM_MAX_BATCH);
+  int64_t ea[TLM_MAX_BATCH], eb[TLM_MAX_BATCH], er[TLM_MAX_BATCH];
+  int64_t sa[TLM_MAX_BATCH], sb[TLM_MAX_BATCH], sr[TLM_MAX_BATCH];
+  if ((st = align_batch(A, "A", nb, ea, sa, err, errcap)) ||
+      (st = align_batch(B, "B", nb, eb, sb, err, errcap)))
+    return st;
+  if (R && (st = align_batch(R, "residual", nb, er, sr, err, errcap))) return st;
+  for (int i = 0; i < nb; i++) {
+    int64_t e = C->shape[i];
+    int64_t bc = ea[i] > eb[i] ? ea[i] : eb[i];
+    if ((ea[i] != 1 && ea[i] != e) || (eb[i] != 1 && eb[i] != e) || bc != e)
+      FAIL(TLM_ERR_SHAPE_MISMATCH,
+           "batch dim %d: A has %lld, B has %lld, C has %lld (not their broadcast)", i,
+           (long long)ea[i], (long long)eb[i], (long long)e);
+    if (R && er[i] != 1 && er[i] != e)
+      FAIL(TLM_ERR_SHAPE_MISMATCH, "residual batch dim %d is %lld, C has %lld", i,
+           (long long)er[i], (long long)e);
+  }
+  if (bias) {
+    int ok = (bias->ndim == 1 && bias->shape[0] == N) ||
+             (bias->ndim == 2 && bias->shape[0] == 1 && bias->shape[1] == N);
+    if (!ok) FAIL(TLM_ERR_SHAPE_MISMATCH, "bias must be (N) or (1, N) with N=%lld", (long long)N);
+  }
+  if (R) {
+    int nr = R->ndim;
+    if (R->shape[nr - 2] != M || R->shape[nr - 1] != N)
+      FAIL(TLM_ERR_SHAPE_MISMATCH, "residual is %lldx%lld, expected %lldx%lld",
+           (long long)R->shape[nr - 2], (long long)R->shape[nr - 1], (long long)M, (long long)N);
+  }
+  if (self_overlaps(C)) FAIL(TLM_ERR_ALIASING, "C's strides make distinct elements overlap");
+  /* C holds partial sums between K blocks, so it may not share memory with
+   * any input, the residual included */
+  if (ranges_overlap(C, A) || ranges_overlap(C, B) || (bias && ranges_overlap(C, bias)) ||
+      (R && ranges_overlap(C, R)))
+    FAIL(TLM_ERR_ALIASING, "C overlaps an input; outputs must not share memory with inputs");
+
+  /* canonical task: drop batch dims of extent 1 */
+  tlm_matmul_task *t = &task->u.mm;
+  task->kind = TLM_OP_MATMUL;
+  task->dtype = TLM_F32;
+  for (int i = 0; i < nb; i++) {
+    if (C->shape[i] == 1) continue;
+    int j = t->nbatch++;
+    t->batch[j] = C->shape[i];
+    args->sa[j] = sa[i];
+    args->sb[j] = sb[i];
+    args->sc[j] = C->strides[i];
+    args->sr[j] = R ? sr[i] : 0;
+  }
+  for (int j = t->nbatch; j < TLM_MAX_BATCH; j++) t->batch[j] = 1;
+  t->M = M, t->N = N, t->K = K;
+  t->act = (int32_t)d->activation;
+  t->has_bias = d->has_bias;
+  t->has_residual = d->has_residual;
+  /* matrix strides; the stride of an extent-1 dim never matters, call it 1 */
+#define STR(x, dim, ext) ((ext) > 1 ? (x)->strides[dim] : 1)
+  args->sa[4] = d->transpose_a ? STR(A, na - 1, M) : STR(A, na - 2, M);
+  args->sa[5] = d->transpose_a ? STR(A, na - 2, K) : STR(A, na - 1, K);
+  args->sb[4] = d->transpose_b ? STR(B, nbd - 1, K) : STR(B, nbd - 2, K);
+  args->sb[5] = d->transpose_b ? STR(B, nbd - 2, N) : STR(B, nbd - 1, N);
+  args->sc[4] = STR(C, nc - 2, M);
+  args->sc[5] = STR(C, nc - 1, N);
+  if (R) {
+    args->sr[4] = STR(R, R->ndim - 2, M);
+    args->sr[5] = STR(R, R->ndim - 1, N);
+  }
+  if (bias) args->sbias = STR(bias, bias->ndim - 1, N);
+#undef STR
+  t->unit = (args->sa[5] == 1 ? TLM_UNIT_A_K : 0) | (args->sb[5] == 1 ? TLM_UNIT_B_N : 0) |
+            (args->sc[5] == 1 ? TLM_UNIT_C_N : 0) |
+            (R && args->sr[5] == 1 ? TLM_UNIT_R_N : 0) |
+            (bias && args->sbias == 1 ? TLM_UNIT_BIAS : 0);
+  memcpy(t->sa, args->sa, sizeof t->sa);
+  memcpy(t->sb, args->sb, sizeof t->sb);
+  memcpy(t->sc, args->sc, sizeof t->sc);
+  memcpy(t->sr, args->sr, sizeof t->sr);
+  t->sbias = args->sbias;
+  args->a = A->data;
+  args->b = B->data;
+  args->c = C->data;
+  args->bias = bias ? bias->data : NULL;
+  args->res = R ? R->data : NULL;
+  args->M = M;
+  return TLM_OK;
+}

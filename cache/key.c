@@ -1,0 +1,76 @@
+/* key.c - canonical key blobs and their XXH3-128 hashes. */
+#include "key.h"
+
+#include <llvm-c/Core.h>
+#include <stdio.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "tlm.h"
+
+#define KEY_FORMAT 1
+
+typedef struct key_writer {
+  tlm_key *k;
+} key_writer;
+
+static void put(tlm_key *k, const void *p, size_t n) {
+  if (k->len + n > TLM_KEY_MAX) n = TLM_KEY_MAX - k->len; /* cannot happen: sizes are fixed */
+  memcpy(k->bytes + k->len, p, n);
+  k->len += (uint32_t)n;
+}
+
+static void put_u32(tlm_key *k, uint32_t v) { put(k, &v, sizeof v); }
+
+static void header(tlm_key *k, uint32_t kind, const tlm_target *target) {
+  memset(k, 0, sizeof *k);
+  unsigned maj = 0, min = 0, pat = 0;
+  LLVMGetVersion(&maj, &min, &pat);
+  put_u32(k, KEY_FORMAT);
+  put_u32(k, kind);
+  put_u32(k, TLM_VERSION_NUMBER);
+  put_u32(k, maj * 10000 + min * 100 + pat);
+  put(k, target, sizeof *target); /* tlm_target has no padding holes */
+}
+
+static void finish(tlm_key *k) {
+  XXH128_hash_t h = XXH3_128bits(k->bytes, k->len);
+  k->hash_lo = h.low64;
+  k->hash_hi = h.high64;
+}
+
+void tlm_key_shape(tlm_key *k, const tlm_task *task, const tlm_target *target,
+                   uint64_t scheduler_id) {
+  header(k, 1, target);
+  put(k, &scheduler_id, sizeof scheduler_id);
+  put(k, task, sizeof *task); /* zero-initialized by validation: no garbage */
+  finish(k);
+}
+
+void tlm_key_schedule(tlm_key *k, const tlm_task *task, const tlm_target *target,
+                      const tlm_schedule *sched) {
+  header(k, 2, target);
+  tlm_task t = *task;
+  /* run-time arguments of the kernel: M and every stride (only the unit
+   * class is static, in t.u.mm.unit) */
+  t.u.mm.M = 0;
+  memset(t.u.mm.sa, 0, sizeof t.u.mm.sa);
+  memset(t.u.mm.sb, 0, sizeof t.u.mm.sb);
+  memset(t.u.mm.sc, 0, sizeof t.u.mm.sc);
+  memset(t.u.mm.sr, 0, sizeof t.u.mm.sr);
+  t.u.mm.sbias = 0;
+  put(k, &t, sizeof t);
+  put(k, sched, sizeof *sched);
+  finish(k);
+}
+
+int tlm_key_equal(const tlm_key *a, const tlm_key *b) {
+  return a->hash_lo == b->hash_lo && a->hash_hi == b->hash_hi && a->len == b->len &&
+         memcmp(a->bytes, b->bytes, a->len) == 0;
+}
+
+char *tlm_key_hex(const tlm_key *k, char *buf) {
+  snprintf(buf, 33, "%016llx%016llx", (unsigned long long)k->hash_hi,
+           (unsigned long long)k->hash_lo);
+  return buf;
+}

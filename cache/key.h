@@ -1,0 +1,41 @@
+/* key.h - canonical cache keys (internal).
+ *
+ * A key is a zero-padded byte blob of everything that changes the generated
+ * code, hashed with XXH3-128 (xxHash). A lookup hit compares the full blob,
+ * so a hash collision can never return another task's kernel. */
+#ifndef TLM_CACHE_KEY_H
+#define TLM_CACHE_KEY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../runtime/space.h"
+#include "../runtime/target.h"
+#include "../runtime/task.h"
+
+#define TLM_KEY_MAX 512
+
+typedef struct tlm_key {
+  uint64_t hash_lo, hash_hi; /* XXH3-128 of bytes[0..len) */
+  uint32_t len;
+  uint8_t bytes[TLM_KEY_MAX];
+} tlm_key;
+
+/* Shape key: key format version, tlm version, LLVM version, target, the
+ * full task (M included) and the scheduler's identity (model checksum, 0
+ * for the default rule). */
+void tlm_key_shape(tlm_key *k, const tlm_task *task, const tlm_target *target,
+                   uint64_t scheduler_id);
+
+/* Schedule key: the same versions and target, the task with its dynamic
+ * dimension (M) cleared, and the decisions. Kernels are shared by every
+ * task with an equal schedule key. */
+void tlm_key_schedule(tlm_key *k, const tlm_task *task, const tlm_target *target,
+                      const tlm_schedule *sched);
+
+int tlm_key_equal(const tlm_key *a, const tlm_key *b);
+
+/* 32 lowercase hex digits of the hash into buf (>= 33 bytes). */
+char *tlm_key_hex(const tlm_key *k, char *buf);
+
+#endif

@@ -1,0 +1,655 @@
+/* codegen.c - matmul loop nest -> LLVM IR.
+ *
+ * The emitted code keeps every loop variable and accumulator in an alloca of
+ * the entry block; SROA/mem2reg in the optimization pipeline turns them into
+ * SSA registers, so the register tile's accumulators live in vector
+ * registers across the k loop. Tails: a register tile whose block is full
+ * runs a branch with constant sizes and no masks; a partial one clamps its
+ * row indices to valid rows, masks its column lanes, and stores only the
+ * valid rows and lanes, so no out-of-bounds address is ever touched.
+ */
+#include "codegen.h"
+
+#include <llvm-c/Analysis.h>
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../runtime/kernel_abi.h"
+
+#define MAX_ACC 64   /* == MAX_ACCUMULATORS in space.c */
+#define MAX_TB 64    /* tile_b bound (accumulator bound with m = nv = 1) */
+
+typedef struct cg {
+  LLVMContextRef C;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;
+  LLVMBuilderRef ab; /* positioned in the entry block, for allocas */
+  LLVMValueRef fn;
+  LLVMTypeRef i1, i32, i64, f32, ptr, vd;
+  const tlm_task *task;
+  const tlm_matmul_task *mm;
+  const ln_nest *nest;
+  int batched;
+  LLVMValueRef begin, end, scratch;
+  LLVMValueRef pa, pb, pc, pbias, pres, M;
+  LLVMValueRef sa[6], sb[6], sc[6], sr[6], sbias;
+  /* packing state, valid inside an LN_PACK_B */
+  int packed;
+  LLVMValueRef pk_b0, pk_n0, pk_k0;
+  int64_t pk_panels, pk_kb, pk_width;
+} cg;
+
+typedef struct blk {
+  LLVMValueRef start[LN_NAXES], size[LN_NAXES];
+} blk;
+
+/* ---- small builders ---------------------------------------------------- */
+
+static LLVMValueRef c64(cg *g, int64_t v) { return LLVMConstInt(g->i64, (unsigned long long)v, 1); }
+static LLVMValueRef c32(cg *g, int32_t v) { return LLVMConstInt(g->i32, (unsigned long long)v, 1); }
+static LLVMValueRef add(cg *g, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildAdd(g->b, x, y, ""); }
+static LLVMValueRef sub(cg *g, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildSub(g->b, x, y, ""); }
+static LLVMValueRef mul(cg *g, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildMul(g->b, x, y, ""); }
+static LLVMValueRef smin(cg *g, LLVMValueRef x, LLVMValueRef y) {
+  return LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, x, y, ""), x, y, "");
+}
+static LLVMValueRef gep(cg *g, LLVMValueRef base, LLVMValueRef idx) {
+  return LLVMBuildGEP2(g->b, g->f32, base, &idx, 1, "");
+}
+static LLVMTypeRef vtype(cg *g, int w) { return LLVMVectorType(g->f32, (unsigned)w); }
+
+static LLVMValueRef alloca_of(cg *g, LLVMTypeRef t) { return LLVMBuildAlloca(g->ab, t, ""); }
+
+static LLVMValueRef load(cg *g, LLVMTypeRef t, LLVMValueRef p, unsigned align) {
+  LLVMValueRef v = LLVMBuildLoad2(g->b, t, p, "");
+  LLVMSetAlignment(v, align);
+  return v;
+}
+static void store(cg *g, LLVMValueRef v, LLVMValueRef p, unsigned align) {
+  LLVMSetAlignment(LLVMBuildStore(g->b, v, p), align);
+}
+
+static LLVMValueRef call_intrinsic(cg *g, const char *name, LLVMTypeRef *ovl, size_t novl,
+                                   LLVMValueRef *args, unsigned nargs) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(g->mod, id, ovl, novl);
+  LLVMTypeRef ft = LLVMIntrinsicGetType(g->C, id, ovl, novl);
+  return LLVMBuildCall2(g->b, ft, f, args, nargs, "");
+}
+
+static LLVMValueRef splat(cg *g, LLVMValueRef s, int w) {
+  LLVMTypeRef vt = vtype(g, w);
+  LLVMValueRef v = LLVMBuildInsertElement(g->b, LLVMGetUndef(vt), s, c32(g, 0), "");
+  if (w == 1) return v;
+  LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(g->i32, (unsigned)w));
+  return LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(vt), zeros, "");
+}
+
+static LLVMValueRef splat_f(cg *g, double x, int w) {
+  LLVMValueRef e[16];
+  for (int i = 0; i < w; i++) e[i] = LLVMConstReal(g->f32, x);
+  return LLVMConstVector(e, (unsigned)w);
+}
+
+/* <lane0 + 0, lane0 + 1, ...> as i64 */
+static LLVMValueRef lane_ids(cg *g, int64_t lane0, int w) {
+  LLVMValueRef e[16];
+  for (int i = 0; i < w; i++) e[i] = c64(g, lane0 + i);
+  return LLVMConstVector(e, (unsigned)w);
+}
+
+/* mask of lanes lane0+l < limit (limit an i64 value) */
+static LLVMValueRef lane_mask(cg *g, int64_t lane0, int w, LLVMValueRef limit) {
+  LLVMValueRef lim = LLVMBuildInsertElement(g->b, LLVMGetUndef(LLVMVectorType(g->i64, (unsigned)w)),
+                                            limit, c32(g, 0), "");
+  if (w > 1)
+    lim = LLVMBuildShuffleVector(g->b, lim, LLVMGetUndef(LLVMVectorType(g->i64, (unsigned)w)),
+                                 LLVMConstNull(LLVMVectorType(g->i32, (unsigned)w)), "");
+  return LLVMBuildICmp(g->b, LLVMIntSLT, lane_ids(g, lane0, w), lim, "");
+}
+
+/* ---- loops --------------------------------------------------------------- */
+
+typedef struct loop {
+  LLVMValueRef iv;
+  LLVMValueRef step;
+  LLVMBasicBlockRef cond, exit;
+} loop;
+
+/* for (i = start; i < end; i += step): returns i, the builder in the body */
+static LLVMValueRef loop_begin(cg *g, loop *L, LLVMValueRef start, LLVMValueRef end,
+                               LLVMValueRef step) {
+  L->iv = alloca_of(g, g->i64);
+  L->step = step;
+  LLVMBuildStore(g->b, start, L->iv);
+  L->cond = LLVMAppendBasicBlockInContext(g->C, g->fn, "loop");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(g->C, g->fn, "body");
+  L->exit = LLVMAppendBasicBlockInContext(g->C, g->fn, "exit");
+  LLVMBuildBr(g->b, L->cond);
+  LLVMPositionBuilderAtEnd(g->b, L->cond);
+  LLVMValueRef i = LLVMBuildLoad2(g->b, g->i64, L->iv, "i");
+  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, i, end, ""), body, L->exit);
+  LLVMPositionBuilderAtEnd(g->b, body);
+  return i;
+}
+
+static void loop_end(cg *g, loop *L) {
+  LLVMValueRef i = LLVMBuildLoad2(g->b, g->i64, L->iv, "");
+  LLVMBuildStore(g->b, add(g, i, L->step), L->iv);
+  LLVMBuildBr(g->b, L->cond);
+  LLVMPositionBuilderAtEnd(g->b, L->exit);
+}
+
+/* if (cond) { ... } : returns the join block; the builder is in "then" */
+static LLVMBasicBlockRef if_begin(cg *g, LLVMValueRef cond) {
+  LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(g->C, g->fn, "then");
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(g->C, g->fn, "join");
+  LLVMBuildCondBr(g->b, cond, then, join);
+  LLVMPositionBuilderAtEnd(g->b, then);
+  return join;
+}
+static void if_end(cg *g, LLVMBasicBlockRef join) {
+  LLVMBuildBr(g->b, join);
+  LLVMPositionBuilderAtEnd(g->b, join);
+}
+
+/* ---- addressing ---------------------------------------------------------- */
+
+/* element offset of flat batch index bi through strides s[0..3] */
+static LLVMValueRef batch_offset(cg *g, LLVMValueRef bi, LLVMValueRef *s) {
+  if (!g->batched) return c64(g, 0);
+  LLVMValueRef off = c64(g, 0), q = bi;
+  for (int d = g->mm->nbatch - 1; d >= 0; d--) {
+    LLVMValueRef ext = c64(g, g->mm->batch[d]);
+    LLVMValueRef idx = d ? LLVMBuildURem(g->b, q, ext, "") : q;
+    if (d) q = LLVMBuildUDiv(g->b, q, ext, "");
+    off = add(g, off, mul(g, idx, s[d]));
+  }
+  return off;
+}
+
+/* Loads W lanes of row `base` at columns nstart + l (column stride `stride`,
+ * unit when `unit`). With a mask, lanes outside it read 0 and touch no
+ * memory beyond column nlast. */
+static LLVMValueRef load_lanes(cg *g, LLVMValueRef base, LLVMValueRef nstart, int unit,
+                               LLVMValueRef stride, int w, LLVMValueRef mask,
+                               LLVMValueRef nlast) {
+  LLVMTypeRef vt = vtype(g, w);
+  if (unit) {
+    LLVMValueRef p = gep(g, base, nstart);
+    if (!mask) return load(g, vt, p, 4);
+    LLVMTypeRef ovl[2] = {vt, g->ptr};
+    LLVMValueRef args[4] = {p, c32(g, 4), mask, LLVMConstNull(vt)};
+    return call_intrinsic(g, "llvm.masked.load", ovl, 2, args, 4);
+  }
+  LLVMValueRef v = LLVMGetUndef(vt);
+  for (int l = 0; l < w; l++) {
+    LLVMValueRef n = add(g, nstart, c64(g, l));
+    if (mask) n = smin(g, n, nlast);
+    LLVMValueRef s = load(g, g->f32, gep(g, base, mul(g, n, stride)), 4);
+    v = LLVMBuildInsertElement(g->b, v, s, c32(g, l), "");
+  }
+  if (mask) v = LLVMBuildSelect(g->b, mask, v, LLVMConstNull(vt), "");
+  return v;
+}
+
+static void store_lanes(cg *g, LLVMValueRef val, LLVMValueRef base, LLVMValueRef nstart,
+                        int unit, LLVMValueRef stride, int w, LLVMValueRef mask) {
+  LLVMTypeRef vt = vtype(g, w);
+  if (unit) {
+    LLVMValueRef p = gep(g, base, nstart);
+    if (!mask) {
+      store(g, val, p, 4);
+      return;
+    }
+    LLVMTypeRef ovl[2] = {vt, g->ptr};
+    LLVMValueRef args[4] = {val, p, c32(g, 4), mask};
+    call_intrinsic(g, "llvm.masked.store", ovl, 2, args, 4);
+    return;
+  }
+  for (int l = 0; l < w; l++) {
+    LLVMBasicBlockRef join = NULL;
+    if (mask) join = if_begin(g, LLVMBuildExtractElement(g->b, mask, c32(g, l), ""));
+    LLVMValueRef n = add(g, nstart, c64(g, l));
+    LLVMValueRef s = LLVMBuildExtractElement(g->b, val, c32(g, l), "");
+    store(g, s, gep(g, base, mul(g, n, stride)), 4);
+    if (mask) if_end(g, join);
+  }
+}
+
+/* ---- epilogue ------------------------------------------------------------ */
+
+static LLVMValueRef vexp(cg *g, LLVMValueRef x, int w) {
+  LLVMTypeRef vt = vtype(g, w);
+  return call_intrinsic(g, "llvm.exp", &vt, 1, &x, 1);
+}
+
+/* bias, activation, residual on W lanes of row `row` of batch offset roff */
+static LLVMValueRef epilogue(cg *g, LLVMValueRef x, LLVMValueRef roff, LLVMValueRef row,
+                             LLVMValueRef nstart, int w, LLVMValueRef mask,
+                             LLVMValueRef nlast) {
+  const tlm_matmul_task *mm = g->mm;
+  if (mm->has_bias) {
+    LLVMValueRef bv = load_lanes(g, g->pbias, nstart, (mm->unit & TLM_UNIT_BIAS) != 0,
+                                 g->sbias, w, mask, nlast);
+    x = LLVMBuildFAdd(g->b, x, bv, "");
+  }
+  switch (mm->act) {
+  case TLM_ACT_RELU: {
+    LLVMValueRef pos = LLVMBuildFCmp(g->b, LLVMRealOGT, x, splat_f(g, 0.0, w), "");
+    x = LLVMBuildSelect(g->b, pos, x, splat_f(g, 0.0, w), "");
+    break;
+  }
+  case TLM_ACT_GELU_TANH: {
+    /* tanh(y) = 1 - 2 / (exp(2y) + 1): exact limits +-1 at +-inf */
+    LLVMValueRef x3 = LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, x, x, ""), x, "");
+    LLVMValueRef inner = LLVMBuildFAdd(g->b, x, LLVMBuildFMul(g->b, splat_f(g, 0.044715, w), x3, ""), "");
+    LLVMValueRef y2 = LLVMBuildFMul(g->b, inner, splat_f(g, 2.0 * 0.7978845608028654, w), "");
+    LLVMValueRef e = vexp(g, y2, w);
+    LLVMValueRef th = LLVMBuildFSub(g->b, splat_f(g, 1.0, w),
+                                    LLVMBuildFDiv(g->b, splat_f(g, 2.0, w),
+                                                  LLVMBuildFAdd(g->b, e, splat_f(g, 1.0, w), ""), ""), "");
+    LLVMValueRef half_x = LLVMBuildFMul(g->b, x, splat_f(g, 0.5, w), "");
+    x = LLVMBuildFMul(g->b, half_x, LLVMBuildFAdd(g->b, th, splat_f(g, 1.0, w), ""), "");
+    break;
+  }
+  case TLM_ACT_SILU: {
+    LLVMValueRef e = vexp(g, LLVMBuildFNeg(g->b, x, ""), w);
+    x = LLVMBuildFDiv(g->b, x, LLVMBuildFAdd(g->b, e, splat_f(g, 1.0, w), ""), "");
+    break;
+  }
+  default: break;
+  }
+  if (mm->has_residual) {
+    LLVMValueRef base = gep(g, g->pres, add(g, roff, mul(g, row, g->sr[4])));
+    LLVMValueRef rv = load_lanes(g, base, nstart, (mm->unit & TLM_UNIT_R_N) != 0, g->sr[5], w,
+                                 mask, nlast);
+    x = LLVMBuildFAdd(g->b, x, rv, "");
+  }
+  return x;
+}
+
+/* ---- nodes ----------------------------------------------------------------- */
+
+static int emit_node(cg *g, int idx, blk *bk);
+
+static int emit_body(cg *g, const ln_node *n, blk *bk) {
+  for (int i = 0; i < n->nbody; i++) {
+    blk copy = *bk;
+    if (emit_node(g, n->body[i], &copy)) return -1;
+  }
+  return 0;
+}
+
+static LLVMValueRef root_extent(cg *g, int axis) {
+  switch (axis) {
+  case LN_B: return c64(g, tlm_task_batch_total(g->task));
+  case LN_M: return g->M;
+  case LN_N: return c64(g, g->mm->N);
+  default: return c64(g, g->mm->K);
+  }
+}
+
+static int emit_parallel(cg *g, const ln_node *n, blk *bk) {
+  loop L;
+  LLVMValueRef p = loop_begin(g, &L, g->begin, g->end, c64(g, 1));
+  LLVMValueRef q = p;
+  for (int f = n->nfused - 1; f >= 0; f--) {
+    int a = n->fused_axis[f];
+    LLVMValueRef bsz = c64(g, n->fused_block[f]);
+    LLVMValueRef ext = root_extent(g, a);
+    LLVMValueRef trips = LLVMBuildSDiv(g->b, add(g, ext, c64(g, n->fused_block[f] - 1)), bsz, "");
+    LLVMValueRef i = f ? LLVMBuildSRem(g->b, q, trips, "") : q;
+    if (f) q = LLVMBuildSDiv(g->b, q, trips, "");
+    LLVMValueRef st = mul(g, i, bsz);
+    bk->start[a] = st;
+    bk->size[a] = smin(g, bsz, sub(g, ext, st));
+  }
+  if (emit_body(g, n, bk)) return -1;
+  loop_end(g, &L);
+  return 0;
+}
+
+static int emit_for(cg *g, const ln_node *n, blk *bk) {
+  int a = n->axis;
+  LLVMValueRef bsz = c64(g, n->block);
+  LLVMValueRef start = bk->start[a], size = bk->size[a];
+  loop L;
+  LLVMValueRef off = loop_begin(g, &L, c64(g, 0), size, bsz);
+  bk->start[a] = add(g, start, off);
+  bk->size[a] = smin(g, bsz, sub(g, size, off));
+  if (emit_body(g, n, bk)) return -1;
+  loop_end(g, &L);
+  return 0;
+}
+
+static int emit_pack(cg *g, const ln_node *n, blk *bk) {
+  const tlm_matmul_task *mm = g->mm;
+  int64_t nr = n->pack_width;
+  /* vector width for the copy: the largest of 16/8/4/1 dividing nr */
+  int w = nr % 16 == 0 ? 16 : nr % 8 == 0 ? 8 : nr % 4 == 0 ? 4 : 1;
+  LLVMValueRef b0 = bk->start[LN_B], bs = bk->size[LN_B];
+  LLVMValueRef n0 = bk->start[LN_N], ns = bk->size[LN_N];
+  LLVMValueRef k0 = bk->start[LN_K], ks = bk->size[LN_K];
+  LLVMValueRef nlast = sub(g, add(g, n0, ns), c64(g, 1));
+  int unit = (mm->unit & TLM_UNIT_B_N) != 0;
+  loop Lb, Lp, Lk;
+  LLVMValueRef ib = loop_begin(g, &Lb, c64(g, 0), bs, c64(g, 1));
+  LLVMValueRef boff = batch_offset(g, add(g, b0, ib), g->sb);
+  LLVMValueRef poff = loop_begin(g, &Lp, c64(g, 0), ns, c64(g, nr));
+  LLVMValueRef panel = LLVMBuildSDiv(g->b, poff, c64(g, nr), "");
+  LLVMValueRef kk = loop_begin(g, &Lk, c64(g, 0), ks, c64(g, 1));
+  LLVMValueRef row = gep(g, g->pb, add(g, boff, mul(g, add(g, k0, kk), g->sb[4])));
+  LLVMValueRef dst_idx =
+      mul(g, add(g, mul(g, add(g, mul(g, ib, c64(g, n->pack_panels)), panel), c64(g, n->pack_kblock)), kk),
+          c64(g, nr));
+  LLVMValueRef lim = sub(g, ns, poff);
+  for (int64_t v = 0; v < nr / w; v++) {
+    LLVMValueRef mask = lane_mask(g, v * w, w, lim);
+    LLVMValueRef nstart = add(g, add(g, n0, poff), c64(g, v * w));
+    LLVMValueRef vals = load_lanes(g, row, nstart, unit, g->sb[5], w, mask, nlast);
+    store(g, vals, gep(g, g->scratch, add(g, dst_idx, c64(g, v * w))), 4);
+  }
+  loop_end(g, &Lk);
+  loop_end(g, &Lp);
+  loop_end(g, &Lb);
+  cg saved = *g;
+  g->packed = 1;
+  g->pk_b0 = b0;
+  g->pk_n0 = n0;
+  g->pk_k0 = k0;
+  g->pk_panels = n->pack_panels;
+  g->pk_kb = n->pack_kblock;
+  g->pk_width = nr;
+  int rc = emit_body(g, n, bk);
+  g->packed = saved.packed;
+  return rc;
+}
+
+/* One version of the register tile: full (constant sizes, no masks) or
+ * partial (clamped rows, masked lanes, guarded stores). */
+static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
+  const tlm_matmul_task *mm = g->mm;
+  const int TB = n->tile_b, TM = n->tile_m, NV = n->nvec, W = n->vec;
+  LLVMTypeRef vt = vtype(g, W);
+  LLVMValueRef b0 = bk->start[LN_B], bs = bk->size[LN_B];
+  LLVMValueRef m0 = bk->start[LN_M], ms = bk->size[LN_M];
+  LLVMValueRef n0 = bk->start[LN_N], ns = bk->size[LN_N];
+  LLVMValueRef k0 = bk->start[LN_K], ks = bk->size[LN_K];
+  LLVMValueRef nlast = sub(g, add(g, n0, ns), c64(g, 1));
+  LLVMValueRef acc[MAX_ACC];
+  LLVMValueRef aoff[MAX_TB], boff[MAX_TB], coff[MAX_TB], roff[MAX_TB], bidx[MAX_TB];
+  LLVMValueRef arow[MAX_ACC], crow[MAX_ACC], rowv[MAX_ACC];
+  LLVMValueRef mask[8] = {0};
+  int unit_b = (mm->unit & TLM_UNIT_B_N) != 0, unit_c = (mm->unit & TLM_UNIT_C_N) != 0;
+
+  for (int i = 0; i < TB * TM * NV; i++) acc[i] = alloca_of(g, vt);
+  for (int ib = 0; ib < TB; ib++) {
+    LLVMValueRef bi = add(g, b0, partial ? smin(g, c64(g, ib), sub(g, bs, c64(g, 1))) : c64(g, ib));
+    bidx[ib] = bi;
+    aoff[ib] = batch_offset(g, bi, g->sa);
+    boff[ib] = batch_offset(g, bi, g->sb);
+    coff[ib] = batch_offset(g, bi, g->sc);
+    roff[ib] = mm->has_residual ? batch_offset(g, bi, g->sr) : c64(g, 0);
+    for (int im = 0; im < TM; im++) {
+      LLVMValueRef r = add(g, m0, partial ? smin(g, c64(g, im), sub(g, ms, c64(g, 1))) : c64(g, im));
+      rowv[ib * TM + im] = r;
+      arow[ib * TM + im] = gep(g, g->pa, add(g, aoff[ib], mul(g, r, g->sa[4])));
+      crow[ib * TM + im] = gep(g, g->pc, add(g, coff[ib], mul(g, r, g->sc[4])));
+    }
+  }
+  if (partial)
+    for (int v = 0; v < NV; v++) mask[v] = lane_mask(g, (int64_t)v * W, W, ns);
+
+  /* accumulators: zero on the first k block, else the partial sums in C */
+  LLVMValueRef zero = LLVMConstNull(vt);
+  LLVMBasicBlockRef join;
+  LLVMValueRef first = LLVMBuildICmp(g->b, LLVMIntEQ, k0, c64(g, 0), "");
+  LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_zero");
+  LLVMBasicBlockRef other = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_load");
+  join = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_ready");
+  LLVMBuildCondBr(g->b, first, then, other);
+  LLVMPositionBuilderAtEnd(g->b, then);
+  for (int i = 0; i < TB * TM * NV; i++) LLVMBuildStore(g->b, zero, acc[i]);
+  LLVMBuildBr(g->b, join);
+  LLVMPositionBuilderAtEnd(g->b, other);
+  for (int r = 0; r < TB * TM; r++)
+    for (int v = 0; v < NV; v++) {
+      LLVMValueRef ns0 = add(g, n0, c64(g, (int64_t)v * W));
+      LLVMBuildStore(g->b, load_lanes(g, crow[r], ns0, unit_c, g->sc[5], W, mask[v], nlast),
+                     acc[r * NV + v]);
+    }
+  LLVMBuildBr(g->b, join);
+  LLVMPositionBuilderAtEnd(g->b, join);
+
+  /* k loop: main part unrolled, then the remainder one step at a time */
+  LLVMValueRef kend = add(g, k0, ks);
+  int U = n->unroll;
+  LLVMValueRef kmain = add(g, k0, mul(g, LLVMBuildSDiv(g->b, ks, c64(g, U), ""), c64(g, U)));
+  for (int part = 0; part < 2; part++) {
+    if (part == 1 && U == 1) break;
+    loop L;
+    LLVMValueRef kk = part == 0 ? loop_begin(g, &L, k0, kmain, c64(g, U))
+                                : loop_begin(g, &L, kmain, kend, c64(g, 1));
+    int steps = part == 0 ? U : 1;
+    for (int u = 0; u < steps; u++) {
+      LLVMValueRef k = add(g, kk, c64(g, u));
+      for (int ib = 0; ib < TB; ib++) {
+        LLVMValueRef bvec[8];
+        for (int v = 0; v < NV; v++) {
+          if (g->packed) {
+            LLVMValueRef bl = sub(g, bidx[ib], g->pk_b0);
+            LLVMValueRef panel = LLVMBuildSDiv(g->b, sub(g, n0, g->pk_n0), c64(g, g->pk_width), "");
+            LLVMValueRef idx = add(g, mul(g, bl, c64(g, g->pk_panels)), panel);
+            idx = add(g, mul(g, idx, c64(g, g->pk_kb)), sub(g, k, g->pk_k0));
+            idx = add(g, mul(g, idx, c64(g, g->pk_width)), c64(g, (int64_t)v * W));
+            bvec[v] = load(g, vt, gep(g, g->scratch, idx), 4);
+          } else {
+            LLVMValueRef row = gep(g, g->pb, add(g, boff[ib], mul(g, k, g->sb[4])));
+            bvec[v] = load_lanes(g, row, add(g, n0, c64(g, (int64_t)v * W)), unit_b, g->sb[5], W,
+                                 mask[v], nlast);
+          }
+        }
+        for (int im = 0; im < TM; im++) {
+          LLVMValueRef a = load(g, g->f32, gep(g, arow[ib * TM + im], mul(g, k, g->sa[5])), 4);
+          LLVMValueRef as = splat(g, a, W);
+          for (int v = 0; v < NV; v++) {
+            LLVMValueRef slot = acc[(ib * TM + im) * NV + v];
+            LLVMValueRef cur = LLVMBuildLoad2(g->b, vt, slot, "");
+            LLVMValueRef args[3] = {as, bvec[v], cur};
+            LLVMBuildStore(g->b, call_intrinsic(g, "llvm.fmuladd", &vt, 1, args, 3), slot);
+          }
+        }
+      }
+    }
+    loop_end(g, &L);
+  }
+
+  /* epilogue in registers after the last k block */
+  if (n->epilogue) {
+    LLVMBasicBlockRef ej = if_begin(g, LLVMBuildICmp(g->b, LLVMIntEQ, kend, c64(g, mm->K), ""));
+    for (int ib = 0; ib < TB; ib++)
+      for (int im = 0; im < TM; im++)
+        for (int v = 0; v < NV; v++) {
+          LLVMValueRef slot = acc[(ib * TM + im) * NV + v];
+          LLVMValueRef x = LLVMBuildLoad2(g->b, vt, slot, "");
+          x = epilogue(g, x, roff[ib], rowv[ib * TM + im], add(g, n0, c64(g, (int64_t)v * W)), W,
+                       mask[v], nlast);
+          LLVMBuildStore(g->b, x, slot);
+        }
+    if_end(g, ej);
+  }
+
+  /* store the valid rows and lanes */
+  for (int ib = 0; ib < TB; ib++)
+    for (int im = 0; im < TM; im++) {
+      LLVMBasicBlockRef sj = NULL;
+      if (partial) {
+        LLVMValueRef ok = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, ib), bs, ""),
+                                       LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, im), ms, ""), "");
+        sj = if_begin(g, ok);
+      }
+      for (int v = 0; v < NV; v++) {
+        LLVMValueRef x = LLVMBuildLoad2(g->b, vt, acc[(ib * TM + im) * NV + v], "");
+        store_lanes(g, x, crow[ib * TM + im], add(g, n0, c64(g, (int64_t)v * W)), unit_c, g->sc[5], W,
+                    mask[v]);
+      }
+      if (partial) if_end(g, sj);
+    }
+}
+
+static int emit_tile(cg *g, const ln_node *n, blk *bk) {
+  if (n->tile_b * n->tile_m * n->nvec > MAX_ACC || n->tile_b > MAX_TB || n->nvec > 8) return -1;
+  LLVMValueRef full = LLVMBuildAnd(
+      g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_B], c64(g, n->tile_b), ""),
+      LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_M], c64(g, n->tile_m), ""),
+                   LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_N], c64(g, (int64_t)n->vec * n->nvec), ""),
+                   ""),
+      "");
+  LLVMBasicBlockRef bfull = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_full");
+  LLVMBasicBlockRef bpart = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_partial");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_done");
+  LLVMBuildCondBr(g->b, full, bfull, bpart);
+  LLVMPositionBuilderAtEnd(g->b, bfull);
+  blk copy = *bk;
+  emit_tile_version(g, n, &copy, 0);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, bpart);
+  copy = *bk;
+  emit_tile_version(g, n, &copy, 1);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+  return 0;
+}
+
+static int emit_epilogue_pass(cg *g, blk *bk) {
+  const tlm_matmul_task *mm = g->mm;
+  loop Lb, Lm, Ln;
+  LLVMValueRef b0 = bk->start[LN_B], m0 = bk->start[LN_M], n0 = bk->start[LN_N];
+  LLVMValueRef ib = loop_begin(g, &Lb, b0, add(g, b0, bk->size[LN_B]), c64(g, 1));
+  LLVMValueRef coff = batch_offset(g, ib, g->sc);
+  LLVMValueRef roff = mm->has_residual ? batch_offset(g, ib, g->sr) : c64(g, 0);
+  LLVMValueRef m = loop_begin(g, &Lm, m0, add(g, m0, bk->size[LN_M]), c64(g, 1));
+  LLVMValueRef crow = gep(g, g->pc, add(g, coff, mul(g, m, g->sc[4])));
+  LLVMValueRef n = loop_begin(g, &Ln, n0, add(g, n0, bk->size[LN_N]), c64(g, 1));
+  int unit_c = (mm->unit & TLM_UNIT_C_N) != 0;
+  LLVMValueRef x = load_lanes(g, crow, n, unit_c, g->sc[5], 1, NULL, NULL);
+  x = epilogue(g, x, roff, m, n, 1, NULL, NULL);
+  store_lanes(g, x, crow, n, unit_c, g->sc[5], 1, NULL);
+  loop_end(g, &Ln);
+  loop_end(g, &Lm);
+  loop_end(g, &Lb);
+  return 0;
+}
+
+static int emit_node(cg *g, int idx, blk *bk) {
+  const ln_node *n = &g->nest->nodes[idx];
+  switch (n->kind) {
+  case LN_PARALLEL: return emit_parallel(g, n, bk);
+  case LN_FOR: return emit_for(g, n, bk);
+  case LN_PACK_B: return emit_pack(g, n, bk);
+  case LN_TILE: return emit_tile(g, n, bk);
+  case LN_EPILOGUE: return emit_epilogue_pass(g, bk);
+  default: return -1;
+  }
+}
+
+/* ---- entry --------------------------------------------------------------- */
+
+static LLVMValueRef arg_field(cg *g, LLVMValueRef args, size_t offset, LLVMTypeRef t) {
+  LLVMValueRef off = c64(g, (int64_t)offset);
+  LLVMValueRef p = LLVMBuildGEP2(g->b, LLVMInt8TypeInContext(g->C), args, &off, 1, "");
+  return load(g, t, p, 8);
+}
+
+static void load_strides(cg *g, LLVMValueRef args, size_t offset, LLVMValueRef *out, int unit_col) {
+  for (int i = 0; i < 6; i++)
+    out[i] = arg_field(g, args, offset + sizeof(int64_t) * (size_t)i, g->i64);
+  if (unit_col) out[5] = c64(g, 1);
+}
+
+int tlm_codegen_matmul(LLVMContextRef ctx, const tlm_task *task, const ln_nest *nest,
+                       const char *name, const char *cpu, const char *features,
+                       LLVMModuleRef *out, char *err, int errcap) {
+  cg g;
+  memset(&g, 0, sizeof g);
+  g.C = ctx;
+  g.task = task;
+  g.mm = &task->u.mm;
+  g.nest = nest;
+  g.batched = tlm_task_batch_total(task) > 1;
+  g.mod = LLVMModuleCreateWithNameInContext("tlm_matmul", ctx);
+  g.b = LLVMCreateBuilderInContext(ctx);
+  g.ab = LLVMCreateBuilderInContext(ctx);
+  g.i1 = LLVMInt1TypeInContext(ctx);
+  g.i32 = LLVMInt32TypeInContext(ctx);
+  g.i64 = LLVMInt64TypeInContext(ctx);
+  g.f32 = LLVMFloatTypeInContext(ctx);
+  g.ptr = LLVMPointerTypeInContext(ctx, 0);
+  g.vd = LLVMVoidTypeInContext(ctx);
+
+  LLVMTypeRef params[4] = {g.ptr, g.i64, g.i64, g.ptr};
+  LLVMTypeRef fty = LLVMFunctionType(g.vd, params, 4, 0);
+  g.fn = LLVMAddFunction(g.mod, name, fty);
+  LLVMSetLinkage(g.fn, LLVMExternalLinkage);
+  if (cpu && *cpu)
+    LLVMAddAttributeAtIndex(g.fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(ctx, "target-cpu", 10, cpu, (unsigned)strlen(cpu)));
+  if (features && *features)
+    LLVMAddAttributeAtIndex(g.fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(ctx, "target-features", 15, features,
+                                                      (unsigned)strlen(features)));
+  unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
+  LLVMAddAttributeAtIndex(g.fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, nounwind, 0));
+
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(ctx, g.fn, "entry");
+  LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(ctx, g.fn, "start");
+  LLVMPositionBuilderAtEnd(g.ab, entry);
+  LLVMPositionBuilderAtEnd(g.b, start);
+
+  LLVMValueRef args = LLVMGetParam(g.fn, 0);
+  g.begin = LLVMGetParam(g.fn, 1);
+  g.end = LLVMGetParam(g.fn, 2);
+  g.scratch = LLVMGetParam(g.fn, 3);
+  g.pc = arg_field(&g, args, offsetof(tlm_mm_args, c), g.ptr);
+  g.pa = arg_field(&g, args, offsetof(tlm_mm_args, a), g.ptr);
+  g.pb = arg_field(&g, args, offsetof(tlm_mm_args, b), g.ptr);
+  g.pbias = arg_field(&g, args, offsetof(tlm_mm_args, bias), g.ptr);
+  g.pres = arg_field(&g, args, offsetof(tlm_mm_args, res), g.ptr);
+  g.M = arg_field(&g, args, offsetof(tlm_mm_args, M), g.i64);
+  load_strides(&g, args, offsetof(tlm_mm_args, sa), g.sa, (g.mm->unit & TLM_UNIT_A_K) != 0);
+  load_strides(&g, args, offsetof(tlm_mm_args, sb), g.sb, (g.mm->unit & TLM_UNIT_B_N) != 0);
+  load_strides(&g, args, offsetof(tlm_mm_args, sc), g.sc, (g.mm->unit & TLM_UNIT_C_N) != 0);
+  load_strides(&g, args, offsetof(tlm_mm_args, sr), g.sr, (g.mm->unit & TLM_UNIT_R_N) != 0);
+  g.sbias = (g.mm->unit & TLM_UNIT_BIAS) ? c64(&g, 1)
+                                          : arg_field(&g, args, offsetof(tlm_mm_args, sbias), g.i64);
+
+  blk root;
+  for (int a = 0; a < LN_NAXES; a++) {
+    root.start[a] = c64(&g, 0);
+    root.size[a] = root_extent(&g, a);
+  }
+  int rc = emit_node(&g, nest->root, &root);
+  if (rc == 0) {
+    LLVMBuildRetVoid(g.b);
+    LLVMBuildBr(g.ab, start);
+    char *msg = NULL;
+    if (LLVMVerifyModule(g.mod, LLVMReturnStatusAction, &msg)) {
+      snprintf(err, (size_t)errcap, "generated IR failed verification: %.300s", msg ? msg : "");
+      rc = -1;
+    }
+    LLVMDisposeMessage(msg);
+  } else {
+    snprintf(err, (size_t)errcap, "loop nest has a node the code generator cannot emit");
+  }
+  LLVMDisposeBuilder(g.b);
+  LLVMDisposeBuilder(g.ab);
+  if (rc) {
+    LLVMDisposeModule(g.mod);
+    return -1;
+  }
+  *out = g.mod;
+  return 0;
+}

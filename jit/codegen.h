@@ -1,0 +1,20 @@
+/* codegen.h - loop-nest IR to LLVM IR through the LLVM-C API (internal). */
+#ifndef TLM_JIT_CODEGEN_H
+#define TLM_JIT_CODEGEN_H
+
+#include <llvm-c/Core.h>
+
+#include "../runtime/loopnest.h"
+#include "../runtime/task.h"
+
+/* Emits `void name(const tlm_mm_args *, i64 begin, i64 end, float *scratch)`
+ * for a matmul loop nest into a new module owned by `ctx`. `cpu` and
+ * `features` are set as function attributes (may be NULL). The output is a
+ * pure function of its inputs: the same inputs give byte-identical IR.
+ * Returns 0 and *out (the caller owns it), or -1 with a message in err. */
+int tlm_codegen_matmul(LLVMContextRef ctx, const tlm_task *task,
+                       const ln_nest *nest, const char *name, const char *cpu,
+                       const char *features, LLVMModuleRef *out, char *err,
+                       int errcap);
+
+#endif

@@ -1,0 +1,31 @@
+/* kernel_abi.h - how the runtime calls a generated matmul kernel (internal).
+ *
+ * Generated code reads this struct through byte offsets taken with offsetof
+ * at code-generation time, so the layout is defined here once.
+ * Static in the code: batch extents, N, K, the unit-stride class, the
+ * epilogue and the schedule. Run-time arguments: M, every stride and every
+ * pointer, so one kernel serves every M (the number of tokens) and every
+ * batch layout of its class. */
+#ifndef TLM_RUNTIME_KERNEL_ABI_H
+#define TLM_RUNTIME_KERNEL_ABI_H
+
+#include <stdint.h>
+
+typedef struct tlm_mm_args {
+  float *c;          /* (batch..., M, N) output */
+  const float *a;    /* (batch..., M, K) through sa */
+  const float *b;    /* (batch..., K, N) through sb */
+  const float *bias; /* (N) through sbias, or NULL */
+  const float *res;  /* (batch..., M, N) through sr, or NULL */
+  int64_t M;
+  int64_t sa[6], sb[6], sc[6], sr[6]; /* elements: 4 batch dims, row, col */
+  int64_t sbias;
+} tlm_mm_args;
+
+/* A kernel runs iterations [begin, end) of its fused parallel loops.
+ * `scratch` is the calling thread's buffer of at least
+ * tlm_mm_scratch_bytes() bytes, 64-byte aligned (NULL when 0). */
+typedef void (*tlm_mm_kernel_fn)(const tlm_mm_args *args, int64_t begin,
+                                 int64_t end, float *scratch);
+
+#endif

@@ -1,0 +1,181 @@
+/* loopnest.c - lowering a matmul schedule to the loop-nest IR. */
+#include "loopnest.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int new_node(ln_nest *n, int kind) {
+  if (n->nnodes >= LN_MAX_NODES) return -1;
+  int i = n->nnodes++;
+  memset(&n->nodes[i], 0, sizeof n->nodes[i]);
+  n->nodes[i].kind = kind;
+  return i;
+}
+
+static int add_child(ln_nest *n, int parent, int child) {
+  if (parent < 0 || child < 0) return -1;
+  ln_node *p = &n->nodes[parent];
+  if (p->nbody >= LN_MAX_BODY) return -1;
+  p->body[p->nbody++] = child;
+  return 0;
+}
+
+/* Appends serial loops for (axis, block) pairs under `parent`, each nested
+ * in the previous; returns the innermost (or parent when none). */
+static int chain_loops(ln_nest *n, int parent, const int *axes,
+                       const int64_t *blocks, int count) {
+  for (int i = 0; i < count; i++) {
+    int f = new_node(n, LN_FOR);
+    if (f < 0) return -1;
+    n->nodes[f].axis = axes[i];
+    n->nodes[f].block = blocks[i];
+    if (add_child(n, parent, f)) return -1;
+    parent = f;
+  }
+  return parent;
+}
+
+/* Loops of one tile level in their order: b first (when batched), then m/n
+ * or n/m. `blocks` are the child block sizes per axis. */
+static int level_loops(int batched, int order, const int64_t *blk, int *axes,
+                       int64_t *blocks) {
+  int c = 0;
+  if (batched) axes[c] = LN_B, blocks[c++] = blk[LN_B];
+  int first = order ? LN_N : LN_M, second = order ? LN_M : LN_N;
+  axes[c] = first, blocks[c++] = blk[first];
+  axes[c] = second, blocks[c++] = blk[second];
+  return c;
+}
+
+int ln_lower_matmul(const tlm_task *task, const tlm_schedule *s, ln_nest *n) {
+  memset(n, 0, sizeof *n);
+  const int32_t *v = s->v;
+  int batched = tlm_task_batch_total(task) > 1;
+  /* child block sizes below each level, per axis */
+  int64_t blk2[3] = {v[MM_B3], v[MM_M3], v[MM_N3]};
+  int64_t blk1[3] = {blk2[0] * v[MM_B2], blk2[1] * v[MM_M2], blk2[2] * v[MM_N2]};
+  int64_t blk0[3] = {blk1[0] * v[MM_B1], blk1[1] * v[MM_M1], blk1[2] * v[MM_N1]};
+  int axes[3];
+  int64_t blocks[3];
+
+  int root = new_node(n, LN_PARALLEL);
+  n->root = root;
+  int c0 = level_loops(batched, v[MM_ORDER0], blk0, axes, blocks);
+  int nf = v[MM_PARALLEL] < c0 ? v[MM_PARALLEL] : c0;
+  n->nodes[root].nfused = nf;
+  for (int i = 0; i < nf; i++) {
+    n->nodes[root].fused_axis[i] = axes[i];
+    n->nodes[root].fused_block[i] = blocks[i];
+  }
+  int l0 = chain_loops(n, root, axes + nf, blocks + nf, c0 - nf);
+  int c1 = level_loops(batched, v[MM_ORDER1], blk1, axes, blocks);
+  int l1 = chain_loops(n, l0, axes, blocks, c1);
+  int k0 = new_node(n, LN_FOR);
+  if (l1 < 0 || k0 < 0) return -1;
+  n->nodes[k0].axis = LN_K;
+  n->nodes[k0].block = v[MM_K1];
+  if (add_child(n, l1, k0)) return -1;
+  int inner = k0;
+  if (v[MM_PACK_B]) {
+    int pk = new_node(n, LN_PACK_B);
+    if (pk < 0 || add_child(n, k0, pk)) return -1;
+    n->nodes[pk].pack_panels = v[MM_N2];
+    n->nodes[pk].pack_kblock = v[MM_K1];
+    n->nodes[pk].pack_width = v[MM_N3];
+    inner = pk;
+  }
+  int c2 = level_loops(batched, v[MM_ORDER2], blk2, axes, blocks);
+  int l2 = chain_loops(n, inner, axes, blocks, c2);
+  int tile = new_node(n, LN_TILE);
+  if (l2 < 0 || tile < 0 || add_child(n, l2, tile)) return -1;
+  ln_node *t = &n->nodes[tile];
+  t->tile_b = v[MM_B3];
+  t->tile_m = v[MM_M3];
+  t->vec = v[MM_VEC];
+  t->nvec = v[MM_N3] / v[MM_VEC];
+  t->unroll = v[MM_UNROLL];
+  t->epilogue = 0;
+  const tlm_matmul_task *mm = &task->u.mm;
+  int has_epi = mm->has_bias || mm->has_residual || mm->act != TLM_ACT_NONE;
+  if (has_epi) {
+    int at = v[MM_EPILOGUE_AT];
+    if (at == 3) {
+      n->nodes[tile].epilogue = 1;
+    } else {
+      int e = new_node(n, LN_EPILOGUE);
+      if (e < 0 || add_child(n, at == 1 ? l1 : l0, e)) return -1;
+    }
+  }
+  return 0;
+}
+
+static int64_t axis_extent(const tlm_task *task, int axis) {
+  switch (axis) {
+  case LN_B: return tlm_task_batch_total(task);
+  case LN_M: return task->u.mm.M;
+  case LN_N: return task->u.mm.N;
+  default: return task->u.mm.K;
+  }
+}
+
+int64_t ln_parallel_count(const ln_nest *nest, const tlm_task *task) {
+  const ln_node *r = &nest->nodes[nest->root];
+  int64_t count = 1;
+  for (int i = 0; i < r->nfused; i++) {
+    int64_t e = axis_extent(task, r->fused_axis[i]);
+    count *= (e + r->fused_block[i] - 1) / r->fused_block[i];
+  }
+  return count;
+}
+
+static const char *axis_name(int a) {
+  static const char *names[] = {"b", "m", "n", "k"};
+  return (a >= 0 && a < 4) ? names[a] : "?";
+}
+
+static int print_node(const ln_nest *nest, int i, int depth, char *buf, int cap,
+                      int len) {
+  const ln_node *n = &nest->nodes[i];
+  char line[200];
+  int pad = depth * 2;
+  switch (n->kind) {
+  case LN_PARALLEL:
+    if (n->nfused == 0) {
+      snprintf(line, sizeof line, "serial root");
+    } else {
+      int l = snprintf(line, sizeof line, "parallel fused");
+      for (int f = 0; f < n->nfused; f++)
+        l += snprintf(line + l, sizeof line - (size_t)l, " %s/%lld", axis_name(n->fused_axis[f]),
+                      (long long)n->fused_block[f]);
+    }
+    break;
+  case LN_FOR:
+    snprintf(line, sizeof line, "for %s in blocks of %lld", axis_name(n->axis),
+             (long long)n->block);
+    break;
+  case LN_PACK_B:
+    snprintf(line, sizeof line, "pack B block into %lld panels of k%lld x n%lld",
+             (long long)n->pack_panels, (long long)n->pack_kblock,
+             (long long)n->pack_width);
+    break;
+  case LN_TILE:
+    snprintf(line, sizeof line,
+             "register tile b%d x m%d x n%d (vec %d), k unroll %d%s", n->tile_b,
+             n->tile_m, n->vec * n->nvec, n->vec, n->unroll,
+             n->epilogue ? ", epilogue in registers" : "");
+    break;
+  case LN_EPILOGUE: snprintf(line, sizeof line, "epilogue pass over block"); break;
+  default: snprintf(line, sizeof line, "?"); break;
+  }
+  if (len < cap)
+    len += snprintf(buf + len, (size_t)(cap - len), "%*s%s\n", pad, "", line);
+  for (int c = 0; c < n->nbody; c++)
+    len = print_node(nest, n->body[c], depth + 1, buf, cap, len);
+  return len;
+}
+
+char *ln_print(const ln_nest *nest, char *buf, int cap) {
+  buf[0] = 0;
+  print_node(nest, nest->root, 0, buf, cap, 0);
+  return buf;
+}

@@ -1,0 +1,77 @@
+/* loopnest.h - the target-neutral loop-nest IR a schedule lowers to
+ * (internal). jit/codegen.c turns it into LLVM IR.
+ *
+ * A nest is a tree of nodes. Code generation walks it with a current block
+ * [start, start + size) per axis; the root block is the whole iteration
+ * space (b: all batches, m: [0, M), n: [0, N), k: [0, K)).
+ *   LN_PARALLEL  iterations [begin, end) of the fused loops, each loop
+ *                stepping its axis in blocks of `block`; the runtime splits
+ *                the fused count over threads. Zero fused loops = one
+ *                iteration.
+ *   LN_FOR       serial loop stepping `axis` in blocks of `block`; the last
+ *                block is partial when block does not divide the size.
+ *   LN_PACK_B    copies the current (b, k, n) block of B into per-thread
+ *                scratch as panels [b][n/n3][k][n3] (zero padded), then runs
+ *                its body reading B from there.
+ *   LN_TILE      the register tile: tile_b x tile_m x (vec * nvec)
+ *                accumulators over the current k block, k unrolled by
+ *                `unroll`; applies the epilogue in registers when
+ *                `epilogue` is set and the k block is the last one.
+ *   LN_EPILOGUE  elementwise epilogue pass over the current (b, m, n) block.
+ */
+#ifndef TLM_RUNTIME_LOOPNEST_H
+#define TLM_RUNTIME_LOOPNEST_H
+
+#include <stdint.h>
+
+#include "space.h"
+#include "task.h"
+
+typedef enum ln_axis { LN_B = 0, LN_M = 1, LN_N = 2, LN_K = 3, LN_NAXES = 4 } ln_axis;
+
+typedef enum ln_kind {
+  LN_PARALLEL = 0,
+  LN_FOR = 1,
+  LN_PACK_B = 2,
+  LN_TILE = 3,
+  LN_EPILOGUE = 4
+} ln_kind;
+
+#define LN_MAX_NODES 32
+#define LN_MAX_BODY 4
+
+typedef struct ln_node {
+  int32_t kind;
+  /* LN_FOR: the axis and its child block size */
+  int32_t axis;
+  int64_t block;
+  /* LN_PARALLEL: fused loops, outermost first */
+  int32_t nfused;
+  int32_t fused_axis[3];
+  int64_t fused_block[3];
+  /* LN_TILE */
+  int32_t tile_b, tile_m, vec, nvec, unroll, epilogue;
+  /* LN_PACK_B: panels per block and k block (the packed strides) */
+  int64_t pack_panels, pack_kblock, pack_width;
+  /* children, run in order */
+  int32_t nbody;
+  int32_t body[LN_MAX_BODY];
+} ln_node;
+
+typedef struct ln_nest {
+  int32_t nnodes;
+  int32_t root; /* always an LN_PARALLEL node */
+  ln_node nodes[LN_MAX_NODES];
+} ln_nest;
+
+/* Lowers a valid matmul schedule. Returns 0, -1 if the nest would not fit. */
+int ln_lower_matmul(const tlm_task *task, const tlm_schedule *sched, ln_nest *out);
+
+/* Iterations of the root's fused parallel loops for this task (M is the
+ * run-time M). >= 1. */
+int64_t ln_parallel_count(const ln_nest *nest, const tlm_task *task);
+
+/* Human-readable nest, one loop per line, indented, into buf. Returns buf. */
+char *ln_print(const ln_nest *nest, char *buf, int cap);
+
+#endif

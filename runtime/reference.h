@@ -1,0 +1,16 @@
+/* reference.h - plain reference implementations that generated kernels are
+ * checked against (internal, also used by tests and tools). */
+#ifndef TLM_RUNTIME_REFERENCE_H
+#define TLM_RUNTIME_REFERENCE_H
+
+#include "kernel_abi.h"
+#include "task.h"
+
+/* The activation in plain C (float in, float out), as tlm.h defines it. */
+float tlm_ref_activation(int act, float x);
+
+/* C = epilogue(A x B) for a matmul task with the pointers and strides of
+ * `args` (args->M must equal task->u.mm.M). Accumulates in double. */
+void tlm_ref_matmul(const tlm_task *task, const tlm_mm_args *args);
+
+#endif

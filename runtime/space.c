@@ -1,0 +1,323 @@
+/* space.c - the matmul schedule space, its walkers and the default rule. */
+#include "space.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Split factors offered at tile levels 1, 2 and for the K block. */
+static const int32_t k_tile_values[] = {
+    1,   2,   3,   4,   5,   6,   7,   8,   10,  12,  14,   16,   20,   24,
+    28,  32,  40,  48,  56,  64,  80,  96,  112, 128, 160,  192,  224,  256,
+    320, 384, 448, 512, 640, 768, 896, 1024, 1536, 2048, 3072, 4096};
+#define N_TILE_VALUES ((int)(sizeof k_tile_values / sizeof k_tile_values[0]))
+
+static const int32_t k_reg_rows[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16};
+#define N_REG_ROWS ((int)(sizeof k_reg_rows / sizeof k_reg_rows[0]))
+
+/* Register tile bound: vector accumulators b3 * m3 * (n3 / vec). Beyond it the
+ * unrolled tile's code grows without bound; this is a code-size limit. */
+#define MAX_ACCUMULATORS 64
+/* Largest packed B block per thread (bytes). */
+#define MAX_PACK_BYTES (8 << 20)
+
+static const tlm_point k_mm_points[MM_NPOINTS] = {
+    [MM_VEC] = {"vec", TLM_PK_VEC},
+    [MM_N3] = {"tile_n3", TLM_PK_TILE},
+    [MM_M3] = {"tile_m3", TLM_PK_TILE},
+    [MM_B3] = {"tile_b3", TLM_PK_TILE},
+    [MM_K1] = {"tile_k1", TLM_PK_TILE},
+    [MM_UNROLL] = {"unroll_k1", TLM_PK_UNROLL},
+    [MM_N2] = {"tile_n2", TLM_PK_TILE},
+    [MM_M2] = {"tile_m2", TLM_PK_TILE},
+    [MM_B2] = {"tile_b2", TLM_PK_TILE},
+    [MM_N1] = {"tile_n1", TLM_PK_TILE},
+    [MM_M1] = {"tile_m1", TLM_PK_TILE},
+    [MM_B1] = {"tile_b1", TLM_PK_TILE},
+    [MM_ORDER0] = {"order0", TLM_PK_ORDER},
+    [MM_ORDER1] = {"order1", TLM_PK_ORDER},
+    [MM_ORDER2] = {"order2", TLM_PK_ORDER},
+    [MM_PACK_B] = {"pack_b", TLM_PK_PACK},
+    [MM_PARALLEL] = {"parallel", TLM_PK_PARALLEL},
+    [MM_EPILOGUE_AT] = {"epilogue_at", TLM_PK_COMPUTE_AT},
+};
+
+uint64_t tlm_rng_next(uint64_t *state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+int tlm_space_init(tlm_space *s, const tlm_task *task, const tlm_target *target) {
+  memset(s, 0, sizeof *s);
+  if (task->kind != TLM_OP_MATMUL) return -1;
+  s->task = *task;
+  s->target = *target;
+  s->npoints = MM_NPOINTS;
+  s->points = k_mm_points;
+  return 0;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Tile values f with f <= ceil(extent / inner): a larger factor would only
+ * repeat the one-block tiling. */
+static int tile_candidates(int64_t extent, int64_t inner, int32_t *out) {
+  int64_t limit = ceil_div(extent, inner);
+  int n = 0;
+  for (int i = 0; i < N_TILE_VALUES && k_tile_values[i] <= limit; i++)
+    out[n++] = k_tile_values[i];
+  return n;
+}
+
+static int has_epilogue(const tlm_matmul_task *t) {
+  return t->has_bias || t->has_residual || t->act != TLM_ACT_NONE;
+}
+
+int64_t tlm_mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
+  (void)task;
+  if (!s->v[MM_PACK_B]) return 0;
+  int64_t bblock = (int64_t)s->v[MM_B2] * s->v[MM_B3];
+  return bblock * s->v[MM_N2] * (int64_t)s->v[MM_N3] * s->v[MM_K1] * 4;
+}
+
+int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
+                         int32_t *c) {
+  const tlm_matmul_task *t = &s->task.u.mm;
+  int64_t btot = tlm_task_batch_total(&s->task);
+  int n = 0;
+  switch (p) {
+  case MM_VEC: {
+    static const int32_t widths[] = {1, 4, 8, 16};
+    for (int i = 0; i < 4; i++)
+      if (widths[i] <= s->target.vec_lanes) c[n++] = widths[i];
+    break;
+  }
+  case MM_N3: { /* multiples of the vector width, whole vectors */
+    int32_t w = d[MM_VEC];
+    for (int32_t j = 1; j <= 8 && (int64_t)w * (j - 1) < t->N; j++) c[n++] = w * j;
+    break;
+  }
+  case MM_M3: {
+    int32_t nv = d[MM_N3] / d[MM_VEC];
+    for (int i = 0; i < N_REG_ROWS; i++) {
+      int32_t r = k_reg_rows[i];
+      if (r > t->M && r > 1) break;
+      if ((int64_t)r * nv <= MAX_ACCUMULATORS) c[n++] = r;
+    }
+    break;
+  }
+  case MM_B3: {
+    int64_t acc = (int64_t)d[MM_M3] * (d[MM_N3] / d[MM_VEC]);
+    int m = tile_candidates(btot, 1, c);
+    for (int i = 0; i < m; i++)
+      if (c[i] * acc <= MAX_ACCUMULATORS || c[i] == 1) c[n++] = c[i];
+    break;
+  }
+  case MM_K1: n = tile_candidates(t->K, 1, c); break;
+  case MM_UNROLL: {
+    static const int32_t u[] = {1, 2, 4, 8};
+    for (int i = 0; i < 4; i++)
+      if (u[i] <= d[MM_K1]) c[n++] = u[i];
+    break;
+  }
+  case MM_N2: n = tile_candidates(t->N, d[MM_N3], c); break;
+  case MM_M2: n = tile_candidates(t->M, d[MM_M3], c); break;
+  case MM_B2: n = tile_candidates(btot, d[MM_B3], c); break;
+  case MM_N1: n = tile_candidates(t->N, (int64_t)d[MM_N3] * d[MM_N2], c); break;
+  case MM_M1: n = tile_candidates(t->M, (int64_t)d[MM_M3] * d[MM_M2], c); break;
+  case MM_B1: n = tile_candidates(btot, (int64_t)d[MM_B3] * d[MM_B2], c); break;
+  case MM_ORDER0:
+  case MM_ORDER1:
+  case MM_ORDER2:
+    c[n++] = 0;
+    c[n++] = 1;
+    break;
+  case MM_PACK_B: {
+    tlm_schedule tmp;
+    memset(&tmp, 0, sizeof tmp);
+    memcpy(tmp.v, d, sizeof(int32_t) * MM_PACK_B);
+    tmp.v[MM_PACK_B] = 1;
+    c[n++] = 0;
+    if (tlm_mm_scratch_bytes(&s->task, &tmp) <= MAX_PACK_BYTES) c[n++] = 1;
+    break;
+  }
+  case MM_PARALLEL: { /* level-0 loops: b0 (when batched), m0, n0 */
+    int loops = (btot > 1 ? 1 : 0) + 2;
+    for (int i = 0; i <= loops; i++) c[n++] = i;
+    break;
+  }
+  case MM_EPILOGUE_AT:
+    if (has_epilogue(t)) {
+      c[n++] = 0;
+      c[n++] = 1;
+    }
+    c[n++] = 3;
+    break;
+  default: break;
+  }
+  return n;
+}
+
+void tlm_space_walk(const tlm_space *s, tlm_chooser choose, void *ctx,
+                    tlm_schedule *out) {
+  int32_t cands[TLM_MAX_CANDIDATES];
+  memset(out, 0, sizeof *out);
+  out->n = s->npoints;
+  for (int p = 0; p < s->npoints; p++) {
+    int n = tlm_space_candidates(s, p, out->v, cands);
+    int i = n > 1 ? choose(ctx, s, p, out->v, cands, n) : 0;
+    if (i < 0 || i >= n) i = 0;
+    out->v[p] = cands[i];
+  }
+}
+
+int tlm_space_accepts(const tlm_space *s, const tlm_schedule *sched) {
+  int32_t cands[TLM_MAX_CANDIDATES];
+  if (sched->n != s->npoints) return 0;
+  for (int p = 0; p < s->npoints; p++) {
+    int n = tlm_space_candidates(s, p, sched->v, cands), ok = 0;
+    for (int i = 0; i < n; i++) ok |= cands[i] == sched->v[p];
+    if (!ok) return 0;
+  }
+  return 1;
+}
+
+static int choose_uniform(void *ctx, const tlm_space *s, int p,
+                          const int32_t *d, const int32_t *c, int n) {
+  (void)s, (void)p, (void)d, (void)c;
+  return (int)(tlm_rng_next((uint64_t *)ctx) % (uint64_t)n);
+}
+
+void tlm_space_sample(const tlm_space *s, uint64_t *rng, tlm_schedule *out) {
+  tlm_space_walk(s, choose_uniform, rng, out);
+}
+
+/* Index of the largest candidate <= want (the smallest if none is). */
+static int pick_at_most(const int32_t *c, int n, int64_t want) {
+  int best = 0;
+  for (int i = 0; i < n; i++)
+    if (c[i] <= want) best = i;
+  return best;
+}
+
+static int choose_default(void *ctx, const tlm_space *s, int p,
+                          const int32_t *d, const int32_t *c, int n) {
+  (void)ctx;
+  const tlm_matmul_task *t = &s->task.u.mm;
+  const tlm_target *tg = &s->target;
+  int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 512 * 1024;
+  int cores = tg->cores > 0 ? tg->cores : 1;
+  int64_t btot = tlm_task_batch_total(&s->task);
+  switch (p) {
+  case MM_VEC: return n - 1; /* widest */
+  case MM_N3: return pick_at_most(c, n, 2 * (int64_t)d[MM_VEC]);
+  case MM_M3: {
+    /* accumulators + one B vector per column vector + one A broadcast
+     * must fit the register file */
+    int64_t nv = d[MM_N3] / d[MM_VEC];
+    int64_t rows = (tg->vec_regs - nv - 1) / nv;
+    return pick_at_most(c, n, rows < 8 ? rows : 8);
+  }
+  case MM_B3: return 0;
+  case MM_K1: return pick_at_most(c, n, 256);
+  case MM_UNROLL: return pick_at_most(c, n, 4);
+  case MM_N2: {
+    /* B block (k1 x n2*n3) in half of L2; enough n blocks for all cores
+     * when m offers little parallelism */
+    int64_t nb = l2 / 2 / ((int64_t)d[MM_K1] * d[MM_N3] * 4);
+    int64_t mtiles = (t->M + 63) / 64;
+    if (mtiles * btot < 2 * cores) {
+      int64_t per = (t->N + (int64_t)d[MM_N3] * 2 * cores - 1) /
+                    ((int64_t)d[MM_N3] * 2 * cores);
+      if (per < nb) nb = per;
+    }
+    return pick_at_most(c, n, nb < 1 ? 1 : nb);
+  }
+  case MM_M2: return pick_at_most(c, n, 64 / d[MM_M3] > 0 ? 64 / d[MM_M3] : 1);
+  case MM_B2:
+  case MM_N1:
+  case MM_M1:
+  case MM_B1: return 0;
+  case MM_ORDER0: {
+    int64_t mb = (t->M + (int64_t)d[MM_M3] * d[MM_M2] - 1) / ((int64_t)d[MM_M3] * d[MM_M2]);
+    int64_t nb = (t->N + (int64_t)d[MM_N3] * d[MM_N2] - 1) / ((int64_t)d[MM_N3] * d[MM_N2]);
+    return nb > mb ? 1 : 0;
+  }
+  case MM_ORDER1: return 0;
+  case MM_ORDER2: return 0; /* m outer: the A micro-panel stays in L1 */
+  case MM_PACK_B: return (t->M > 2 * (int64_t)d[MM_M3] && n > 1) ? 1 : 0;
+  case MM_PARALLEL: {
+    if (cores == 1) return 0;
+    int64_t mb = (t->M + (int64_t)d[MM_M3] * d[MM_M2] - 1) / ((int64_t)d[MM_M3] * d[MM_M2]);
+    int64_t nb = (t->N + (int64_t)d[MM_N3] * d[MM_N2] - 1) / ((int64_t)d[MM_N3] * d[MM_N2]);
+    int64_t first = d[MM_ORDER0] ? nb : mb;
+    int want = (btot > 1 ? 1 : 0);
+    if (btot >= 2 * cores) return want < n ? want : n - 1;
+    want += (btot * first >= 2 * cores) ? 1 : 2;
+    return want < n ? want : n - 1;
+  }
+  case MM_EPILOGUE_AT: return n - 1; /* in registers */
+  default: return 0;
+  }
+}
+
+void tlm_space_default(const tlm_space *s, tlm_schedule *out) {
+  tlm_space_walk(s, choose_default, NULL, out);
+}
+
+char *tlm_schedule_str(const tlm_space *s, const tlm_schedule *sched, char *buf,
+                       int cap) {
+  int len = 0;
+  buf[0] = 0;
+  for (int p = 0; p < s->npoints && len < cap; p++)
+    len += snprintf(buf + len, (size_t)(cap - len), "%s%s=%d", p ? " " : "",
+                    s->points[p].name, sched->v[p]);
+  return buf;
+}
+
+int tlm_schedule_parse(const tlm_space *s, const char *text, tlm_schedule *out,
+                       char *err, int errcap) {
+  int seen[TLM_MAX_POINTS] = {0};
+  memset(out, 0, sizeof *out);
+  out->n = s->npoints;
+  const char *q = text;
+  while (*q) {
+    while (*q == ' ' || *q == ',') q++;
+    if (!*q) break;
+    const char *eq = strchr(q, '=');
+    if (!eq) {
+      snprintf(err, (size_t)errcap, "expected name=value at '%s'", q);
+      return -1;
+    }
+    int p = -1;
+    for (int i = 0; i < s->npoints; i++)
+      if ((size_t)(eq - q) == strlen(s->points[i].name) &&
+          strncmp(q, s->points[i].name, (size_t)(eq - q)) == 0)
+        p = i;
+    if (p < 0) {
+      snprintf(err, (size_t)errcap, "unknown decision '%.*s'", (int)(eq - q), q);
+      return -1;
+    }
+    char *end;
+    long v = strtol(eq + 1, &end, 10);
+    if (end == eq + 1 || v < 0 || v > 1 << 20) {
+      snprintf(err, (size_t)errcap, "bad value for %s", s->points[p].name);
+      return -1;
+    }
+    out->v[p] = (int32_t)v;
+    seen[p] = 1;
+    q = end;
+  }
+  for (int i = 0; i < s->npoints; i++)
+    if (!seen[i]) {
+      snprintf(err, (size_t)errcap, "decision '%s' missing", s->points[i].name);
+      return -1;
+    }
+  if (!tlm_space_accepts(s, out)) {
+    snprintf(err, (size_t)errcap, "schedule is not in this task's space");
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,131 @@
+/* space.h - schedule spaces as ordered lists of decision points (internal).
+ *
+ * A schedule is one integer value per decision point. The candidates of a
+ * point may depend on the values chosen at earlier points, so every walker
+ * (the default rule, the random sampler, the language model's constrained
+ * decoder, data collection) goes through the points in order and picks one
+ * of tlm_space_candidates() at each. Only invalid choices are left out;
+ * slow-looking ones stay in.
+ *
+ * Matmul sketch (after Ansor's CPU multi-level tiling "SSRSRS", Zheng et al.,
+ * OSDI 2020): spatial axes b, m, n are split into 4 levels (0 outermost, 3 the
+ * register tile) and the reduction axis k into 2:
+ *
+ *   parallel-fuse(first P level-0 loops)            <- P = "parallel"
+ *   for b0, {m0, n0}            (order0)            level 0
+ *     for b1, {m1, n1}          (order1)            level 1
+ *       for k0                                      K blocks of k1
+ *         [pack B block into panels]                <- "pack_b"
+ *         for b2, {m2, n2}      (order2)            level 2
+ *           for k1 (unrolled by "unroll")
+ *             register tile b3 x m3 x n3, n vectorized by "vec"
+ *           epilogue in registers at the last k0    <- "epilogue_at" = 3
+ *     [epilogue pass over the level-1 block]        <- "epilogue_at" = 1
+ *   [epilogue pass over the level-0 block]          <- "epilogue_at" = 0
+ *
+ * A level's value is the number of child blocks in one of its blocks; the
+ * outermost count is derived from the extent. Any extent works: every level
+ * handles a partial last block (tails), 1 and primes included.
+ */
+#ifndef TLM_RUNTIME_SPACE_H
+#define TLM_RUNTIME_SPACE_H
+
+#include <stdint.h>
+
+#include "target.h"
+#include "task.h"
+
+#define TLM_MAX_POINTS 24
+#define TLM_MAX_CANDIDATES 64
+
+/* What a decision point decides; the language model has one token group per
+ * kind, so these numbers are part of the tensor language: append only. */
+typedef enum tlm_point_kind {
+  TLM_PK_VEC = 0,        /* vector width in f32 lanes along n */
+  TLM_PK_TILE = 1,       /* split factor of one axis at one level */
+  TLM_PK_UNROLL = 2,     /* unroll factor of the inner reduction loop */
+  TLM_PK_ORDER = 3,      /* loop order of one tile level: 0 m outer, 1 n outer */
+  TLM_PK_PACK = 4,       /* 0/1: pack the B block into contiguous panels */
+  TLM_PK_PARALLEL = 5,   /* number of fused parallel outer loops */
+  TLM_PK_COMPUTE_AT = 6  /* level where the epilogue is computed */
+} tlm_point_kind;
+
+typedef struct tlm_point {
+  const char *name; /* e.g. "tile_m3" */
+  int32_t kind;     /* tlm_point_kind */
+} tlm_point;
+
+/* Matmul decision points, in walking order. */
+enum {
+  MM_VEC = 0,
+  MM_N3, MM_M3, MM_B3, /* register tile */
+  MM_K1,               /* inner reduction block */
+  MM_UNROLL,
+  MM_N2, MM_M2, MM_B2, /* level 2 */
+  MM_N1, MM_M1, MM_B1, /* level 1 */
+  MM_ORDER0, MM_ORDER1, MM_ORDER2,
+  MM_PACK_B,
+  MM_PARALLEL,
+  MM_EPILOGUE_AT,
+  MM_NPOINTS
+};
+
+typedef struct tlm_schedule {
+  int32_t n;                    /* number of decisions (= points) */
+  int32_t v[TLM_MAX_POINTS];    /* value per point; unused entries 0 */
+} tlm_schedule;
+
+typedef struct tlm_space {
+  tlm_task task;
+  tlm_target target;
+  int32_t npoints;
+  const tlm_point *points;
+} tlm_space;
+
+/* Builds the space of a valid task for a target. Returns 0, or -1 when the
+ * task's kind has no space. */
+int tlm_space_init(tlm_space *s, const tlm_task *task, const tlm_target *target);
+
+/* Candidates of point `p` given the values decided[0..p-1]. Writes them,
+ * ascending and distinct, into cands (room for TLM_MAX_CANDIDATES) and
+ * returns how many (always >= 1 for a valid prefix). */
+int tlm_space_candidates(const tlm_space *s, int p, const int32_t *decided,
+                         int32_t *cands);
+
+/* 1 when every value of `sched` is among its point's candidates. */
+int tlm_space_accepts(const tlm_space *s, const tlm_schedule *sched);
+
+/* A walker picks an index into cands (0..n-1) for point p. */
+typedef int (*tlm_chooser)(void *ctx, const tlm_space *s, int p,
+                           const int32_t *decided, const int32_t *cands, int n);
+
+/* Walks the points in order with `choose`; fills *out. */
+void tlm_space_walk(const tlm_space *s, tlm_chooser choose, void *ctx,
+                    tlm_schedule *out);
+
+/* Uniform random schedule: each point's value uniform over its candidates.
+ * *rng is a splitmix64 state, advanced. Deterministic for a seed. */
+void tlm_space_sample(const tlm_space *s, uint64_t *rng, tlm_schedule *out);
+
+/* The deterministic hand rule (no model): register tile from the vector
+ * width and register count, K block for L1, level-2 blocks for L2, the
+ * outer loop with more blocks parallel. */
+void tlm_space_default(const tlm_space *s, tlm_schedule *out);
+
+/* "vec=16 n3=32 m3=8 ..." into buf. Returns buf. */
+char *tlm_schedule_str(const tlm_space *s, const tlm_schedule *sched, char *buf,
+                       int cap);
+
+/* Parses the text written by tlm_schedule_str() ("name=value" pairs, any
+ * order, all points present). Returns 0, or -1 with a message in err. */
+int tlm_schedule_parse(const tlm_space *s, const char *text, tlm_schedule *out,
+                       char *err, int errcap);
+
+/* splitmix64 step (Steele, Lea & Flood, OOPSLA 2014). */
+uint64_t tlm_rng_next(uint64_t *state);
+
+/* Bytes of the per-thread scratch buffer the matmul schedule needs (packed
+ * B block), 0 when it packs nothing. */
+int64_t tlm_mm_scratch_bytes(const tlm_task *t, const tlm_schedule *sched);
+
+#endif

@@ -1,0 +1,66 @@
+/* task.h - a canonical, validated operator instance (internal).
+ *
+ * api/validate.c turns a tlm_op plus tensors into a tlm_task; everything
+ * below the API may assume the task is valid. A task is plain data with no
+ * pointers, zero-initialized before filling, so its bytes are a canonical
+ * key (see cache/key.c).
+ */
+#ifndef TLM_RUNTIME_TASK_H
+#define TLM_RUNTIME_TASK_H
+
+#include <stdint.h>
+
+#include "tlm.h"
+
+#define TLM_MAX_BATCH 4
+
+/* Unit-stride class bits of a matmul task: which innermost strides are 1.
+ * The generated code uses vector loads only where the stride is 1. */
+enum {
+  TLM_UNIT_A_K = 1 << 0,   /* A[m, k+1] follows A[m, k] */
+  TLM_UNIT_B_N = 1 << 1,   /* B[k, n+1] follows B[k, n] */
+  TLM_UNIT_C_N = 1 << 2,   /* C[m, n+1] follows C[m, n] */
+  TLM_UNIT_R_N = 1 << 3,   /* residual likewise */
+  TLM_UNIT_BIAS = 1 << 4   /* bias likewise */
+};
+
+/* Matmul task: C[b, m, n] = epi(sum_k A[b, m, k] * B[b, k, n]).
+ * Strides are in elements and already account for transposes and batch
+ * broadcasting (a broadcast batch dim has stride 0), so the kernel never
+ * needs the transpose flags. */
+typedef struct tlm_matmul_task {
+  int32_t nbatch;                 /* 0..TLM_MAX_BATCH batch dims of C */
+  int32_t act;                    /* tlm_activation */
+  int32_t has_bias, has_residual; /* 0/1 */
+  int32_t unit;                   /* TLM_UNIT_* bits */
+  int32_t pad_;                   /* keeps the struct free of holes */
+  int64_t batch[TLM_MAX_BATCH];   /* C's batch extents, unused = 1 */
+  int64_t M, N, K;                /* M is dynamic in kernels, see below */
+  /* strides: [0..3] batch dims, [4] row axis, [5] column axis */
+  int64_t sa[6];                  /* A: batch, m, k */
+  int64_t sb[6];                  /* B: batch, k, n */
+  int64_t sc[6];                  /* C: batch, m, n */
+  int64_t sr[6];                  /* residual: batch, m, n (0 if none) */
+  int64_t sbias;                  /* bias stride along n (0 if none) */
+} tlm_matmul_task;
+
+typedef struct tlm_task {
+  int32_t kind;  /* tlm_op_kind */
+  int32_t dtype; /* tlm_dtype of every tensor */
+  union {
+    tlm_matmul_task mm;
+  } u;
+} tlm_task;
+
+/* Product of the batch extents (1 when there are none). */
+int64_t tlm_task_batch_total(const tlm_task *t);
+
+/* Floating-point operations of one run (2*B*M*N*K for matmul). */
+double tlm_task_flops(const tlm_task *t);
+
+/* Writes the task as a benchdnn-style descriptor, e.g. "12x128x64:12x64x128"
+ * followed by "_tA"/"_tB"/"_bias"/"_relu"/... flags, into buf (NUL-terminated,
+ * truncated to cap). Returns buf. */
+char *tlm_task_str(const tlm_task *t, char *buf, int cap);
+
+#endif

@@ -1,0 +1,23 @@
+/* threadpool.h - the runtime's own pthread pool for parallel kernel loops
+ * (internal). The calling thread takes part as thread 0. */
+#ifndef TLM_RUNTIME_THREADPOOL_H
+#define TLM_RUNTIME_THREADPOOL_H
+
+#include <stdint.h>
+
+typedef struct tlm_pool tlm_pool;
+
+/* fn runs iterations [begin, end) on thread `tid` (0..threads-1). */
+typedef void (*tlm_pool_fn)(void *ctx, int64_t begin, int64_t end, int tid);
+
+/* Starts threads-1 workers. Returns 0, or -1 if a thread cannot start. */
+int tlm_pool_create(int threads, tlm_pool **out);
+void tlm_pool_destroy(tlm_pool *p);
+int tlm_pool_threads(const tlm_pool *p);
+
+/* Splits [0, n) into contiguous, nearly equal chunks, one per thread (a
+ * thread whose chunk is empty skips the call) and returns when all are
+ * done. Calls from several threads are serialized. */
+void tlm_pool_run(tlm_pool *p, int64_t n, tlm_pool_fn fn, void *ctx);
+
+#endif

@@ -1,0 +1,244 @@
+/* problem.c - descriptor parsing, random problems, reference check. */
+#include "problem.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/validate.h"
+#include "runtime/reference.h"
+#include "runtime/space.h"
+
+/* tags: "ab", "abc", ... are row-major; the last two letters swapped is a
+ * transposed matrix. Returns 0 plain, 1 transposed, -1 unknown. */
+static int tag_transposed(const char *tag, size_t len) {
+  if (len < 2 || len > 6) return -1;
+  char plain[7];
+  for (size_t i = 0; i < len; i++) plain[i] = (char)('a' + i);
+  if (memcmp(tag, plain, len) == 0) return 0;
+  plain[len - 2] = (char)('a' + len - 1);
+  plain[len - 1] = (char)('a' + len - 2);
+  if (memcmp(tag, plain, len) == 0) return 1;
+  return -1;
+}
+
+static int parse_dims(const char *s, const char *line, int64_t *dims, int *nd, const char **end,
+                      const char *what, char *err, int errcap) {
+  *nd = 0;
+  const char *q = s;
+  for (;;) {
+    if (!isdigit((unsigned char)*q)) {
+      snprintf(err, (size_t)errcap, "%s: expected a dimension at column %d", what,
+               (int)(q - line) + 1);
+      return -1;
+    }
+    char *e;
+    long long v = strtoll(q, &e, 10);
+    if (v < 1 || v > ((long long)1 << 40)) {
+      snprintf(err, (size_t)errcap, "%s: dimension %lld at column %d out of range 1..2^40", what,
+               v, (int)(q - line) + 1);
+      return -1;
+    }
+    if (*nd == TLM_MAX_DIMS) {
+      snprintf(err, (size_t)errcap, "%s: more than %d dimensions", what, TLM_MAX_DIMS);
+      return -1;
+    }
+    dims[(*nd)++] = v;
+    q = e;
+    if (*q != 'x') break;
+    q++;
+  }
+  if (*nd < 2) {
+    snprintf(err, (size_t)errcap, "%s: needs at least 2 dimensions (rows x cols)", what);
+    return -1;
+  }
+  *end = q;
+  return 0;
+}
+
+int tlm_mm_desc_parse(const char *line, tlm_mm_desc *d, char *err, int errcap) {
+  memset(d, 0, sizeof *d);
+  const char *q = line;
+  for (;;) {
+    while (*q == ' ' || *q == '\t') q++;
+    if (!*q || *q == '#' || *q == '\n' || *q == '\r') return 0;
+    if (q[0] != '-' || q[1] != '-') break;
+    const char *end = q;
+    while (*end && *end != ' ' && *end != '\t' && *end != '\n') end++;
+    const char *eq = memchr(q, '=', (size_t)(end - q));
+    if (eq) {
+      size_t klen = (size_t)(eq - q), vlen = (size_t)(end - eq - 1);
+      int which = -1;
+      if (klen == 6 && !memcmp(q, "--stag", 6)) which = 0;
+      if (klen == 6 && !memcmp(q, "--wtag", 6)) which = 1;
+      if (which >= 0) {
+        int t = tag_transposed(eq + 1, vlen);
+        if (t < 0) {
+          snprintf(err, (size_t)errcap, "unsupported memory tag '%.*s' at column %d", (int)vlen,
+                   eq + 1, (int)(eq - line) + 2);
+          return -1;
+        }
+        if (which == 0) d->transpose_a = t;
+        else d->transpose_b = t;
+      }
+    }
+    q = end;
+  }
+  const char *e;
+  if (parse_dims(q, line, d->a, &d->nda, &e, "A (source)", err, errcap)) return -1;
+  if (*e != ':') {
+    snprintf(err, (size_t)errcap, "expected ':' between A and B at column %d", (int)(e - line) + 1);
+    return -1;
+  }
+  if (parse_dims(e + 1, line, d->b, &d->ndb, &e, "B (weights)", err, errcap)) return -1;
+  if (*e == '_') e++;
+  if (*e == 'n') {
+    const char *nm = e + 1;
+    if (*nm == '"') nm++;
+    size_t n = strcspn(nm, "\"\n\r");
+    if (n >= sizeof d->name) n = sizeof d->name - 1;
+    memcpy(d->name, nm, n);
+    e = nm + n;
+    if (*e == '"') e++;
+  }
+  while (*e == ' ' || *e == '\t' || *e == '\n' || *e == '\r') e++;
+  if (*e) {
+    snprintf(err, (size_t)errcap, "unexpected '%c' at column %d", *e, (int)(e - line) + 1);
+    return -1;
+  }
+  if (d->a[d->nda - 1] != d->b[d->ndb - 2]) {
+    snprintf(err, (size_t)errcap, "K of A (%lld) differs from K of B (%lld)",
+             (long long)d->a[d->nda - 1], (long long)d->b[d->ndb - 2]);
+    return -1;
+  }
+  return 1;
+}
+
+char *tlm_mm_desc_str(const tlm_mm_desc *d, char *buf, int cap) {
+  int l = 0;
+  for (int i = 0; i < d->nda && l < cap; i++)
+    l += snprintf(buf + l, (size_t)(cap - l), "%s%lld", i ? "x" : "", (long long)d->a[i]);
+  for (int i = 0; i < d->ndb && l < cap; i++)
+    l += snprintf(buf + l, (size_t)(cap - l), "%s%lld", i ? "x" : ":", (long long)d->b[i]);
+  return buf;
+}
+
+static float *random_buffer(int64_t n, uint64_t *rng) {
+  float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  if (!p) return NULL;
+  for (int64_t i = 0; i < n; i++)
+    p[i] = (float)((double)(tlm_rng_next(rng) >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+  return p;
+}
+
+static int64_t count(const int64_t *s, int nd) {
+  int64_t n = 1;
+  for (int i = 0; i < nd; i++) n *= s[i];
+  return n;
+}
+
+int tlm_problem_make(const tlm_mm_desc *d, const tlm_matmul_desc *epi, uint64_t seed,
+                     tlm_problem *p) {
+  memset(p, 0, sizeof *p);
+  uint64_t rng = seed;
+  p->op = tlm_op_matmul();
+  if (epi) p->op.u.matmul = *epi;
+  p->op.u.matmul.transpose_a = d->transpose_a;
+  p->op.u.matmul.transpose_b = d->transpose_b;
+  int64_t sa[TLM_MAX_DIMS], sb[TLM_MAX_DIMS], sc[TLM_MAX_DIMS];
+  memcpy(sa, d->a, sizeof sa);
+  memcpy(sb, d->b, sizeof sb);
+  if (d->transpose_a) sa[d->nda - 2] = d->a[d->nda - 1], sa[d->nda - 1] = d->a[d->nda - 2];
+  if (d->transpose_b) sb[d->ndb - 2] = d->b[d->ndb - 1], sb[d->ndb - 1] = d->b[d->ndb - 2];
+  /* C: broadcast batch dims, then M x N */
+  int nb = (d->nda > d->ndb ? d->nda : d->ndb) - 2;
+  int nc = nb + 2;
+  for (int i = 0; i < nb; i++) {
+    int ia = i - (nb - (d->nda - 2)), ib = i - (nb - (d->ndb - 2));
+    int64_t ea = ia >= 0 ? d->a[ia] : 1, eb = ib >= 0 ? d->b[ib] : 1;
+    sc[i] = ea > eb ? ea : eb;
+  }
+  sc[nc - 2] = d->a[d->nda - 2];
+  sc[nc - 1] = d->b[d->ndb - 1];
+  int64_t N = sc[nc - 1];
+  if (nc > TLM_MAX_DIMS) return -1;
+  p->bufs[0] = random_buffer(count(sa, d->nda), &rng);
+  p->bufs[1] = random_buffer(count(sb, d->ndb), &rng);
+  p->bufs[4] = random_buffer(count(sc, nc), &rng);
+  if (!p->bufs[0] || !p->bufs[1] || !p->bufs[4]) goto fail;
+  tlm_tensor_dense(&p->in[0], TLM_F32, d->nda, sa, p->bufs[0]);
+  tlm_tensor_dense(&p->in[1], TLM_F32, d->ndb, sb, p->bufs[1]);
+  tlm_tensor_dense(&p->out, TLM_F32, nc, sc, p->bufs[4]);
+  p->n_in = 2;
+  if (p->op.u.matmul.has_bias) {
+    if (!(p->bufs[2] = random_buffer(N, &rng))) goto fail;
+    tlm_tensor_dense(&p->in[p->n_in++], TLM_F32, 1, &N, p->bufs[2]);
+  }
+  if (p->op.u.matmul.has_residual) {
+    if (!(p->bufs[3] = random_buffer(count(sc, nc), &rng))) goto fail;
+    tlm_tensor_dense(&p->in[p->n_in++], TLM_F32, nc, sc, p->bufs[3]);
+  }
+  return 0;
+fail:
+  tlm_problem_free(p);
+  return -1;
+}
+
+void tlm_problem_free(tlm_problem *p) {
+  for (int i = 0; i < 5; i++) free(p->bufs[i]);
+  memset(p, 0, sizeof *p);
+}
+
+double tlm_problem_tolerance(int64_t K) { return 1e-5 + (double)K / 8388608.0; }
+
+static int64_t boff(const tlm_matmul_task *t, int64_t bi, const int64_t *s) {
+  int64_t off = 0;
+  for (int d = t->nbatch - 1; d >= 0; d--) {
+    off += (bi % t->batch[d]) * s[d];
+    bi /= t->batch[d];
+  }
+  return off;
+}
+
+double tlm_problem_check(const tlm_problem *p) {
+  tlm_task task;
+  tlm_mm_args args;
+  char err[256];
+  if (tlm_validate_matmul(&p->op, p->in, p->n_in, &p->out, 1, &task, &args, err, sizeof err))
+    return -1;
+  const tlm_matmul_task *t = &task.u.mm;
+  int64_t btot = tlm_task_batch_total(&task);
+  double worst = 0;
+  for (int64_t b = 0; b < btot; b++) {
+    int64_t ao = boff(t, b, args.sa), bo = boff(t, b, args.sb);
+    int64_t co = boff(t, b, args.sc), ro = boff(t, b, args.sr);
+    for (int64_t m = 0; m < t->M; m++)
+      for (int64_t n = 0; n < t->N; n++) {
+        double acc = 0, mag = 0;
+        for (int64_t k = 0; k < t->K; k++) {
+          double x = (double)args.a[ao + m * args.sa[4] + k * args.sa[5]] *
+                     (double)args.b[bo + k * args.sb[4] + n * args.sb[5]];
+          acc += x;
+          mag += fabs(x);
+        }
+        float r = (float)acc;
+        if (t->has_bias) {
+          r += args.bias[n * args.sbias];
+          mag += fabs(args.bias[n * args.sbias]);
+        }
+        r = tlm_ref_activation(t->act, r);
+        if (t->has_residual) {
+          float rv = args.res[ro + m * args.sr[4] + n * args.sr[5]];
+          r += rv;
+          mag += fabs(rv);
+        }
+        double c = args.c[co + m * args.sc[4] + n * args.sc[5]];
+        double e = fabs(c - (double)r) / (mag + 1e-3);
+        if (!(e <= worst)) worst = e; /* NaN counts as worst */
+        if (isnan(e)) return INFINITY;
+      }
+  }
+  return worst;
+}

@@ -1,0 +1,58 @@
+/* problem.h - benchdnn matmul descriptors, test problems with random data
+ * and the reference check (shared by the tlm command, tests and benches). */
+#ifndef TLM_TOOLS_PROBLEM_H
+#define TLM_TOOLS_PROBLEM_H
+
+#include <stdint.h>
+
+#include "tlm.h"
+
+/* A parsed benchdnn matmul problem: "MxK:KxN", "BxMxK:BxKxN", up to 4
+ * batch dims, optional trailing _n"name" label, optionally preceded by
+ * benchdnn options of which --stag/--wtag/--dtag are read (a tag whose
+ * last two letters are swapped, e.g. "ba" or "abdc", means transposed
+ * storage of A or B) and the rest ignored. */
+typedef struct tlm_mm_desc {
+  int nda, ndb;        /* dims of A and B (logical shapes) */
+  int64_t a[TLM_MAX_DIMS], b[TLM_MAX_DIMS];
+  int transpose_a, transpose_b;
+  char name[64];
+} tlm_mm_desc;
+
+/* Parses one line. Returns 1 with *d filled, 0 for a line with no problem
+ * (blank, comment, options only), -1 with a message naming the offending
+ * field and its column in err. */
+int tlm_mm_desc_parse(const char *line, tlm_mm_desc *d, char *err, int errcap);
+
+/* "BxMxK:BxKxN" text of a descriptor. */
+char *tlm_mm_desc_str(const tlm_mm_desc *d, char *buf, int cap);
+
+/* A runnable problem: tensors with owned, randomly filled buffers
+ * (uniform in [-1, 1) from `seed`). */
+typedef struct tlm_problem {
+  tlm_op op;
+  int n_in;
+  tlm_tensor in[4];
+  tlm_tensor out;
+  float *bufs[5];
+} tlm_problem;
+
+/* Builds the problem of a descriptor with the epilogue of `epi` (NULL = none;
+ * its transpose fields are ignored, the descriptor's are used). Returns 0,
+ * -1 out of memory or a shape the API cannot describe. */
+int tlm_problem_make(const tlm_mm_desc *d, const tlm_matmul_desc *epi, uint64_t seed,
+                     tlm_problem *p);
+void tlm_problem_free(tlm_problem *p);
+
+/* Compares p->out against the double-precision reference: returns the
+ * largest |c - ref| / (sum_k |a b| + |bias| + |residual| + 1e-3) over all
+ * elements, or -1 if the problem does not validate. */
+double tlm_problem_check(const tlm_problem *p);
+
+/* Tolerance for tlm_problem_check at reduction length K: float rounding
+ * grows at most linearly in K (Higham, Accuracy and Stability of Numerical
+ * Algorithms, 2nd ed., section 3.1); 2^-23 * K plus a floor for the
+ * epilogue's exp/tanh. */
+double tlm_problem_tolerance(int64_t K);
+
+#endif

@@ -1,0 +1,240 @@
+/* tlm.c - the `tlm` command: one command, several subcommands.
+ *   tlm run MATMUL_DESC [--check] [--schedule default|random:SEED|"name=v ..."]
+ *           [--epilogue bias,relu|gelu|silu,residual] [--threads N] [--json FILE]
+ *   tlm version
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/validate.h"
+#include "runtime/engine.h"
+#include "tools/problem.h"
+
+static double now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tlm <command> [options]\n"
+          "commands:\n"
+          "  run MATMUL_DESC   schedule, JIT-compile and time one matmul\n"
+          "      MATMUL_DESC   benchdnn matmul problem, e.g. 1000x768:768x3072 or\n"
+          "                    12x128x64:12x64x128 (batch dims broadcast)\n"
+          "      --check       compare against the reference; exit 1 above tolerance\n"
+          "      --schedule S  default (the hand rule, as tlm_run uses without a model),\n"
+          "                    random:SEED (uniform over the space), or the decisions\n"
+          "                    as printed, e.g. \"vec=16 tile_n3=32 ...\"\n"
+          "      --epilogue E  comma list of bias, relu, gelu, silu, residual\n"
+          "      --transpose-a, --transpose-b   transposed storage of A or B\n"
+          "      --threads N   worker threads (default: TLM_NUM_THREADS or all CPUs)\n"
+          "      --min-time S  seconds of timed repeats (default 0.3)\n"
+          "      --json FILE   also write the results as JSON\n"
+          "      --emit-ir F   write the kernel's optimized LLVM IR to F\n"
+          "  version           print the library version\n");
+}
+
+static int parse_epilogue(const char *s, tlm_matmul_desc *e) {
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", s);
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    if (!strcmp(tok, "bias")) e->has_bias = 1;
+    else if (!strcmp(tok, "residual")) e->has_residual = 1;
+    else if (!strcmp(tok, "relu")) e->activation = TLM_ACT_RELU;
+    else if (!strcmp(tok, "gelu")) e->activation = TLM_ACT_GELU_TANH;
+    else if (!strcmp(tok, "silu")) e->activation = TLM_ACT_SILU;
+    else {
+      fprintf(stderr, "tlm: unknown epilogue '%s' (bias, relu, gelu, silu, residual)\n", tok);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int cmd_run(int argc, char **argv) {
+  const char *desc_text = NULL, *sched_text = "default", *json_path = NULL, *ir_path = NULL;
+  int check = 0, threads = -1;
+  double min_time = 0.3;
+  tlm_matmul_desc epi;
+  memset(&epi, 0, sizeof epi);
+  int ta = 0, tb = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--check")) check = 1;
+    else if (!strcmp(a, "--transpose-a")) ta = 1;
+    else if (!strcmp(a, "--transpose-b")) tb = 1;
+    else if (!strcmp(a, "--schedule") && i + 1 < argc) sched_text = argv[++i];
+    else if (!strcmp(a, "--json") && i + 1 < argc) json_path = argv[++i];
+    else if (!strcmp(a, "--emit-ir") && i + 1 < argc) ir_path = argv[++i];
+    else if (!strcmp(a, "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+    else if (!strcmp(a, "--min-time") && i + 1 < argc) min_time = atof(argv[++i]);
+    else if (!strcmp(a, "--epilogue") && i + 1 < argc) {
+      if (parse_epilogue(argv[++i], &epi)) return 2;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    } else if (a[0] == '-' && a[1] == '-' && !strchr(a, '=')) {
+      fprintf(stderr, "tlm run: unknown option '%s'\n", a);
+      return 2;
+    } else if (!desc_text) desc_text = a;
+    else {
+      fprintf(stderr, "tlm run: unexpected argument '%s'\n", a);
+      return 2;
+    }
+  }
+  if (!desc_text) {
+    fprintf(stderr, "tlm run: missing MATMUL_DESC (e.g. 1000x768:768x768)\n");
+    return 2;
+  }
+  tlm_mm_desc d;
+  char err[512];
+  int pr = tlm_mm_desc_parse(desc_text, &d, err, sizeof err);
+  if (pr <= 0) {
+    fprintf(stderr, "tlm run: bad descriptor '%s': %s\n", desc_text,
+            pr == 0 ? "no problem in it" : err);
+    return 2;
+  }
+  d.transpose_a |= ta;
+  d.transpose_b |= tb;
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  if (threads >= 0) cfg.num_threads = threads;
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt)) {
+    fprintf(stderr, "tlm: %s\n", tlm_last_error(NULL));
+    return 1;
+  }
+  int rc = 1;
+  tlm_problem p;
+  if (tlm_problem_make(&d, &epi, 42, &p)) {
+    fprintf(stderr, "tlm run: cannot allocate the problem\n");
+    tlm_destroy(rt);
+    return 1;
+  }
+  tlm_task task;
+  tlm_mm_args args;
+  tlm_status st = tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err);
+  if (st) {
+    fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
+    goto out;
+  }
+  tlm_space space;
+  tlm_space_init(&space, &task, &rt->target);
+  tlm_schedule sched;
+  const tlm_kernel *k = NULL;
+  double schedule_ms = 0;
+  if (!strcmp(sched_text, "default")) {
+    const tlm_plan *plan;
+    st = tlm_engine_plan(rt, &task, &plan, err, sizeof err);
+    if (!st) k = plan->kernel, sched = plan->sched, schedule_ms = plan->schedule_ms;
+  } else {
+    if (!strncmp(sched_text, "random:", 7)) {
+      uint64_t seed = strtoull(sched_text + 7, NULL, 10);
+      tlm_space_sample(&space, &seed, &sched);
+    } else if (tlm_schedule_parse(&space, sched_text, &sched, err, sizeof err)) {
+      fprintf(stderr, "tlm run: bad --schedule: %s\n", err);
+      goto out;
+    }
+    tlm_kernel *kk;
+    st = tlm_engine_kernel(rt, &task, &sched, &kk, err, sizeof err);
+    k = kk;
+  }
+  if (st) {
+    fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
+    goto out;
+  }
+  if (ir_path) {
+    char *ir = NULL;
+    FILE *f = fopen(ir_path, "w");
+    if (!f || tlm_engine_ir(rt, &task, &sched, 1, &ir, err, sizeof err)) {
+      fprintf(stderr, "tlm run: cannot write IR to %s\n", ir_path);
+      if (f) fclose(f);
+      goto out;
+    }
+    fputs(ir, f);
+    fclose(f);
+    free(ir);
+  }
+  /* first run, then the check, then timed repeats */
+  st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
+  if (st) {
+    fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
+    goto out;
+  }
+  double max_err = -1, tol = tlm_problem_tolerance(task.u.mm.K);
+  if (check) max_err = tlm_problem_check(&p);
+  int reps = 0, cap = 100000;
+  double *times = malloc(sizeof(double) * (size_t)cap);
+  double start = now_ns();
+  while (times && reps < cap && (reps < 5 || now_ns() - start < min_time * 1e9)) {
+    double t0 = now_ns();
+    tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
+    times[reps++] = now_ns() - t0;
+  }
+  qsort(times, (size_t)reps, sizeof(double), cmp_double);
+  double med = reps ? times[reps / 2] : 0, lo = reps ? times[0] : 0, hi = reps ? times[reps - 1] : 0;
+  double gflops = tlm_task_flops(&task) / med;
+  free(times);
+  char ts[160], ss[512], nest[2048];
+  printf("problem      %s\n", tlm_task_str(&task, ts, sizeof ts));
+  printf("threads      %d\n", rt->nthreads);
+  printf("schedule     %s\n", tlm_schedule_str(&space, &sched, ss, sizeof ss));
+  printf("loop nest\n%s", ln_print(&k->nest, nest, sizeof nest));
+  printf("schedule_ms  %.3f\n", schedule_ms);
+  printf("compile_ms   %.2f\n", k->compile_ms);
+  printf("kernel_ms    %.4f (median of %d, min %.4f, max %.4f)\n", med * 1e-6, reps, lo * 1e-6,
+         hi * 1e-6);
+  printf("gflops       %.1f\n", gflops);
+  if (check) printf("max_rel_err  %.3g (tolerance %.3g) %s\n", max_err, tol,
+                    (max_err >= 0 && max_err <= tol) ? "PASS" : "FAIL");
+  if (json_path) {
+    FILE *f = fopen(json_path, "w");
+    if (!f) {
+      fprintf(stderr, "tlm run: cannot write %s\n", json_path);
+      goto out;
+    }
+    fprintf(f,
+            "{\"problem\": \"%s\", \"threads\": %d, \"schedule\": \"%s\", \"schedule_ms\": %.4f, "
+            "\"compile_ms\": %.3f, \"kernel_ms_median\": %.6f, \"kernel_ms_min\": %.6f, "
+            "\"kernel_ms_max\": %.6f, \"repeats\": %d, \"gflops\": %.2f",
+            ts, rt->nthreads, ss, schedule_ms, k->compile_ms, med * 1e-6, lo * 1e-6, hi * 1e-6, reps,
+            gflops);
+    if (check) fprintf(f, ", \"max_rel_err\": %.4g, \"tolerance\": %.4g", max_err, tol);
+    fprintf(f, "}\n");
+    fclose(f);
+  }
+  rc = (check && !(max_err >= 0 && max_err <= tol)) ? 1 : 0;
+out:
+  tlm_problem_free(&p);
+  tlm_destroy(rt);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "version")) {
+    printf("tlm %s\n", tlm_version());
+    return 0;
+  }
+  if (!strcmp(argv[1], "help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+    usage(stdout);
+    return 0;
+  }
+  fprintf(stderr, "tlm: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
