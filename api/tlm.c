@@ -79,7 +79,7 @@ static int env_int(const char *name, long long lo, long long hi, long long *out)
 tlm_status tlm_config_init(tlm_config *c) {
   if (!c) return TLM_ERR_NULL_POINTER;
   memset(c, 0, sizeof *c);
-  c->verbose = TLM_LOG_ERROR;
+  c->verbose = TLM_LOG_NONE;
   long long x;
   if (env_int("TLM_NUM_THREADS", 0, 1024, &x) == 0) c->num_threads = (int)x;
   if (env_int("TLM_VERBOSE", 0, 4, &x) == 0) c->verbose = (tlm_log_level)x;

@@ -113,7 +113,8 @@ typedef struct tlm_config {
   /* Path of the int8 tensor language model; NULL = none (the default rule
    * schedules every task). Environment: TLM_MODEL. Copied. */
   const char *model_path;
-  /* Maximum log level passed to log_fn. Environment: TLM_VERBOSE (0..4). */
+  /* Maximum log level passed to log_fn; default TLM_LOG_NONE (silent).
+   * Environment: TLM_VERBOSE (0..4). */
   tlm_log_level verbose;
   /* Log sink; NULL = write lines prefixed "tlm: " to stderr. */
   tlm_log_fn log_fn;

@@ -1,0 +1,257 @@
+/* bench_matmul.c - tlm's default schedule against oneDNN, side by side.
+ *
+ * Part 1: for each problem, tlm_run() (the default rule, as a user without a
+ * model gets it) and a oneDNN matmul primitive created once, timed in
+ * alternating batches on the same thread count; per-call medians, min/max
+ * over batches, and the tlm/oneDNN ratio of each batch pair.
+ * Part 2: compile time of new kernels: schedule + LLVM codegen +
+ * optimization + native code, per distinct kernel, p50/p90.
+ *
+ * Usage: bench_matmul [--threads N] [--batches N] [--json FILE]
+ *                     [--problems "1x768:768x768,32x768:768x768"]
+ * oneDNN's CPU runtime here is OpenMP: --threads sets OMP_NUM_THREADS before
+ * oneDNN starts, so both use the same number of threads.
+ */
+#include <math.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/validate.h"
+#include "runtime/engine.h"
+#include "tools/problem.h"
+
+static double now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double pct(double *v, int n, double p) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  int i = (int)(p * (n - 1) + 0.5);
+  return v[i];
+}
+
+#define DNNL_CHECK(x)                                                     \
+  do {                                                                    \
+    dnnl_status_t s_ = (x);                                               \
+    if (s_ != dnnl_success) {                                             \
+      fprintf(stderr, "oneDNN call failed (%d): %s\n", (int)s_, #x);      \
+      exit(1);                                                            \
+    }                                                                     \
+  } while (0)
+
+typedef struct dnnl_mm {
+  dnnl_primitive_t prim;
+  dnnl_memory_t a, b, c;
+  dnnl_stream_t stream;
+} dnnl_mm;
+
+static void dnnl_mm_make(dnnl_engine_t eng, int64_t M, int64_t K, int64_t N, float *a, float *b,
+                         float *c, dnnl_mm *d) {
+  dnnl_memory_desc_t ad, bd, cd;
+  dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N};
+  DNNL_CHECK(dnnl_memory_desc_init_by_tag(&ad, 2, da, dnnl_f32, dnnl_ab));
+  DNNL_CHECK(dnnl_memory_desc_init_by_tag(&bd, 2, db, dnnl_f32, dnnl_ab));
+  DNNL_CHECK(dnnl_memory_desc_init_by_tag(&cd, 2, dc, dnnl_f32, dnnl_ab));
+  dnnl_matmul_desc_t md;
+  DNNL_CHECK(dnnl_matmul_desc_init(&md, &ad, &bd, NULL, &cd));
+  dnnl_primitive_desc_t pd;
+  DNNL_CHECK(dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL));
+  DNNL_CHECK(dnnl_primitive_create(&d->prim, pd));
+  dnnl_primitive_desc_destroy(pd);
+  DNNL_CHECK(dnnl_memory_create(&d->a, &ad, eng, a));
+  DNNL_CHECK(dnnl_memory_create(&d->b, &bd, eng, b));
+  DNNL_CHECK(dnnl_memory_create(&d->c, &cd, eng, c));
+  DNNL_CHECK(dnnl_stream_create(&d->stream, eng, dnnl_stream_default_flags));
+}
+
+static void dnnl_mm_run(dnnl_mm *d) {
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, d->a}, {DNNL_ARG_WEIGHTS, d->b}, {DNNL_ARG_DST, d->c}};
+  DNNL_CHECK(dnnl_primitive_execute(d->prim, d->stream, 3, args));
+  DNNL_CHECK(dnnl_stream_wait(d->stream));
+}
+
+static void dnnl_mm_free(dnnl_mm *d) {
+  dnnl_primitive_destroy(d->prim);
+  dnnl_memory_destroy(d->a);
+  dnnl_memory_destroy(d->b);
+  dnnl_memory_destroy(d->c);
+  dnnl_stream_destroy(d->stream);
+}
+
+/* per-call ns of `calls` calls of one contender */
+typedef void (*run_fn)(void *);
+static double time_batch(run_fn f, void *ctx, int calls) {
+  double t0 = now_ns();
+  for (int i = 0; i < calls; i++) f(ctx);
+  return (now_ns() - t0) / calls;
+}
+
+typedef struct tlm_ctx {
+  tlm_runtime *rt;
+  tlm_problem *p;
+} tlm_ctx;
+
+static void run_tlm(void *c) {
+  tlm_ctx *t = c;
+  if (tlm_run(t->rt, &t->p->op, t->p->in, t->p->n_in, &t->p->out, 1) != TLM_OK) {
+    fprintf(stderr, "tlm_run: %s\n", tlm_last_error(t->rt));
+    exit(1);
+  }
+}
+static void run_dnnl(void *c) { dnnl_mm_run(c); }
+
+int main(int argc, char **argv) {
+  int threads = 1, batches = 15;
+  const char *json = NULL;
+  const char *problems = "1x768:768x768,32x768:768x768,128x768:768x768";
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--batches") && i + 1 < argc) batches = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    else if (!strcmp(argv[i], "--problems") && i + 1 < argc) problems = argv[++i];
+    else {
+      fprintf(stderr, "usage: %s [--threads N] [--batches N] [--json FILE] [--problems LIST]\n",
+              argv[0]);
+      return 2;
+    }
+  }
+  if (threads < 1 || batches < 3) return 2;
+  char nt[16];
+  snprintf(nt, sizeof nt, "%d", threads);
+  setenv("OMP_NUM_THREADS", nt, 1);
+  dnnl_engine_t eng;
+  DNNL_CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.num_threads = threads;
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt)) {
+    fprintf(stderr, "tlm_create: %s\n", tlm_last_error(NULL));
+    return 1;
+  }
+  char target[160];
+  tlm_target_str(&rt->target, target, sizeof target);
+  FILE *jf = json ? fopen(json, "w") : NULL;
+  if (jf)
+    fprintf(jf, "{\"machine\": \"%s\", \"threads\": %d, \"batches\": %d, \"problems\": [", target,
+            threads, batches);
+  printf("machine: %s; threads %d; %d alternating batches per contender\n", target, threads,
+         batches);
+  printf("%-22s %10s %10s %10s %10s %8s %8s %8s\n", "problem", "tlm_gflops", "(min", "max)",
+         "dnnl_gflops", "ratio", "(min", "max)");
+  char list[1024];
+  snprintf(list, sizeof list, "%s", problems);
+  int first = 1;
+  for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+    tlm_mm_desc d;
+    char err[256];
+    if (tlm_mm_desc_parse(tok, &d, err, sizeof err) != 1 || d.nda != 2 || d.ndb != 2) {
+      fprintf(stderr, "bad problem '%s' (2-D only here)\n", tok);
+      return 2;
+    }
+    tlm_problem p;
+    if (tlm_problem_make(&d, NULL, 1, &p)) return 1;
+    int64_t M = d.a[0], K = d.a[1], N = d.b[1];
+    float *c2 = malloc((size_t)(M * N) * sizeof(float));
+    dnnl_mm dm;
+    dnnl_mm_make(eng, M, K, N, p.bufs[0], p.bufs[1], c2, &dm);
+    tlm_ctx tc = {rt, &p};
+    run_tlm(&tc); /* compiles */
+    double e = tlm_problem_check(&p);
+    run_dnnl(&dm);
+    /* calls per batch: about 20 ms of work at 100 GFLOPS */
+    double flop = 2.0 * (double)M * (double)N * (double)K;
+    int calls = (int)(2e9 / flop);
+    if (calls < 3) calls = 3;
+    if (calls > 20000) calls = 20000;
+    time_batch(run_tlm, &tc, calls);
+    time_batch(run_dnnl, &dm, calls);
+    double *tt = calloc((size_t)batches, sizeof *tt), *td = calloc((size_t)batches, sizeof *td),
+           *ratio = calloc((size_t)batches, sizeof *ratio);
+    for (int b = 0; b < batches; b++) {
+      tt[b] = time_batch(run_tlm, &tc, calls);
+      td[b] = time_batch(run_dnnl, &dm, calls);
+      ratio[b] = td[b] / tt[b]; /* > 1: tlm faster */
+    }
+    double tmed = pct(tt, batches, 0.5), tmin = tt[0], tmax = tt[batches - 1];
+    double dmed = pct(td, batches, 0.5);
+    double rmed = pct(ratio, batches, 0.5), rmin = ratio[0], rmax = ratio[batches - 1];
+    char ds[64];
+    tlm_mm_desc_str(&d, ds, sizeof ds);
+    printf("%-22s %10.1f %10.1f %10.1f %10.1f %8.2f %8.2f %8.2f%s\n", ds, flop / tmed, flop / tmax,
+           flop / tmin, flop / dmed, rmed, rmin, rmax, e <= tlm_problem_tolerance(K) ? "" : "  WRONG");
+    if (jf)
+      fprintf(jf,
+              "%s{\"problem\": \"%s\", \"tlm_gflops_median\": %.2f, \"tlm_gflops_min\": %.2f, "
+              "\"tlm_gflops_max\": %.2f, \"onednn_gflops_median\": %.2f, "
+              "\"speed_ratio_tlm_over_onednn_median\": %.3f, \"speed_ratio_min\": %.3f, "
+              "\"speed_ratio_max\": %.3f, \"tlm_ns_per_call_median\": %.1f, "
+              "\"onednn_ns_per_call_median\": %.1f, \"max_rel_err\": %.3g}",
+              first ? "" : ", ", ds, flop / tmed, flop / tmax, flop / tmin, flop / dmed, rmed, rmin,
+              rmax, tmed, dmed, e);
+    first = 0;
+    free(tt);
+    free(td);
+    free(ratio);
+    free(c2);
+    dnnl_mm_free(&dm);
+    tlm_problem_free(&p);
+  }
+  /* Part 2: compile time per new kernel over GPT-2 layer shapes at changing
+   * token counts (a fresh runtime, so every schedule key is new once) */
+  tlm_runtime *rt2;
+  tlm_create(&cfg, &rt2);
+  static const int64_t kn[][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};
+  static const int64_t ms[] = {1, 2, 3, 5, 8, 13, 17, 31, 64, 100, 128, 374, 396};
+  double cms[64];
+  int nc = 0;
+  const tlm_kernel *seen[64];
+  for (size_t i = 0; i < sizeof kn / sizeof kn[0]; i++)
+    for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++) {
+      tlm_mm_desc d = {2, 2, {ms[j], kn[i][0]}, {kn[i][0], kn[i][1]}, 0, 0, ""};
+      tlm_problem p;
+      if (tlm_problem_make(&d, NULL, 1, &p)) return 1;
+      tlm_task task;
+      tlm_mm_args args;
+      char err[256];
+      tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err);
+      const tlm_plan *plan;
+      double t0 = now_ns();
+      if (tlm_engine_plan(rt2, &task, &plan, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+      }
+      double total_ms = (now_ns() - t0) * 1e-6;
+      int dup = 0;
+      for (int s = 0; s < nc; s++) dup |= seen[s] == plan->kernel;
+      if (!dup && nc < 64) {
+        seen[nc] = plan->kernel;
+        cms[nc++] = total_ms;
+      }
+      tlm_problem_free(&p);
+    }
+  double c50 = pct(cms, nc, 0.5), c90 = pct(cms, nc, 0.9), cmin = cms[0], cmax = cms[nc - 1];
+  printf("new kernel (schedule + JIT): %d kernels, p50 %.1f ms, p90 %.1f ms, min %.1f, max %.1f\n",
+         nc, c50, c90, cmin, cmax);
+  if (jf) {
+    fprintf(jf,
+            "], \"new_kernel_count\": %d, \"new_kernel_ms_p50\": %.2f, \"new_kernel_ms_p90\": "
+            "%.2f, \"new_kernel_ms_min\": %.2f, \"new_kernel_ms_max\": %.2f}\n",
+            nc, c50, c90, cmin, cmax);
+    fclose(jf);
+  }
+  tlm_destroy(rt2);
+  tlm_destroy(rt);
+  dnnl_engine_destroy(eng);
+  return 0;
+}

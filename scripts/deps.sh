@@ -1,0 +1,21 @@
+#!/bin/sh
+# Installs the Debian 12 packages tlm needs, only those that are missing.
+# Non-interactive; uses sudo when not root. Usage: scripts/deps.sh [--bench]
+set -eu
+pkgs="cmake make gcc pkg-config llvm-19-dev libxxhash-dev libcjson-dev libdnnl-dev"
+missing=""
+for p in $pkgs; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+if [ -z "$missing" ]; then
+  exit 0
+fi
+echo "tlm: installing missing packages:$missing"
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing

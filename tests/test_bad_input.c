@@ -1,0 +1,146 @@
+/* Bad input through the public API: every case returns its documented
+ * status and a message, never crashes, and leaves the output untouched. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "tlm.h"
+
+static float A[64 * 64], B[64 * 64], C[64 * 64], bias[64], R[64 * 64];
+
+typedef struct setup {
+  tlm_op op;
+  tlm_tensor in[4];
+  tlm_tensor out;
+  int n_in;
+} setup;
+
+/* A (4, 8) x B (8, 6) -> C (4, 6), all dense */
+static void base(setup *s) {
+  memset(s, 0, sizeof *s);
+  s->op = tlm_op_matmul();
+  tlm_tensor_dense(&s->in[0], TLM_F32, 2, (int64_t[]){4, 8}, A);
+  tlm_tensor_dense(&s->in[1], TLM_F32, 2, (int64_t[]){8, 6}, B);
+  tlm_tensor_dense(&s->out, TLM_F32, 2, (int64_t[]){4, 6}, C);
+  s->n_in = 2;
+}
+
+static void expect(tlm_runtime *rt, setup *s, tlm_status want, const char *what) {
+  for (int i = 0; i < 64 * 64; i++) C[i] = 12345.0f;
+  tlm_status st = tlm_run(rt, &s->op, s->in, s->n_in, &s->out, 1);
+  const char *msg = tlm_last_error(rt);
+  CHECK(st == want, "%s: got %d (%s), want %d (%s); message: %s", what, (int)st,
+        tlm_status_str(st), (int)want, tlm_status_str(want), msg);
+  if (want != TLM_OK) {
+    CHECK(msg && strlen(msg) > 0, "%s: no message", what);
+    int untouched = 1;
+    for (int i = 0; i < 64 * 64; i++) untouched &= C[i] == 12345.0f;
+    CHECK(untouched, "%s: output written on a validation error", what);
+  }
+}
+
+int main(void) {
+  for (int i = 0; i < 64 * 64; i++) A[i] = B[i] = R[i] = 1.0f;
+  tlm_config cfg;
+  CHECK(tlm_config_init(NULL) == TLM_ERR_NULL_POINTER, "config_init(NULL)");
+  tlm_config_init(&cfg);
+  cfg.num_threads = 2;
+  tlm_runtime *rt = NULL;
+  CHECK(tlm_create(&cfg, NULL) == TLM_ERR_NULL_POINTER, "create(NULL out)");
+  tlm_config bad = cfg;
+  bad.num_threads = -3;
+  CHECK(tlm_create(&bad, &rt) == TLM_ERR_INVALID_ARGUMENT && rt == NULL, "negative threads");
+  CHECK(strlen(tlm_last_error(NULL)) > 0, "create error message");
+  bad = cfg;
+  bad.verbose = (tlm_log_level)9;
+  CHECK(tlm_create(&bad, &rt) == TLM_ERR_INVALID_ARGUMENT, "verbose 9");
+  if (tlm_create(&cfg, &rt) != TLM_OK) return 1;
+
+  setup s;
+  base(&s);
+  expect(rt, &s, TLM_OK, "valid baseline");
+  CHECK(C[0] == 8.0f, "baseline value %g", C[0]);
+
+  CHECK(tlm_run(NULL, &s.op, s.in, 2, &s.out, 1) == TLM_ERR_NULL_POINTER, "NULL runtime");
+  CHECK(tlm_run(rt, NULL, s.in, 2, &s.out, 1) == TLM_ERR_NULL_POINTER, "NULL op");
+  CHECK(tlm_run(rt, &s.op, NULL, 2, &s.out, 1) == TLM_ERR_NULL_POINTER, "NULL inputs");
+  CHECK(tlm_run(rt, &s.op, s.in, 2, NULL, 1) == TLM_ERR_NULL_POINTER, "NULL outputs");
+
+  base(&s); s.in[0].data = NULL; expect(rt, &s, TLM_ERR_NULL_POINTER, "NULL data");
+  base(&s); s.op.kind = (tlm_op_kind)77; expect(rt, &s, TLM_ERR_INVALID_ARGUMENT, "unknown op");
+  base(&s); s.op.u.matmul.transpose_a = 2; expect(rt, &s, TLM_ERR_INVALID_ARGUMENT, "flag 2");
+  base(&s); s.op.u.matmul.activation = (tlm_activation)9;
+  expect(rt, &s, TLM_ERR_INVALID_ARGUMENT, "unknown activation");
+  base(&s); s.n_in = 3; expect(rt, &s, TLM_ERR_INVALID_ARGUMENT, "too many inputs");
+  base(&s); s.n_in = 1; expect(rt, &s, TLM_ERR_INVALID_ARGUMENT, "too few inputs");
+  base(&s); s.in[0].shape[0] = 0; expect(rt, &s, TLM_ERR_INVALID_ARGUMENT, "zero extent");
+  base(&s); s.in[1].shape[1] = -4; expect(rt, &s, TLM_ERR_INVALID_ARGUMENT, "negative extent");
+  base(&s); s.in[0].strides[1] = -1; expect(rt, &s, TLM_ERR_INVALID_ARGUMENT, "negative stride");
+  base(&s); s.in[0].ndim = 1; expect(rt, &s, TLM_ERR_INVALID_ARGUMENT, "A ndim 1");
+  base(&s); s.in[0].ndim = 7; expect(rt, &s, TLM_ERR_INVALID_ARGUMENT, "A ndim 7");
+  base(&s); s.in[0].data = (char *)A + 2; expect(rt, &s, TLM_ERR_INVALID_ARGUMENT, "misaligned");
+  base(&s); s.in[1].dtype = (tlm_dtype)5; expect(rt, &s, TLM_ERR_DTYPE_MISMATCH, "dtype");
+  base(&s); s.out.dtype = TLM_DTYPE_UNDEF; expect(rt, &s, TLM_ERR_DTYPE_MISMATCH, "C dtype");
+  base(&s); s.in[1].shape[0] = 7; expect(rt, &s, TLM_ERR_SHAPE_MISMATCH, "K mismatch");
+  base(&s); s.out.shape[1] = 5; expect(rt, &s, TLM_ERR_SHAPE_MISMATCH, "C shape");
+  base(&s); s.op.u.matmul.transpose_b = 1; expect(rt, &s, TLM_ERR_SHAPE_MISMATCH, "transpose mismatch");
+  /* batch: A (2, 4, 8), B (3, 8, 6) do not broadcast */
+  base(&s);
+  tlm_tensor_dense(&s.in[0], TLM_F32, 3, (int64_t[]){2, 4, 8}, A);
+  tlm_tensor_dense(&s.in[1], TLM_F32, 3, (int64_t[]){3, 8, 6}, B);
+  tlm_tensor_dense(&s.out, TLM_F32, 3, (int64_t[]){3, 4, 6}, C);
+  expect(rt, &s, TLM_ERR_SHAPE_MISMATCH, "batch not broadcastable");
+  /* batch with 5 dims + 2 */
+  base(&s);
+  s.out.ndim = 6;
+  for (int i = 0; i < 4; i++) s.out.shape[i] = 1, s.out.strides[i] = 24;
+  s.out.shape[4] = 4, s.out.shape[5] = 6, s.out.strides[4] = 6, s.out.strides[5] = 1;
+  expect(rt, &s, TLM_OK, "4 unit batch dims");
+  /* bias of the wrong length, residual of the wrong shape */
+  base(&s);
+  s.op.u.matmul.has_bias = 1;
+  tlm_tensor_dense(&s.in[2], TLM_F32, 1, (int64_t[]){5}, bias);
+  s.n_in = 3;
+  expect(rt, &s, TLM_ERR_SHAPE_MISMATCH, "bias length");
+  base(&s);
+  s.op.u.matmul.has_residual = 1;
+  tlm_tensor_dense(&s.in[2], TLM_F32, 2, (int64_t[]){4, 5}, R);
+  s.n_in = 3;
+  expect(rt, &s, TLM_ERR_SHAPE_MISMATCH, "residual shape");
+  /* sizes whose element or byte count overflows */
+  base(&s); s.in[0].shape[0] = INT64_MAX / 2; s.out.shape[0] = INT64_MAX / 2;
+  expect(rt, &s, TLM_ERR_OVERFLOW, "element count overflow");
+  base(&s); s.in[0].strides[0] = INT64_MAX / 2; expect(rt, &s, TLM_ERR_OVERFLOW, "offset overflow");
+  base(&s); s.in[0].shape[0] = (int64_t)1 << 59; s.in[0].strides[0] = 8;
+  s.out.shape[0] = (int64_t)1 << 59;
+  expect(rt, &s, TLM_ERR_OVERFLOW, "byte size overflow");
+  /* output strides that overlap, output aliasing inputs */
+  base(&s); s.out.strides[0] = 3; expect(rt, &s, TLM_ERR_ALIASING, "C rows overlap");
+  base(&s); s.out.strides[1] = 0; expect(rt, &s, TLM_ERR_ALIASING, "C zero stride");
+  base(&s); s.out.data = A + 8; expect(rt, &s, TLM_ERR_ALIASING, "C overlaps A");
+  base(&s);
+  s.op.u.matmul.has_residual = 1;
+  tlm_tensor_dense(&s.in[2], TLM_F32, 2, (int64_t[]){4, 6}, C);
+  s.n_in = 3;
+  expect(rt, &s, TLM_ERR_ALIASING, "C is the residual");
+  /* transposed output layout is fine (column-major C) */
+  base(&s); s.out.strides[0] = 1; s.out.strides[1] = 4; expect(rt, &s, TLM_OK, "column-major C");
+
+  /* status strings: every code has its own text, unknown codes a fallback */
+  for (int i = 0; i < TLM_STATUS_COUNT_; i++)
+    CHECK(strcmp(tlm_status_str((tlm_status)i), "unknown status") != 0, "status %d has no text", i);
+  CHECK(!strcmp(tlm_status_str((tlm_status)999), "unknown status"), "unknown code");
+  CHECK(!strcmp(tlm_status_str((tlm_status)-1), "unknown status"), "negative code");
+  tlm_stats st;
+  CHECK(tlm_get_stats(rt, &st) == TLM_OK && st.runs == 3, "runs %llu", (unsigned long long)st.runs);
+  CHECK(tlm_get_stats(rt, NULL) == TLM_ERR_NULL_POINTER, "stats NULL");
+  CHECK(tlm_tensor_dense(NULL, TLM_F32, 1, (int64_t[]){1}, A) == TLM_ERR_NULL_POINTER, "dense NULL");
+  tlm_tensor t;
+  CHECK(tlm_tensor_dense(&t, TLM_F32, 0, (int64_t[]){1}, A) == TLM_ERR_INVALID_ARGUMENT, "dense ndim");
+  CHECK(tlm_tensor_dense(&t, TLM_F32, 3, (int64_t[]){1 << 30, 1 << 30, 1 << 30}, A) ==
+            TLM_ERR_OVERFLOW, "dense overflow");
+  tlm_destroy(rt);
+  tlm_destroy(NULL);
+  return check_report("test_bad_input");
+}

@@ -1,0 +1,147 @@
+/* Reference check of random schedules (and the default rule through the
+ * public tlm_run) over shapes from ../shared/workloads/benchdnn/matmul
+ * (shapes_2d, BERT, GPT-J; large dims reduced so the double-precision
+ * reference stays fast, keeping odd residues) plus extents of 1, primes and
+ * non-multiples of 16, with transposes, broadcast batches and every
+ * epilogue. Usage: test_matmul_random [SHARED_DIR] [SCHEDULES_PER_SHAPE] */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/validate.h"
+#include "check.h"
+#include "runtime/engine.h"
+#include "tools/problem.h"
+
+#define MAX_SHAPES 256
+
+static const char *k_builtin[] = {
+    "1x1:1x1",         "1x17:17x1",       "2x3:3x5",          "7x13:13x31",
+    "31x37:37x41",     "17x1:1x19",       "97x101:101x103",   "1x768:768x33",
+    "15x15:15x15",     "16x16:16x16",     "33x65:65x129",     "127x3:3x47",
+    "5x200:200x7",     "61x255:255x17",   "3x1x53:3x53x11",   "2x3x9x5:1x3x5x13",
+    "4x7x19:19x23",    "6x1x29:6x29x3",   "2x2x2x3x4:1x2x4x5", "1x1x67:1x67x1",
+    "13x160:160x160",  "160x13:13x160",   "43x97:97x89",      "8x8:8x8",
+    "9x129:129x33",    "1x3:3x2048",      "2x5x1x41:2x5x41x43", "3x3x3:3x3x3",
+};
+
+/* Keeps small dims, folds large ones into [97, 158): odd sizes stay odd. */
+static int64_t shrink(int64_t d) { return d <= 160 ? d : 97 + d % 61; }
+
+static int load_shapes(const char *dir, tlm_mm_desc *out, int max) {
+  static const char *files[] = {"shapes_2d", "shapes_bert", "shapes_transformer",
+                                "harness_matmul_gpt-j_32-32_inf_lb_f32",
+                                "harness_matmul_gpt-j_2016-32_inf_lb_f32"};
+  int n = 0;
+  for (size_t f = 0; f < sizeof files / sizeof files[0] && dir; f++) {
+    char path[1024], line[1024], err[256];
+    snprintf(path, sizeof path, "%s/workloads/benchdnn/matmul/%s", dir, files[f]);
+    FILE *fp = fopen(path, "r");
+    if (!fp) {
+      fprintf(stderr, "note: %s not found\n", path);
+      continue;
+    }
+    int taken = 0;
+    while (fgets(line, sizeof line, fp) && n < max && taken < 14) {
+      tlm_mm_desc d;
+      if (tlm_mm_desc_parse(line, &d, err, sizeof err) != 1) continue;
+      int64_t bprod = 1;
+      for (int i = 0; i < d.nda; i++) d.a[i] = shrink(d.a[i]);
+      for (int i = 0; i < d.ndb; i++) d.b[i] = shrink(d.b[i]);
+      d.b[d.ndb - 2] = d.a[d.nda - 1];
+      /* at most 6 batches in all: keep the broadcast pattern, cut extents */
+      for (int i = 0; i < d.nda - 2; i++) {
+        int64_t e = d.a[i] > 1 ? (bprod >= 6 ? 1 : 2 + d.a[i] % 2) : 1;
+        int j = i - (d.nda - d.ndb);
+        if (j >= 0 && d.b[j] > 1) d.b[j] = e;
+        d.a[i] = e;
+        bprod *= e;
+      }
+      out[n++] = d;
+      taken++;
+    }
+    fclose(fp);
+  }
+  for (size_t i = 0; i < sizeof k_builtin / sizeof k_builtin[0] && n < max; i++) {
+    char err[256];
+    if (tlm_mm_desc_parse(k_builtin[i], &out[n], err, sizeof err) == 1) n++;
+  }
+  return n;
+}
+
+int main(int argc, char **argv) {
+  const char *dir = argc > 1 ? argv[1] : NULL;
+  int per_shape = argc > 2 ? atoi(argv[2]) : 10;
+  static tlm_mm_desc shapes[MAX_SHAPES];
+  int nshapes = load_shapes(dir, shapes, MAX_SHAPES);
+  CHECK(nshapes >= 50, "only %d shapes", nshapes);
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.num_threads = 2;
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt)) {
+    fprintf(stderr, "tlm_create: %s\n", tlm_last_error(NULL));
+    return 1;
+  }
+  uint64_t rng = 12345;
+  int schedules = 0, epilogues_seen = 0;
+  for (int s = 0; s < nshapes; s++) {
+    for (int r = 0; r <= per_shape; r++) {
+      tlm_mm_desc d = shapes[s];
+      tlm_matmul_desc epi;
+      memset(&epi, 0, sizeof epi);
+      uint64_t x = tlm_rng_next(&rng);
+      epi.has_bias = (int)(x & 1);
+      epi.activation = (tlm_activation)((x >> 1) % TLM_ACT_COUNT_);
+      epi.has_residual = (int)((x >> 3) & 1);
+      epilogues_seen |= 1 << (epi.has_bias + 2 * epi.has_residual + 4 * (int)epi.activation);
+      if ((x >> 4) % 4 == 0) d.transpose_a = 1;
+      if ((x >> 6) % 4 == 0) d.transpose_b = 1;
+      tlm_problem p;
+      if (tlm_problem_make(&d, &epi, x, &p)) {
+        CHECK(0, "cannot build problem %d", s);
+        continue;
+      }
+      char ds[128], ss[512], err[512];
+      tlm_mm_desc_str(&d, ds, sizeof ds);
+      int64_t K = d.a[d.nda - 1];
+      if (r == per_shape) {
+        /* the default rule through the public API */
+        tlm_status st = tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
+        CHECK(st == TLM_OK, "%s default: %s", ds, tlm_last_error(rt));
+        double e = st == TLM_OK ? tlm_problem_check(&p) : -1;
+        CHECK(e >= 0 && e <= tlm_problem_tolerance(K), "%s default: error %g", ds, e);
+      } else {
+        tlm_task task;
+        tlm_mm_args args;
+        tlm_status st = tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err,
+                                            sizeof err);
+        CHECK(st == TLM_OK, "%s: validate: %s", ds, err);
+        if (st == TLM_OK) {
+          tlm_space space;
+          tlm_space_init(&space, &task, &rt->target);
+          tlm_schedule sched;
+          tlm_space_sample(&space, &rng, &sched);
+          tlm_schedule_str(&space, &sched, ss, sizeof ss);
+          CHECK(tlm_space_accepts(&space, &sched), "%s: sampled schedule rejected: %s", ds, ss);
+          tlm_kernel *k;
+          st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
+          CHECK(st == TLM_OK, "%s [%s]: compile: %s", ds, ss, err);
+          if (st == TLM_OK) {
+            st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
+            double e = tlm_problem_check(&p);
+            CHECK(st == TLM_OK && e >= 0 && e <= tlm_problem_tolerance(K),
+                  "%s tA%d tB%d bias%d act%d res%d [%s]: error %g", ds, d.transpose_a,
+                  d.transpose_b, epi.has_bias, (int)epi.activation, epi.has_residual, ss, e);
+            schedules++;
+          }
+        }
+      }
+      tlm_problem_free(&p);
+    }
+  }
+  CHECK(schedules >= 500 || per_shape < 10, "only %d random schedules checked", schedules);
+  printf("shapes %d, random schedules %d, epilogue combinations %d\n", nshapes, schedules,
+         __builtin_popcount((unsigned)epilogues_seen));
+  tlm_destroy(rt);
+  return check_report("test_matmul_random");
+}
