@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs the build into a temporary prefix, then builds and runs a small
+# program against the installed copy, once through pkg-config and once
+# through the CMake package. Usage: install_test.sh BUILD_DIR SOURCE_DIR
+set -eu
+build=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+libdir=$(find "$tmp/prefix" -name tlm.pc -path '*pkgconfig*' -exec dirname {} \; | head -n 1)
+PKG_CONFIG_PATH="$libdir" pkg-config --exists tlm
+cc -std=c11 -Wall -Werror "$src/embed.c" -o "$tmp/embed_pc" \
+  $(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs tlm)
+LD_LIBRARY_PATH="$libdir/.." "$tmp/embed_pc"
+cmake -S "$src" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+cmake --build "$tmp/cm" >/dev/null
+LD_LIBRARY_PATH="$libdir/.." "$tmp/cm/embed_cmake"
+echo "install_test: 2 passed, 0 failed"
