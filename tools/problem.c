@@ -193,6 +193,7 @@ void tlm_problem_free(tlm_problem *p) {
 
 double tlm_problem_tolerance(int64_t K) { return 1e-5 + (double)K / 8388608.0; }
 
+
 static int64_t boff(const tlm_matmul_task *t, int64_t bi, const int64_t *s) {
   int64_t off = 0;
   for (int d = t->nbatch - 1; d >= 0; d--) {
@@ -202,7 +203,36 @@ static int64_t boff(const tlm_matmul_task *t, int64_t bi, const int64_t *s) {
   return off;
 }
 
-double tlm_problem_check(const tlm_problem *p) {
+double tlm_problem_check(const tlm_problem *p) { return tlm_problem_check_sampled(p, 0, 0); }
+
+static double check_point(const tlm_matmul_task *t, const tlm_mm_args *args, int64_t b,
+                          int64_t m, int64_t n) {
+  int64_t ao = boff(t, b, args->sa), bo = boff(t, b, args->sb);
+  int64_t co = boff(t, b, args->sc), ro = boff(t, b, args->sr);
+  double acc = 0, mag = 0;
+  for (int64_t k = 0; k < t->K; k++) {
+    double x = (double)args->a[ao + m * args->sa[4] + k * args->sa[5]] *
+               (double)args->b[bo + k * args->sb[4] + n * args->sb[5]];
+    acc += x;
+    mag += fabs(x);
+  }
+  float r = (float)acc;
+  if (t->has_bias) {
+    r += args->bias[n * args->sbias];
+    mag += fabs(args->bias[n * args->sbias]);
+  }
+  r = tlm_ref_activation(t->act, r);
+  if (t->has_residual) {
+    float rv = args->res[ro + m * args->sr[4] + n * args->sr[5]];
+    r += rv;
+    mag += fabs(rv);
+  }
+  double c = args->c[co + m * args->sc[4] + n * args->sc[5]];
+  double e = fabs(c - (double)r) / (mag + 1e-3);
+  return isnan(e) ? INFINITY : e;
+}
+
+double tlm_problem_check_sampled(const tlm_problem *p, int points, uint64_t seed) {
   tlm_task task;
   tlm_mm_args args;
   char err[256];
@@ -211,34 +241,23 @@ double tlm_problem_check(const tlm_problem *p) {
   const tlm_matmul_task *t = &task.u.mm;
   int64_t btot = tlm_task_batch_total(&task);
   double worst = 0;
-  for (int64_t b = 0; b < btot; b++) {
-    int64_t ao = boff(t, b, args.sa), bo = boff(t, b, args.sb);
-    int64_t co = boff(t, b, args.sc), ro = boff(t, b, args.sr);
+  if (points > 0) {
+    uint64_t rng = seed;
+    for (int i = 0; i < points; i++) {
+      int64_t b = (int64_t)(tlm_rng_next(&rng) % (uint64_t)btot);
+      int64_t m = (int64_t)(tlm_rng_next(&rng) % (uint64_t)t->M);
+      int64_t n = (int64_t)(tlm_rng_next(&rng) % (uint64_t)t->N);
+      double e = check_point(t, &args, b, m, n);
+      if (!(e <= worst)) worst = e;
+    }
+    return worst;
+  }
+  for (int64_t b = 0; b < btot; b++)
     for (int64_t m = 0; m < t->M; m++)
       for (int64_t n = 0; n < t->N; n++) {
-        double acc = 0, mag = 0;
-        for (int64_t k = 0; k < t->K; k++) {
-          double x = (double)args.a[ao + m * args.sa[4] + k * args.sa[5]] *
-                     (double)args.b[bo + k * args.sb[4] + n * args.sb[5]];
-          acc += x;
-          mag += fabs(x);
-        }
-        float r = (float)acc;
-        if (t->has_bias) {
-          r += args.bias[n * args.sbias];
-          mag += fabs(args.bias[n * args.sbias]);
-        }
-        r = tlm_ref_activation(t->act, r);
-        if (t->has_residual) {
-          float rv = args.res[ro + m * args.sr[4] + n * args.sr[5]];
-          r += rv;
-          mag += fabs(rv);
-        }
-        double c = args.c[co + m * args.sc[4] + n * args.sc[5]];
-        double e = fabs(c - (double)r) / (mag + 1e-3);
-        if (!(e <= worst)) worst = e; /* NaN counts as worst */
-        if (isnan(e)) return INFINITY;
+        double e = check_point(t, &args, b, m, n);
+        if (!(e <= worst)) worst = e;
       }
-  }
   return worst;
 }
+

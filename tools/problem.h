@@ -49,6 +49,10 @@ void tlm_problem_free(tlm_problem *p);
  * elements, or -1 if the problem does not validate. */
 double tlm_problem_check(const tlm_problem *p);
 
+/* The same on `points` output elements drawn from `seed` (every element
+ * when points <= 0): O(points * K) instead of O(B * M * N * K). */
+double tlm_problem_check_sampled(const tlm_problem *p, int points, uint64_t seed);
+
 /* Tolerance for tlm_problem_check at reduction length K: float rounding
  * grows at most linearly in K (Higham, Accuracy and Stability of Numerical
  * Algorithms, 2nd ed., section 3.1); 2^-23 * K plus a floor for the

@@ -11,6 +11,7 @@
 
 #include "api/validate.h"
 #include "runtime/engine.h"
+#include "tools/collect.h"
 #include "tools/problem.h"
 
 static double now_ns(void) {
@@ -41,6 +42,7 @@ static void usage(FILE *f) {
           "      --min-time S  seconds of timed repeats (default 0.3)\n"
           "      --json FILE   also write the results as JSON\n"
           "      --emit-ir F   write the kernel's optimized LLVM IR to F\n"
+          "  collect ...       measure schedules for training (tlm collect --help)\n"
           "  version           print the library version\n");
 }
 
@@ -226,6 +228,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "collect")) return tlm_cmd_collect(argc - 2, argv + 2);
   if (!strcmp(argv[1], "version")) {
     printf("tlm %s\n", tlm_version());
     return 0;

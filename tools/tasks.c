@@ -1,0 +1,232 @@
+/* tasks.c - task list from the shared workloads. */
+#include "tasks.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/space.h"
+
+void tlm_task_spec_text(tlm_task_spec *s) {
+  char d[96];
+  tlm_mm_desc_str(&s->d, d, sizeof d);
+  snprintf(s->text, sizeof s->text, "%s tA%d tB%d bias%d act%d res%d", d, s->d.transpose_a,
+           s->d.transpose_b, s->epi.has_bias, (int)s->epi.activation, s->epi.has_residual);
+}
+
+int tlm_task_spec_parse(const char *text, tlm_task_spec *s) {
+  memset(s, 0, sizeof *s);
+  char d[128], err[128];
+  int ta, tb, bias, act, res;
+  if (sscanf(text, "%127s tA%d tB%d bias%d act%d res%d", d, &ta, &tb, &bias, &act, &res) != 6)
+    return -1;
+  if (tlm_mm_desc_parse(d, &s->d, err, sizeof err) != 1) return -1;
+  if ((ta | tb | bias | res) & ~1 || act < 0 || act >= TLM_ACT_COUNT_) return -1;
+  s->d.transpose_a = ta;
+  s->d.transpose_b = tb;
+  s->epi.has_bias = bias;
+  s->epi.activation = (tlm_activation)act;
+  s->epi.has_residual = res;
+  tlm_task_spec_text(s);
+  return 0;
+}
+
+typedef struct list {
+  tlm_task_spec *v;
+  int n, cap;
+} list;
+
+static double flop_of(const tlm_mm_desc *d) {
+  double f = 2.0 * (double)d->a[d->nda - 2] * (double)d->a[d->nda - 1] * (double)d->b[d->ndb - 1];
+  for (int i = 0; i < d->nda - 2; i++) f *= (double)d->a[i];
+  return f;
+}
+
+static int add(list *l, tlm_task_spec *s) {
+  /* reduce M of tasks too large to measure many times */
+  double f = flop_of(&s->d);
+  if (f > TLM_TASK_MAX_FLOP) {
+    int64_t *m = &s->d.a[s->d.nda - 2];
+    int64_t nm = (int64_t)((double)*m * TLM_TASK_MAX_FLOP / f);
+    if (nm < 1) return 0; /* even M = 1 is too large: leave it out */
+    *m = nm;
+  }
+  tlm_task_spec_text(s);
+  for (int i = 0; i < l->n; i++)
+    if (!strcmp(l->v[i].text, s->text)) return 0;
+  if (l->n == l->cap) {
+    int cap = l->cap ? l->cap * 2 : 256;
+    tlm_task_spec *v = realloc(l->v, (size_t)cap * sizeof *v);
+    if (!v) return -1;
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = *s;
+  return 0;
+}
+
+static void set_mm(tlm_task_spec *s, int64_t batch, int64_t m, int64_t k, int64_t n, int tb) {
+  memset(&s->d, 0, sizeof s->d);
+  int nb = batch > 1 ? 1 : 0;
+  s->d.nda = s->d.ndb = 2 + nb;
+  if (nb) s->d.a[0] = s->d.b[0] = batch;
+  s->d.a[nb] = m, s->d.a[nb + 1] = k;
+  s->d.b[nb] = k, s->d.b[nb + 1] = n;
+  s->d.transpose_b = tb;
+}
+
+static int benchdnn(list *l, const char *dir) {
+  static const struct {
+    const char *file, *family;
+  } files[] = {{"shapes_2d", "benchdnn:2d"},
+               {"shapes_bert", "benchdnn:bert"},
+               {"shapes_transformer", "benchdnn:transformer"},
+               {"harness_matmul_gpt-j_32-32_inf_lb_f32", "benchdnn:gptj-32"},
+               {"harness_matmul_gpt-j_2016-32_inf_lb_f32", "benchdnn:gptj-2016"}};
+  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+    char path[1024], line[1024], err[256];
+    snprintf(path, sizeof path, "%s/workloads/benchdnn/matmul/%s", dir, files[f].file);
+    FILE *fp = fopen(path, "r");
+    if (!fp) continue;
+    while (fgets(line, sizeof line, fp)) {
+      tlm_task_spec s;
+      memset(&s, 0, sizeof s);
+      if (tlm_mm_desc_parse(line, &s.d, err, sizeof err) != 1) continue;
+      snprintf(s.family, sizeof s.family, "%s", files[f].family);
+      if (add(l, &s)) {
+        fclose(fp);
+        return -1;
+      }
+    }
+    fclose(fp);
+  }
+  return 0;
+}
+
+/* context lengths of the trace, in file order */
+static int read_trace(const char *dir, int **out) {
+  char path[1024], line[256];
+  snprintf(path, sizeof path, "%s/workloads/traces/AzureLLMInferenceTrace_conv.csv", dir);
+  FILE *fp = fopen(path, "r");
+  if (!fp) return 0;
+  int n = 0, cap = 0;
+  int *v = NULL;
+  while (fgets(line, sizeof line, fp)) {
+    char *c = strchr(line, ',');
+    int x = c ? atoi(c + 1) : 0;
+    if (x < 1) continue;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 4096;
+      int *nv = realloc(v, (size_t)cap * sizeof *nv);
+      if (!nv) break;
+      v = nv;
+    }
+    v[n++] = x;
+  }
+  fclose(fp);
+  *out = v;
+  return n;
+}
+
+static int model_tasks(list *l, const char *name, const cJSON *m, const int *ctx, int nctx,
+                       uint64_t *rng) {
+  int d = cJSON_GetObjectItem(m, "d_model")->valueint;
+  int ff = cJSON_GetObjectItem(m, "d_ff")->valueint;
+  int heads = cJSON_GetObjectItem(m, "n_head")->valueint;
+  const cJSON *qf = cJSON_GetObjectItem(m, "qkv_fused"), *bi = cJSON_GetObjectItem(m, "bias");
+  const cJSON *ac = cJSON_GetObjectItem(m, "act");
+  int fused = cJSON_IsTrue(qf), bias = cJSON_IsTrue(bi);
+  int gated = cJSON_IsString(ac) && strstr(ac->valuestring, "gated") != NULL;
+  int silu = cJSON_IsString(ac) && strstr(ac->valuestring, "silu") != NULL;
+  int hd = d / heads;
+  int64_t ms[40];
+  int nm = 0;
+  for (int i = 0; i < 20 && nctx > 0; i++) /* prefill lengths from the trace */
+    ms[nm++] = ctx[tlm_rng_next(rng) % (uint64_t)nctx];
+  int nprefill = nm;
+  for (int i = 0; i < 12; i++) ms[nm++] = 1 + (int64_t)(tlm_rng_next(rng) % 64); /* decode */
+  for (int i = 0; i < nm; i++) {
+    const char *phase = i < nprefill ? "prefill" : "decode";
+    tlm_task_spec s;
+    memset(&s, 0, sizeof s);
+    snprintf(s.family, sizeof s.family, "%s:%s", name, phase);
+    struct {
+      int k, n, act, res;
+    } layers[5];
+    int nl = 0;
+    layers[nl++] = (typeof(layers[0])){d, fused ? 3 * d : d, 0, 0};
+    layers[nl++] = (typeof(layers[0])){d, d, 0, 1};
+    if (gated) {
+      layers[nl++] = (typeof(layers[0])){d, ff, TLM_ACT_SILU, 0};
+      layers[nl++] = (typeof(layers[0])){d, ff, 0, 0};
+    } else {
+      layers[nl++] = (typeof(layers[0])){d, ff, silu ? TLM_ACT_SILU : TLM_ACT_GELU_TANH, 0};
+    }
+    layers[nl++] = (typeof(layers[0])){ff, d, 0, 1};
+    for (int j = 0; j < nl; j++) {
+      set_mm(&s, 1, ms[i], layers[j].k, layers[j].n, 0);
+      s.epi.has_bias = bias;
+      s.epi.activation = (tlm_activation)layers[j].act;
+      s.epi.has_residual = layers[j].res;
+      if (add(l, &s)) return -1;
+    }
+    /* attention: scores = Q K^T (K stored (L, hd): transposed B), out = P V */
+    memset(&s.epi, 0, sizeof s.epi);
+    snprintf(s.family, sizeof s.family, "%s:attn-%s", name, phase);
+    int64_t L = i < nprefill ? ms[i] : ctx[tlm_rng_next(rng) % (uint64_t)(nctx ? nctx : 1)];
+    int64_t M = i < nprefill ? ms[i] : 1;
+    set_mm(&s, heads, M, hd, L, 1);
+    if (add(l, &s)) return -1;
+    set_mm(&s, heads, M, L, hd, 0);
+    if (add(l, &s)) return -1;
+  }
+  return 0;
+}
+
+int tlm_tasks_build(const char *dir, uint64_t seed, tlm_task_spec **out, char *err, int errcap) {
+  list l = {0};
+  *out = NULL;
+  if (benchdnn(&l, dir)) goto oom;
+  int *ctx = NULL;
+  int nctx = read_trace(dir, &ctx);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/workloads/models.json", dir);
+  FILE *fp = fopen(path, "rb");
+  if (fp) {
+    fseek(fp, 0, SEEK_END);
+    long sz = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *buf = malloc((size_t)sz + 1);
+    if (buf && fread(buf, 1, (size_t)sz, fp) == (size_t)sz) {
+      buf[sz] = 0;
+      cJSON *root = cJSON_Parse(buf);
+      uint64_t rng = seed;
+      for (cJSON *m = root ? root->child : NULL; m; m = m->next) {
+        if (!cJSON_IsObject(m) || !cJSON_GetObjectItem(m, "d_model")) continue;
+        if (model_tasks(&l, m->string, m, ctx, nctx, &rng)) {
+          cJSON_Delete(root);
+          free(buf);
+          fclose(fp);
+          free(ctx);
+          goto oom;
+        }
+      }
+      cJSON_Delete(root);
+    }
+    free(buf);
+    fclose(fp);
+  }
+  free(ctx);
+  if (l.n == 0) {
+    snprintf(err, (size_t)errcap, "no tasks found under %s/workloads", dir);
+    free(l.v);
+    return -1;
+  }
+  *out = l.v;
+  return l.n;
+oom:
+  free(l.v);
+  snprintf(err, (size_t)errcap, "out of memory");
+  return -1;
+}
