@@ -1,0 +1,171 @@
+/* vocab.c - the tensor language's vocabulary, prompts and sentences. */
+#include "vocab.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <xxhash.h>
+
+static const char *k_kind_prefix[7] = {"vec", "tile", "unroll", "order", "pack", "par", "at"};
+
+static int add(tlm_vocab *v, const char *s) {
+  if (v->n >= TLM_LM_MAX_VOCAB) return -1;
+  snprintf(v->tok[v->n], sizeof v->tok[0], "%s", s);
+  return v->n++;
+}
+
+static void add_decision(tlm_vocab *v, int kind, int value) {
+  char s[16];
+  snprintf(s, sizeof s, "%s:%d", k_kind_prefix[kind], value);
+  v->decision[kind][value] = (int16_t)add(v, s);
+}
+
+void tlm_vocab_build(tlm_vocab *v) {
+  memset(v, 0, sizeof *v);
+  memset(v->decision, 0xff, sizeof v->decision); /* -1 */
+  static const char *fixed[] = {"<pad>", "<bos>", "<sep>", "<eos>", "op:matmul", "dtype:f32",
+                                "bias:0", "bias:1", "res:0", "res:1", "act:none", "act:relu",
+                                "act:gelu", "act:silu", "uA:0", "uA:1", "uB:0", "uB:1", "uC:0",
+                                "uC:1", "ax:b", "ax:m", "ax:n", "ax:k", "isa:scalar", "isa:sse",
+                                "isa:avx2", "isa:avx512", "vnni:0", "vnni:1"};
+  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) add(v, fixed[i]);
+  char s[16];
+  for (int i = 0; i <= 40; i++) snprintf(s, sizeof s, "mag:%d", i), add(v, s);
+  for (int i = 0; i < 4; i++) snprintf(s, sizeof s, "frac:%d", i), add(v, s);
+  for (int i = 0; i <= 6; i++) snprintf(s, sizeof s, "p2:%d", i), add(v, s);
+  for (int i = 0; i <= 10; i++) snprintf(s, sizeof s, "cores:%d", i), add(v, s);
+  for (int i = 0; i <= 20; i++) snprintf(s, sizeof s, "l1:%d", i), add(v, s);
+  for (int i = 0; i <= 20; i++) snprintf(s, sizeof s, "l2:%d", i), add(v, s);
+  for (int i = 0; i <= 24; i++) snprintf(s, sizeof s, "l3:%d", i), add(v, s);
+  /* decisions */
+  static const int vecs[] = {1, 4, 8, 16};
+  for (int i = 0; i < 4; i++) add_decision(v, TLM_PK_VEC, vecs[i]);
+  /* tile values: every split factor, register row and n3 the space offers */
+  for (int t = 1; t <= 4096; t++) {
+    int offered = t <= 8 || (t <= 128 && t % 4 == 0) || (t <= 512 && t % 32 == 0) ||
+                  t == 10 || t == 14 || t == 640 || t == 768 || t == 896 || t == 1024 ||
+                  t == 1536 || t == 2048 || t == 3072 || t == 4096;
+    if (offered) add_decision(v, TLM_PK_TILE, t);
+  }
+  static const int unrolls[] = {1, 2, 4, 8};
+  for (int i = 0; i < 4; i++) add_decision(v, TLM_PK_UNROLL, unrolls[i]);
+  for (int i = 0; i < 2; i++) add_decision(v, TLM_PK_ORDER, i);
+  for (int i = 0; i < 2; i++) add_decision(v, TLM_PK_PACK, i);
+  for (int i = 0; i <= 3; i++) add_decision(v, TLM_PK_PARALLEL, i);
+  static const int ats[] = {0, 1, 3};
+  for (int i = 0; i < 3; i++) add_decision(v, TLM_PK_COMPUTE_AT, ats[i]);
+}
+
+int tlm_vocab_find(const tlm_vocab *v, const char *s) {
+  for (int i = 0; i < v->n; i++)
+    if (!strcmp(v->tok[i], s)) return i;
+  return -1;
+}
+
+static int tok(const tlm_vocab *v, const char *fmt, long long x) {
+  char s[32];
+  snprintf(s, sizeof s, fmt, x);
+  int t = tlm_vocab_find(v, s);
+  return t < 0 ? TLM_TOK_PAD : t;
+}
+
+static int ilog2(uint64_t x) {
+  int l = 0;
+  while (x > 1) x >>= 1, l++;
+  return l;
+}
+
+static int extent_tokens(const tlm_vocab *v, const char *axis, int64_t e, int32_t *out) {
+  char s[16];
+  snprintf(s, sizeof s, "ax:%s", axis);
+  out[0] = tlm_vocab_find(v, s);
+  int mag = ilog2((uint64_t)e);
+  if (mag > 40) mag = 40;
+  int frac = (int)(4.0 * ((double)e / (double)((uint64_t)1 << mag) - 1.0));
+  if (frac > 3) frac = 3;
+  int p2 = __builtin_ctzll((unsigned long long)e);
+  if (p2 > 6) p2 = 6;
+  out[1] = tok(v, "mag:%lld", mag);
+  out[2] = tok(v, "frac:%lld", frac);
+  out[3] = tok(v, "p2:%lld", p2);
+  return 4;
+}
+
+void tlm_lm_prompt(const tlm_vocab *v, const tlm_task *task, const tlm_target *tg, int32_t *out) {
+  static const char *acts[] = {"act:none", "act:relu", "act:gelu", "act:silu"};
+  static const char *isas[] = {"isa:scalar", "isa:sse", "isa:avx2", "isa:avx512"};
+  const tlm_matmul_task *m = &task->u.mm;
+  int n = 0;
+  out[n++] = TLM_TOK_BOS;
+  out[n++] = tlm_vocab_find(v, "op:matmul");
+  out[n++] = tlm_vocab_find(v, "dtype:f32");
+  out[n++] = tok(v, "bias:%lld", m->has_bias);
+  out[n++] = tlm_vocab_find(v, acts[m->act >= 0 && m->act < 4 ? m->act : 0]);
+  out[n++] = tok(v, "res:%lld", m->has_residual);
+  out[n++] = tok(v, "uA:%lld", (m->unit & TLM_UNIT_A_K) != 0);
+  out[n++] = tok(v, "uB:%lld", (m->unit & TLM_UNIT_B_N) != 0);
+  out[n++] = tok(v, "uC:%lld", (m->unit & TLM_UNIT_C_N) != 0);
+  n += extent_tokens(v, "b", tlm_task_batch_total(task), out + n);
+  n += extent_tokens(v, "m", m->M, out + n);
+  n += extent_tokens(v, "n", m->N, out + n);
+  n += extent_tokens(v, "k", m->K, out + n);
+  out[n++] = tlm_vocab_find(v, isas[tg->isa >= 0 && tg->isa < 4 ? tg->isa : 0]);
+  out[n++] = tok(v, "vnni:%lld", tg->avx512_vnni != 0);
+  out[n++] = tok(v, "cores:%lld", ilog2((uint64_t)(tg->cores > 0 ? tg->cores : 1)));
+  out[n++] = tok(v, "l1:%lld", ilog2((uint64_t)(tg->l1d_bytes / 1024 + 1)));
+  out[n++] = tok(v, "l2:%lld", ilog2((uint64_t)(tg->l2_bytes / 1024 + 1)));
+  out[n++] = tok(v, "l3:%lld", ilog2((uint64_t)(tg->l3_bytes / 1024 + 1)));
+  out[n++] = TLM_TOK_SEP;
+  while (n < TLM_LM_PROMPT_LEN) out[n++] = TLM_TOK_PAD;
+}
+
+int tlm_lm_decision_token(const tlm_vocab *v, const tlm_space *s, int p, int32_t value) {
+  if (p < 0 || p >= s->npoints || value < 0 || value > 4096) return -1;
+  return v->decision[s->points[p].kind][value];
+}
+
+int tlm_lm_sentence(const tlm_vocab *v, const tlm_space *s, const tlm_schedule *sched,
+                    int32_t *tokens, uint64_t (*allowed)[TLM_LM_MAX_VOCAB / 64]) {
+  tlm_lm_prompt(v, &s->task, &s->target, tokens);
+  int32_t cands[TLM_MAX_CANDIDATES];
+  for (int p = 0; p < s->npoints; p++) {
+    int t = tlm_lm_decision_token(v, s, p, sched->v[p]);
+    if (t < 0) return -1;
+    tokens[TLM_LM_PROMPT_LEN + p] = t;
+    if (allowed) {
+      uint64_t *row = allowed[TLM_LM_PROMPT_LEN + p];
+      memset(row, 0, sizeof(uint64_t) * (TLM_LM_MAX_VOCAB / 64));
+      int n = tlm_space_candidates(s, p, sched->v, cands);
+      for (int i = 0; i < n; i++) {
+        int ct = tlm_lm_decision_token(v, s, p, cands[i]);
+        if (ct >= 0) row[ct / 64] |= 1ull << (ct % 64);
+      }
+    }
+  }
+  return TLM_LM_PROMPT_LEN + s->npoints;
+}
+
+int tlm_lm_schedule_of(const tlm_vocab *v, const tlm_space *s, const int32_t *decisions,
+                       tlm_schedule *out) {
+  memset(out, 0, sizeof *out);
+  out->n = s->npoints;
+  int32_t cands[TLM_MAX_CANDIDATES];
+  for (int p = 0; p < s->npoints; p++) {
+    int n = tlm_space_candidates(s, p, out->v, cands), found = 0;
+    for (int i = 0; i < n && !found; i++)
+      if (tlm_lm_decision_token(v, s, p, cands[i]) == decisions[p]) {
+        out->v[p] = cands[i];
+        found = 1;
+      }
+    if (!found) return -1;
+  }
+  return 0;
+}
+
+uint64_t tlm_vocab_checksum(const tlm_vocab *v) {
+  XXH3_state_t *st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  for (int i = 0; i < v->n; i++) XXH3_64bits_update(st, v->tok[i], strlen(v->tok[i]) + 1);
+  uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
+}

@@ -1,0 +1,73 @@
+/* vocab.h - the tensor language: a closed vocabulary, the prompt that
+ * describes a task and the hardware, and one token per schedule decision
+ * (internal).
+ *
+ * A sentence is   prompt (TLM_LM_PROMPT_LEN tokens)   decisions (one per
+ * decision point, in the space's order). The prompt has a fixed length, so
+ * the position of every decision is fixed too.
+ *
+ * Prompt: <bos> op dtype bias act res unitA unitB unitC, then for each axis
+ * (b = batch total, m, n, k): ax:<axis> mag:<floor(log2 E)>
+ * frac:<quarter of the octave> p2:<trailing zero bits, at most 6>, then the
+ * hardware: isa vnni cores(log2) l1(log2 KiB) l2 l3, then <sep>. Extents are
+ * never spelled out: magnitude plus divisibility covers extents the model
+ * never saw (37 -> mag:5 frac:0 p2:0; 11008 -> mag:13 frac:1 p2:6).
+ *
+ * Decision tokens are "<kind>:<value>" (vec:16, tile:8, unroll:4, order:1,
+ * pack:0, par:2, at:3); tile tokens are shared by every tile point.
+ * The vocabulary is rebuilt identically by every build of one
+ * TLM_LM_VOCAB_VERSION and stored in model files, which are refused when
+ * theirs differs. */
+#ifndef TLM_LM_VOCAB_H
+#define TLM_LM_VOCAB_H
+
+#include <stdint.h>
+
+#include "../runtime/space.h"
+#include "../runtime/target.h"
+#include "../runtime/task.h"
+
+#define TLM_LM_VOCAB_VERSION 1
+#define TLM_LM_MAX_VOCAB 512
+#define TLM_LM_PROMPT_LEN 32
+#define TLM_LM_MAX_SEQ (TLM_LM_PROMPT_LEN + TLM_MAX_POINTS)
+
+enum { TLM_TOK_PAD = 0, TLM_TOK_BOS = 1, TLM_TOK_SEP = 2, TLM_TOK_EOS = 3 };
+
+typedef struct tlm_vocab {
+  int32_t n;
+  char tok[TLM_LM_MAX_VOCAB][16];
+  /* decision token of (point kind, value), -1 if none; values < 4097 */
+  int16_t decision[7][4097];
+} tlm_vocab;
+
+/* Builds the vocabulary of TLM_LM_VOCAB_VERSION. Deterministic. */
+void tlm_vocab_build(tlm_vocab *v);
+
+/* Token id of a string, -1 if absent. */
+int tlm_vocab_find(const tlm_vocab *v, const char *s);
+
+/* Writes the TLM_LM_PROMPT_LEN prompt tokens of a task on a target. */
+void tlm_lm_prompt(const tlm_vocab *v, const tlm_task *task, const tlm_target *target,
+                   int32_t *out);
+
+/* Token of decision point p of the space taking `value`, -1 if none. */
+int tlm_lm_decision_token(const tlm_vocab *v, const tlm_space *s, int p, int32_t value);
+
+/* Full sentence of a schedule: prompt then one token per decision. Returns
+ * its length (TLM_LM_PROMPT_LEN + s->npoints), or -1 if a value has no
+ * token. If `allowed` is not NULL, allowed[i] receives the candidate tokens
+ * bitmask (TLM_LM_MAX_VOCAB bits) of the decision at sentence position i
+ * (only decision positions are written). */
+int tlm_lm_sentence(const tlm_vocab *v, const tlm_space *s, const tlm_schedule *sched,
+                    int32_t *tokens, uint64_t (*allowed)[TLM_LM_MAX_VOCAB / 64]);
+
+/* The schedule of a sentence's decision tokens (tokens after the prompt);
+ * -1 if a token is not a candidate of its point. */
+int tlm_lm_schedule_of(const tlm_vocab *v, const tlm_space *s, const int32_t *decisions,
+                       tlm_schedule *out);
+
+/* 64-bit checksum of the vocabulary (XXH3 of its strings), for files. */
+uint64_t tlm_vocab_checksum(const tlm_vocab *v);
+
+#endif
