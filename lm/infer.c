@@ -1,0 +1,364 @@
+/* infer.c - the int8 decoder: one token at a time with a KV cache, int8
+ * weight x int8 activation dot products (AVX-512 VNNI, AVX2, or the scalar
+ * reference, chosen at run time), and constrained decoding. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "model.h"
+
+/* ---- int8 dot products ------------------------------------------------------- */
+
+/* sum over blocks of dw * dx * (qw . qx) */
+typedef float (*dot_fn)(const tlm_q8_block *w, const int8_t *xq, const float *xd, int nb);
+
+static float dot_scalar(const tlm_q8_block *w, const int8_t *xq, const float *xd, int nb) {
+  float sum = 0;
+  for (int b = 0; b < nb; b++) {
+    int32_t acc = 0;
+    for (int i = 0; i < TLM_Q8_BLOCK; i++) acc += (int32_t)w[b].q[i] * xq[b * TLM_Q8_BLOCK + i];
+    sum += w[b].d * xd[b] * (float)acc;
+  }
+  return sum;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* |x| (unsigned) times w with x's sign: u8 x s8 products equal w * x */
+__attribute__((target("avx2,fma,avx512f,avx512vl,avx512vnni"))) static float dot_vnni(
+    const tlm_q8_block *w, const int8_t *xq, const float *xd, int nb) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int b = 0; b < nb; b++) {
+    __m256i x = _mm256_loadu_si256((const __m256i *)(xq + b * TLM_Q8_BLOCK));
+    __m256i q = _mm256_loadu_si256((const __m256i *)w[b].q);
+    __m256i ax = _mm256_sign_epi8(x, x), sq = _mm256_sign_epi8(q, x);
+    __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sq);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(w[b].d * xd[b]), acc);
+  }
+  return hsum256(acc);
+}
+
+__attribute__((target("avx2,fma"))) static float dot_avx2(const tlm_q8_block *w,
+                                                           const int8_t *xq, const float *xd,
+                                                           int nb) {
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int b = 0; b < nb; b++) {
+    __m256i x = _mm256_loadu_si256((const __m256i *)(xq + b * TLM_Q8_BLOCK));
+    __m256i q = _mm256_loadu_si256((const __m256i *)w[b].q);
+    __m256i ax = _mm256_sign_epi8(x, x), sq = _mm256_sign_epi8(q, x);
+    /* pairs of u8 x s8 products fit int16: 2 * 127 * 127 < 32767 */
+    __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sq), ones);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(w[b].d * xd[b]), acc);
+  }
+  return hsum256(acc);
+}
+#endif
+
+static int g_force_scalar;
+void tlm_lm_force_scalar(int on) { g_force_scalar = on; }
+
+static dot_fn pick_dot(void) {
+  if (g_force_scalar) return dot_scalar;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return dot_vnni;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return dot_avx2;
+#endif
+  return dot_scalar;
+}
+
+const char *tlm_lm_isa(void) {
+  dot_fn f = pick_dot();
+#if defined(__x86_64__)
+  if (f == dot_vnni) return "avx512-vnni";
+  if (f == dot_avx2) return "avx2";
+#endif
+  (void)f;
+  return "scalar";
+}
+
+/* x (n) -> int8 blocks with one scale each (the activations' Q8) */
+static void quantize_act(const float *x, int n, int8_t *q, float *d) {
+  for (int b = 0; b < n / TLM_Q8_BLOCK; b++) {
+    float amax = 0;
+    for (int i = 0; i < TLM_Q8_BLOCK; i++) {
+      float a = fabsf(x[b * TLM_Q8_BLOCK + i]);
+      if (a > amax) amax = a;
+    }
+    d[b] = amax / 127.0f;
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    for (int i = 0; i < TLM_Q8_BLOCK; i++)
+      q[b * TLM_Q8_BLOCK + i] = (int8_t)lrintf(x[b * TLM_Q8_BLOCK + i] * id);
+  }
+}
+
+/* out (oc) = W (oc, ic) x + b for a quantized x */
+static void matvec(dot_fn dot, float *out, const tlm_q8_block *w, const float *bias,
+                   const int8_t *xq, const float *xd, int ic, int oc) {
+  int nb = ic / TLM_Q8_BLOCK;
+  for (int o = 0; o < oc; o++)
+    out[o] = dot(w + (size_t)o * nb, xq, xd, nb) + (bias ? bias[o] : 0.0f);
+}
+
+static void layernorm(float *out, const float *x, const float *w, const float *b, int C) {
+  double mu = 0, var = 0;
+  for (int c = 0; c < C; c++) mu += x[c];
+  mu /= C;
+  for (int c = 0; c < C; c++) var += (x[c] - mu) * (x[c] - mu);
+  var /= C;
+  float rs = (float)(1.0 / sqrt(var + 1e-5));
+  for (int c = 0; c < C; c++) out[c] = (float)(x[c] - mu) * rs * w[c] + b[c];
+}
+
+/* ---- state ------------------------------------------------------------------- */
+
+int tlm_lm_state_init(tlm_lm_state *s, const tlm_lm_model *m) {
+  memset(s, 0, sizeof *s);
+  s->m = m;
+  size_t C = (size_t)m->cfg.width, T = (size_t)m->cfg.max_seq, L = (size_t)m->cfg.layers;
+  s->k = calloc(L * T * C, sizeof(float));
+  s->v = calloc(L * T * C, sizeof(float));
+  s->x = calloc(C, sizeof(float));
+  s->buf = calloc(4 * C, sizeof(float));
+  s->qkv = calloc(3 * C, sizeof(float));
+  s->att = calloc(T, sizeof(float));
+  s->fch = calloc(4 * C, sizeof(float));
+  s->logits = calloc((size_t)m->cfg.vocab, sizeof(float));
+  s->xq = calloc(4 * C, 1);
+  s->xd = calloc(4 * C / TLM_Q8_BLOCK, sizeof(float));
+  if (!s->k || !s->v || !s->x || !s->buf || !s->qkv || !s->att || !s->fch || !s->logits ||
+      !s->xq || !s->xd) {
+    tlm_lm_state_free(s);
+    return -1;
+  }
+  return 0;
+}
+
+void tlm_lm_state_free(tlm_lm_state *s) {
+  free(s->k);
+  free(s->v);
+  free(s->x);
+  free(s->buf);
+  free(s->qkv);
+  free(s->att);
+  free(s->fch);
+  free(s->logits);
+  free(s->xq);
+  free(s->xd);
+  memset(s, 0, sizeof *s);
+}
+
+int tlm_lm_state_copy(tlm_lm_state *dst, const tlm_lm_state *src) {
+  if (!dst->k && tlm_lm_state_init(dst, src->m)) return -1;
+  size_t C = (size_t)src->m->cfg.width, T = (size_t)src->m->cfg.max_seq;
+  size_t L = (size_t)src->m->cfg.layers;
+  memcpy(dst->k, src->k, L * T * C * sizeof(float));
+  memcpy(dst->v, src->v, L * T * C * sizeof(float));
+  memcpy(dst->logits, src->logits, (size_t)src->m->cfg.vocab * sizeof(float));
+  dst->pos = src->pos;
+  return 0;
+}
+
+const float *tlm_lm_step(tlm_lm_state *s, int32_t token) {
+  const tlm_lm_model *m = s->m;
+  const int C = m->cfg.width, NH = m->cfg.heads, hs = C / NH, T = m->cfg.max_seq;
+  const int V = m->cfg.vocab, nbc = C / TLM_Q8_BLOCK;
+  if (s->pos >= T || token < 0 || token >= V) return NULL;
+  dot_fn dot = pick_dot();
+  int t = s->pos;
+  float *x = s->x;
+  const tlm_q8_block *e = m->wte + (size_t)token * nbc;
+  for (int b = 0; b < nbc; b++)
+    for (int i = 0; i < TLM_Q8_BLOCK; i++)
+      x[b * TLM_Q8_BLOCK + i] = e[b].d * e[b].q[i] + m->wpe[(size_t)t * C + b * TLM_Q8_BLOCK + i];
+  float scale = 1.0f / sqrtf((float)hs);
+  for (int l = 0; l < m->cfg.layers; l++) {
+    layernorm(s->buf, x, m->ln1w + l * C, m->ln1b + l * C, C);
+    quantize_act(s->buf, C, s->xq, s->xd);
+    matvec(dot, s->qkv, m->qkvw + (size_t)l * 3 * C * nbc, m->qkvb + l * 3 * C, s->xq, s->xd, C,
+           3 * C);
+    float *kc = s->k + ((size_t)l * T) * C, *vc = s->v + ((size_t)l * T) * C;
+    memcpy(kc + (size_t)t * C, s->qkv + C, sizeof(float) * (size_t)C);
+    memcpy(vc + (size_t)t * C, s->qkv + 2 * C, sizeof(float) * (size_t)C);
+    for (int h = 0; h < NH; h++) {
+      const float *q = s->qkv + h * hs;
+      float mx = -INFINITY;
+      for (int t2 = 0; t2 <= t; t2++) {
+        float d = 0;
+        for (int i = 0; i < hs; i++) d += q[i] * kc[(size_t)t2 * C + h * hs + i];
+        s->att[t2] = d * scale;
+        if (s->att[t2] > mx) mx = s->att[t2];
+      }
+      float sum = 0;
+      for (int t2 = 0; t2 <= t; t2++) sum += (s->att[t2] = expf(s->att[t2] - mx));
+      float *o = s->buf + h * hs;
+      for (int i = 0; i < hs; i++) o[i] = 0;
+      for (int t2 = 0; t2 <= t; t2++) {
+        float p = s->att[t2] / sum;
+        for (int i = 0; i < hs; i++) o[i] += p * vc[(size_t)t2 * C + h * hs + i];
+      }
+    }
+    quantize_act(s->buf, C, s->xq, s->xd);
+    matvec(dot, s->fch, m->projw + (size_t)l * C * nbc, m->projb + l * C, s->xq, s->xd, C, C);
+    for (int c = 0; c < C; c++) x[c] += s->fch[c];
+    layernorm(s->buf, x, m->ln2w + l * C, m->ln2b + l * C, C);
+    quantize_act(s->buf, C, s->xq, s->xd);
+    matvec(dot, s->fch, m->fcw + (size_t)l * 4 * C * nbc, m->fcb + l * 4 * C, s->xq, s->xd, C,
+           4 * C);
+    for (int i = 0; i < 4 * C; i++) {
+      float u = s->fch[i];
+      s->fch[i] = 0.5f * u * (1.0f + tanhf(0.7978845608028654f * (u + 0.044715f * u * u * u)));
+    }
+    quantize_act(s->fch, 4 * C, s->xq, s->xd);
+    matvec(dot, s->buf, m->fcprojw + (size_t)l * C * 4 * nbc, m->fcprojb + l * C, s->xq, s->xd,
+           4 * C, C);
+    for (int c = 0; c < C; c++) x[c] += s->buf[c];
+  }
+  layernorm(s->buf, x, m->lnfw, m->lnfb, C);
+  quantize_act(s->buf, C, s->xq, s->xd);
+  matvec(dot, s->logits, m->wte, NULL, s->xq, s->xd, C, V);
+  s->pos++;
+  return s->logits;
+}
+
+/* ---- constrained decoding ------------------------------------------------------ */
+
+/* masked log-softmax of the candidates' tokens */
+static void candidate_logp(const float *logits, const int *toks, int n, double *logp) {
+  double mx = -INFINITY, sum = 0;
+  for (int i = 0; i < n; i++)
+    if (logits[toks[i]] > mx) mx = logits[toks[i]];
+  for (int i = 0; i < n; i++) sum += exp(logits[toks[i]] - mx);
+  for (int i = 0; i < n; i++) logp[i] = logits[toks[i]] - mx - log(sum);
+}
+
+static const float *feed_prompt(tlm_lm_state *st, const tlm_space *s) {
+  int32_t prompt[TLM_LM_PROMPT_LEN];
+  tlm_lm_prompt(&st->m->vocab, &s->task, &s->target, prompt);
+  const float *lg = NULL;
+  for (int i = 0; i < TLM_LM_PROMPT_LEN; i++) lg = tlm_lm_step(st, prompt[i]);
+  return lg;
+}
+
+tlm_status tlm_lm_decode(const tlm_lm_model *m, const tlm_space *s, tlm_schedule *out,
+                         float *prob) {
+  tlm_lm_state st;
+  if (tlm_lm_state_init(&st, m)) return TLM_ERR_OUT_OF_MEMORY;
+  memset(out, 0, sizeof *out);
+  out->n = s->npoints;
+  tlm_status status = TLM_OK;
+  const float *lg = feed_prompt(&st, s);
+  int32_t cands[TLM_MAX_CANDIDATES];
+  int toks[TLM_MAX_CANDIDATES];
+  double lp[TLM_MAX_CANDIDATES];
+  for (int p = 0; p < s->npoints && status == TLM_OK; p++) {
+    if (!lg) {
+      status = TLM_ERR_INTERNAL;
+      break;
+    }
+    int n = tlm_space_candidates(s, p, out->v, cands);
+    for (int i = 0; i < n; i++) {
+      toks[i] = tlm_lm_decision_token(&m->vocab, s, p, cands[i]);
+      if (toks[i] < 0) status = TLM_ERR_INTERNAL;
+    }
+    if (status) break;
+    candidate_logp(lg, toks, n, lp);
+    int best = 0;
+    for (int i = 1; i < n; i++)
+      if (lp[i] > lp[best]) best = i;
+    out->v[p] = cands[best];
+    if (prob) prob[p] = (float)exp(lp[best]);
+    if (p + 1 < s->npoints) lg = tlm_lm_step(&st, toks[best]);
+  }
+  tlm_lm_state_free(&st);
+  return status;
+}
+
+typedef struct beam {
+  tlm_lm_state st;
+  tlm_schedule sched;
+  double logp;
+  int alive;
+} beam;
+
+int tlm_lm_decode_topk(const tlm_lm_model *m, const tlm_space *s, int k, tlm_schedule *out,
+                       double *logp_out) {
+  if (k < 1) return -1;
+  beam *cur = calloc((size_t)k, sizeof *cur), *next = calloc((size_t)k, sizeof *next);
+  typedef struct cand {
+    double logp;
+    int from, tok;
+    int32_t value;
+  } cand;
+  cand *pool = malloc(sizeof(cand) * (size_t)k * TLM_MAX_CANDIDATES);
+  int found = -1;
+  if (!cur || !next || !pool || tlm_lm_state_init(&cur[0].st, m)) goto done;
+  cur[0].alive = 1;
+  cur[0].sched.n = s->npoints;
+  feed_prompt(&cur[0].st, s);
+  int alive = 1;
+  for (int p = 0; p < s->npoints; p++) {
+    int np = 0;
+    for (int b = 0; b < alive; b++) {
+      int32_t cands[TLM_MAX_CANDIDATES];
+      int toks[TLM_MAX_CANDIDATES];
+      double lp[TLM_MAX_CANDIDATES];
+      int n = tlm_space_candidates(s, p, cur[b].sched.v, cands);
+      for (int i = 0; i < n; i++) {
+        toks[i] = tlm_lm_decision_token(&m->vocab, s, p, cands[i]);
+        if (toks[i] < 0) goto done;
+      }
+      candidate_logp(cur[b].st.logits, toks, n, lp);
+      for (int i = 0; i < n; i++)
+        pool[np++] = (cand){cur[b].logp + lp[i], b, toks[i], cands[i]};
+    }
+    /* keep the k best: stable selection (ties to the earlier entry) */
+    int keep = np < k ? np : k;
+    for (int i = 0; i < keep; i++) {
+      int best = i;
+      for (int j = i + 1; j < np; j++)
+        if (pool[j].logp > pool[best].logp) best = j;
+      cand tmp = pool[best];
+      memmove(&pool[i + 1], &pool[i], sizeof(cand) * (size_t)(best - i));
+      pool[i] = tmp;
+    }
+    for (int i = 0; i < keep; i++) {
+      const beam *src = &cur[pool[i].from];
+      if (tlm_lm_state_copy(&next[i].st, &src->st)) goto done;
+      next[i].sched = src->sched;
+      next[i].sched.v[p] = pool[i].value;
+      next[i].logp = pool[i].logp;
+      next[i].alive = 1;
+      if (p + 1 < s->npoints && !tlm_lm_step(&next[i].st, pool[i].tok)) goto done;
+    }
+    beam *t = cur;
+    cur = next;
+    next = t;
+    alive = keep;
+  }
+  for (int i = 0; i < alive; i++) {
+    out[i] = cur[i].sched;
+    if (logp_out) logp_out[i] = cur[i].logp;
+  }
+  found = alive;
+done:
+  for (int i = 0; i < k && cur; i++) tlm_lm_state_free(&cur[i].st);
+  for (int i = 0; i < k && next; i++) tlm_lm_state_free(&next[i].st);
+  free(cur);
+  free(next);
+  free(pool);
+  return found;
+}

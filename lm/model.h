@@ -1,0 +1,116 @@
+/* model.h - model files, the int8 quantizer, the int8 decoder with a KV
+ * cache, and constrained decoding of schedules (internal).
+ *
+ * File layout (little-endian), both kinds:
+ *   magic "TLMM", u32 format version (TLM_LM_FILE_VERSION), u32 kind
+ *   (1 fp32 checkpoint, 2 int8 model), 5 x i32 config (vocab, max_seq,
+ *   layers, heads, width), u32 vocab version, u64 vocab checksum, u32 vocab
+ *   size, vocab strings (16 bytes each), i64 training step, u64 seed,
+ *   u64 payload bytes, payload, u64 XXH3-64 of every byte before it.
+ * fp32 payload: the parameters in tlm_gpt2_params order.
+ * int8 payload: per tensor in that order, the matrices (wte, qkvw, projw,
+ *   fcw, fcprojw) as blocks of 32 int8 weights along the input dimension
+ *   with one f32 scale each (ggml's Q8_0 idea: w ~= d * q, d = max|w|/127),
+ *   the rest as f32.
+ * A file is accepted only if its size, checksum, magic, version, kind,
+ * config and vocabulary all check out.
+ *
+ * Accuracy of the int8 decoder against the fp32 model it was quantized
+ * from: normalized mean squared error of the logits (sum (q - f)^2 /
+ * sum f^2) below 2e-3 and greedy agreement on decision tokens of at least
+ * 97% on random weights at 3x GPT-2's initialization scale
+ * (tests/test_lm_model.c); `tlm bench decode` reports both for a trained
+ * model on its validation tasks. */
+#ifndef TLM_LM_MODEL_H
+#define TLM_LM_MODEL_H
+
+#include <stdint.h>
+
+#include "gpt2.h"
+#include "tlm.h"
+#include "vocab.h"
+
+#define TLM_LM_FILE_VERSION 1
+#define TLM_LM_KIND_FP32 1
+#define TLM_LM_KIND_INT8 2
+#define TLM_Q8_BLOCK 32
+
+typedef struct tlm_q8_block {
+  float d;                   /* scale */
+  int8_t q[TLM_Q8_BLOCK];    /* weights / d, rounded */
+} tlm_q8_block;
+
+/* int8 model for decoding: matrices quantized, the rest f32. */
+typedef struct tlm_lm_model {
+  tlm_gpt2_config cfg;
+  tlm_vocab vocab;
+  uint64_t checksum; /* file checksum: identifies the model in cache keys */
+  int64_t step;
+  uint64_t seed;
+  tlm_q8_block *wte;     /* (V, C/32) */
+  float *wpe;            /* (T, C) */
+  float *ln1w, *ln1b, *ln2w, *ln2b, *lnfw, *lnfb;
+  tlm_q8_block *qkvw, *projw, *fcw, *fcprojw; /* (L, OC, IC/32) */
+  float *qkvb, *projb, *fcb, *fcprojb;
+  void *mem;
+} tlm_lm_model;
+
+/* Saves a trained fp32 model (kind 1) atomically (temporary file, then
+ * rename). Returns TLM_OK or TLM_ERR_IO with a message. */
+tlm_status tlm_gpt2_save(const tlm_gpt2 *m, const tlm_vocab *v, uint64_t seed, const char *path,
+                         char *err, int errcap);
+
+/* Loads an fp32 checkpoint into a new model. TLM_ERR_IO, TLM_ERR_FORMAT
+ * (bad magic, version, kind, size, checksum, config or vocabulary). */
+tlm_status tlm_gpt2_load(tlm_gpt2 *m, const char *path, char *err, int errcap);
+
+/* Quantizes an fp32 model and writes the int8 file (kind 2) atomically. */
+tlm_status tlm_lm_quantize(const tlm_gpt2 *m, const tlm_vocab *v, uint64_t seed,
+                           const char *path, char *err, int errcap);
+
+/* Loads an int8 model file. Statuses as tlm_gpt2_load. */
+tlm_status tlm_lm_load(tlm_lm_model *m, const char *path, char *err, int errcap);
+
+/* Builds an int8 model in memory from an fp32 one (what tlm_lm_quantize
+ * writes), for tests. */
+tlm_status tlm_lm_from_gpt2(tlm_lm_model *q, const tlm_gpt2 *m, const tlm_vocab *v);
+void tlm_lm_free(tlm_lm_model *m);
+
+/* Which int8 dot-product path runs: "avx512-vnni", "avx2" or "scalar". */
+const char *tlm_lm_isa(void);
+/* Forces the scalar reference path (1) or the best available (0). */
+void tlm_lm_force_scalar(int on);
+
+/* Decoding state: the KV cache of one sequence. */
+typedef struct tlm_lm_state {
+  const tlm_lm_model *m;
+  int pos;
+  float *k, *v;     /* (L, T, C) each */
+  float *x, *buf, *qkv, *att, *fch, *logits; /* scratch */
+  int8_t *xq;       /* quantized activations */
+  float *xd;        /* their block scales */
+} tlm_lm_state;
+
+int tlm_lm_state_init(tlm_lm_state *s, const tlm_lm_model *m);
+void tlm_lm_state_free(tlm_lm_state *s);
+int tlm_lm_state_copy(tlm_lm_state *dst, const tlm_lm_state *src);
+/* Feeds one token at the next position; returns the (V) logits of the next
+ * token (owned by the state), or NULL when the context is full. */
+const float *tlm_lm_step(tlm_lm_state *s, int32_t token);
+
+/* Greedy constrained decoding: at each decision point only its candidates
+ * may be chosen (logits of all other tokens masked); the most probable
+ * candidate wins, ties to the earlier candidate. Writes the schedule and,
+ * if prob is not NULL, the probability of each decision under the masked
+ * softmax. Deterministic. Returns TLM_OK or TLM_ERR_INTERNAL (a candidate
+ * without a token, context too short). */
+tlm_status tlm_lm_decode(const tlm_lm_model *m, const tlm_space *s, tlm_schedule *out,
+                         float *prob);
+
+/* The k most probable distinct schedules (beam search of width k over the
+ * masked log-probabilities), best first. Returns how many were found
+ * (<= k; fewer when the space is smaller), or -1. logp may be NULL. */
+int tlm_lm_decode_topk(const tlm_lm_model *m, const tlm_space *s, int k, tlm_schedule *out,
+                       double *logp);
+
+#endif

@@ -1,0 +1,338 @@
+/* model_file.c - checkpoints and int8 model files: writing, verifying,
+ * loading, and the Q8 quantizer. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "model.h"
+
+typedef struct wbuf {
+  uint8_t *p;
+  size_t len, cap;
+  int oom;
+} wbuf;
+
+static void put(wbuf *b, const void *src, size_t n) {
+  if (b->oom) return;
+  if (b->len + n > b->cap) {
+    size_t cap = (b->len + n) * 2 + 4096;
+    uint8_t *p = realloc(b->p, cap);
+    if (!p) {
+      b->oom = 1;
+      return;
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, src, n);
+  b->len += n;
+}
+static void put_u32(wbuf *b, uint32_t v) { put(b, &v, 4); }
+static void put_u64(wbuf *b, uint64_t v) { put(b, &v, 8); }
+
+/* matrices quantized in int8 files, in tlm_gpt2_params order */
+static const int k_is_matrix[TLM_GPT2_NTENSORS] = {1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0};
+
+/* input dimension (row length) of each matrix */
+static size_t row_len(const tlm_gpt2_config *c, int t) {
+  return t == 12 ? (size_t)4 * c->width : (size_t)c->width;
+}
+
+static void header(wbuf *b, uint32_t kind, const tlm_gpt2_config *c, const tlm_vocab *v,
+                   int64_t step, uint64_t seed) {
+  put(b, "TLMM", 4);
+  put_u32(b, TLM_LM_FILE_VERSION);
+  put_u32(b, kind);
+  put(b, c, sizeof *c);
+  put_u32(b, TLM_LM_VOCAB_VERSION);
+  put_u64(b, tlm_vocab_checksum(v));
+  put_u32(b, (uint32_t)v->n);
+  for (int i = 0; i < v->n; i++) put(b, v->tok[i], 16);
+  put(b, &step, 8);
+  put_u64(b, seed);
+}
+
+static tlm_status write_atomic(wbuf *b, const char *path, char *err, int errcap) {
+  if (b->oom) {
+    snprintf(err, (size_t)errcap, "out of memory building %s", path);
+    return TLM_ERR_OUT_OF_MEMORY;
+  }
+  uint64_t h = XXH3_64bits(b->p, b->len);
+  put_u64(b, h);
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) {
+    snprintf(err, (size_t)errcap, "cannot create %s: %s", tmp, strerror(errno));
+    return TLM_ERR_IO;
+  }
+  int ok = fwrite(b->p, 1, b->len, f) == b->len;
+  ok &= fflush(f) == 0;
+  ok &= fsync(fileno(f)) == 0;
+  ok &= fclose(f) == 0;
+  if (!ok || rename(tmp, path) != 0) {
+    snprintf(err, (size_t)errcap, "cannot write %s: %s", path, strerror(errno));
+    unlink(tmp);
+    return TLM_ERR_IO;
+  }
+  return TLM_OK;
+}
+
+tlm_status tlm_gpt2_save(const tlm_gpt2 *m, const tlm_vocab *v, uint64_t seed, const char *path,
+                         char *err, int errcap) {
+  wbuf b = {0};
+  header(&b, TLM_LM_KIND_FP32, &m->cfg, v, m->step, seed);
+  put_u64(&b, m->nparams * sizeof(float));
+  put(&b, m->mem, m->nparams * sizeof(float));
+  tlm_status st = write_atomic(&b, path, err, errcap);
+  free(b.p);
+  return st;
+}
+
+static void quantize_row(tlm_q8_block *out, const float *w, size_t n) {
+  for (size_t b = 0; b < n / TLM_Q8_BLOCK; b++) {
+    float amax = 0;
+    for (int i = 0; i < TLM_Q8_BLOCK; i++) {
+      float a = fabsf(w[b * TLM_Q8_BLOCK + i]);
+      if (a > amax) amax = a;
+    }
+    float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+    out[b].d = d;
+    for (int i = 0; i < TLM_Q8_BLOCK; i++)
+      out[b].q[i] = (int8_t)lrintf(w[b * TLM_Q8_BLOCK + i] * id);
+  }
+}
+
+static size_t q8_payload(const tlm_gpt2_config *c) {
+  size_t s[TLM_GPT2_NTENSORS], n = 0;
+  tlm_gpt2_sizes(c, s);
+  for (int t = 0; t < TLM_GPT2_NTENSORS; t++)
+    n += k_is_matrix[t] ? s[t] / TLM_Q8_BLOCK * sizeof(tlm_q8_block) : s[t] * sizeof(float);
+  return n;
+}
+
+tlm_status tlm_lm_quantize(const tlm_gpt2 *m, const tlm_vocab *v, uint64_t seed,
+                           const char *path, char *err, int errcap) {
+  if (m->cfg.width % TLM_Q8_BLOCK) {
+    snprintf(err, (size_t)errcap, "width %d is not a multiple of %d", m->cfg.width, TLM_Q8_BLOCK);
+    return TLM_ERR_INVALID_ARGUMENT;
+  }
+  wbuf b = {0};
+  header(&b, TLM_LM_KIND_INT8, &m->cfg, v, m->step, seed);
+  put_u64(&b, q8_payload(&m->cfg));
+  size_t s[TLM_GPT2_NTENSORS];
+  tlm_gpt2_sizes(&m->cfg, s);
+  const float *src = m->mem;
+  for (int t = 0; t < TLM_GPT2_NTENSORS; t++) {
+    if (k_is_matrix[t]) {
+      size_t rl = row_len(&m->cfg, t), nb = s[t] / TLM_Q8_BLOCK;
+      tlm_q8_block *q = malloc(nb * sizeof *q);
+      if (!q) {
+        free(b.p);
+        return TLM_ERR_OUT_OF_MEMORY;
+      }
+      for (size_t r = 0; r < s[t] / rl; r++) quantize_row(q + r * rl / TLM_Q8_BLOCK, src + r * rl, rl);
+      put(&b, q, nb * sizeof *q);
+      free(q);
+    } else {
+      put(&b, src, s[t] * sizeof(float));
+    }
+    src += s[t];
+  }
+  tlm_status st = write_atomic(&b, path, err, errcap);
+  free(b.p);
+  return st;
+}
+
+/* ---- reading --------------------------------------------------------------- */
+
+typedef struct rbuf {
+  const uint8_t *p;
+  size_t len, at;
+} rbuf;
+
+static int get(rbuf *r, void *dst, size_t n) {
+  if (r->at + n > r->len) return -1;
+  memcpy(dst, r->p + r->at, n);
+  r->at += n;
+  return 0;
+}
+
+/* Reads and verifies a file; on TLM_OK *data (malloc'd) and the header
+ * fields are set and r is positioned at the payload. */
+static tlm_status open_model(const char *path, uint32_t want_kind, uint8_t **data, rbuf *r,
+                             tlm_gpt2_config *cfg, tlm_vocab *vocab, int64_t *step,
+                             uint64_t *seed, uint64_t *checksum, char *err, int errcap) {
+  *data = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, (size_t)errcap, "cannot open model %s: %s", path, strerror(errno));
+    return TLM_ERR_IO;
+  }
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  if (size < 64 || size > (1L << 31)) {
+    fclose(f);
+    snprintf(err, (size_t)errcap, "model %s: size %ld is not a model file's", path, size);
+    return TLM_ERR_FORMAT;
+  }
+  uint8_t *d = malloc((size_t)size);
+  if (!d) {
+    fclose(f);
+    return TLM_ERR_OUT_OF_MEMORY;
+  }
+  size_t got = fread(d, 1, (size_t)size, f);
+  fclose(f);
+  if (got != (size_t)size) {
+    free(d);
+    snprintf(err, (size_t)errcap, "model %s: short read", path);
+    return TLM_ERR_IO;
+  }
+#define BAD(...)                                 \
+  do {                                           \
+    snprintf(err, (size_t)errcap, __VA_ARGS__);  \
+    free(d);                                     \
+    return TLM_ERR_FORMAT;                       \
+  } while (0)
+  if (memcmp(d, "TLMM", 4)) BAD("model %s: bad magic (not a tlm model file)", path);
+  uint64_t stored;
+  memcpy(&stored, d + size - 8, 8);
+  if (XXH3_64bits(d, (size_t)size - 8) != stored)
+    BAD("model %s: checksum mismatch (truncated or corrupted)", path);
+  *r = (rbuf){d, (size_t)size - 8, 4};
+  uint32_t version, kind, vv, vn;
+  uint64_t vsum;
+  if (get(r, &version, 4) || version != TLM_LM_FILE_VERSION)
+    BAD("model %s: format version %u, this build reads %u", path, version, TLM_LM_FILE_VERSION);
+  if (get(r, &kind, 4) || kind != want_kind)
+    BAD("model %s: kind %u, expected %u (%s)", path, kind, want_kind,
+        want_kind == TLM_LM_KIND_INT8 ? "int8 model" : "fp32 checkpoint");
+  if (get(r, cfg, sizeof *cfg) || cfg->vocab < 1 || cfg->vocab > TLM_LM_MAX_VOCAB ||
+      cfg->max_seq < TLM_LM_MAX_SEQ || cfg->max_seq > 4096 || cfg->layers < 1 ||
+      cfg->layers > 64 || cfg->heads < 1 || cfg->width < TLM_Q8_BLOCK || cfg->width > 8192 ||
+      cfg->width % cfg->heads || cfg->width % TLM_Q8_BLOCK)
+    BAD("model %s: invalid configuration", path);
+  tlm_vocab_build(vocab);
+  if (get(r, &vv, 4) || vv != TLM_LM_VOCAB_VERSION || get(r, &vsum, 8) ||
+      vsum != tlm_vocab_checksum(vocab) || get(r, &vn, 4) || (int)vn != vocab->n ||
+      cfg->vocab != vocab->n)
+    BAD("model %s: vocabulary differs from this build's (version %u)", path, TLM_LM_VOCAB_VERSION);
+  for (uint32_t i = 0; i < vn; i++) {
+    char t[16];
+    if (get(r, t, 16) || memcmp(t, vocab->tok[i], 16)) BAD("model %s: vocabulary differs", path);
+  }
+  uint64_t payload;
+  if (get(r, step, 8) || get(r, seed, 8) || get(r, &payload, 8) ||
+      payload != r->len - r->at)
+    BAD("model %s: payload size does not match", path);
+#undef BAD
+  *checksum = stored;
+  *data = d;
+  return TLM_OK;
+}
+
+tlm_status tlm_gpt2_load(tlm_gpt2 *m, const char *path, char *err, int errcap) {
+  uint8_t *d;
+  rbuf r;
+  tlm_gpt2_config cfg;
+  tlm_vocab *v = malloc(sizeof *v);
+  int64_t step;
+  uint64_t seed, sum;
+  if (!v) return TLM_ERR_OUT_OF_MEMORY;
+  tlm_status st = open_model(path, TLM_LM_KIND_FP32, &d, &r, &cfg, v, &step, &seed, &sum, err, errcap);
+  free(v);
+  if (st) return st;
+  if (tlm_gpt2_init(m, &cfg, 0)) {
+    free(d);
+    return TLM_ERR_OUT_OF_MEMORY;
+  }
+  if (r.len - r.at != m->nparams * sizeof(float)) {
+    free(d);
+    tlm_gpt2_free(m);
+    snprintf(err, (size_t)errcap, "model %s: parameter count does not match", path);
+    return TLM_ERR_FORMAT;
+  }
+  memcpy(m->mem, r.p + r.at, m->nparams * sizeof(float));
+  m->step = step;
+  free(d);
+  return TLM_OK;
+}
+
+static tlm_status point_q8(tlm_lm_model *q) {
+  const tlm_gpt2_config *c = &q->cfg;
+  size_t s[TLM_GPT2_NTENSORS];
+  tlm_gpt2_sizes(c, s);
+  uint8_t *p = q->mem;
+  void **dst[TLM_GPT2_NTENSORS] = {
+      (void **)&q->wte,  (void **)&q->wpe,   (void **)&q->ln1w,    (void **)&q->ln1b,
+      (void **)&q->qkvw, (void **)&q->qkvb,  (void **)&q->projw,   (void **)&q->projb,
+      (void **)&q->ln2w, (void **)&q->ln2b,  (void **)&q->fcw,     (void **)&q->fcb,
+      (void **)&q->fcprojw, (void **)&q->fcprojb, (void **)&q->lnfw, (void **)&q->lnfb};
+  for (int t = 0; t < TLM_GPT2_NTENSORS; t++) {
+    *dst[t] = p;
+    p += k_is_matrix[t] ? s[t] / TLM_Q8_BLOCK * sizeof(tlm_q8_block) : s[t] * sizeof(float);
+  }
+  return TLM_OK;
+}
+
+tlm_status tlm_lm_load(tlm_lm_model *q, const char *path, char *err, int errcap) {
+  memset(q, 0, sizeof *q);
+  uint8_t *d;
+  rbuf r;
+  tlm_status st = open_model(path, TLM_LM_KIND_INT8, &d, &r, &q->cfg, &q->vocab, &q->step,
+                             &q->seed, &q->checksum, err, errcap);
+  if (st) return st;
+  size_t want = q8_payload(&q->cfg);
+  if (r.len - r.at != want) {
+    free(d);
+    snprintf(err, (size_t)errcap, "model %s: payload size does not match its configuration", path);
+    return TLM_ERR_FORMAT;
+  }
+  q->mem = malloc(want);
+  if (!q->mem) {
+    free(d);
+    return TLM_ERR_OUT_OF_MEMORY;
+  }
+  memcpy(q->mem, r.p + r.at, want);
+  free(d);
+  return point_q8(q);
+}
+
+tlm_status tlm_lm_from_gpt2(tlm_lm_model *q, const tlm_gpt2 *m, const tlm_vocab *v) {
+  memset(q, 0, sizeof *q);
+  if (m->cfg.width % TLM_Q8_BLOCK) return TLM_ERR_INVALID_ARGUMENT;
+  q->cfg = m->cfg;
+  q->vocab = *v;
+  q->step = m->step;
+  q->mem = malloc(q8_payload(&m->cfg));
+  if (!q->mem) return TLM_ERR_OUT_OF_MEMORY;
+  point_q8(q);
+  size_t s[TLM_GPT2_NTENSORS];
+  tlm_gpt2_sizes(&m->cfg, s);
+  const float *src = m->mem;
+  uint8_t *dst = q->mem;
+  for (int t = 0; t < TLM_GPT2_NTENSORS; t++) {
+    if (k_is_matrix[t]) {
+      size_t rl = row_len(&m->cfg, t);
+      for (size_t r = 0; r < s[t] / rl; r++)
+        quantize_row((tlm_q8_block *)dst + r * rl / TLM_Q8_BLOCK, src + r * rl, rl);
+      dst += s[t] / TLM_Q8_BLOCK * sizeof(tlm_q8_block);
+    } else {
+      memcpy(dst, src, s[t] * sizeof(float));
+      dst += s[t] * sizeof(float);
+    }
+    src += s[t];
+  }
+  q->checksum = XXH3_64bits(q->mem, q8_payload(&m->cfg));
+  return TLM_OK;
+}
+
+void tlm_lm_free(tlm_lm_model *m) {
+  free(m->mem);
+  memset(m, 0, sizeof *m);
+}
