@@ -105,6 +105,34 @@ static void warn_bad_env(const tlm_runtime *rt) {
 
 /* ---- create / destroy ------------------------------------------------------ */
 
+/* The model: config/TLM_MODEL ("none" = no model), else the shipped one
+ * (installed, then the source tree's) when present. A model named
+ * explicitly must load; the shipped one is optional. */
+static tlm_status load_model(tlm_runtime *rt, char *err, int errcap) {
+  const char *path = rt->model_path;
+  if (path && !strcmp(path, "none")) return TLM_OK;
+  int explicit = path != NULL;
+  if (!path) {
+    static const char *const defaults[] = {TLM_INSTALLED_MODEL, TLM_SOURCE_MODEL};
+    for (int i = 0; i < 2 && !path; i++)
+      if (access(defaults[i], R_OK) == 0) path = defaults[i];
+  }
+  if (!path) return TLM_OK;
+  tlm_lm_model *m = calloc(1, sizeof *m);
+  if (!m) return TLM_ERR_OUT_OF_MEMORY;
+  tlm_status st = tlm_lm_load(m, path, err, errcap);
+  if (st != TLM_OK) {
+    free(m);
+    if (explicit) return st;
+    tlm_log(rt, TLM_LOG_WARN, "shipped model not used: %s", err);
+    return TLM_OK;
+  }
+  rt->model = m;
+  tlm_log(rt, TLM_LOG_INFO, "model %s: %d layers, width %d, int8 path %s", path, m->cfg.layers,
+          m->cfg.width, tlm_lm_isa());
+  return TLM_OK;
+}
+
 tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
   if (!out) return tlm_set_error(NULL, TLM_ERR_NULL_POINTER, "out is NULL");
   *out = NULL;
@@ -156,9 +184,7 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
     goto fail;
   }
   warn_bad_env(rt);
-  if (rt->model_path)
-    tlm_log(rt, TLM_LOG_WARN, "model '%s' not loaded: this build schedules with the default rule",
-            rt->model_path);
+  if ((st = load_model(rt, err, sizeof err)) != TLM_OK) goto fail;
   if (cfg.verbose >= TLM_LOG_INFO) {
     char ts[160];
     tlm_log(rt, TLM_LOG_INFO, "tlm %s, %d threads, target %s, cpu %s", tlm_version(), threads,
@@ -175,6 +201,10 @@ void tlm_destroy(tlm_runtime *rt) {
   if (!rt) return;
   tlm_pool_destroy(rt->pool);
   tlm_jit_destroy(rt->jit);
+  if (rt->model) {
+    tlm_lm_free(rt->model);
+    free(rt->model);
+  }
   if (rt->scratch) {
     for (int t = 0; t < rt->nthreads; t++) free(rt->scratch[t]);
     free(rt->scratch);

@@ -110,8 +110,10 @@ typedef struct tlm_config {
   /* Directory of the on-disk kernel cache; NULL = $XDG_CACHE_HOME/tlm or
    * ~/.cache/tlm. Environment: TLM_CACHE_DIR. Copied at tlm_create(). */
   const char *cache_dir;
-  /* Path of the int8 tensor language model; NULL = none (the default rule
-   * schedules every task). Environment: TLM_MODEL. Copied. */
+  /* Path of the int8 tensor language model that schedules new tasks.
+   * NULL = the shipped model (installed under share/tlm/models, else the
+   * source tree's models/) when present, else the default rule; "none" =
+   * always the default rule. Environment: TLM_MODEL. Copied. */
   const char *model_path;
   /* Maximum log level passed to log_fn; default TLM_LOG_NONE (silent).
    * Environment: TLM_VERBOSE (0..4). */
@@ -136,7 +138,9 @@ tlm_status tlm_config_init(tlm_config *config);
  * Statuses: TLM_OK, TLM_ERR_NULL_POINTER (out is NULL),
  * TLM_ERR_INVALID_ARGUMENT (num_threads or verbose out of range),
  * TLM_ERR_OUT_OF_MEMORY, TLM_ERR_THREAD (worker threads failed to start),
- * TLM_ERR_JIT (LLVM could not set up a JIT for this host).
+ * TLM_ERR_JIT (LLVM could not set up a JIT for this host), TLM_ERR_IO or
+ * TLM_ERR_FORMAT (an explicitly named model cannot be read or fails
+ * verification; a damaged shipped model is skipped with a warning).
  * Thread-safe: several runtimes may live in one process. */
 tlm_status tlm_create(const tlm_config *config, tlm_runtime **out);
 

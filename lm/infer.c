@@ -91,7 +91,7 @@ const char *tlm_lm_isa(void) {
 }
 
 /* x (n) -> int8 blocks with one scale each (the activations' Q8) */
-static void quantize_act(const float *x, int n, int8_t *q, float *d) {
+static inline void quantize_act(const float *x, int n, int8_t *q, float *d) {
   for (int b = 0; b < n / TLM_Q8_BLOCK; b++) {
     float amax = 0;
     for (int i = 0; i < TLM_Q8_BLOCK; i++) {
@@ -101,19 +101,102 @@ static void quantize_act(const float *x, int n, int8_t *q, float *d) {
     d[b] = amax / 127.0f;
     float id = amax > 0 ? 127.0f / amax : 0.0f;
     for (int i = 0; i < TLM_Q8_BLOCK; i++)
-      q[b * TLM_Q8_BLOCK + i] = (int8_t)lrintf(x[b * TLM_Q8_BLOCK + i] * id);
+      q[b * TLM_Q8_BLOCK + i] = (int8_t)__builtin_rintf(x[b * TLM_Q8_BLOCK + i] * id);
   }
 }
 
-/* out (oc) = W (oc, ic) x + b for a quantized x */
-static void matvec(dot_fn dot, float *out, const tlm_q8_block *w, const float *bias,
-                   const int8_t *xq, const float *xd, int ic, int oc) {
+/* ---- packed layout for VNNI ------------------------------------------------------ */
+
+static int pack_matrix(tlm_q8_packed *p, const tlm_q8_block *w, int rows, int nb) {
+  int groups = (rows + 15) / 16;
+  p->rows = rows;
+  p->nb = nb;
+  p->q = calloc((size_t)groups * nb * 8 * 16 * 4, 1);
+  p->d = calloc((size_t)groups * nb * 16, sizeof(float));
+  p->comp = calloc((size_t)groups * nb * 16, sizeof(int32_t));
+  if (!p->q || !p->d || !p->comp) return -1;
+  for (int r = 0; r < rows; r++) {
+    int g = r / 16, lane = r % 16;
+    for (int b = 0; b < nb; b++) {
+      const tlm_q8_block *blk = w + (size_t)r * nb + b;
+      size_t gb = (size_t)g * nb + b;
+      int32_t sum = 0;
+      for (int i = 0; i < TLM_Q8_BLOCK; i++) {
+        int chunk = i / 4, byte = i % 4;
+        p->q[((gb * 8 + chunk) * 16 + lane) * 4 + byte] = blk->q[i];
+        sum += blk->q[i];
+      }
+      p->d[gb * 16 + lane] = blk->d;
+      p->comp[gb * 16 + lane] = 128 * sum;
+    }
+  }
+  return 0;
+}
+
+int tlm_lm_pack(tlm_lm_model *m) {
+  const int C = m->cfg.width, L = m->cfg.layers, nbc = C / TLM_Q8_BLOCK;
+  m->packed = calloc((size_t)(1 + 4 * L), sizeof *m->packed);
+  if (!m->packed) return -1;
+  if (pack_matrix(&m->packed[0], m->wte, m->cfg.vocab, nbc)) return -1;
+  for (int l = 0; l < L; l++) {
+    tlm_q8_packed *p = &m->packed[1 + 4 * l];
+    if (pack_matrix(&p[0], m->qkvw + (size_t)l * 3 * C * nbc, 3 * C, nbc) ||
+        pack_matrix(&p[1], m->projw + (size_t)l * C * nbc, C, nbc) ||
+        pack_matrix(&p[2], m->fcw + (size_t)l * 4 * C * nbc, 4 * C, nbc) ||
+        pack_matrix(&p[3], m->fcprojw + (size_t)l * C * 4 * nbc, C, 4 * nbc))
+      return -1;
+  }
+  return 0;
+}
+
+#if defined(__x86_64__)
+/* out = W x (+ bias) over the packed layout, 16 rows per vpdpbusd */
+__attribute__((target("avx512f,avx512vnni"))) static void matvec_vnni_packed(
+    float *out, const tlm_q8_packed *p, const float *bias, const int8_t *xq, const float *xd) {
+  const int nb = p->nb, groups = (p->rows + 15) / 16;
+  for (int g = 0; g < groups; g++) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+      size_t gb = (size_t)g * nb + b;
+      const int8_t *q = p->q + gb * 8 * 64;
+      const uint8_t *x = (const uint8_t *)xq + (size_t)b * TLM_Q8_BLOCK;
+      __m512i isum = _mm512_setzero_si512();
+      for (int c = 0; c < 8; c++) {
+        uint32_t chunk;
+        memcpy(&chunk, x + 4 * c, 4);
+        chunk ^= 0x80808080u; /* x + 128 as unsigned bytes */
+        isum = _mm512_dpbusd_epi32(isum, _mm512_set1_epi32((int)chunk),
+                                   _mm512_loadu_si512((const void *)(q + 64 * c)));
+      }
+      isum = _mm512_sub_epi32(isum, _mm512_loadu_si512((const void *)(p->comp + gb * 16)));
+      __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(p->d + gb * 16), _mm512_set1_ps(xd[b]));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc);
+    }
+    int n = p->rows - 16 * g < 16 ? p->rows - 16 * g : 16;
+    float tmp[16];
+    _mm512_storeu_ps(tmp, acc);
+    for (int i = 0; i < n; i++) out[16 * g + i] = tmp[i] + (bias ? bias[16 * g + i] : 0.0f);
+  }
+}
+#endif
+
+/* out (oc) = W (oc, ic) x + b for a quantized x: the packed VNNI kernel
+ * when it runs, else a dot product per row */
+static void matvec(dot_fn dot, float *out, const tlm_q8_block *w, const tlm_q8_packed *packed,
+                   const float *bias, const int8_t *xq, const float *xd, int ic, int oc) {
+#if defined(__x86_64__)
+  if (dot == dot_vnni && packed) {
+    matvec_vnni_packed(out, packed, bias, xq, xd);
+    return;
+  }
+#endif
+  (void)packed;
   int nb = ic / TLM_Q8_BLOCK;
   for (int o = 0; o < oc; o++)
     out[o] = dot(w + (size_t)o * nb, xq, xd, nb) + (bias ? bias[o] : 0.0f);
 }
 
-static void layernorm(float *out, const float *x, const float *w, const float *b, int C) {
+static inline void layernorm(float *out, const float *x, const float *w, const float *b, int C) {
   double mu = 0, var = 0;
   for (int c = 0; c < C; c++) mu += x[c];
   mu /= C;
@@ -121,6 +204,45 @@ static void layernorm(float *out, const float *x, const float *w, const float *b
   var /= C;
   float rs = (float)(1.0 / sqrt(var + 1e-5));
   for (int c = 0; c < C; c++) out[c] = (float)(x[c] - mu) * rs * w[c] + b[c];
+}
+
+/* exp(x) for the decoder's GELU and softmax: 2^(x log2 e) split into an
+ * integer power (exponent bits) and a degree-6 polynomial of 2^f on
+ * [-0.5, 0.5] (Taylor coefficients of e^(f ln 2)); relative error < 2e-7,
+ * plain C that the compiler vectorizes. */
+static inline float fast_exp(float x) {
+  x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
+  float t = x * 1.4426950408889634f;
+  float n = __builtin_rintf(t);
+  float f = (t - n) * 0.6931471805599453f;
+  float p = 1.0f + f * (1.0f + f * (0.5f + f * (0.16666667f + f * (0.041666668f +
+            f * (0.0083333338f + f * 0.0013888889f)))));
+  union { float f; int32_t i; } u = {p};
+  u.i += (int32_t)n << 23;
+  return u.f;
+}
+
+static inline void gelu_inplace(float *x, int n) {
+  for (int i = 0; i < n; i++) {
+    float u = x[i];
+    float y = 0.7978845608028654f * (u + 0.044715f * u * u * u);
+    float th = 1.0f - 2.0f / (fast_exp(2.0f * y) + 1.0f);
+    x[i] = 0.5f * u * (1.0f + th);
+  }
+}
+
+void tlm_lm_matvec(const tlm_lm_model *m, int which, const int8_t *xq, const float *xd,
+                   float *out) {
+  const int C = m->cfg.width, nbc = C / TLM_Q8_BLOCK;
+  int l = (which - 1) / 4, j = (which - 1) % 4;
+  const tlm_q8_block *w = which == 0 ? m->wte
+                          : j == 0   ? m->qkvw + (size_t)l * 3 * C * nbc
+                          : j == 1   ? m->projw + (size_t)l * C * nbc
+                          : j == 2   ? m->fcw + (size_t)l * 4 * C * nbc
+                                     : m->fcprojw + (size_t)l * C * 4 * nbc;
+  int ic = which && j == 3 ? 4 * C : C;
+  int oc = which == 0 ? m->cfg.vocab : j == 0 ? 3 * C : j == 2 ? 4 * C : C;
+  matvec(pick_dot(), out, w, m->packed ? &m->packed[which] : NULL, NULL, xq, xd, ic, oc);
 }
 
 /* ---- state ------------------------------------------------------------------- */
@@ -172,6 +294,12 @@ int tlm_lm_state_copy(tlm_lm_state *dst, const tlm_lm_state *src) {
   return 0;
 }
 
+/* Compiled for AVX-512, AVX2 and baseline x86-64 and chosen at load time
+ * (GCC function multiversioning), so the attention, normalization and
+ * activation loops are vectorized for the machine it runs on. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
 const float *tlm_lm_step(tlm_lm_state *s, int32_t token) {
   const tlm_lm_model *m = s->m;
   const int C = m->cfg.width, NH = m->cfg.heads, hs = C / NH, T = m->cfg.max_seq;
@@ -188,8 +316,9 @@ const float *tlm_lm_step(tlm_lm_state *s, int32_t token) {
   for (int l = 0; l < m->cfg.layers; l++) {
     layernorm(s->buf, x, m->ln1w + l * C, m->ln1b + l * C, C);
     quantize_act(s->buf, C, s->xq, s->xd);
-    matvec(dot, s->qkv, m->qkvw + (size_t)l * 3 * C * nbc, m->qkvb + l * 3 * C, s->xq, s->xd, C,
-           3 * C);
+    const tlm_q8_packed *pk = m->packed ? &m->packed[1 + 4 * l] : NULL;
+    matvec(dot, s->qkv, m->qkvw + (size_t)l * 3 * C * nbc, pk ? &pk[0] : NULL, m->qkvb + l * 3 * C,
+           s->xq, s->xd, C, 3 * C);
     float *kc = s->k + ((size_t)l * T) * C, *vc = s->v + ((size_t)l * T) * C;
     memcpy(kc + (size_t)t * C, s->qkv + C, sizeof(float) * (size_t)C);
     memcpy(vc + (size_t)t * C, s->qkv + 2 * C, sizeof(float) * (size_t)C);
@@ -203,7 +332,7 @@ const float *tlm_lm_step(tlm_lm_state *s, int32_t token) {
         if (s->att[t2] > mx) mx = s->att[t2];
       }
       float sum = 0;
-      for (int t2 = 0; t2 <= t; t2++) sum += (s->att[t2] = expf(s->att[t2] - mx));
+      for (int t2 = 0; t2 <= t; t2++) sum += (s->att[t2] = fast_exp(s->att[t2] - mx));
       float *o = s->buf + h * hs;
       for (int i = 0; i < hs; i++) o[i] = 0;
       for (int t2 = 0; t2 <= t; t2++) {
@@ -212,24 +341,22 @@ const float *tlm_lm_step(tlm_lm_state *s, int32_t token) {
       }
     }
     quantize_act(s->buf, C, s->xq, s->xd);
-    matvec(dot, s->fch, m->projw + (size_t)l * C * nbc, m->projb + l * C, s->xq, s->xd, C, C);
+    matvec(dot, s->fch, m->projw + (size_t)l * C * nbc, pk ? &pk[1] : NULL, m->projb + l * C,
+           s->xq, s->xd, C, C);
     for (int c = 0; c < C; c++) x[c] += s->fch[c];
     layernorm(s->buf, x, m->ln2w + l * C, m->ln2b + l * C, C);
     quantize_act(s->buf, C, s->xq, s->xd);
-    matvec(dot, s->fch, m->fcw + (size_t)l * 4 * C * nbc, m->fcb + l * 4 * C, s->xq, s->xd, C,
-           4 * C);
-    for (int i = 0; i < 4 * C; i++) {
-      float u = s->fch[i];
-      s->fch[i] = 0.5f * u * (1.0f + tanhf(0.7978845608028654f * (u + 0.044715f * u * u * u)));
-    }
+    matvec(dot, s->fch, m->fcw + (size_t)l * 4 * C * nbc, pk ? &pk[2] : NULL, m->fcb + l * 4 * C,
+           s->xq, s->xd, C, 4 * C);
+    gelu_inplace(s->fch, 4 * C);
     quantize_act(s->fch, 4 * C, s->xq, s->xd);
-    matvec(dot, s->buf, m->fcprojw + (size_t)l * C * 4 * nbc, m->fcprojb + l * C, s->xq, s->xd,
-           4 * C, C);
+    matvec(dot, s->buf, m->fcprojw + (size_t)l * C * 4 * nbc, pk ? &pk[3] : NULL,
+           m->fcprojb + l * C, s->xq, s->xd, 4 * C, C);
     for (int c = 0; c < C; c++) x[c] += s->buf[c];
   }
   layernorm(s->buf, x, m->lnfw, m->lnfb, C);
   quantize_act(s->buf, C, s->xq, s->xd);
-  matvec(dot, s->logits, m->wte, NULL, s->xq, s->xd, C, V);
+  matvec(dot, s->logits, m->wte, m->packed ? &m->packed[0] : NULL, NULL, s->xq, s->xd, C, V);
   s->pos++;
   return s->logits;
 }

@@ -40,6 +40,19 @@ typedef struct tlm_q8_block {
   int8_t q[TLM_Q8_BLOCK];    /* weights / d, rounded */
 } tlm_q8_block;
 
+/* A quantized matrix repacked for the AVX-512 VNNI matrix-vector product:
+ * groups of 16 rows; for each group and block, the 8 four-byte chunks of
+ * the 16 rows interleaved (64 bytes per chunk), so one vpdpbusd with a
+ * broadcast chunk of x yields 16 row sums. x enters as unsigned (x + 128);
+ * comp = 128 * sum of the row's weights in the block corrects for it (the
+ * compensation oneDNN uses for u8 x s8). Rows are padded to 16 with zeros. */
+typedef struct tlm_q8_packed {
+  int32_t rows, nb;   /* logical rows, blocks per row */
+  int8_t *q;          /* (groups, nb, 8, 16, 4) */
+  float *d;           /* (groups, nb, 16) row scales */
+  int32_t *comp;      /* (groups, nb, 16) */
+} tlm_q8_packed;
+
 /* int8 model for decoding: matrices quantized, the rest f32. */
 typedef struct tlm_lm_model {
   tlm_gpt2_config cfg;
@@ -53,7 +66,12 @@ typedef struct tlm_lm_model {
   tlm_q8_block *qkvw, *projw, *fcw, *fcprojw; /* (L, OC, IC/32) */
   float *qkvb, *projb, *fcb, *fcprojb;
   void *mem;
+  /* VNNI layouts: wte, then per layer qkv, proj, fc, fcproj (1 + 4L) */
+  tlm_q8_packed *packed;
 } tlm_lm_model;
+
+/* Builds m->packed from the row-major blocks. Returns 0, -1. */
+int tlm_lm_pack(tlm_lm_model *m);
 
 /* Saves a trained fp32 model (kind 1) atomically (temporary file, then
  * rename). Returns TLM_OK or TLM_ERR_IO with a message. */
@@ -80,6 +98,13 @@ void tlm_lm_free(tlm_lm_model *m);
 const char *tlm_lm_isa(void);
 /* Forces the scalar reference path (1) or the best available (0). */
 void tlm_lm_force_scalar(int on);
+
+/* out = W x for quantized activations (xq: in-dim int8, xd: one scale per
+ * 32) with matrix `which` (0 = wte, 1 + 4 l + j for layer l's qkv, proj,
+ * fc, fcproj), through the path tlm_lm_isa() names (or the scalar one when
+ * forced). For tests of the SIMD paths against the scalar reference. */
+void tlm_lm_matvec(const tlm_lm_model *m, int which, const int8_t *xq, const float *xd,
+                   float *out);
 
 /* Decoding state: the KV cache of one sequence. */
 typedef struct tlm_lm_state {

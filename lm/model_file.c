@@ -300,7 +300,12 @@ tlm_status tlm_lm_load(tlm_lm_model *q, const char *path, char *err, int errcap)
   }
   memcpy(q->mem, r.p + r.at, want);
   free(d);
-  return point_q8(q);
+  point_q8(q);
+  if (tlm_lm_pack(q)) {
+    tlm_lm_free(q);
+    return TLM_ERR_OUT_OF_MEMORY;
+  }
+  return TLM_OK;
 }
 
 tlm_status tlm_lm_from_gpt2(tlm_lm_model *q, const tlm_gpt2 *m, const tlm_vocab *v) {
@@ -329,10 +334,17 @@ tlm_status tlm_lm_from_gpt2(tlm_lm_model *q, const tlm_gpt2 *m, const tlm_vocab 
     src += s[t];
   }
   q->checksum = XXH3_64bits(q->mem, q8_payload(&m->cfg));
-  return TLM_OK;
+  return tlm_lm_pack(q) ? TLM_ERR_OUT_OF_MEMORY : TLM_OK;
 }
 
 void tlm_lm_free(tlm_lm_model *m) {
+  if (m->packed)
+    for (int i = 0; i < 1 + 4 * m->cfg.layers; i++) {
+      free(m->packed[i].q);
+      free(m->packed[i].d);
+      free(m->packed[i].comp);
+    }
+  free(m->packed);
   free(m->mem);
   memset(m, 0, sizeof *m);
 }

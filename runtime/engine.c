@@ -136,10 +136,20 @@ tlm_status tlm_engine_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_sc
   return st;
 }
 
+int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out) {
+  if (rt->model) {
+    if (tlm_lm_decode(rt->model, space, out, NULL) == TLM_OK && tlm_space_accepts(space, out))
+      return 1;
+    tlm_log(rt, TLM_LOG_WARN, "language model could not schedule a task; using the default rule");
+  }
+  tlm_space_default(space, out);
+  return 0;
+}
+
 tlm_status tlm_engine_plan(tlm_runtime *rt, const tlm_task *task, const tlm_plan **out,
                            char *err, int errcap) {
   tlm_key key;
-  tlm_key_shape(&key, task, &rt->target, 0);
+  tlm_key_shape(&key, task, &rt->target, rt->model ? rt->model->checksum : 0);
   pthread_rwlock_rdlock(&rt->map_lock);
   tlm_plan *plan = tlm_map_get(&rt->plans, &key);
   pthread_rwlock_unlock(&rt->map_lock);
@@ -173,7 +183,7 @@ tlm_status tlm_engine_plan(tlm_runtime *rt, const tlm_task *task, const tlm_plan
     plan = NULL;
     goto done;
   }
-  tlm_space_default(&space, &plan->sched);
+  plan->by_model = tlm_engine_schedule(rt, &space, &plan->sched);
   plan->schedule_ms = now_ms() - t0;
   atomic_fetch_add(&rt->schedules, 1);
   atomic_add_double(&rt->schedule_ms, plan->schedule_ms);
@@ -185,8 +195,9 @@ tlm_status tlm_engine_plan(tlm_runtime *rt, const tlm_task *task, const tlm_plan
   }
   if (rt->cfg.verbose >= TLM_LOG_INFO) {
     char ts[160], ss[512];
-    tlm_log(rt, TLM_LOG_INFO, "create matmul %s schedule(rule) [%s] schedule %.3f ms compile %.2f ms",
-            tlm_task_str(task, ts, sizeof ts), tlm_schedule_str(&space, &plan->sched, ss, sizeof ss),
+    tlm_log(rt, TLM_LOG_INFO, "create matmul %s schedule(%s) [%s] schedule %.3f ms compile %.2f ms",
+            tlm_task_str(task, ts, sizeof ts), plan->by_model ? "lm" : "rule",
+            tlm_schedule_str(&space, &plan->sched, ss, sizeof ss),
             plan->schedule_ms, plan->kernel->compile_ms);
   }
   pthread_rwlock_wrlock(&rt->map_lock);

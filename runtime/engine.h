@@ -9,6 +9,7 @@
 
 #include "../cache/map.h"
 #include "../jit/jit.h"
+#include "../lm/model.h"
 #include "kernel_abi.h"
 #include "loopnest.h"
 #include "space.h"
@@ -34,6 +35,7 @@ typedef struct tlm_plan {
   tlm_kernel *kernel;
   tlm_schedule sched;
   double schedule_ms;
+  int by_model; /* 1: the language model chose the schedule */
 } tlm_plan;
 
 struct tlm_runtime {
@@ -43,6 +45,7 @@ struct tlm_runtime {
   tlm_pool *pool;
   int nthreads;
   tlm_jit *jit;
+  tlm_lm_model *model; /* NULL: the default rule schedules */
   /* plans by shape key, kernels by schedule key */
   pthread_rwlock_t map_lock;
   tlm_map plans, kernels;
@@ -83,6 +86,11 @@ tlm_status tlm_engine_exec(tlm_runtime *rt, const tlm_kernel *k, const tlm_task 
  * generated. */
 tlm_status tlm_engine_ir(tlm_runtime *rt, const tlm_task *task, const tlm_schedule *sched,
                          int optimize, char **ir, char *err, int errcap);
+
+/* Chooses the schedule of a task: the language model when one is loaded
+ * (falling back to the rule if decoding fails), else the default rule.
+ * Returns 1 if the model chose it. */
+int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out);
 
 /* Sets the calling thread's last error for rt and returns st. */
 tlm_status tlm_set_error(const tlm_runtime *rt, tlm_status st, const char *msg);

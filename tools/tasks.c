@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/validate.h"
 #include "runtime/space.h"
 
 void tlm_task_spec_text(tlm_task_spec *s) {
@@ -229,4 +230,37 @@ oom:
   free(l.v);
   snprintf(err, (size_t)errcap, "out of memory");
   return -1;
+}
+
+int tlm_task_spec_task(const tlm_task_spec *s, tlm_task *task) {
+  const tlm_mm_desc *d = &s->d;
+  tlm_op op = tlm_op_matmul();
+  op.u.matmul = s->epi;
+  op.u.matmul.transpose_a = d->transpose_a;
+  op.u.matmul.transpose_b = d->transpose_b;
+  int64_t sa[TLM_MAX_DIMS], sb[TLM_MAX_DIMS], sc[TLM_MAX_DIMS];
+  memcpy(sa, d->a, sizeof sa);
+  memcpy(sb, d->b, sizeof sb);
+  if (d->transpose_a) sa[d->nda - 2] = d->a[d->nda - 1], sa[d->nda - 1] = d->a[d->nda - 2];
+  if (d->transpose_b) sb[d->ndb - 2] = d->b[d->ndb - 1], sb[d->ndb - 1] = d->b[d->ndb - 2];
+  int nb = (d->nda > d->ndb ? d->nda : d->ndb) - 2, nc = nb + 2;
+  for (int i = 0; i < nb; i++) {
+    int ia = i - (nb - (d->nda - 2)), ib = i - (nb - (d->ndb - 2));
+    int64_t ea = ia >= 0 ? d->a[ia] : 1, eb = ib >= 0 ? d->b[ib] : 1;
+    sc[i] = ea > eb ? ea : eb;
+  }
+  sc[nc - 2] = d->a[d->nda - 2];
+  sc[nc - 1] = d->b[d->ndb - 1];
+  int64_t N = sc[nc - 1];
+  /* placeholders 1 TiB apart: validation compares ranges, nothing reads */
+  tlm_tensor in[4], out;
+  int n = 0;
+  tlm_tensor_dense(&in[n++], TLM_F32, d->nda, sa, (void *)((uintptr_t)1 << 40));
+  tlm_tensor_dense(&in[n++], TLM_F32, d->ndb, sb, (void *)((uintptr_t)2 << 40));
+  if (s->epi.has_bias) tlm_tensor_dense(&in[n++], TLM_F32, 1, &N, (void *)((uintptr_t)3 << 40));
+  if (s->epi.has_residual) tlm_tensor_dense(&in[n++], TLM_F32, nc, sc, (void *)((uintptr_t)4 << 40));
+  tlm_tensor_dense(&out, TLM_F32, nc, sc, (void *)((uintptr_t)5 << 40));
+  tlm_mm_args args;
+  char err[256];
+  return tlm_validate_matmul(&op, in, n, &out, 1, task, &args, err, sizeof err) ? -1 : 0;
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "problem.h"
+#include "runtime/task.h"
 
 typedef struct tlm_task_spec {
   tlm_mm_desc d;
@@ -26,6 +27,10 @@ int tlm_tasks_build(const char *shared_dir, uint64_t seed, tlm_task_spec **out, 
 
 /* Canonical text of a spec into spec->text. */
 void tlm_task_spec_text(tlm_task_spec *s);
+
+/* The canonical task of a spec without allocating its tensors (the data
+ * pointers are placeholders never dereferenced). Returns 0 or -1. */
+int tlm_task_spec_task(const tlm_task_spec *s, tlm_task *task);
 
 /* Parses the text written by tlm_task_spec_text. Returns 0 or -1. */
 int tlm_task_spec_parse(const char *text, tlm_task_spec *s);

@@ -12,7 +12,9 @@
 #include "api/validate.h"
 #include "runtime/engine.h"
 #include "tools/collect.h"
+#include "tools/lmtools.h"
 #include "tools/problem.h"
+#include "tools/train.h"
 
 static double now_ns(void) {
   struct timespec ts;
@@ -43,6 +45,10 @@ static void usage(FILE *f) {
           "      --json FILE   also write the results as JSON\n"
           "      --emit-ir F   write the kernel's optimized LLVM IR to F\n"
           "  collect ...       measure schedules for training (tlm collect --help)\n"
+          "  train ...         train the tensor language model (tlm train --help)\n"
+          "  quantize C M      fp32 checkpoint C -> int8 model M\n"
+          "  explain DESC      the language model's decisions for a matmul\n"
+          "  bench decode ...  decode time and int8-vs-fp32 agreement (--help)\n"
           "  version           print the library version\n");
 }
 
@@ -229,6 +235,11 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
   if (!strcmp(argv[1], "collect")) return tlm_cmd_collect(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "train")) return tlm_cmd_train(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "explain")) return tlm_cmd_explain(argc - 2, argv + 2);
+  if (argc > 2 && !strcmp(argv[1], "bench") && !strcmp(argv[2], "decode"))
+    return tlm_cmd_bench_decode(argc - 3, argv + 3);
+  if (!strcmp(argv[1], "quantize")) return tlm_cmd_quantize(argc - 2, argv + 2);
   if (!strcmp(argv[1], "version")) {
     printf("tlm %s\n", tlm_version());
     return 0;

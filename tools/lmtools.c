@@ -1,0 +1,231 @@
+/* lmtools.c - `tlm explain` and `tlm bench decode`. */
+#include "lmtools.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/validate.h"
+#include "lm/model.h"
+#include "runtime/engine.h"
+#include "tools/problem.h"
+#include "tools/tasks.h"
+#include "tools/train.h"
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static const char *default_model(void) {
+  const char *m = getenv("TLM_MODEL");
+  return m && *m ? m : TLM_SOURCE_MODEL_PATH;
+}
+
+int tlm_cmd_explain(int argc, char **argv) {
+  const char *desc = NULL, *model = default_model();
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
+    else if (argv[i][0] == '-') {
+      fprintf(stderr, "usage: tlm explain MATMUL_DESC [--model MODEL]\n"
+                      "  Prints the prompt tokens, the decoded decisions with their\n"
+                      "  probabilities and the loop nest the language model chooses.\n");
+      return !strcmp(argv[i], "--help") ? 0 : 2;
+    } else desc = argv[i];
+  }
+  if (!desc) {
+    fprintf(stderr, "tlm explain: missing MATMUL_DESC\n");
+    return 2;
+  }
+  tlm_task_spec spec;
+  memset(&spec, 0, sizeof spec);
+  char err[512];
+  if (tlm_mm_desc_parse(desc, &spec.d, err, sizeof err) != 1) {
+    fprintf(stderr, "tlm explain: bad descriptor: %s\n", err);
+    return 2;
+  }
+  tlm_task task;
+  if (tlm_task_spec_task(&spec, &task)) {
+    fprintf(stderr, "tlm explain: the descriptor does not describe a valid matmul\n");
+    return 2;
+  }
+  static tlm_lm_model m;
+  if (tlm_lm_load(&m, model, err, sizeof err)) {
+    fprintf(stderr, "tlm explain: %s\n", err);
+    return 1;
+  }
+  tlm_target tg;
+  tlm_target_detect(&tg);
+  tlm_space s;
+  tlm_space_init(&s, &task, &tg);
+  int32_t prompt[TLM_LM_PROMPT_LEN];
+  tlm_lm_prompt(&m.vocab, &task, &tg, prompt);
+  printf("prompt:");
+  for (int i = 0; i < TLM_LM_PROMPT_LEN; i++)
+    if (prompt[i] != TLM_TOK_PAD) printf(" %s", m.vocab.tok[prompt[i]]);
+  printf("\n");
+  tlm_schedule sched;
+  float prob[TLM_MAX_POINTS];
+  double t0 = now_ms();
+  tlm_status st = tlm_lm_decode(&m, &s, &sched, prob);
+  double ms = now_ms() - t0;
+  if (st) {
+    fprintf(stderr, "tlm explain: decoding failed\n");
+    tlm_lm_free(&m);
+    return 1;
+  }
+  int32_t cands[TLM_MAX_CANDIDATES];
+  printf("decisions (decoded in %.2f ms, int8 path %s):\n", ms, tlm_lm_isa());
+  for (int p = 0; p < s.npoints; p++) {
+    int n = tlm_space_candidates(&s, p, sched.v, cands);
+    printf("  %-12s = %-5d  p=%.3f  (of %d candidates)\n", s.points[p].name, sched.v[p], prob[p], n);
+  }
+  ln_nest nest;
+  char buf[4096];
+  ln_lower_matmul(&task, &sched, &nest);
+  printf("loop nest:\n%s", ln_print(&nest, buf, sizeof buf));
+  tlm_lm_free(&m);
+  return 0;
+}
+
+int tlm_cmd_bench_decode(int argc, char **argv) {
+  const char *model = default_model(), *ckpt = NULL, *json = NULL, *records = NULL;
+  const char *shared = "../shared";
+  int tasks_n = 200;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
+    else if (!strcmp(argv[i], "--checkpoint") && i + 1 < argc) ckpt = argv[++i];
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    else if (!strcmp(argv[i], "--records") && i + 1 < argc) records = argv[++i];
+    else if (!strcmp(argv[i], "--shared") && i + 1 < argc) shared = argv[++i];
+    else if (!strcmp(argv[i], "--tasks") && i + 1 < argc) tasks_n = atoi(argv[++i]);
+    else {
+      fprintf(stderr,
+              "usage: tlm bench decode [--model MODEL] [--json FILE] [--tasks N]\n"
+              "                        [--checkpoint CKPT --records FILE]\n"
+              "  Times greedy constrained decoding (one thread) over N tasks of the\n"
+              "  collection list; with the fp32 checkpoint the model was quantized from\n"
+              "  and a records file, also the int8-vs-fp32 agreement of greedy decisions\n"
+              "  on the held-out tasks' best schedules (teacher forced).\n");
+      return !strcmp(argv[i], "--help") ? 0 : 2;
+    }
+  }
+  static tlm_lm_model m;
+  char err[512];
+  if (tlm_lm_load(&m, model, err, sizeof err)) {
+    fprintf(stderr, "tlm bench decode: %s\n", err);
+    return 1;
+  }
+  tlm_task_spec *specs;
+  int ns = tlm_tasks_build(shared, 1, &specs, err, sizeof err);
+  if (ns <= 0) {
+    fprintf(stderr, "tlm bench decode: %s\n", err);
+    return 1;
+  }
+  tlm_target tg;
+  tlm_target_detect(&tg);
+  double *times = calloc((size_t)tasks_n, sizeof *times);
+  int nt = 0;
+  for (int i = 0; i < tasks_n && times; i++) {
+    tlm_task task;
+    if (tlm_task_spec_task(&specs[(i * 7919) % ns], &task)) continue;
+    tlm_space s;
+    tlm_space_init(&s, &task, &tg);
+    tlm_schedule sched;
+    double t0 = now_ms();
+    tlm_lm_decode(&m, &s, &sched, NULL);
+    times[nt++] = now_ms() - t0;
+  }
+  qsort(times, (size_t)nt, sizeof *times, cmp_double);
+  double p50 = nt ? times[nt / 2] : 0, p90 = nt ? times[(nt * 9) / 10] : 0;
+  printf("int8 decode (%s, %d layers, width %d, %zu-byte file payload): %d schedules, p50 %.3f ms, "
+         "p90 %.3f ms\n",
+         tlm_lm_isa(), m.cfg.layers, m.cfg.width, (size_t)0, nt, p50, p90);
+  /* agreement */
+  int agree = 0, total = 0;
+  double nmse = -1;
+  if (ckpt && records) {
+    tlm_gpt2 fm;
+    tlm_config cfg;
+    tlm_config_init(&cfg);
+    cfg.num_threads = 1;
+    cfg.model_path = "none";
+    tlm_runtime *rt = NULL;
+    tlm_best *best = NULL;
+    int nb = tlm_best_load(records, 1, &best);
+    if (tlm_gpt2_load(&fm, ckpt, err, sizeof err) == TLM_OK && tlm_create(&cfg, &rt) == TLM_OK &&
+        tlm_gpt2_train_init(&fm, 1, TLM_LM_PROMPT_LEN + MM_NPOINTS, rt) == 0) {
+      double se = 0, ss = 0;
+      for (int i = 0; i < nb; i++) {
+        tlm_task_spec spec;
+        tlm_task task;
+        tlm_space s;
+        if (tlm_task_spec_parse(best[i].task, &spec) || tlm_task_spec_task(&spec, &task)) continue;
+        tlm_space_init(&s, &task, &tg);
+        if (!tlm_space_accepts(&s, &best[i].sched)) continue;
+        int32_t toks[TLM_LM_MAX_SEQ];
+        int n = tlm_lm_sentence(&m.vocab, &s, &best[i].sched, toks, NULL);
+        tlm_gpt2_forward(&fm, toks, NULL, NULL);
+        const float *fl = tlm_gpt2_logits(&fm);
+        tlm_lm_state st;
+        tlm_lm_state_init(&st, &m);
+        for (int t = 0; t < n - 1; t++) {
+          const float *ql = tlm_lm_step(&st, toks[t]);
+          const float *f = fl + (size_t)t * m.cfg.vocab;
+          for (int v = 0; v < m.cfg.vocab; v++) {
+            se += (ql[v] - f[v]) * (ql[v] - f[v]);
+            ss += f[v] * f[v];
+          }
+          if (t < TLM_LM_PROMPT_LEN - 1) continue;
+          int pt = t + 1 - TLM_LM_PROMPT_LEN;
+          int32_t cands[TLM_MAX_CANDIDATES];
+          int nc = tlm_space_candidates(&s, pt, best[i].sched.v, cands);
+          if (nc < 2) continue;
+          int bq = -1, bf = -1;
+          for (int c = 0; c < nc; c++) {
+            int tk = tlm_lm_decision_token(&m.vocab, &s, pt, cands[c]);
+            if (bq < 0 || ql[tk] > ql[bq]) bq = tk;
+            if (bf < 0 || f[tk] > f[bf]) bf = tk;
+          }
+          agree += bq == bf;
+          total++;
+        }
+        tlm_lm_state_free(&st);
+      }
+      nmse = se / (ss + 1e-30);
+      tlm_gpt2_free(&fm);
+      printf("int8 vs fp32 on %d held-out tasks: greedy agreement %d/%d (%.2f%%), logits NMSE %.2e\n",
+             nb, agree, total, total ? 100.0 * agree / total : 0, nmse);
+    } else {
+      fprintf(stderr, "tlm bench decode: agreement skipped: %s\n", err);
+    }
+    free(best);
+    tlm_destroy(rt);
+  }
+  if (json) {
+    FILE *f = fopen(json, "w");
+    if (f) {
+      fprintf(f,
+              "{\"model\": \"%s\", \"int8_path\": \"%s\", \"layers\": %d, \"heads\": %d, \"width\": %d, "
+              "\"threads\": 1, \"schedules\": %d, \"decode_ms_p50\": %.4f, \"decode_ms_p90\": %.4f",
+              model, tlm_lm_isa(), m.cfg.layers, m.cfg.heads, m.cfg.width, nt, p50, p90);
+      if (total)
+        fprintf(f, ", \"int8_fp32_agreement\": %.4f, \"decision_tokens\": %d, \"logits_nmse\": %.3e",
+                (double)agree / total, total, nmse);
+      fprintf(f, "}\n");
+      fclose(f);
+    }
+  }
+  free(times);
+  free(specs);
+  tlm_lm_free(&m);
+  return 0;
+}

@@ -1,0 +1,287 @@
+/* train.c - `tlm train` and `tlm quantize`.
+ *
+ * Training data: per task of the records' training split, the sentence of
+ * its best measured schedule (fine-tuning), optionally preceded by
+ * --pretrain steps on random valid schedules of the collection's tasks
+ * (unmeasured: they teach the grammar). Held-out families never enter. */
+#include "train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lm/model.h"
+#include "runtime/engine.h"
+#include "tools/collect.h"
+#include "tools/tasks.h"
+
+#define SEQ (TLM_LM_PROMPT_LEN + MM_NPOINTS)
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *const tlm_heldout_families[] = {"gpt2-355m:", "benchdnn:transformer",
+                                            "benchdnn:gptj-2016", NULL};
+
+int tlm_family_heldout(const char *family) {
+  for (int i = 0; tlm_heldout_families[i]; i++)
+    if (!strncmp(family, tlm_heldout_families[i], strlen(tlm_heldout_families[i]))) return 1;
+  return 0;
+}
+
+/* ---- best schedule per task from the records ---------------------------------- */
+
+typedef struct best_set {
+  tlm_best *v;
+  int n, cap;
+  int split; /* 0 train, 1 held out, -1 both */
+} best_set;
+
+static int best_record(void *ctx, const cJSON *r) {
+  best_set *b = ctx;
+  const cJSON *task = cJSON_GetObjectItem(r, "task"), *fam = cJSON_GetObjectItem(r, "family");
+  const cJSON *status = cJSON_GetObjectItem(r, "status"), *ns = cJSON_GetObjectItem(r, "ns");
+  const cJSON *sched = cJSON_GetObjectItem(r, "sched");
+  if (!cJSON_IsString(task) || !cJSON_IsString(fam) || !cJSON_IsString(status) ||
+      !cJSON_IsNumber(ns) || !cJSON_IsArray(sched))
+    return 0;
+  int held = tlm_family_heldout(fam->valuestring);
+  if (b->split >= 0 && held != b->split) return 0;
+  if (strcmp(status->valuestring, "ok") || ns->valuedouble <= 0) return 0;
+  int i;
+  for (i = 0; i < b->n; i++)
+    if (!strcmp(b->v[i].task, task->valuestring)) break;
+  if (i == b->n) {
+    if (b->n == b->cap) {
+      b->cap = b->cap ? b->cap * 2 : 256;
+      tlm_best *nv = realloc(b->v, (size_t)b->cap * sizeof *nv);
+      if (!nv) return 1;
+      b->v = nv;
+    }
+    memset(&b->v[i], 0, sizeof b->v[i]);
+    snprintf(b->v[i].task, sizeof b->v[i].task, "%s", task->valuestring);
+    snprintf(b->v[i].family, sizeof b->v[i].family, "%s", fam->valuestring);
+    b->v[i].ns = INFINITY;
+    b->v[i].default_ns = INFINITY;
+    b->n++;
+  }
+  tlm_best *e = &b->v[i];
+  e->records++;
+  const cJSON *kind = cJSON_GetObjectItem(r, "kind");
+  if (cJSON_IsString(kind) && !strcmp(kind->valuestring, "default")) e->default_ns = ns->valuedouble;
+  if (ns->valuedouble < e->ns) {
+    e->ns = ns->valuedouble;
+    e->sched.n = 0;
+    for (const cJSON *x = sched->child; x && e->sched.n < TLM_MAX_POINTS; x = x->next)
+      e->sched.v[e->sched.n++] = (int32_t)x->valueint;
+  }
+  return 0;
+}
+
+int tlm_best_load(const char *path, int split, tlm_best **out) {
+  best_set b = {.split = split};
+  if (tlm_records_read(path, best_record, &b) < 0) return -1;
+  *out = b.v;
+  return b.n;
+}
+
+/* ---- sentences ------------------------------------------------------------------ */
+
+typedef struct dataset {
+  int n;
+  int32_t (*tokens)[SEQ];
+  int32_t (*targets)[SEQ];
+  uint64_t (*allowed)[SEQ][TLM_LM_MAX_VOCAB / 64];
+} dataset;
+
+static int dataset_add(dataset *d, const tlm_vocab *v, const tlm_space *s,
+                       const tlm_schedule *sched) {
+  int32_t toks[TLM_LM_MAX_SEQ];
+  uint64_t allowed[TLM_LM_MAX_SEQ][TLM_LM_MAX_VOCAB / 64];
+  if (tlm_lm_sentence(v, s, sched, toks, allowed) != SEQ) return -1;
+  int i = d->n++;
+  d->tokens = realloc(d->tokens, sizeof *d->tokens * (size_t)d->n);
+  d->targets = realloc(d->targets, sizeof *d->targets * (size_t)d->n);
+  d->allowed = realloc(d->allowed, sizeof *d->allowed * (size_t)d->n);
+  if (!d->tokens || !d->targets || !d->allowed) return -1;
+  memcpy(d->tokens[i], toks, sizeof d->tokens[i]);
+  memset(d->allowed[i], 0, sizeof d->allowed[i]);
+  for (int t = 0; t < SEQ; t++) {
+    /* position t predicts token t + 1; only decisions carry loss */
+    int is_decision = t + 1 >= TLM_LM_PROMPT_LEN && t + 1 < SEQ;
+    d->targets[i][t] = is_decision ? toks[t + 1] : -1;
+    if (is_decision) memcpy(d->allowed[i][t], allowed[t + 1], sizeof d->allowed[i][t]);
+  }
+  return 0;
+}
+
+static void dataset_free(dataset *d) {
+  free(d->tokens);
+  free(d->targets);
+  free(d->allowed);
+  memset(d, 0, sizeof *d);
+}
+
+static void usage_train(void) {
+  fprintf(stderr,
+          "usage: tlm train --records FILE --out CKPT [--steps N] [--pretrain N] [--batch B]\n"
+          "                 [--layers L] [--heads H] [--width C] [--lr LR] [--seed S]\n"
+          "                 [--shared DIR] [--threads N]\n"
+          "  Trains the tensor language model (fp32) on the best measured schedule of\n"
+          "  every training task in the records (held-out families excluded), after\n"
+          "  --pretrain steps on random schedules of the same tasks. Deterministic for\n"
+          "  the same data, seed and machine.\n");
+}
+
+static void run_steps(tlm_gpt2 *m, dataset *d, int steps, int64_t step0, int64_t total, float lr,
+                      uint64_t *rng, const char *phase) {
+  int B = m->B;
+  int32_t(*tok)[SEQ] = malloc(sizeof *tok * (size_t)B);
+  int32_t(*tgt)[SEQ] = malloc(sizeof *tgt * (size_t)B);
+  uint64_t(*al)[SEQ][TLM_LM_MAX_VOCAB / 64] = malloc(sizeof *al * (size_t)B);
+  double t0 = now_s(), ema = 0;
+  for (int s = 0; s < steps && tok && tgt && al; s++) {
+    for (int b = 0; b < B; b++) {
+      int i = (int)(tlm_rng_next(rng) % (uint64_t)d->n);
+      memcpy(tok[b], d->tokens[i], sizeof tok[b]);
+      memcpy(tgt[b], d->targets[i], sizeof tgt[b]);
+      memcpy(al[b], d->allowed[i], sizeof al[b]);
+    }
+    float loss = tlm_gpt2_forward(m, &tok[0][0], &tgt[0][0], (const uint64_t(*)[8]) & al[0][0][0]);
+    tlm_gpt2_backward(m);
+    float rate = tlm_gpt2_lr(step0 + s, total / 20 + 1, total, lr, lr / 10);
+    float gn = tlm_gpt2_update(m, rate, 0.9f, 0.95f, 1e-8f, 0.01f, 1.0f);
+    ema = s ? 0.95 * ema + 0.05 * loss : loss;
+    if (s % 20 == 0 || s == steps - 1) {
+      double el = now_s() - t0, tps = (double)(s + 1) * B * SEQ / el;
+      fprintf(stderr, "%s step %5d/%d  loss %.4f (avg %.4f)  lr %.2e  grad %.2f  %.0f tok/s  ETA %.0f s\n",
+              phase, s + 1, steps, loss, ema, rate, gn, tps, el / (s + 1) * (steps - s - 1));
+    }
+  }
+  free(tok);
+  free(tgt);
+  free(al);
+}
+
+int tlm_cmd_train(int argc, char **argv) {
+  const char *records = NULL, *out = NULL, *shared = "../shared";
+  int steps = 2000, pretrain = 0, batch = 32, layers = 4, heads = 4, width = 128, threads = 2;
+  float lr = 1e-3f;
+  uint64_t seed = 1;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--records") && v) records = argv[++i];
+    else if (!strcmp(a, "--out") && v) out = argv[++i];
+    else if (!strcmp(a, "--shared") && v) shared = argv[++i];
+    else if (!strcmp(a, "--steps") && v) steps = atoi(argv[++i]);
+    else if (!strcmp(a, "--pretrain") && v) pretrain = atoi(argv[++i]);
+    else if (!strcmp(a, "--batch") && v) batch = atoi(argv[++i]);
+    else if (!strcmp(a, "--layers") && v) layers = atoi(argv[++i]);
+    else if (!strcmp(a, "--heads") && v) heads = atoi(argv[++i]);
+    else if (!strcmp(a, "--width") && v) width = atoi(argv[++i]);
+    else if (!strcmp(a, "--threads") && v) threads = atoi(argv[++i]);
+    else if (!strcmp(a, "--lr") && v) lr = (float)atof(argv[++i]);
+    else if (!strcmp(a, "--seed") && v) seed = strtoull(argv[++i], NULL, 10);
+    else {
+      usage_train();
+      return !strcmp(a, "--help") || !strcmp(a, "-h") ? 0 : 2;
+    }
+  }
+  if (!records || !out || steps < 0 || pretrain < 0 || batch < 1) {
+    usage_train();
+    return 2;
+  }
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.num_threads = threads;
+  cfg.model_path = "none";
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt)) {
+    fprintf(stderr, "tlm train: %s\n", tlm_last_error(NULL));
+    return 1;
+  }
+  static tlm_vocab vocab;
+  tlm_vocab_build(&vocab);
+  tlm_best *best;
+  int nbest = tlm_best_load(records, 0, &best);
+  if (nbest <= 0) {
+    fprintf(stderr, "tlm train: no training records in %s\n", records);
+    tlm_destroy(rt);
+    return 1;
+  }
+  dataset fine = {0}, pre = {0};
+  uint64_t rng = seed;
+  for (int i = 0; i < nbest; i++) {
+    tlm_task_spec spec;
+    tlm_task task;
+    tlm_space s;
+    if (tlm_task_spec_parse(best[i].task, &spec) || tlm_task_spec_task(&spec, &task) ||
+        tlm_space_init(&s, &task, &rt->target))
+      continue;
+    if (!tlm_space_accepts(&s, &best[i].sched)) continue; /* another machine's record */
+    dataset_add(&fine, &vocab, &s, &best[i].sched);
+    for (int r = 0; r < 8 && pretrain > 0; r++) {
+      tlm_schedule rs;
+      tlm_space_sample(&s, &rng, &rs);
+      dataset_add(&pre, &vocab, &s, &rs);
+    }
+  }
+  (void)shared;
+  fprintf(stderr, "tlm train: %d training tasks with a best schedule (%d pretraining sentences)\n",
+          fine.n, pre.n);
+  tlm_gpt2_config mc = {vocab.n, 64, layers, heads, width};
+  tlm_gpt2 m;
+  int rc = 1;
+  if (fine.n == 0 || tlm_gpt2_init(&m, &mc, seed) || tlm_gpt2_train_init(&m, batch, SEQ, rt)) {
+    fprintf(stderr, "tlm train: cannot set up the model\n");
+    goto done;
+  }
+  fprintf(stderr, "tlm train: %d layers, %d heads, width %d: %zu parameters\n", layers, heads,
+          width, m.nparams);
+  int64_t total = pretrain + steps;
+  if (pretrain) run_steps(&m, &pre, pretrain, 0, total, lr, &rng, "pretrain");
+  run_steps(&m, &fine, steps, pretrain, total, lr, &rng, "finetune");
+  char err[512];
+  if (tlm_gpt2_save(&m, &vocab, seed, out, err, sizeof err)) {
+    fprintf(stderr, "tlm train: %s\n", err);
+  } else {
+    fprintf(stderr, "tlm train: wrote %s\n", out);
+    rc = 0;
+  }
+  tlm_gpt2_free(&m);
+done:
+  dataset_free(&fine);
+  dataset_free(&pre);
+  free(best);
+  tlm_destroy(rt);
+  return rc;
+}
+
+int tlm_cmd_quantize(int argc, char **argv) {
+  if (argc != 2 || !strcmp(argv[0], "--help")) {
+    fprintf(stderr,
+            "usage: tlm quantize CKPT MODEL\n"
+            "  Quantizes an fp32 checkpoint from `tlm train` to the int8 model file\n"
+            "  the runtime loads (blocks of 32 weights, one scale each).\n");
+    return argc == 1 && !strcmp(argv[0], "--help") ? 0 : 2;
+  }
+  tlm_gpt2 m;
+  char err[512];
+  static tlm_vocab vocab;
+  tlm_vocab_build(&vocab);
+  if (tlm_gpt2_load(&m, argv[0], err, sizeof err)) {
+    fprintf(stderr, "tlm quantize: %s\n", err);
+    return 1;
+  }
+  tlm_status st = tlm_lm_quantize(&m, &vocab, 0, argv[1], err, sizeof err);
+  if (st) fprintf(stderr, "tlm quantize: %s\n", err);
+  else fprintf(stderr, "tlm quantize: wrote %s (%zu parameters)\n", argv[1], m.nparams);
+  tlm_gpt2_free(&m);
+  return st ? 1 : 0;
+}

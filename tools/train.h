@@ -1,0 +1,29 @@
+/* train.h - training data and the train/quantize commands (tools). */
+#ifndef TLM_TOOLS_TRAIN_H
+#define TLM_TOOLS_TRAIN_H
+
+#include "runtime/space.h"
+
+/* Task families held out of training (prefixes of the records' "family"):
+ * GPT-2-355M's layers and attention, the benchdnn Transformer shapes and
+ * GPT-J with 2016-token prompts. NULL-terminated. */
+extern const char *const tlm_heldout_families[];
+int tlm_family_heldout(const char *family);
+
+/* Best measured schedule of one task in a records file. */
+typedef struct tlm_best {
+  char task[160], family[48];
+  tlm_schedule sched;
+  double ns;         /* best median time */
+  double default_ns; /* the default rule's, INFINITY if not measured */
+  int records;
+} tlm_best;
+
+/* Best schedule per task; split 0 = training families, 1 = held out,
+ * -1 = all. Returns the count (*out malloc'd), -1 if unreadable. */
+int tlm_best_load(const char *records, int split, tlm_best **out);
+
+int tlm_cmd_train(int argc, char **argv);
+int tlm_cmd_quantize(int argc, char **argv);
+
+#endif
