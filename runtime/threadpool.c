@@ -1,13 +1,24 @@
-/* threadpool.c - fork-join pool: workers spin briefly on a generation
- * counter (kernels of microseconds should not pay a futex wake-up), then
- * sleep on a condition variable. */
+/* threadpool.c - fork-join pool with dynamic chunks.
+ *
+ * A run splits [0, n) into at most 4 chunks per thread. The caller and the
+ * workers claim chunks from one counter until none is left, so a worker
+ * that the OS has not scheduled yet (another process on the core, say)
+ * delays nothing: the others take its chunks. The claim counter carries
+ * the run's generation in its high 32 bits, and a claim is a compare-and-
+ * swap that fails on a newer generation, so a late worker never runs a
+ * chunk of a run it did not see start. Workers spin briefly for the next
+ * run (kernels of microseconds should not pay a futex wake-up), yield,
+ * then sleep on a condition variable. */
 #include "threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#define SPIN_ITERATIONS 20000
+#define SPIN_ITERATIONS 4000
+#define YIELD_ITERATIONS 50
+#define CHUNKS_PER_THREAD 4
 
 struct tlm_pool {
   int threads;
@@ -15,13 +26,14 @@ struct tlm_pool {
   pthread_mutex_t run_lock; /* serializes tlm_pool_run callers */
   pthread_mutex_t lock;
   pthread_cond_t wake;
-  atomic_uint_fast64_t generation;
-  atomic_int pending; /* workers still busy with this generation */
+  atomic_uint_fast32_t generation;
+  atomic_uint_fast64_t claim; /* generation << 32 | next chunk */
+  atomic_int_fast64_t done;   /* chunks finished in this run */
   atomic_int stop;
   /* the job; written before generation is bumped */
   tlm_pool_fn fn;
   void *ctx;
-  int64_t n;
+  int64_t n, chunks;
 };
 
 typedef struct worker_arg {
@@ -29,15 +41,26 @@ typedef struct worker_arg {
   int tid;
 } worker_arg;
 
-static void run_chunk(tlm_pool *p, int tid) {
-  int64_t b = p->n * tid / p->threads, e = p->n * (tid + 1) / p->threads;
-  if (b < e) p->fn(p->ctx, b, e, tid);
-}
-
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
+}
+
+/* claims and runs chunks of generation gen until none is left */
+static void work(tlm_pool *p, uint32_t gen, int tid) {
+  for (;;) {
+    uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
+    if ((uint32_t)(c >> 32) != gen) return;
+    int64_t chunk = (int64_t)(c & 0xffffffffu);
+    if (chunk >= p->chunks) return;
+    if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
+                                               memory_order_relaxed))
+      continue;
+    int64_t b = p->n * chunk / p->chunks, e = p->n * (chunk + 1) / p->chunks;
+    if (b < e) p->fn(p->ctx, b, e, tid);
+    atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel);
+  }
 }
 
 static void *worker(void *arg) {
@@ -45,24 +68,25 @@ static void *worker(void *arg) {
   tlm_pool *p = wa->pool;
   int tid = wa->tid;
   free(wa);
-  uint_fast64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
     int spins = 0;
-    while (atomic_load_explicit(&p->generation, memory_order_acquire) == seen &&
+    while ((uint32_t)atomic_load_explicit(&p->generation, memory_order_acquire) == seen &&
            !atomic_load(&p->stop)) {
       if (++spins < SPIN_ITERATIONS) {
         cpu_relax();
-        continue;
+      } else if (spins < SPIN_ITERATIONS + YIELD_ITERATIONS) {
+        sched_yield();
+      } else {
+        pthread_mutex_lock(&p->lock);
+        while ((uint32_t)atomic_load(&p->generation) == seen && !atomic_load(&p->stop))
+          pthread_cond_wait(&p->wake, &p->lock);
+        pthread_mutex_unlock(&p->lock);
       }
-      pthread_mutex_lock(&p->lock);
-      while (atomic_load(&p->generation) == seen && !atomic_load(&p->stop))
-        pthread_cond_wait(&p->wake, &p->lock);
-      pthread_mutex_unlock(&p->lock);
     }
     if (atomic_load(&p->stop)) break;
-    seen = atomic_load(&p->generation);
-    run_chunk(p, tid);
-    atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel);
+    seen = (uint32_t)atomic_load_explicit(&p->generation, memory_order_acquire);
+    work(p, seen, tid);
   }
   return NULL;
 }
@@ -73,6 +97,7 @@ int tlm_pool_create(int threads, tlm_pool **out) {
   tlm_pool *p = calloc(1, sizeof *p);
   if (!p) return -1;
   p->threads = threads;
+  atomic_store(&p->claim, 0xffffffffu); /* no run open */
   pthread_mutex_init(&p->run_lock, NULL);
   pthread_mutex_init(&p->lock, NULL);
   pthread_cond_init(&p->wake, NULL);
@@ -123,15 +148,23 @@ void tlm_pool_run(tlm_pool *p, int64_t n, tlm_pool_fn fn, void *ctx) {
     pthread_mutex_unlock(&p->run_lock);
     return;
   }
+  int64_t chunks = (int64_t)p->threads * CHUNKS_PER_THREAD;
+  if (chunks > n) chunks = n;
   p->fn = fn;
   p->ctx = ctx;
   p->n = n;
-  atomic_store(&p->pending, p->threads - 1);
+  p->chunks = chunks;
+  atomic_store(&p->done, 0);
+  uint32_t gen = (uint32_t)atomic_load(&p->generation) + 1;
+  atomic_store_explicit(&p->claim, (uint64_t)gen << 32, memory_order_release);
   pthread_mutex_lock(&p->lock);
-  atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+  atomic_store_explicit(&p->generation, gen, memory_order_release);
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->lock);
-  run_chunk(p, 0);
-  while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) cpu_relax();
+  work(p, gen, 0);
+  while (atomic_load_explicit(&p->done, memory_order_acquire) < chunks) cpu_relax();
+  /* close the run before the next one rewrites the job: a late worker
+   * then sees no chunk left, whatever it reads of the next job */
+  atomic_store_explicit(&p->claim, (uint64_t)gen << 32 | 0xffffffffu, memory_order_release);
   pthread_mutex_unlock(&p->run_lock);
 }

@@ -27,6 +27,7 @@
 
 #include "api/validate.h"
 #include "runtime/engine.h"
+#include "tools/measure.h"
 #include "tools/tasks.h"
 
 #define RECORD_VERSION 1
@@ -35,11 +36,6 @@ static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 /* ---- reading records back ------------------------------------------------ */
@@ -202,6 +198,7 @@ int tlm_cmd_collect(int argc, char **argv) {
     uint64_t task_seed = XXH3_64bits(ts->text, strlen(ts->text)) ^ seed;
     buf out_buf = {0};
     double tol = tlm_problem_tolerance(task.u.mm.K);
+    double best_ns = INFINITY; /* fastest median of this task so far */
     for (int s = start; s < schedules; s++) {
       tlm_schedule sched;
       uint64_t sseed = task_seed + (uint64_t)s;
@@ -226,24 +223,10 @@ int tlm_cmd_collect(int argc, char **argv) {
           if (!(e >= 0 && e <= tol)) {
             status = "wrong";
           } else {
-            /* each sample times a batch of calls lasting >= 20 us, so that
-             * tiny kernels are not lost in the clock's resolution */
-            double first = now_s();
-            tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
-            first = (now_s() - first) * 1e9;
-            int batch = first >= 20000 ? 1 : (int)(20000 / (first + 1)) + 1;
-            double times[200];
-            double t0 = now_s();
-            while (reps < 200) {
-              double a = now_s();
-              for (int b = 0; b < batch; b++) tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
-              times[reps++] = (now_s() - a) * 1e9 / batch;
-              double spent = (now_s() - t0) * 1e3;
-              if (reps >= 3 && spent >= min_time_ms) break;
-              if (spent > 2000) break; /* very slow schedule: enough */
-            }
-            qsort(times, (size_t)reps, sizeof(double), cmp_double);
-            med = times[reps / 2], lo = times[0], hi = times[reps - 1];
+            tlm_timing tm;
+            tlm_time_kernel(rt, k, &task, &args, min_time_ms, best_ns, &tm);
+            med = tm.median_ns, lo = tm.min_ns, hi = tm.max_ns, reps = tm.reps;
+            if (med < best_ns) best_ns = med;
           }
         }
       }

@@ -185,6 +185,38 @@ static int model_tasks(list *l, const char *name, const cJSON *m, const int *ctx
   return 0;
 }
 
+int tlm_tasks_from_file(const char *path, tlm_task_spec **out, char *err, int errcap) {
+  list l = {0};
+  *out = NULL;
+  FILE *fp = fopen(path, "r");
+  if (!fp) {
+    snprintf(err, (size_t)errcap, "cannot open %s", path);
+    return -1;
+  }
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  char line[1024], perr[256];
+  int lineno = 0;
+  while (fgets(line, sizeof line, fp)) {
+    lineno++;
+    tlm_task_spec s;
+    memset(&s, 0, sizeof s);
+    int r = tlm_mm_desc_parse(line, &s.d, perr, sizeof perr);
+    if (r < 0) {
+      snprintf(err, (size_t)errcap, "%s:%d: %s", path, lineno, perr);
+      fclose(fp);
+      free(l.v);
+      return -1;
+    }
+    if (r == 0) continue;
+    snprintf(s.family, sizeof s.family, "file:%.40s", base);
+    if (add(&l, &s)) break;
+  }
+  fclose(fp);
+  *out = l.v;
+  return l.n;
+}
+
 int tlm_tasks_build(const char *dir, uint64_t seed, tlm_task_spec **out, char *err, int errcap) {
   list l = {0};
   *out = NULL;

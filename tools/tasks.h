@@ -25,6 +25,10 @@ typedef struct tlm_task_spec {
 int tlm_tasks_build(const char *shared_dir, uint64_t seed, tlm_task_spec **out, char *err,
                     int errcap);
 
+/* Tasks of one benchdnn matmul shape file (family "file:<name>"), reduced
+ * and deduplicated like tlm_tasks_build. Returns the count or -1. */
+int tlm_tasks_from_file(const char *path, tlm_task_spec **out, char *err, int errcap);
+
 /* Canonical text of a spec into spec->text. */
 void tlm_task_spec_text(tlm_task_spec *s);
 

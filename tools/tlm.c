@@ -12,6 +12,7 @@
 #include "api/validate.h"
 #include "runtime/engine.h"
 #include "tools/collect.h"
+#include "tools/eval.h"
 #include "tools/lmtools.h"
 #include "tools/problem.h"
 #include "tools/train.h"
@@ -48,6 +49,7 @@ static void usage(FILE *f) {
           "  train ...         train the tensor language model (tlm train --help)\n"
           "  quantize C M      fp32 checkpoint C -> int8 model M\n"
           "  explain DESC      the language model's decisions for a matmul\n"
+          "  eval ...          model vs default rule vs random search (tlm eval --help)\n"
           "  bench decode ...  decode time and int8-vs-fp32 agreement (--help)\n"
           "  version           print the library version\n");
 }
@@ -237,6 +239,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "collect")) return tlm_cmd_collect(argc - 2, argv + 2);
   if (!strcmp(argv[1], "train")) return tlm_cmd_train(argc - 2, argv + 2);
   if (!strcmp(argv[1], "explain")) return tlm_cmd_explain(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "eval")) return tlm_cmd_eval(argc - 2, argv + 2);
   if (argc > 2 && !strcmp(argv[1], "bench") && !strcmp(argv[2], "decode"))
     return tlm_cmd_bench_decode(argc - 3, argv + 3);
   if (!strcmp(argv[1], "quantize")) return tlm_cmd_quantize(argc - 2, argv + 2);

@@ -1,0 +1,21 @@
+/* measure.h - warm timing of a compiled kernel (tools). */
+#ifndef TLM_TOOLS_MEASURE_H
+#define TLM_TOOLS_MEASURE_H
+
+#include "runtime/engine.h"
+
+typedef struct tlm_timing {
+  double median_ns, min_ns, max_ns; /* per call */
+  int reps;                         /* timed samples */
+} tlm_timing;
+
+/* Times warm calls of k: one untimed call, then samples of back-to-back
+ * calls lasting >= 20 us each, until >= 3 samples and min_time_ms have
+ * passed (at most 200 samples or 2 s). A kernel whose first call takes
+ * over 10x `give_up_ns` (and over 1 ms) gets a single sample: it is
+ * ranked, not measured precisely. */
+void tlm_time_kernel(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
+                     const tlm_mm_args *args, double min_time_ms, double give_up_ns,
+                     tlm_timing *out);
+
+#endif
