@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../cache/disk.h"
 #include "../runtime/engine.h"
 #include "validate.h"
 
@@ -105,6 +106,22 @@ static void warn_bad_env(const tlm_runtime *rt) {
 
 /* ---- create / destroy ------------------------------------------------------ */
 
+static void disk_warn(void *user, const char *message) {
+  tlm_log(user, TLM_LOG_WARN, "%s", message);
+}
+
+/* The disk cache, unless cache_dir is "none"; a directory that cannot be
+ * used safely means no disk cache (and one warning), never a failure. */
+static void open_disk(tlm_runtime *rt) {
+  char dir[3072], err[512];
+  if (rt->cache_dir && !strcmp(rt->cache_dir, "none")) return;
+  if (!tlm_disk_default_dir(rt->cache_dir, dir, sizeof dir)) return;
+  long long cap = 256ll << 20, x;
+  if (env_int("TLM_CACHE_DISK_BYTES", 0, (long long)1 << 50, &x) == 0) cap = x;
+  if (tlm_disk_open(dir, cap, disk_warn, rt, &rt->disk, err, sizeof err))
+    tlm_log(rt, TLM_LOG_WARN, "no disk cache: %s", err);
+}
+
 /* The model: config/TLM_MODEL ("none" = no model), else the shipped one
  * (installed, then the source tree's) when present. A model named
  * explicitly must load; the shipped one is optional. */
@@ -151,9 +168,10 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
   tlm_status st = TLM_OK;
   char err[TLM_ERRMSG] = "";
   pthread_rwlock_init(&rt->map_lock, NULL);
-  pthread_mutex_init(&rt->build_lock, NULL);
+  pthread_mutex_init(&rt->state_mu, NULL);
+  pthread_cond_init(&rt->state_cv, NULL);
   pthread_mutex_init(&rt->exec_lock, NULL);
-  pthread_mutex_init(&rt->list_lock, NULL);
+  rt->capacity = cfg.cache_capacity;
   tlm_map_init(&rt->plans);
   tlm_map_init(&rt->kernels);
   rt->cache_dir = cfg.cache_dir ? strdup(cfg.cache_dir) : NULL;
@@ -185,6 +203,7 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
   }
   warn_bad_env(rt);
   if ((st = load_model(rt, err, sizeof err)) != TLM_OK) goto fail;
+  open_disk(rt);
   if (cfg.verbose >= TLM_LOG_INFO) {
     char ts[160];
     tlm_log(rt, TLM_LOG_INFO, "tlm %s, %d threads, target %s, cpu %s", tlm_version(), threads,
@@ -200,7 +219,6 @@ fail:
 void tlm_destroy(tlm_runtime *rt) {
   if (!rt) return;
   tlm_pool_destroy(rt->pool);
-  tlm_jit_destroy(rt->jit);
   if (rt->model) {
     tlm_lm_free(rt->model);
     free(rt->model);
@@ -209,14 +227,21 @@ void tlm_destroy(tlm_runtime *rt) {
     for (int t = 0; t < rt->nthreads; t++) free(rt->scratch[t]);
     free(rt->scratch);
   }
-  for (size_t i = 0; i < rt->nowned; i++) free(rt->owned[i]);
-  free(rt->owned);
+  for (size_t i = 0; i < rt->nkernels; i++) {
+    if (rt->kernel_list[i]->code) tlm_jit_unload(rt->jit, rt->kernel_list[i]->code);
+    free(rt->kernel_list[i]);
+  }
+  free(rt->kernel_list);
+  for (size_t i = 0; i < rt->nplans; i++) free(rt->plan_list[i]);
+  free(rt->plan_list);
+  tlm_disk_close(rt->disk);
+  tlm_jit_destroy(rt->jit);
   tlm_map_free(&rt->plans);
   tlm_map_free(&rt->kernels);
   pthread_rwlock_destroy(&rt->map_lock);
-  pthread_mutex_destroy(&rt->build_lock);
+  pthread_mutex_destroy(&rt->state_mu);
+  pthread_cond_destroy(&rt->state_cv);
   pthread_mutex_destroy(&rt->exec_lock);
-  pthread_mutex_destroy(&rt->list_lock);
   free(rt->cache_dir);
   free(rt->model_path);
   if (tls_error.rt == rt) tls_error.rt = NULL;
@@ -268,10 +293,7 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
   tlm_status st =
       tlm_validate_matmul(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err, sizeof err);
   if (st != TLM_OK) return tlm_set_error(rt, st, err);
-  const tlm_plan *plan;
-  st = tlm_engine_plan(rt, &task, &plan, err, sizeof err);
-  if (st != TLM_OK) return tlm_set_error(rt, st, err);
-  st = tlm_engine_exec(rt, plan->kernel, &task, &args, err, sizeof err);
+  st = tlm_engine_run(rt, &task, &args, err, sizeof err);
   if (st != TLM_OK) return tlm_set_error(rt, st, err);
   atomic_fetch_add_explicit(&rt->runs, 1, memory_order_relaxed);
   clear_error(rt);
@@ -284,9 +306,17 @@ tlm_status tlm_get_stats(const tlm_runtime *rt, tlm_stats *out) {
   out->runs = atomic_load(&r->runs);
   out->cache_hits = atomic_load(&r->hits);
   out->cache_misses = atomic_load(&r->misses);
-  out->schedules = atomic_load(&r->schedules);
+  out->decodes = atomic_load(&r->decodes);
+  out->schedules = out->decodes + atomic_load(&r->rule_schedules);
   out->compiles = atomic_load(&r->compiles);
   out->compile_fail = atomic_load(&r->compile_fail);
+  out->evictions = atomic_load(&r->evictions);
+  out->disk_plan_hits = atomic_load(&r->disk_plan_hits);
+  out->disk_kernel_hits = atomic_load(&r->disk_kernel_hits);
+  pthread_rwlock_rdlock(&r->map_lock);
+  out->kernels_resident = r->ready_kernels;
+  out->code_bytes_resident = r->ready_bytes;
+  pthread_rwlock_unlock(&r->map_lock);
   out->schedule_ms = atomic_load(&r->schedule_ms);
   out->compile_ms = atomic_load(&r->compile_ms);
   return TLM_OK;

@@ -108,7 +108,10 @@ typedef struct tlm_config {
    * online CPUs. Environment: TLM_NUM_THREADS. Range 0..1024. */
   int num_threads;
   /* Directory of the on-disk kernel cache; NULL = $XDG_CACHE_HOME/tlm or
-   * ~/.cache/tlm. Environment: TLM_CACHE_DIR. Copied at tlm_create(). */
+   * ~/.cache/tlm; "none" = no disk cache. It must belong to the user and be
+   * closed to group and others, else it is not used (one warning).
+   * Size cap: TLM_CACHE_DISK_BYTES (default 256 MiB).
+   * Environment: TLM_CACHE_DIR. Copied at tlm_create(). */
   const char *cache_dir;
   /* Path of the int8 tensor language model that schedules new tasks.
    * NULL = the shipped model (installed under share/tlm/models, else the
@@ -121,7 +124,9 @@ typedef struct tlm_config {
   /* Log sink; NULL = write lines prefixed "tlm: " to stderr. */
   tlm_log_fn log_fn;
   void *log_user; /* passed to log_fn unchanged */
-  /* Most kernels kept in memory; 0 = unlimited. TLM_CACHE_CAPACITY. */
+  /* Most kernels whose JIT code stays in memory; older ones are evicted
+   * (CLOCK) and their code freed, and come back from the disk cache when
+   * needed. 0 = unlimited. Environment: TLM_CACHE_CAPACITY. */
   size_t cache_capacity;
 } tlm_config;
 
@@ -289,14 +294,20 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs,
 /* ------------------------------------------------------------------------ */
 
 typedef struct tlm_stats {
-  uint64_t runs;            /* successful tlm_run() calls */
-  uint64_t cache_hits;      /* runs served by an existing kernel */
-  uint64_t cache_misses;    /* runs that had to schedule a new task */
-  uint64_t schedules;       /* schedules chosen (rule or language model) */
-  uint64_t compiles;        /* kernels JIT-compiled */
-  uint64_t compile_fail;    /* compiles that failed */
-  double schedule_ms;       /* total wall time choosing schedules */
-  double compile_ms;        /* total wall time JIT-compiling */
+  uint64_t runs;             /* successful tlm_run() calls */
+  uint64_t cache_hits;       /* runs served by an existing plan and kernel */
+  uint64_t cache_misses;     /* runs that had to plan a new shape */
+  uint64_t schedules;        /* schedules chosen (rule + language model) */
+  uint64_t decodes;          /* of which decoded by the language model */
+  uint64_t compiles;         /* kernels JIT-compiled */
+  uint64_t compile_fail;     /* compiles that failed */
+  uint64_t evictions;        /* kernels whose JIT code was freed */
+  uint64_t disk_plan_hits;   /* schedules read from the disk cache */
+  uint64_t disk_kernel_hits; /* kernels loaded from the disk cache */
+  uint64_t kernels_resident; /* kernels with JIT code in memory now */
+  uint64_t code_bytes_resident; /* their object code, bytes */
+  double schedule_ms;        /* total wall time choosing schedules */
+  double compile_ms;         /* total wall time JIT-compiling */
 } tlm_stats;
 
 /* Copies the runtime's counters into *out. Counters only grow.

@@ -133,6 +133,7 @@ int main(int argc, char **argv) {
   DNNL_CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
   tlm_config cfg;
   tlm_config_init(&cfg);
+  cfg.cache_dir = "none"; /* measure compiles, never reuse them */
   cfg.num_threads = threads;
   tlm_runtime *rt;
   if (tlm_create(&cfg, &rt)) {

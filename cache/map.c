@@ -51,3 +51,27 @@ int tlm_map_put(tlm_map *m, const tlm_key *k, void *value) {
   m->slots[i].value = value;
   return 0;
 }
+
+void tlm_map_remove(tlm_map *m, const tlm_key *k) {
+  if (!m->cap) return;
+  size_t i = find(m->slots, m->cap, k);
+  if (!m->slots[i].key) return;
+  free(m->slots[i].key);
+  m->slots[i].key = NULL;
+  m->count--;
+  /* shift later entries of the probe run back into the hole */
+  size_t hole = i, j = i;
+  for (;;) {
+    j = (j + 1) & (m->cap - 1);
+    if (!m->slots[j].key) break;
+    size_t home = (size_t)m->slots[j].key->hash_lo & (m->cap - 1);
+    /* move j to the hole if its home is not in (hole, j] cyclically */
+    int between = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+    if (!between) {
+      m->slots[hole] = m->slots[j];
+      m->slots[j].key = NULL;
+      m->slots[j].value = NULL;
+      hole = j;
+    }
+  }
+}

@@ -19,6 +19,8 @@ typedef struct tlm_map {
 void tlm_map_init(tlm_map *m);
 void tlm_map_free(tlm_map *m); /* frees the key copies, not the values */
 void *tlm_map_get(const tlm_map *m, const tlm_key *k);
+/* Removes k if present (backward-shift deletion keeps probes valid). */
+void tlm_map_remove(tlm_map *m, const tlm_key *k);
 /* Inserts or replaces. Returns 0, -1 when out of memory. */
 int tlm_map_put(tlm_map *m, const tlm_key *k, void *value);
 

@@ -119,44 +119,99 @@ void tlm_jit_destroy(tlm_jit *j) {
 const char *tlm_jit_cpu(const tlm_jit *j) { return j->cpu; }
 const char *tlm_jit_features(const tlm_jit *j) { return j->features; }
 
-LLVMOrcThreadSafeContextRef tlm_jit_new_context(void) {
-  return LLVMOrcCreateNewThreadSafeContext();
+struct tlm_jit_code {
+  LLVMOrcResourceTrackerRef rt;
+};
+
+static int prepare(tlm_jit *j, LLVMModuleRef mod, const char *pipeline, LLVMTargetMachineRef *tm,
+                   char *err, int errcap) {
+  *tm = make_tm(j, err, errcap);
+  if (!*tm) return -1;
+  LLVMSetTarget(mod, j->triple);
+  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(*tm);
+  LLVMSetModuleDataLayout(mod, td);
+  LLVMDisposeTargetData(td);
+  LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
+  LLVMErrorRef e = LLVMRunPasses(mod, pipeline, *tm, opts);
+  LLVMDisposePassBuilderOptions(opts);
+  if (e) {
+    take_error(e, "optimization failed", err, errcap);
+    LLVMDisposeTargetMachine(*tm);
+    *tm = NULL;
+    return -1;
+  }
+  return 0;
 }
 
 int tlm_jit_optimize(tlm_jit *j, LLVMModuleRef mod, const char *pipeline, char *err,
                      int errcap) {
-  LLVMSetTarget(mod, j->triple);
-  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(j->tm);
-  LLVMSetModuleDataLayout(mod, td);
-  LLVMDisposeTargetData(td);
-  LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
-  LLVMErrorRef e = LLVMRunPasses(mod, pipeline, j->tm, opts);
-  LLVMDisposePassBuilderOptions(opts);
+  LLVMTargetMachineRef tm;
+  if (prepare(j, mod, pipeline, &tm, err, errcap)) return -1;
+  LLVMDisposeTargetMachine(tm);
+  return 0;
+}
+
+int tlm_jit_compile_object(tlm_jit *j, LLVMModuleRef mod, const char *pipeline, void **obj,
+                           size_t *len, char *err, int errcap) {
+  *obj = NULL;
+  *len = 0;
+  LLVMTargetMachineRef tm;
+  if (prepare(j, mod, pipeline, &tm, err, errcap)) return -1;
+  char *msg = NULL;
+  LLVMMemoryBufferRef buf = NULL;
+  int rc = 0;
+  if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMObjectFile, &msg, &buf)) {
+    snprintf(err, (size_t)errcap, "object emission failed: %s", msg ? msg : "");
+    rc = -1;
+  } else {
+    size_t n = LLVMGetBufferSize(buf);
+    *obj = malloc(n ? n : 1);
+    if (*obj) {
+      memcpy(*obj, LLVMGetBufferStart(buf), n);
+      *len = n;
+    } else {
+      snprintf(err, (size_t)errcap, "out of memory");
+      rc = -1;
+    }
+    LLVMDisposeMemoryBuffer(buf);
+  }
+  LLVMDisposeMessage(msg);
+  LLVMDisposeTargetMachine(tm);
+  return rc;
+}
+
+int tlm_jit_load(tlm_jit *j, const void *obj, size_t len, const char *name, void **fn,
+                 tlm_jit_code **code, char *err, int errcap) {
+  *fn = NULL;
+  *code = calloc(1, sizeof **code);
+  if (!*code) {
+    snprintf(err, (size_t)errcap, "out of memory");
+    return -1;
+  }
+  (*code)->rt = LLVMOrcJITDylibCreateResourceTracker(LLVMOrcLLJITGetMainJITDylib(j->lljit));
+  LLVMMemoryBufferRef buf =
+      LLVMCreateMemoryBufferWithMemoryRangeCopy(obj, len, "tlm-kernel");
+  /* takes buf, even on error */
+  LLVMErrorRef e = LLVMOrcLLJITAddObjectFileWithRT(j->lljit, (*code)->rt, buf);
+  if (!e) {
+    LLVMOrcExecutorAddress addr = 0;
+    e = LLVMOrcLLJITLookup(j->lljit, &addr, name);
+    if (!e) *fn = (void *)(uintptr_t)addr;
+  }
   if (e) {
-    take_error(e, "optimization failed", err, errcap);
+    take_error(e, "cannot link kernel", err, errcap);
+    tlm_jit_unload(j, *code);
+    *code = NULL;
     return -1;
   }
   return 0;
 }
 
-int tlm_jit_add(tlm_jit *j, LLVMOrcThreadSafeContextRef tsc, LLVMModuleRef mod,
-                const char *name, void **fn, char *err, int errcap) {
-  *fn = NULL;
-  /* the thread-safe module takes mod and a reference to tsc */
-  LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(mod, tsc);
-  LLVMOrcDisposeThreadSafeContext(tsc);
-  LLVMErrorRef e = LLVMOrcLLJITAddLLVMIRModule(j->lljit, LLVMOrcLLJITGetMainJITDylib(j->lljit),
-                                               tsm); /* takes tsm, even on error */
-  if (e) {
-    take_error(e, "cannot add module", err, errcap);
-    return -1;
-  }
-  LLVMOrcExecutorAddress addr = 0;
-  e = LLVMOrcLLJITLookup(j->lljit, &addr, name);
-  if (e) {
-    take_error(e, "cannot compile kernel", err, errcap);
-    return -1;
-  }
-  *fn = (void *)(uintptr_t)addr;
-  return 0;
+void tlm_jit_unload(tlm_jit *j, tlm_jit_code *code) {
+  (void)j;
+  if (!code) return;
+  LLVMErrorRef e = LLVMOrcResourceTrackerRemove(code->rt);
+  if (e) LLVMConsumeError(e);
+  LLVMOrcReleaseResourceTracker(code->rt);
+  free(code);
 }

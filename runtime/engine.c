@@ -1,4 +1,13 @@
-/* engine.c - the dispatcher: task -> plan (schedule + kernel) -> run. */
+/* engine.c - the dispatcher: task -> plan (schedule + kernel) -> run.
+ *
+ * Two cache levels: shape key -> plan (decisions), schedule key -> kernel
+ * (M and the strides are run-time arguments, so many shapes share one
+ * kernel). Both levels are single flight: the first caller of a missing key
+ * builds it, the others wait for it. Lookups take the map's read lock;
+ * every change takes the write lock. Eviction (with a capacity) takes the
+ * write lock and then the execution lock, and the hit path takes the
+ * execution lock before it drops the read lock, so no kernel is freed
+ * while it may still run. */
 #include "engine.h"
 
 #include <llvm-c/Core.h>
@@ -8,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../cache/disk.h"
 #include "../cache/key.h"
 #include "../jit/codegen.h"
 
@@ -41,24 +51,40 @@ void tlm_log(const tlm_runtime *rt, tlm_log_level level, const char *fmt, ...) {
     fprintf(stderr, "tlm: %s\n", line);
 }
 
-static int remember(tlm_runtime *rt, void *p) {
-  pthread_mutex_lock(&rt->list_lock);
-  int rc = 0;
-  if (rt->nowned == rt->capowned) {
-    size_t cap = rt->capowned ? rt->capowned * 2 : 64;
-    void **n = realloc(rt->owned, cap * sizeof *n);
-    if (!n) rc = -1;
-    else rt->owned = n, rt->capowned = cap;
-  }
-  if (!rc) rt->owned[rt->nowned++] = p;
-  pthread_mutex_unlock(&rt->list_lock);
-  return rc;
+/* ---- waiting for builds ---------------------------------------------------------- */
+
+static void notify(tlm_runtime *rt) {
+  pthread_mutex_lock(&rt->state_mu);
+  atomic_fetch_add(&rt->build_gen, 1);
+  pthread_cond_broadcast(&rt->state_cv);
+  pthread_mutex_unlock(&rt->state_mu);
 }
+
+/* waits until some entry changed state after generation g was read */
+static void wait_change(tlm_runtime *rt, uint64_t g) {
+  pthread_mutex_lock(&rt->state_mu);
+  while (atomic_load(&rt->build_gen) == g) pthread_cond_wait(&rt->state_cv, &rt->state_mu);
+  pthread_mutex_unlock(&rt->state_mu);
+}
+
+static int push(void ***list, size_t *n, size_t *cap, void *p) {
+  if (*n == *cap) {
+    size_t c = *cap ? *cap * 2 : 64;
+    void **nl = realloc(*list, c * sizeof *nl);
+    if (!nl) return -1;
+    *list = nl;
+    *cap = c;
+  }
+  (*list)[(*n)++] = p;
+  return 0;
+}
+
+/* ---- building kernels ----------------------------------------------------------------- */
 
 /* Lowers, generates and optimizes the module of a schedule. */
 static tlm_status make_module(tlm_runtime *rt, const tlm_task *task, const tlm_schedule *sched,
-                              LLVMContextRef ctx, const char *name, int optimize,
-                              ln_nest *nest, LLVMModuleRef *mod, char *err, int errcap) {
+                              LLVMContextRef ctx, const char *name, ln_nest *nest,
+                              LLVMModuleRef *mod, char *err, int errcap) {
   if (ln_lower_matmul(task, sched, nest)) {
     snprintf(err, (size_t)errcap, "schedule does not lower to a loop nest");
     return TLM_ERR_INTERNAL;
@@ -66,154 +92,306 @@ static tlm_status make_module(tlm_runtime *rt, const tlm_task *task, const tlm_s
   if (tlm_codegen_matmul(ctx, task, nest, name, tlm_jit_cpu(rt->jit), tlm_jit_features(rt->jit),
                          mod, err, errcap))
     return TLM_ERR_JIT;
-  if (optimize && tlm_jit_optimize(rt->jit, *mod, pipeline(), err, errcap)) {
-    LLVMDisposeModule(*mod);
-    *mod = NULL;
-    return TLM_ERR_JIT;
-  }
   return TLM_OK;
 }
 
-/* Compiles a kernel; the caller holds build_lock. */
-static tlm_status kernel_locked(tlm_runtime *rt, const tlm_task *task, const tlm_schedule *sched,
-                                tlm_kernel **out, char *err, int errcap) {
-  tlm_key key;
-  tlm_key_schedule(&key, task, &rt->target, sched);
-  pthread_rwlock_rdlock(&rt->map_lock);
-  tlm_kernel *k = tlm_map_get(&rt->kernels, &key);
-  pthread_rwlock_unlock(&rt->map_lock);
-  if (k) {
-    *out = k;
+static void kernel_name(const tlm_key *key, char *buf, size_t cap) {
+  char hex[33];
+  snprintf(buf, cap, "tlm_mm_%s", tlm_key_hex(key, hex));
+}
+
+/* The builder's part: object code from disk or compiled now, linked. */
+static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, char *err, int errcap) {
+  double t0 = now_ms();
+  if (ln_lower_matmul(&k->task, &k->sched, &k->nest)) {
+    snprintf(err, (size_t)errcap, "schedule does not lower to a loop nest");
+    return TLM_ERR_INTERNAL;
+  }
+  k->scratch_bytes = tlm_mm_scratch_bytes(&k->task, &k->sched);
+  void *obj = NULL;
+  size_t len = 0;
+  char sym[64];
+  void *fn = NULL;
+  if (rt->disk && tlm_disk_load_kernel(rt->disk, &k->key, &obj, &len, sym, sizeof sym) == 0 &&
+      !strcmp(sym, k->name) &&
+      tlm_jit_load(rt->jit, obj, len, k->name, &fn, &k->code, err, errcap) == 0) {
+    free(obj);
+    k->from_disk = 1;
+    k->code_bytes = len;
+    k->fn = (tlm_mm_kernel_fn)fn;
+    k->compile_ms = now_ms() - t0;
+    atomic_fetch_add(&rt->disk_kernel_hits, 1);
     return TLM_OK;
   }
-  k = calloc(1, sizeof *k);
-  if (!k) {
-    snprintf(err, (size_t)errcap, "out of memory");
-    return TLM_ERR_OUT_OF_MEMORY;
-  }
-  char hex[33];
-  snprintf(k->name, sizeof k->name, "tlm_mm_%s", tlm_key_hex(&key, hex));
-  k->sched = *sched;
-  k->scratch_bytes = tlm_mm_scratch_bytes(task, sched);
-  double t0 = now_ms();
-  LLVMOrcThreadSafeContextRef tsc = tlm_jit_new_context();
+  free(obj);
+  LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod = NULL;
-  tlm_status st = make_module(rt, task, sched, LLVMOrcThreadSafeContextGetContext(tsc), k->name,
-                              1, &k->nest, &mod, err, errcap);
-  void *fn = NULL;
-  if (st == TLM_OK) {
-    if (tlm_jit_add(rt->jit, tsc, mod, k->name, &fn, err, errcap)) st = TLM_ERR_JIT;
-  } else {
-    LLVMOrcDisposeThreadSafeContext(tsc);
-  }
+  tlm_status st = make_module(rt, &k->task, &k->sched, ctx, k->name, &k->nest, &mod, err, errcap);
+  if (st == TLM_OK && tlm_jit_compile_object(rt->jit, mod, pipeline(), &obj, &len, err, errcap))
+    st = TLM_ERR_JIT;
+  if (mod) LLVMDisposeModule(mod);
+  LLVMContextDispose(ctx);
+  if (st == TLM_OK && tlm_jit_load(rt->jit, obj, len, k->name, &fn, &k->code, err, errcap))
+    st = TLM_ERR_JIT;
   if (st != TLM_OK) {
+    free(obj);
     atomic_fetch_add(&rt->compile_fail, 1);
-    free(k);
     return st;
   }
   k->fn = (tlm_mm_kernel_fn)fn;
+  k->code_bytes = len;
+  k->from_disk = 0;
   k->compile_ms = now_ms() - t0;
   atomic_fetch_add(&rt->compiles, 1);
   atomic_add_double(&rt->compile_ms, k->compile_ms);
-  pthread_rwlock_wrlock(&rt->map_lock);
-  int rc = tlm_map_put(&rt->kernels, &key, k);
-  pthread_rwlock_unlock(&rt->map_lock);
-  if (rc || remember(rt, k)) {
-    /* the JIT keeps the code; without a map entry we cannot reuse it, but
-     * it stays valid for this call */
-    snprintf(err, (size_t)errcap, "out of memory");
-    return TLM_ERR_OUT_OF_MEMORY;
+  if (rt->disk) {
+    char problem[160], decisions[512];
+    tlm_space sp;
+    tlm_space_init(&sp, &k->task, &rt->target);
+    tlm_task_str(&k->task, problem, sizeof problem);
+    tlm_schedule_str(&sp, &k->sched, decisions, sizeof decisions);
+    tlm_disk_store_kernel(rt->disk, &k->key, obj, len, k->name, problem, decisions);
   }
-  *out = k;
+  free(obj);
   return TLM_OK;
+}
+
+/* CLOCK eviction down to the capacity; caller holds the write lock. */
+static void evict_locked(tlm_runtime *rt) {
+  if (!rt->capacity || rt->ready_kernels <= rt->capacity) return;
+  pthread_mutex_lock(&rt->exec_lock); /* nothing runs while code is freed */
+  size_t sweeps = 0;
+  while (rt->ready_kernels > rt->capacity && sweeps < 2 * rt->nkernels + 2) {
+    tlm_kernel *k = rt->kernel_list[rt->kernel_hand];
+    rt->kernel_hand = (rt->kernel_hand + 1) % rt->nkernels;
+    sweeps++;
+    if (atomic_load(&k->state) != TLM_ENTRY_READY) continue;
+    if (atomic_exchange(&k->used, 0)) continue; /* second chance */
+    tlm_jit_unload(rt->jit, k->code);
+    k->code = NULL;
+    k->fn = NULL;
+    rt->ready_kernels--;
+    rt->ready_bytes -= k->code_bytes;
+    atomic_store(&k->state, TLM_ENTRY_EVICTED);
+    atomic_fetch_add(&rt->evictions, 1);
+  }
+  /* plans: at most 16 per kernel of capacity (and 1024) stay */
+  size_t plan_cap = rt->capacity * 16 > 1024 ? rt->capacity * 16 : 1024;
+  if (rt->nplans > plan_cap) {
+    size_t keep = 0;
+    for (size_t i = 0; i < rt->nplans; i++) {
+      tlm_plan *p = rt->plan_list[i];
+      int ready = atomic_load(&p->state) == TLM_ENTRY_READY;
+      if (ready && !atomic_exchange(&p->used, 0) && rt->nplans - (i - keep) > plan_cap / 2) {
+        tlm_map_remove(&rt->plans, &p->key);
+        free(p);
+      } else {
+        rt->plan_list[keep++] = p;
+      }
+    }
+    rt->nplans = keep;
+  }
+  pthread_mutex_unlock(&rt->exec_lock);
+}
+
+/* A READY kernel for (task, sched), single flight. */
+static tlm_status get_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_schedule *sched,
+                             tlm_kernel **out, char *err, int errcap) {
+  tlm_key key;
+  tlm_key_schedule(&key, task, &rt->target, sched);
+  for (;;) {
+    pthread_rwlock_wrlock(&rt->map_lock);
+    tlm_kernel *k = tlm_map_get(&rt->kernels, &key);
+    int owner = 0;
+    if (!k) {
+      k = calloc(1, sizeof *k);
+      int ok = k && tlm_map_put(&rt->kernels, &key, k) == 0;
+      if (ok && push((void ***)&rt->kernel_list, &rt->nkernels, &rt->capkernels, k)) {
+        tlm_map_remove(&rt->kernels, &key);
+        ok = 0;
+      }
+      if (!ok) {
+        pthread_rwlock_unlock(&rt->map_lock);
+        free(k);
+        snprintf(err, (size_t)errcap, "out of memory");
+        return TLM_ERR_OUT_OF_MEMORY;
+      }
+      k->key = key;
+      k->sched = *sched;
+      k->task = *task;
+      kernel_name(&key, k->name, sizeof k->name);
+      atomic_store(&k->state, TLM_ENTRY_BUILDING);
+      owner = 1;
+    } else if (atomic_load(&k->state) == TLM_ENTRY_EVICTED ||
+               atomic_load(&k->state) == TLM_ENTRY_FAILED) {
+      atomic_store(&k->state, TLM_ENTRY_BUILDING);
+      owner = 1;
+    } else if (atomic_load(&k->state) == TLM_ENTRY_READY) {
+      atomic_store(&k->used, 1);
+      pthread_rwlock_unlock(&rt->map_lock);
+      *out = k;
+      return TLM_OK;
+    }
+    uint64_t g = atomic_load(&rt->build_gen);
+    pthread_rwlock_unlock(&rt->map_lock);
+    if (!owner) {
+      wait_change(rt, g);
+      continue;
+    }
+    tlm_status st = build_kernel(rt, k, err, errcap);
+    pthread_rwlock_wrlock(&rt->map_lock);
+    if (st == TLM_OK) {
+      atomic_store(&k->used, 1);
+      atomic_store(&k->state, TLM_ENTRY_READY);
+      rt->ready_kernels++;
+      rt->ready_bytes += k->code_bytes;
+      evict_locked(rt);
+    } else {
+      atomic_store(&k->state, TLM_ENTRY_FAILED);
+    }
+    pthread_rwlock_unlock(&rt->map_lock);
+    notify(rt);
+    if (st != TLM_OK) return st;
+    /* eviction may have taken it right away with a capacity of 0 kernels
+     * left; loop to rebuild in that case */
+    if (atomic_load(&k->state) == TLM_ENTRY_READY) {
+      *out = k;
+      return TLM_OK;
+    }
+  }
 }
 
 tlm_status tlm_engine_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_schedule *sched,
                              tlm_kernel **out, char *err, int errcap) {
-  pthread_mutex_lock(&rt->build_lock);
-  tlm_status st = kernel_locked(rt, task, sched, out, err, errcap);
-  pthread_mutex_unlock(&rt->build_lock);
-  return st;
+  return get_kernel(rt, task, sched, out, err, errcap);
 }
+
+/* ---- scheduling ----------------------------------------------------------------------- */
 
 int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out) {
   if (rt->model) {
-    if (tlm_lm_decode(rt->model, space, out, NULL) == TLM_OK && tlm_space_accepts(space, out))
+    if (tlm_lm_decode(rt->model, space, out, NULL) == TLM_OK && tlm_space_accepts(space, out)) {
+      atomic_fetch_add(&rt->decodes, 1);
       return 1;
+    }
     tlm_log(rt, TLM_LOG_WARN, "language model could not schedule a task; using the default rule");
   }
   tlm_space_default(space, out);
+  atomic_fetch_add(&rt->rule_schedules, 1);
   return 0;
+}
+
+/* The builder's part of a plan: decisions from disk, the model or the rule. */
+static tlm_status build_plan(tlm_runtime *rt, tlm_plan *p, const tlm_task *task, char *err,
+                             int errcap) {
+  double t0 = now_ms();
+  tlm_space space;
+  if (tlm_space_init(&space, task, &rt->target)) {
+    snprintf(err, (size_t)errcap, "operator kind %d has no schedule space", task->kind);
+    return TLM_ERR_UNSUPPORTED;
+  }
+  p->from_disk = 0;
+  if (rt->disk && tlm_disk_load_plan(rt->disk, &p->key, &p->sched) == 0 &&
+      tlm_space_accepts(&space, &p->sched)) {
+    p->from_disk = 1;
+    p->by_model = rt->model != NULL;
+    atomic_fetch_add(&rt->disk_plan_hits, 1);
+  } else {
+    p->by_model = tlm_engine_schedule(rt, &space, &p->sched);
+  }
+  p->schedule_ms = now_ms() - t0;
+  atomic_add_double(&rt->schedule_ms, p->schedule_ms);
+  tlm_status st = get_kernel(rt, task, &p->sched, &p->kernel, err, errcap);
+  if (st != TLM_OK) return st;
+  char ts[160], ss[512];
+  if (rt->disk && !p->from_disk) {
+    tlm_task_str(task, ts, sizeof ts);
+    tlm_disk_store_plan(rt->disk, &p->key, &p->sched, ts);
+  }
+  if (rt->cfg.verbose >= TLM_LOG_INFO)
+    tlm_log(rt, TLM_LOG_INFO,
+            "create matmul %s schedule(%s%s) [%s] schedule %.3f ms kernel %s %.2f ms",
+            tlm_task_str(task, ts, sizeof ts), p->by_model ? "lm" : "rule",
+            p->from_disk ? ", disk" : "", tlm_schedule_str(&space, &p->sched, ss, sizeof ss),
+            p->schedule_ms, p->kernel->from_disk ? "loaded" : "compiled", p->kernel->compile_ms);
+  return TLM_OK;
+}
+
+/* Makes sure the plan of `key` exists and is READY (building it as the
+ * owner, or waiting for its builder). Returns with no lock held. */
+static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_key *key,
+                              char *err, int errcap) {
+  for (;;) {
+    pthread_rwlock_wrlock(&rt->map_lock);
+    tlm_plan *p = tlm_map_get(&rt->plans, key);
+    int owner = 0;
+    if (!p) {
+      p = calloc(1, sizeof *p);
+      int ok = p && tlm_map_put(&rt->plans, key, p) == 0;
+      if (ok && push((void ***)&rt->plan_list, &rt->nplans, &rt->capplans, p)) {
+        tlm_map_remove(&rt->plans, key);
+        ok = 0;
+      }
+      if (!ok) {
+        pthread_rwlock_unlock(&rt->map_lock);
+        free(p);
+        snprintf(err, (size_t)errcap, "out of memory");
+        return TLM_ERR_OUT_OF_MEMORY;
+      }
+      p->key = *key;
+      atomic_store(&p->state, TLM_ENTRY_BUILDING);
+      owner = 1;
+    } else if (atomic_load(&p->state) == TLM_ENTRY_FAILED) {
+      atomic_store(&p->state, TLM_ENTRY_BUILDING);
+      owner = 1;
+    } else if (atomic_load(&p->state) == TLM_ENTRY_READY) {
+      tlm_kernel *k = p->kernel;
+      int kernel_ready = atomic_load(&k->state) == TLM_ENTRY_READY;
+      pthread_rwlock_unlock(&rt->map_lock);
+      if (kernel_ready) return TLM_OK;
+      /* its kernel was evicted: rebuild it (from disk when present) */
+      tlm_kernel *again;
+      tlm_status st = get_kernel(rt, &k->task, &k->sched, &again, err, errcap);
+      if (st != TLM_OK) return st;
+      continue;
+    }
+    uint64_t g = atomic_load(&rt->build_gen);
+    pthread_rwlock_unlock(&rt->map_lock);
+    if (!owner) {
+      wait_change(rt, g);
+      continue;
+    }
+    atomic_fetch_add(&rt->misses, 1);
+    tlm_status st = build_plan(rt, p, task, err, errcap);
+    pthread_rwlock_wrlock(&rt->map_lock);
+    atomic_store(&p->used, 1);
+    atomic_store(&p->state, st == TLM_OK ? TLM_ENTRY_READY : TLM_ENTRY_FAILED);
+    pthread_rwlock_unlock(&rt->map_lock);
+    notify(rt);
+    if (st != TLM_OK) return st;
+  }
 }
 
 tlm_status tlm_engine_plan(tlm_runtime *rt, const tlm_task *task, const tlm_plan **out,
                            char *err, int errcap) {
   tlm_key key;
   tlm_key_shape(&key, task, &rt->target, rt->model ? rt->model->checksum : 0);
-  pthread_rwlock_rdlock(&rt->map_lock);
-  tlm_plan *plan = tlm_map_get(&rt->plans, &key);
-  pthread_rwlock_unlock(&rt->map_lock);
-  if (plan) {
-    atomic_fetch_add_explicit(&rt->hits, 1, memory_order_relaxed);
-    *out = plan;
-    return TLM_OK;
+  for (;;) {
+    pthread_rwlock_rdlock(&rt->map_lock);
+    tlm_plan *p = tlm_map_get(&rt->plans, &key);
+    int ready = p && atomic_load(&p->state) == TLM_ENTRY_READY &&
+                atomic_load(&p->kernel->state) == TLM_ENTRY_READY;
+    pthread_rwlock_unlock(&rt->map_lock);
+    if (ready) {
+      *out = p;
+      return TLM_OK;
+    }
+    tlm_status st = ensure_plan(rt, task, &key, err, errcap);
+    if (st != TLM_OK) return st;
   }
-  pthread_mutex_lock(&rt->build_lock);
-  tlm_status st = TLM_OK;
-  pthread_rwlock_rdlock(&rt->map_lock);
-  plan = tlm_map_get(&rt->plans, &key); /* built while we waited? */
-  pthread_rwlock_unlock(&rt->map_lock);
-  if (plan) {
-    atomic_fetch_add(&rt->hits, 1);
-    goto done;
-  }
-  atomic_fetch_add(&rt->misses, 1);
-  plan = calloc(1, sizeof *plan);
-  if (!plan) {
-    snprintf(err, (size_t)errcap, "out of memory");
-    st = TLM_ERR_OUT_OF_MEMORY;
-    goto done;
-  }
-  double t0 = now_ms();
-  tlm_space space;
-  if (tlm_space_init(&space, task, &rt->target)) {
-    snprintf(err, (size_t)errcap, "operator kind %d has no schedule space", task->kind);
-    st = TLM_ERR_UNSUPPORTED;
-    free(plan);
-    plan = NULL;
-    goto done;
-  }
-  plan->by_model = tlm_engine_schedule(rt, &space, &plan->sched);
-  plan->schedule_ms = now_ms() - t0;
-  atomic_fetch_add(&rt->schedules, 1);
-  atomic_add_double(&rt->schedule_ms, plan->schedule_ms);
-  st = kernel_locked(rt, task, &plan->sched, &plan->kernel, err, errcap);
-  if (st != TLM_OK) {
-    free(plan);
-    plan = NULL;
-    goto done;
-  }
-  if (rt->cfg.verbose >= TLM_LOG_INFO) {
-    char ts[160], ss[512];
-    tlm_log(rt, TLM_LOG_INFO, "create matmul %s schedule(%s) [%s] schedule %.3f ms compile %.2f ms",
-            tlm_task_str(task, ts, sizeof ts), plan->by_model ? "lm" : "rule",
-            tlm_schedule_str(&space, &plan->sched, ss, sizeof ss),
-            plan->schedule_ms, plan->kernel->compile_ms);
-  }
-  pthread_rwlock_wrlock(&rt->map_lock);
-  int rc = tlm_map_put(&rt->plans, &key, plan);
-  pthread_rwlock_unlock(&rt->map_lock);
-  if (rc || remember(rt, plan)) {
-    snprintf(err, (size_t)errcap, "out of memory");
-    st = TLM_ERR_OUT_OF_MEMORY;
-    if (rc) free(plan);
-    plan = NULL;
-  }
-done:
-  pthread_mutex_unlock(&rt->build_lock);
-  *out = plan;
-  return st;
 }
+
+/* ---- running ---------------------------------------------------------------------------- */
 
 typedef struct exec_ctx {
   const tlm_kernel *k;
@@ -226,17 +404,15 @@ static void exec_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
   e->k->fn(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
 }
 
-tlm_status tlm_engine_exec(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
-                           const tlm_mm_args *args, char *err, int errcap) {
+/* caller holds exec_lock */
+static tlm_status exec_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
+                              const tlm_mm_args *args, char *err, int errcap) {
   int64_t n = ln_parallel_count(&k->nest, task);
-  pthread_mutex_lock(&rt->exec_lock);
   if (k->scratch_bytes > rt->scratch_bytes) {
-    int threads = tlm_pool_threads(rt->pool);
     size_t bytes = ((size_t)k->scratch_bytes + 63) & ~(size_t)63;
-    for (int t = 0; t < threads; t++) {
+    for (int t = 0; t < rt->nthreads; t++) {
       float *p = aligned_alloc(64, bytes);
       if (!p) {
-        pthread_mutex_unlock(&rt->exec_lock);
         snprintf(err, (size_t)errcap, "out of memory for %zu bytes of scratch", bytes);
         return TLM_ERR_OUT_OF_MEMORY;
       }
@@ -247,8 +423,44 @@ tlm_status tlm_engine_exec(tlm_runtime *rt, const tlm_kernel *k, const tlm_task 
   }
   exec_ctx e = {k, args, rt->scratch};
   tlm_pool_run(rt->pool, n, exec_chunk, &e);
-  pthread_mutex_unlock(&rt->exec_lock);
   return TLM_OK;
+}
+
+tlm_status tlm_engine_exec(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
+                           const tlm_mm_args *args, char *err, int errcap) {
+  pthread_mutex_lock(&rt->exec_lock);
+  tlm_status st = exec_locked(rt, k, task, args, err, errcap);
+  pthread_mutex_unlock(&rt->exec_lock);
+  return st;
+}
+
+tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const tlm_mm_args *args,
+                          char *err, int errcap) {
+  tlm_key key;
+  tlm_key_shape(&key, task, &rt->target, rt->model ? rt->model->checksum : 0);
+  int built = 0;
+  for (;;) {
+    pthread_rwlock_rdlock(&rt->map_lock);
+    tlm_plan *p = tlm_map_get(&rt->plans, &key);
+    if (p && atomic_load(&p->state) == TLM_ENTRY_READY &&
+        atomic_load(&p->kernel->state) == TLM_ENTRY_READY) {
+      tlm_kernel *k = p->kernel;
+      atomic_store_explicit(&p->used, 1, memory_order_relaxed);
+      atomic_store_explicit(&k->used, 1, memory_order_relaxed);
+      /* take the execution lock before dropping the read lock: eviction
+       * needs both, so k cannot be freed under us */
+      pthread_mutex_lock(&rt->exec_lock);
+      pthread_rwlock_unlock(&rt->map_lock);
+      tlm_status st = exec_locked(rt, k, task, args, err, errcap);
+      pthread_mutex_unlock(&rt->exec_lock);
+      if (!built) atomic_fetch_add_explicit(&rt->hits, 1, memory_order_relaxed);
+      return st;
+    }
+    pthread_rwlock_unlock(&rt->map_lock);
+    tlm_status st = ensure_plan(rt, task, &key, err, errcap);
+    if (st != TLM_OK) return st;
+    built = 1;
+  }
 }
 
 tlm_status tlm_engine_ir(tlm_runtime *rt, const tlm_task *task, const tlm_schedule *sched,
@@ -256,19 +468,21 @@ tlm_status tlm_engine_ir(tlm_runtime *rt, const tlm_task *task, const tlm_schedu
   *ir = NULL;
   tlm_key key;
   tlm_key_schedule(&key, task, &rt->target, sched);
-  char name[48], hex[33];
-  snprintf(name, sizeof name, "tlm_mm_%s", tlm_key_hex(&key, hex));
+  char name[48];
+  kernel_name(&key, name, sizeof name);
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod = NULL;
   ln_nest nest;
-  tlm_status st = make_module(rt, task, sched, ctx, name, optimize, &nest, &mod, err, errcap);
+  tlm_status st = make_module(rt, task, sched, ctx, name, &nest, &mod, err, errcap);
+  if (st == TLM_OK && optimize && tlm_jit_optimize(rt->jit, mod, pipeline(), err, errcap))
+    st = TLM_ERR_JIT;
   if (st == TLM_OK) {
     char *s = LLVMPrintModuleToString(mod);
     *ir = strdup(s);
     LLVMDisposeMessage(s);
-    LLVMDisposeModule(mod);
     if (!*ir) st = TLM_ERR_OUT_OF_MEMORY;
   }
+  if (mod) LLVMDisposeModule(mod);
   LLVMContextDispose(ctx);
   return st;
 }

@@ -20,14 +20,27 @@
 
 #define TLM_ERRMSG 1024
 
-/* A compiled kernel, shared by every task with its schedule key. */
+/* States of cache entries. A BUILDING entry has one builder; everyone
+ * else who needs it waits (single flight). FAILED entries are rebuilt by
+ * the next caller (a failure is reported, never cached for good). */
+enum { TLM_ENTRY_BUILDING = 0, TLM_ENTRY_READY = 1, TLM_ENTRY_FAILED = 2, TLM_ENTRY_EVICTED = 3 };
+
+/* A compiled kernel, shared by every task with its schedule key. Kernel
+ * structs live until tlm_destroy; eviction frees their JIT code only. */
 typedef struct tlm_kernel {
-  tlm_mm_kernel_fn fn;
+  tlm_mm_kernel_fn fn;   /* valid while state is READY */
   tlm_schedule sched;
   ln_nest nest;
   int64_t scratch_bytes; /* per thread */
-  double compile_ms;     /* codegen + optimization + native compile */
+  double compile_ms;     /* codegen + optimization + native code, or disk load */
   char name[48];
+  tlm_key key;           /* schedule key */
+  tlm_task task;         /* a task of this key, to rebuild after eviction */
+  tlm_jit_code *code;
+  size_t code_bytes;     /* object code size */
+  int from_disk;
+  _Atomic int state;
+  atomic_int used;       /* CLOCK reference bit */
 } tlm_kernel;
 
 /* What a shape maps to: its schedule and the kernel that runs it. */
@@ -35,7 +48,11 @@ typedef struct tlm_plan {
   tlm_kernel *kernel;
   tlm_schedule sched;
   double schedule_ms;
-  int by_model; /* 1: the language model chose the schedule */
+  int by_model;  /* 1: the language model chose the schedule */
+  int from_disk; /* 1: the schedule came from the disk cache */
+  tlm_key key;   /* shape key */
+  _Atomic int state;
+  atomic_int used;
 } tlm_plan;
 
 struct tlm_runtime {
@@ -45,34 +62,49 @@ struct tlm_runtime {
   tlm_pool *pool;
   int nthreads;
   tlm_jit *jit;
-  tlm_lm_model *model; /* NULL: the default rule schedules */
-  /* plans by shape key, kernels by schedule key */
+  tlm_lm_model *model;     /* NULL: the default rule schedules */
+  struct tlm_disk *disk;   /* NULL: no disk cache */
+  /* plans by shape key, kernels by schedule key; lookups take the read
+   * lock, every change the write lock */
   pthread_rwlock_t map_lock;
   tlm_map plans, kernels;
-  pthread_mutex_t build_lock; /* one build at a time */
-  /* per-thread scratch, grown under exec_lock */
+  /* all kernels (CLOCK ring) and live plans, under map_lock */
+  tlm_kernel **kernel_list;
+  size_t nkernels, capkernels, kernel_hand;
+  tlm_plan **plan_list;
+  size_t nplans, capplans, plan_hand;
+  size_t ready_kernels, ready_bytes;
+  size_t capacity;         /* kernels kept in memory, 0 = unlimited */
+  /* waiting for builds: build_gen grows after every state change */
+  pthread_mutex_t state_mu;
+  pthread_cond_t state_cv;
+  atomic_uint_fast64_t build_gen;
+  /* kernel execution and per-thread scratch */
   pthread_mutex_t exec_lock;
   float **scratch;
   int64_t scratch_bytes;
   /* statistics */
-  atomic_uint_fast64_t runs, hits, misses, schedules, compiles, compile_fail;
+  atomic_uint_fast64_t runs, hits, misses, decodes, rule_schedules, compiles, compile_fail,
+      evictions, disk_plan_hits, disk_kernel_hits;
   _Atomic double schedule_ms, compile_ms;
-  /* every plan and kernel ever made, for freeing */
-  pthread_mutex_t list_lock;
-  void **owned;
-  size_t nowned, capowned;
 };
 
 /* Logs a formatted line at `level` through the runtime's sink. */
 void tlm_log(const tlm_runtime *rt, tlm_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* The plan for a task: from the cache, or scheduled (default rule; the
- * language model once configured) and compiled now. */
+/* Runs a task: the cached plan and kernel (the hit path takes the map's
+ * read lock only), or scheduled and compiled now with single flight. */
+tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const tlm_mm_args *args,
+                          char *err, int errcap);
+
+/* The plan for a task, built if missing (for tools). The pointer stays
+ * valid until the entry is evicted, which only a capacity can cause. */
 tlm_status tlm_engine_plan(tlm_runtime *rt, const tlm_task *task, const tlm_plan **out,
                            char *err, int errcap);
 
-/* The kernel for a given schedule of a task (cached by schedule key). */
+/* The kernel for a given schedule of a task (cached by schedule key;
+ * valid like tlm_engine_plan's). */
 tlm_status tlm_engine_kernel(tlm_runtime *rt, const tlm_task *task,
                              const tlm_schedule *sched, tlm_kernel **out, char *err,
                              int errcap);

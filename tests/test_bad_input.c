@@ -45,6 +45,7 @@ int main(void) {
   tlm_config cfg;
   CHECK(tlm_config_init(NULL) == TLM_ERR_NULL_POINTER, "config_init(NULL)");
   tlm_config_init(&cfg);
+  cfg.cache_dir = "none"; /* measure compiles, never reuse them */
   cfg.num_threads = 2;
   tlm_runtime *rt = NULL;
   CHECK(tlm_create(&cfg, NULL) == TLM_ERR_NULL_POINTER, "create(NULL out)");

@@ -14,6 +14,7 @@
 int main(void) {
   tlm_config cfg;
   tlm_config_init(&cfg);
+  cfg.cache_dir = "none"; /* measure compiles, never reuse them */
   cfg.num_threads = 1;
   tlm_runtime *rt;
   if (tlm_create(&cfg, &rt)) return 1;

@@ -65,6 +65,7 @@ int main(void) {
   CHECK(vocab.n > 100 && vocab.n <= TLM_LM_MAX_VOCAB, "vocab size %d", vocab.n);
   tlm_config cfg;
   tlm_config_init(&cfg);
+  cfg.cache_dir = "none"; /* measure compiles, never reuse them */
   cfg.num_threads = 2;
   tlm_runtime *rt;
   if (tlm_create(&cfg, &rt)) return 1;

@@ -76,6 +76,7 @@ int main(int argc, char **argv) {
   CHECK(nshapes >= 50, "only %d shapes", nshapes);
   tlm_config cfg;
   tlm_config_init(&cfg);
+  cfg.cache_dir = "none"; /* measure compiles, never reuse them */
   cfg.num_threads = 2;
   tlm_runtime *rt;
   if (tlm_create(&cfg, &rt)) {

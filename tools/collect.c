@@ -165,6 +165,7 @@ int tlm_cmd_collect(int argc, char **argv) {
   if (have > 0) fprintf(stderr, "tlm collect: %s holds %d records; resuming\n", out, have);
   tlm_config cfg;
   tlm_config_init(&cfg);
+  cfg.cache_dir = "none"; /* measure compiles, never reuse them */
   cfg.num_threads = threads;
   int todo = 0;
   for (int i = 0; i < ntasks && i < max_tasks; i++)

@@ -127,6 +127,7 @@ int tlm_cmd_eval(int argc, char **argv) {
   if (n > max_tasks) n = max_tasks;
   tlm_config cfg;
   tlm_config_init(&cfg);
+  cfg.cache_dir = "none"; /* measure compiles, never reuse them */
   cfg.num_threads = threads;
   if (model) cfg.model_path = model;
   FILE *jf = json ? fopen(json, "w") : NULL;

@@ -156,6 +156,7 @@ int tlm_cmd_bench_decode(int argc, char **argv) {
     tlm_gpt2 fm;
     tlm_config cfg;
     tlm_config_init(&cfg);
+  cfg.cache_dir = "none"; /* measure compiles, never reuse them */
     cfg.num_threads = 1;
     cfg.model_path = "none";
     tlm_runtime *rt = NULL;

@@ -199,6 +199,7 @@ int tlm_cmd_train(int argc, char **argv) {
   }
   tlm_config cfg;
   tlm_config_init(&cfg);
+  cfg.cache_dir = "none"; /* measure compiles, never reuse them */
   cfg.num_threads = threads;
   cfg.model_path = "none";
   tlm_runtime *rt;
