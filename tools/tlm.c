@@ -11,6 +11,7 @@
 
 #include "api/validate.h"
 #include "runtime/engine.h"
+#include "tools/cachecmd.h"
 #include "tools/collect.h"
 #include "tools/eval.h"
 #include "tools/lmtools.h"
@@ -51,6 +52,7 @@ static void usage(FILE *f) {
           "  explain DESC      the language model's decisions for a matmul\n"
           "  eval ...          model vs default rule vs random search (tlm eval --help)\n"
           "  bench decode ...  decode time and int8-vs-fp32 agreement (--help)\n"
+          "  cache list|stats|verify|clear [--dir DIR]   the disk kernel cache\n"
           "  version           print the library version\n");
 }
 
@@ -237,6 +239,7 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
   if (!strcmp(argv[1], "collect")) return tlm_cmd_collect(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "cache")) return tlm_cmd_cache(argc - 2, argv + 2);
   if (!strcmp(argv[1], "train")) return tlm_cmd_train(argc - 2, argv + 2);
   if (!strcmp(argv[1], "explain")) return tlm_cmd_explain(argc - 2, argv + 2);
   if (!strcmp(argv[1], "eval")) return tlm_cmd_eval(argc - 2, argv + 2);

@@ -1,0 +1,413 @@
+/* Kernel cache: restart from disk (no compile, no decode), corrupted and
+ * unsafe entries refused, single flight under 8 threads, two processes
+ * racing on one directory, and bounded JIT memory under eviction.
+ * Usage: test_cache [WORKDIR] (default /tmp) */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "api/validate.h"
+#include "cache/key.h"
+#include "check.h"
+#include "lm/model.h"
+#include "runtime/engine.h"
+#include "tools/problem.h"
+
+static char g_dir[512], g_model[600];
+
+static const char *k_shapes[] = {"17x64:64x48", "1x64:64x48", "33x40:40x7", "5x3x9:5x9x11",
+                                 "128x96:96x96", "2x7:7x130"};
+#define NSHAPES ((int)(sizeof k_shapes / sizeof k_shapes[0]))
+
+static tlm_runtime *make_rt_model(const char *dir, size_t capacity, const char *model) {
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.num_threads = 2;
+  cfg.cache_dir = dir;
+  cfg.model_path = model;
+  cfg.cache_capacity = capacity;
+  tlm_runtime *rt = NULL;
+  if (tlm_create(&cfg, &rt)) fprintf(stderr, "tlm_create: %s\n", tlm_last_error(NULL));
+  return rt;
+}
+
+static tlm_runtime *make_rt(const char *dir, size_t capacity) {
+  return make_rt_model(dir, capacity, g_model);
+}
+
+/* runs every shape once and checks it; returns the number of wrong results */
+static int run_shapes(tlm_runtime *rt, int epi_seed) {
+  int wrong = 0;
+  for (int i = 0; i < NSHAPES; i++) {
+    tlm_mm_desc d;
+    char err[256];
+    tlm_mm_desc_parse(k_shapes[i], &d, err, sizeof err);
+    tlm_matmul_desc epi = {0, 0, (i + epi_seed) % 2, (tlm_activation)((i + epi_seed) % 4), 0};
+    tlm_problem p;
+    if (tlm_problem_make(&d, &epi, (uint64_t)i, &p)) return 99;
+    if (tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1) != TLM_OK) {
+      fprintf(stderr, "run %s: %s\n", k_shapes[i], tlm_last_error(rt));
+      wrong++;
+    } else {
+      double e = tlm_problem_check(&p);
+      if (!(e >= 0 && e <= tlm_problem_tolerance(d.a[d.nda - 1]))) wrong++;
+    }
+    tlm_problem_free(&p);
+  }
+  return wrong;
+}
+
+/* in a child process: runs the shapes with dir; exit status encodes
+ * compiles (low byte), decodes (next), wrong results (bit 0x8000 0000) */
+static int child_run(const char *dir, tlm_stats *out) {
+  int fds[2];
+  if (pipe(fds)) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    tlm_runtime *rt = make_rt(dir, 0);
+    tlm_stats s;
+    memset(&s, 0, sizeof s);
+    int wrong = rt ? run_shapes(rt, 0) : 99;
+    if (rt) tlm_get_stats(rt, &s);
+    s.runs = (uint64_t)wrong; /* reuse the field for the wrong count */
+    if (write(fds[1], &s, sizeof s) != sizeof s) _exit(3);
+    tlm_destroy(rt);
+    _exit(0);
+  }
+  close(fds[1]);
+  memset(out, 0, sizeof *out);
+  ssize_t r = read(fds[0], out, sizeof *out);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return (r == sizeof *out && WIFEXITED(status) && WEXITSTATUS(status) == 0) ? 0 : -1;
+}
+
+static int count_files(const char *dir, const char *ext) {
+  DIR *dp = opendir(dir);
+  int n = 0;
+  struct dirent *e;
+  while (dp && (e = readdir(dp)))
+    if (strstr(e->d_name, ext) && e->d_name[0] != '.') n++;
+  if (dp) closedir(dp);
+  return n;
+}
+
+static void clear_dir(const char *dir) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd)) fprintf(stderr, "cannot clear %s\n", dir);
+}
+
+/* first kernel entry's base name */
+static int first_kernel(const char *dir, char *base, size_t cap) {
+  char kd[700];
+  snprintf(kd, sizeof kd, "%s/kernels", dir);
+  DIR *dp = opendir(kd);
+  struct dirent *e;
+  int found = 0;
+  while (dp && (e = readdir(dp)) && !found) {
+    size_t l = strlen(e->d_name);
+    if (l > 2 && !strcmp(e->d_name + l - 2, ".o") && e->d_name[0] != '.') {
+      snprintf(base, cap, "%.*s", (int)(l - 2), e->d_name);
+      found = 1;
+    }
+  }
+  if (dp) closedir(dp);
+  return found;
+}
+
+/* runs a fresh runtime after damaging the cache; the results must stay
+ * right and the damaged kernel must be compiled again */
+static void corruption_case(const char *what, void (*damage)(const char *kdir, const char *base)) {
+  clear_dir(g_dir);
+  tlm_stats s;
+  CHECK(child_run(g_dir, &s) == 0 && s.runs == 0, "%s: populate", what);
+  char base[128], kdir[700];
+  snprintf(kdir, sizeof kdir, "%s/kernels", g_dir);
+  if (!first_kernel(g_dir, base, sizeof base)) {
+    CHECK(0, "%s: no kernel entry", what);
+    return;
+  }
+  damage(kdir, base);
+  CHECK(child_run(g_dir, &s) == 0, "%s: second process crashed", what);
+  CHECK(s.runs == 0, "%s: %llu wrong results", what, (unsigned long long)s.runs);
+  CHECK(s.compiles >= 1, "%s: damaged entry was used (no recompile)", what);
+}
+
+static void path_of(char *buf, size_t cap, const char *kdir, const char *base, const char *ext) {
+  snprintf(buf, cap, "%s/%s%s", kdir, base, ext);
+}
+
+static void dmg_truncate(const char *kdir, const char *base) {
+  char p[800];
+  path_of(p, sizeof p, kdir, base, ".o");
+  if (truncate(p, 100)) perror("truncate");
+}
+
+static void dmg_flip(const char *kdir, const char *base) {
+  char p[800];
+  path_of(p, sizeof p, kdir, base, ".o");
+  FILE *f = fopen(p, "r+b");
+  if (!f) return;
+  fseek(f, 200, SEEK_SET);
+  int c = fgetc(f);
+  fseek(f, 200, SEEK_SET);
+  fputc(c ^ 0x5a, f);
+  fclose(f);
+}
+
+static void dmg_version(const char *kdir, const char *base) {
+  char p[800], cmd[1700];
+  path_of(p, sizeof p, kdir, base, ".json");
+  snprintf(cmd, sizeof cmd, "sed -i 's/\"format\":1/\"format\":7/' '%s'", p);
+  if (system(cmd)) perror("sed");
+}
+
+/* metadata of this entry, object of another: the checksum must differ */
+static void dmg_swap(const char *kdir, const char *base) {
+  DIR *dp = opendir(kdir);
+  struct dirent *e;
+  char other[128] = "";
+  while (dp && (e = readdir(dp))) {
+    size_t l = strlen(e->d_name);
+    if (l > 2 && !strcmp(e->d_name + l - 2, ".o") && strncmp(e->d_name, base, strlen(base)))
+      snprintf(other, sizeof other, "%.*s", (int)(l - 2), e->d_name);
+  }
+  if (dp) closedir(dp);
+  char a[800], b[800], cmd[1800];
+  path_of(a, sizeof a, kdir, base, ".o");
+  path_of(b, sizeof b, kdir, other, ".o");
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", b, a);
+  if (!*other || system(cmd)) perror("swap");
+}
+
+static void dmg_symlink(const char *kdir, const char *base) {
+  char p[800], target[820];
+  path_of(p, sizeof p, kdir, base, ".o");
+  snprintf(target, sizeof target, "%s.real", p);
+  if (rename(p, target) || symlink(target, p)) perror("symlink");
+}
+
+static void dmg_world_writable(const char *kdir, const char *base) {
+  (void)base;
+  char d[800];
+  snprintf(d, sizeof d, "%s/..", kdir);
+  chmod(d, 0777);
+}
+
+/* ---- concurrency ------------------------------------------------------------------ */
+
+typedef struct thread_arg {
+  tlm_runtime *rt;
+  int id, wrong;
+} thread_arg;
+
+#define CONC_SHAPES 200
+
+static void conc_desc(int i, tlm_mm_desc *d) {
+  /* heavy overlap: 200 shapes over few K/N, M from a short list */
+  static const int64_t ms[] = {1, 3, 8, 17, 64, 100};
+  static const int64_t kn[][2] = {{32, 48}, {64, 64}, {40, 96}};
+  memset(d, 0, sizeof *d);
+  d->nda = d->ndb = 2;
+  d->a[0] = ms[i % 6] + (i / 18) % 4;
+  d->a[1] = d->b[0] = kn[(i / 6) % 3][0];
+  d->b[1] = kn[(i / 6) % 3][1];
+}
+
+static void *conc_worker(void *p) {
+  thread_arg *a = p;
+  for (int r = 0; r < CONC_SHAPES; r++) {
+    int i = (r * 7 + a->id * 13) % CONC_SHAPES;
+    tlm_mm_desc d;
+    conc_desc(i, &d);
+    tlm_problem pr;
+    if (tlm_problem_make(&d, NULL, (uint64_t)i, &pr)) continue;
+    if (tlm_run(a->rt, &pr.op, pr.in, pr.n_in, &pr.out, 1) != TLM_OK ||
+        !(tlm_problem_check(&pr) <= tlm_problem_tolerance(d.a[1])))
+      a->wrong++;
+    tlm_problem_free(&pr);
+  }
+  return NULL;
+}
+
+static long rss_kib(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long pages = 0, res = 0;
+  if (f) {
+    if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
+    fclose(f);
+  }
+  return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+int main(int argc, char **argv) {
+  const char *work = argc > 1 ? argv[1] : "/tmp";
+  snprintf(g_dir, sizeof g_dir, "%s/tlm_test_cache_%d", work, (int)getpid());
+  snprintf(g_model, sizeof g_model, "%s.model", g_dir);
+  /* a small random model, so that plans are decoded by the language model */
+  {
+    static tlm_vocab v;
+    tlm_vocab_build(&v);
+    tlm_gpt2_config c = {v.n, 64, 1, 2, 32};
+    tlm_gpt2 m;
+    char err[256];
+    tlm_gpt2_init(&m, &c, 3);
+    CHECK(tlm_lm_quantize(&m, &v, 3, g_model, err, sizeof err) == TLM_OK, "%s", err);
+    tlm_gpt2_free(&m);
+  }
+
+  /* restart: the second process compiles and decodes nothing */
+  clear_dir(g_dir);
+  tlm_stats s1, s2;
+  CHECK(child_run(g_dir, &s1) == 0, "first process");
+  CHECK(s1.runs == 0 && s1.compiles >= 1 && s1.decodes == NSHAPES,
+        "first: wrong %llu compiles %llu decodes %llu", (unsigned long long)s1.runs,
+        (unsigned long long)s1.compiles, (unsigned long long)s1.decodes);
+  CHECK(child_run(g_dir, &s2) == 0, "second process");
+  CHECK(s2.runs == 0, "second: %llu wrong", (unsigned long long)s2.runs);
+  CHECK(s2.compiles == 0 && s2.decodes == 0, "restart: %llu compiles, %llu decodes",
+        (unsigned long long)s2.compiles, (unsigned long long)s2.decodes);
+  CHECK(s2.disk_kernel_hits == s1.compiles && s2.disk_plan_hits == NSHAPES,
+        "restart: %llu kernels and %llu plans from disk", (unsigned long long)s2.disk_kernel_hits,
+        (unsigned long long)s2.disk_plan_hits);
+  printf("restart: first %llu compiles / %llu decodes, second %llu / %llu\n",
+         (unsigned long long)s1.compiles, (unsigned long long)s1.decodes,
+         (unsigned long long)s2.compiles, (unsigned long long)s2.decodes);
+
+  /* corrupted and unsafe entries */
+  corruption_case("truncated object", dmg_truncate);
+  corruption_case("flipped bytes", dmg_flip);
+  corruption_case("wrong format version", dmg_version);
+  corruption_case("metadata of another object", dmg_swap);
+  corruption_case("symlink in place of an entry", dmg_symlink);
+  corruption_case("directory writable by others", dmg_world_writable);
+
+  /* two processes racing on one empty directory */
+  clear_dir(g_dir);
+  pid_t kids[2];
+  for (int i = 0; i < 2; i++) {
+    kids[i] = fork();
+    if (kids[i] == 0) {
+      tlm_runtime *rt = make_rt(g_dir, 0);
+      int wrong = rt ? run_shapes(rt, 0) : 99;
+      tlm_destroy(rt);
+      _exit(wrong ? 1 : 0);
+    }
+  }
+  for (int i = 0; i < 2; i++) {
+    int st = 0;
+    waitpid(kids[i], &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "racing process %d failed", i);
+  }
+  {
+    char kdir[700], cmd[1200];
+    snprintf(kdir, sizeof kdir, "%s/kernels", g_dir);
+    CHECK(count_files(kdir, ".o") == count_files(kdir, ".json"), "torn entries after the race");
+    CHECK(count_files(kdir, ".tmp") == 0, "temporary files left behind");
+    /* every entry verifies */
+    snprintf(cmd, sizeof cmd, "%s cache verify --dir '%s' >/dev/null", TLM_CLI, g_dir);
+    CHECK(system(cmd) == 0, "tlm cache verify fails after the race");
+  }
+
+  /* 8 threads, 200 shapes with heavy overlap: one compile per schedule key */
+  {
+    clear_dir(g_dir);
+    tlm_runtime *rt = make_rt("none", 0);
+    thread_arg args[8];
+    pthread_t th[8];
+    for (int t = 0; t < 8; t++) {
+      args[t] = (thread_arg){rt, t, 0};
+      pthread_create(&th[t], NULL, conc_worker, &args[t]);
+    }
+    int wrong = 0;
+    for (int t = 0; t < 8; t++) {
+      pthread_join(th[t], NULL);
+      wrong += args[t].wrong;
+    }
+    /* expected: the distinct schedule keys of the model's decisions */
+    tlm_key keys[CONC_SHAPES];
+    int distinct = 0, distinct_shapes = 0;
+    tlm_key shape_keys[CONC_SHAPES];
+    for (int i = 0; i < CONC_SHAPES; i++) {
+      tlm_mm_desc d;
+      conc_desc(i, &d);
+      tlm_problem pr;
+      tlm_task task;
+      tlm_mm_args a;
+      char err[256];
+      tlm_problem_make(&d, NULL, 1, &pr);
+      tlm_validate_matmul(&pr.op, pr.in, pr.n_in, &pr.out, 1, &task, &a, err, sizeof err);
+      tlm_space sp;
+      tlm_space_init(&sp, &task, &rt->target);
+      tlm_schedule sched;
+      tlm_engine_schedule(rt, &sp, &sched);
+      tlm_key k, sk;
+      tlm_key_schedule(&k, &task, &rt->target, &sched);
+      tlm_key_shape(&sk, &task, &rt->target, rt->model ? rt->model->checksum : 0);
+      int seen = 0;
+      for (int j = 0; j < distinct; j++) seen |= tlm_key_equal(&keys[j], &k);
+      if (!seen) keys[distinct++] = k;
+      seen = 0;
+      for (int j = 0; j < distinct_shapes; j++) seen |= tlm_key_equal(&shape_keys[j], &sk);
+      if (!seen) shape_keys[distinct_shapes++] = sk;
+      tlm_problem_free(&pr);
+    }
+    tlm_stats s;
+    tlm_get_stats(rt, &s);
+    printf("8 threads: %d distinct shapes, %d schedule keys, %llu compiles, %llu misses\n",
+           distinct_shapes, distinct, (unsigned long long)s.compiles,
+           (unsigned long long)s.cache_misses);
+    CHECK(wrong == 0, "%d wrong results under 8 threads", wrong);
+    CHECK((int)s.compiles == distinct, "compiles %llu != schedule keys %d",
+          (unsigned long long)s.compiles, distinct);
+    CHECK((int)s.cache_misses == distinct_shapes, "misses %llu != shapes %d",
+          (unsigned long long)s.cache_misses, distinct_shapes);
+    tlm_destroy(rt);
+  }
+
+  /* memory bound: 10,000 distinct shapes, 40 kernels' worth of N, a
+   * capacity of 8 kernels */
+  {
+    tlm_runtime *rt = make_rt_model("none", 8, "none");
+    long rss_mid = 0;
+    size_t max_resident = 0;
+    int wrong = 0;
+    for (int i = 0; i < 10000; i++) {
+      int64_t M = 1 + i, K = 8, N = 1 + (i / 250) % 40;
+      static float a[10001 * 8], b[8 * 40], c[10001 * 40];
+      tlm_op op = tlm_op_matmul();
+      tlm_tensor in[2], out;
+      tlm_tensor_dense(&in[0], TLM_F32, 2, (int64_t[]){M, K}, a);
+      tlm_tensor_dense(&in[1], TLM_F32, 2, (int64_t[]){K, N}, b);
+      tlm_tensor_dense(&out, TLM_F32, 2, (int64_t[]){M, N}, c);
+      if (i == 0)
+        for (int j = 0; j < 10001 * 8; j++) a[j] = 1.0f, b[j % (8 * 40)] = 0.5f;
+      if (tlm_run(rt, &op, in, 2, &out, 1) != TLM_OK || c[(M - 1) * N] != 4.0f) wrong++;
+      size_t res = rt->ready_kernels;
+      if (res > max_resident) max_resident = res;
+      if (i == 2000) rss_mid = rss_kib();
+    }
+    long rss_end = rss_kib();
+    tlm_stats s;
+    tlm_get_stats(rt, &s);
+    printf("10000 shapes, capacity 8: %llu compiles, %llu evictions, at most %zu kernels resident, "
+           "RSS %ld -> %ld KiB\n",
+           (unsigned long long)s.compiles, (unsigned long long)s.evictions, max_resident, rss_mid,
+           rss_end);
+    CHECK(wrong == 0, "%d wrong results under eviction", wrong);
+    CHECK(max_resident <= 8, "resident kernels reached %zu", max_resident);
+    CHECK(s.evictions > 0, "nothing was evicted");
+    CHECK(rss_end - rss_mid < 64 * 1024, "RSS grew by %ld KiB after warm-up", rss_end - rss_mid);
+    tlm_destroy(rt);
+  }
+  clear_dir(g_dir);
+  unlink(g_model);
+  return check_report("test_cache");
+}
