@@ -2,6 +2,8 @@
 #include "tlm.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,8 @@ const char *tlm_status_str(tlm_status s) {
 }
 
 /* ---- per-thread last error ------------------------------------------------ */
+
+static atomic_uint_fast64_t g_serial; /* runtimes ever created */
 
 static _Thread_local struct {
   const tlm_runtime *rt;
@@ -172,6 +176,7 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
   pthread_cond_init(&rt->state_cv, NULL);
   pthread_mutex_init(&rt->exec_lock, NULL);
   rt->capacity = cfg.cache_capacity;
+  rt->serial = atomic_fetch_add(&g_serial, 1) + 1;
   tlm_map_init(&rt->plans);
   tlm_map_init(&rt->kernels);
   rt->cache_dir = cfg.cache_dir ? strdup(cfg.cache_dir) : NULL;
@@ -277,10 +282,95 @@ tlm_op tlm_op_matmul(void) {
 
 /* ---- run ---------------------------------------------------------------- */
 
+/* The calling thread's last successful run, for the hit fast path: a call
+ * with the same runtime, op and tensor descriptors (data pointers aside)
+ * skips validation, hashing and lookup; only the data pointers are checked
+ * (NULL, alignment, overlap) and the plan is rerun if nothing was evicted. */
+typedef struct memo {
+  uint64_t serial; /* the runtime's serial, 0 = empty */
+  tlm_op op;
+  int n_in;
+  tlm_tensor in[4], out; /* data fields zeroed */
+  uintptr_t span[5];     /* bytes each tensor reaches from its data pointer */
+  tlm_task task;
+  tlm_mm_args args;
+  tlm_plan *plan;
+  uint64_t epoch;
+} memo;
+
+static _Thread_local memo tls_memo;
+
+static int same_desc(const tlm_tensor *a, const tlm_tensor *b) {
+  return memcmp(a, b, offsetof(tlm_tensor, data)) == 0;
+}
+
+static uintptr_t span_bytes(const tlm_tensor *t) {
+  uintptr_t off = 0;
+  for (int i = 0; i < t->ndim; i++) off += (uintptr_t)(t->shape[i] - 1) * (uintptr_t)t->strides[i];
+  return (off + 1) * sizeof(float);
+}
+
+static int disjoint(const void *a, uintptr_t na, const void *b, uintptr_t nb) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x + na <= y || y + nb <= x;
+}
+
+/* 1 if this call could be served from the memo (and was run) */
+static int run_memo(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in, int n_in,
+                    const tlm_tensor *out, int n_out) {
+  memo *m = &tls_memo;
+  if (m->serial != rt->serial || n_out != 1 || n_in != m->n_in ||
+      memcmp(op, &m->op, sizeof *op) || !same_desc(out, &m->out))
+    return 0;
+  for (int i = 0; i < n_in; i++)
+    if (!same_desc(&in[i], &m->in[i])) return 0;
+  const void *c = out->data;
+  if (!c || (uintptr_t)c % sizeof(float)) return 0;
+  for (int i = 0; i < n_in; i++)
+    if (!in[i].data || (uintptr_t)in[i].data % sizeof(float) ||
+        !disjoint(c, m->span[4], in[i].data, m->span[i]))
+      return 0; /* the slow path reports the error */
+  tlm_mm_args args = m->args;
+  args.a = in[0].data;
+  args.b = in[1].data;
+  int k = 2;
+  if (m->task.u.mm.has_bias) args.bias = in[k++].data;
+  if (m->task.u.mm.has_residual) args.res = in[k].data;
+  args.c = out->data;
+  return tlm_engine_rerun(rt, m->plan, m->epoch, &m->task, &args);
+}
+
+static void remember_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in, int n_in,
+                         const tlm_tensor *out, const tlm_task *task, const tlm_mm_args *args,
+                         tlm_plan *plan, uint64_t epoch) {
+  memo *m = &tls_memo;
+  if (n_in > 4) return;
+  m->serial = rt->serial;
+  m->op = *op;
+  m->n_in = n_in;
+  for (int i = 0; i < n_in; i++) {
+    m->in[i] = in[i];
+    m->in[i].data = NULL;
+    m->span[i] = span_bytes(&in[i]);
+  }
+  m->out = *out;
+  m->out.data = NULL;
+  m->span[4] = span_bytes(out);
+  m->task = *task;
+  m->args = *args;
+  m->plan = plan;
+  m->epoch = epoch;
+}
+
 tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, int n_inputs,
                    const tlm_tensor *outputs, int n_outputs) {
   char err[TLM_ERRMSG];
   if (!rt) return tlm_set_error(NULL, TLM_ERR_NULL_POINTER, "runtime is NULL");
+  if (op && inputs && outputs && run_memo(rt, op, inputs, n_inputs, outputs, n_outputs)) {
+    atomic_fetch_add_explicit(&rt->runs, 1, memory_order_relaxed);
+    if (tls_error.rt == rt) tls_error.msg[0] = 0;
+    return TLM_OK;
+  }
   if (!op || !inputs || !outputs)
     return tlm_set_error(rt, TLM_ERR_NULL_POINTER,
                          !op ? "op is NULL" : !inputs ? "inputs is NULL" : "outputs is NULL");
@@ -293,8 +383,11 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
   tlm_status st =
       tlm_validate_matmul(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err, sizeof err);
   if (st != TLM_OK) return tlm_set_error(rt, st, err);
-  st = tlm_engine_run(rt, &task, &args, err, sizeof err);
+  tlm_plan *plan = NULL;
+  uint64_t epoch = 0;
+  st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
   if (st != TLM_OK) return tlm_set_error(rt, st, err);
+  remember_run(rt, op, inputs, n_inputs, outputs, &task, &args, plan, epoch);
   atomic_fetch_add_explicit(&rt->runs, 1, memory_order_relaxed);
   clear_error(rt);
   return TLM_OK;

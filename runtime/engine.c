@@ -174,6 +174,7 @@ static void evict_locked(tlm_runtime *rt) {
     rt->ready_bytes -= k->code_bytes;
     atomic_store(&k->state, TLM_ENTRY_EVICTED);
     atomic_fetch_add(&rt->evictions, 1);
+    atomic_fetch_add(&rt->epoch, 1);
   }
   /* plans: at most 16 per kernel of capacity (and 1024) stay */
   size_t plan_cap = rt->capacity * 16 > 1024 ? rt->capacity * 16 : 1024;
@@ -185,6 +186,7 @@ static void evict_locked(tlm_runtime *rt) {
       if (ready && !atomic_exchange(&p->used, 0) && rt->nplans - (i - keep) > plan_cap / 2) {
         tlm_map_remove(&rt->plans, &p->key);
         free(p);
+        atomic_fetch_add(&rt->epoch, 1);
       } else {
         rt->plan_list[keep++] = p;
       }
@@ -422,7 +424,7 @@ static tlm_status exec_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_ta
     rt->scratch_bytes = (int64_t)bytes;
   }
   exec_ctx e = {k, args, rt->scratch};
-  tlm_pool_run(rt->pool, n, exec_chunk, &e);
+  if (!rt->dry_run) tlm_pool_run(rt->pool, n, exec_chunk, &e);
   return TLM_OK;
 }
 
@@ -434,8 +436,23 @@ tlm_status tlm_engine_exec(tlm_runtime *rt, const tlm_kernel *k, const tlm_task 
   return st;
 }
 
+int tlm_engine_rerun(tlm_runtime *rt, tlm_plan *plan, uint64_t epoch, const tlm_task *task,
+                     const tlm_mm_args *args) {
+  pthread_mutex_lock(&rt->exec_lock);
+  if (atomic_load_explicit(&rt->epoch, memory_order_acquire) != epoch ||
+      atomic_load_explicit(&plan->kernel->state, memory_order_acquire) != TLM_ENTRY_READY) {
+    pthread_mutex_unlock(&rt->exec_lock);
+    return 0;
+  }
+  char err[64];
+  int ok = exec_locked(rt, plan->kernel, task, args, err, sizeof err) == TLM_OK;
+  pthread_mutex_unlock(&rt->exec_lock);
+  if (ok) atomic_fetch_add_explicit(&rt->hits, 1, memory_order_relaxed);
+  return ok;
+}
+
 tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const tlm_mm_args *args,
-                          char *err, int errcap) {
+                          tlm_plan **plan_out, uint64_t *epoch_out, char *err, int errcap) {
   tlm_key key;
   tlm_key_shape(&key, task, &rt->target, rt->model ? rt->model->checksum : 0);
   int built = 0;
@@ -445,6 +462,8 @@ tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const tlm_mm_ar
     if (p && atomic_load(&p->state) == TLM_ENTRY_READY &&
         atomic_load(&p->kernel->state) == TLM_ENTRY_READY) {
       tlm_kernel *k = p->kernel;
+      *plan_out = p;
+      *epoch_out = atomic_load(&rt->epoch);
       atomic_store_explicit(&p->used, 1, memory_order_relaxed);
       atomic_store_explicit(&k->used, 1, memory_order_relaxed);
       /* take the execution lock before dropping the read lock: eviction

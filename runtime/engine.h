@@ -83,6 +83,9 @@ struct tlm_runtime {
   pthread_mutex_t exec_lock;
   float **scratch;
   int64_t scratch_bytes;
+  uint64_t serial;            /* unique per runtime ever created */
+  int dry_run;                /* benchmarks only: skip kernel bodies */
+  atomic_uint_fast64_t epoch; /* grows whenever eviction frees anything */
   /* statistics */
   atomic_uint_fast64_t runs, hits, misses, decodes, rule_schedules, compiles, compile_fail,
       evictions, disk_plan_hits, disk_kernel_hits;
@@ -94,9 +97,16 @@ void tlm_log(const tlm_runtime *rt, tlm_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Runs a task: the cached plan and kernel (the hit path takes the map's
- * read lock only), or scheduled and compiled now with single flight. */
+ * read lock only), or scheduled and compiled now with single flight. On
+ * success *plan and *epoch tell the caller what ran, for tlm_engine_rerun. */
 tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const tlm_mm_args *args,
-                          char *err, int errcap);
+                          tlm_plan **plan, uint64_t *epoch, char *err, int errcap);
+
+/* Runs `plan` again without any lookup, if nothing was evicted since
+ * `epoch` (checked under the execution lock, which eviction holds).
+ * Returns 1 when it ran, 0 when the caller must take tlm_engine_run. */
+int tlm_engine_rerun(tlm_runtime *rt, tlm_plan *plan, uint64_t epoch, const tlm_task *task,
+                     const tlm_mm_args *args);
 
 /* The plan for a task, built if missing (for tools). The pointer stays
  * valid until the entry is evicted, which only a capacity can cause. */

@@ -125,6 +125,23 @@ int main(void) {
   tlm_tensor_dense(&s.in[2], TLM_F32, 2, (int64_t[]){4, 6}, C);
   s.n_in = 3;
   expect(rt, &s, TLM_ERR_ALIASING, "C is the residual");
+  /* the per-thread fast path for repeated descriptors must still check the
+   * data pointers: same descriptors, C moved onto A, then NULL, then odd */
+  base(&s);
+  expect(rt, &s, TLM_OK, "repeat baseline");
+  base(&s); s.out.data = A + 8; expect(rt, &s, TLM_ERR_ALIASING, "repeat with C overlapping A");
+  base(&s); s.in[1].data = NULL; expect(rt, &s, TLM_ERR_NULL_POINTER, "repeat with NULL B");
+  base(&s); s.in[0].data = (char *)A + 1; expect(rt, &s, TLM_ERR_INVALID_ARGUMENT, "repeat misaligned");
+  /* and serve new buffers with the right values */
+  {
+    static float a2[4 * 8], b2[8 * 6], c2[4 * 6];
+    for (int i = 0; i < 32; i++) a2[i] = 2.0f;
+    for (int i = 0; i < 48; i++) b2[i] = 3.0f;
+    base(&s);
+    s.in[0].data = a2, s.in[1].data = b2, s.out.data = c2;
+    CHECK(tlm_run(rt, &s.op, s.in, 2, &s.out, 1) == TLM_OK && c2[0] == 48.0f && c2[23] == 48.0f,
+          "repeat with new buffers: %g", c2[0]);
+  }
   /* transposed output layout is fine (column-major C) */
   base(&s); s.out.strides[0] = 1; s.out.strides[1] = 4; expect(rt, &s, TLM_OK, "column-major C");
 
@@ -134,7 +151,7 @@ int main(void) {
   CHECK(!strcmp(tlm_status_str((tlm_status)999), "unknown status"), "unknown code");
   CHECK(!strcmp(tlm_status_str((tlm_status)-1), "unknown status"), "negative code");
   tlm_stats st;
-  CHECK(tlm_get_stats(rt, &st) == TLM_OK && st.runs == 3, "runs %llu", (unsigned long long)st.runs);
+  CHECK(tlm_get_stats(rt, &st) == TLM_OK && st.runs == 6, "runs %llu", (unsigned long long)st.runs);
   CHECK(tlm_get_stats(rt, NULL) == TLM_ERR_NULL_POINTER, "stats NULL");
   CHECK(tlm_tensor_dense(NULL, TLM_F32, 1, (int64_t[]){1}, A) == TLM_ERR_NULL_POINTER, "dense NULL");
   tlm_tensor t;

@@ -15,6 +15,7 @@
 #include "tools/collect.h"
 #include "tools/eval.h"
 #include "tools/lmtools.h"
+#include "tools/overhead.h"
 #include "tools/problem.h"
 #include "tools/train.h"
 
@@ -52,6 +53,7 @@ static void usage(FILE *f) {
           "  explain DESC      the language model's decisions for a matmul\n"
           "  eval ...          model vs default rule vs random search (tlm eval --help)\n"
           "  bench decode ...  decode time and int8-vs-fp32 agreement (--help)\n"
+          "  bench overhead    cache hit, disk warm start, new-shape costs (--json F)\n"
           "  cache list|stats|verify|clear [--dir DIR]   the disk kernel cache\n"
           "  version           print the library version\n");
 }
@@ -245,6 +247,8 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "eval")) return tlm_cmd_eval(argc - 2, argv + 2);
   if (argc > 2 && !strcmp(argv[1], "bench") && !strcmp(argv[2], "decode"))
     return tlm_cmd_bench_decode(argc - 3, argv + 3);
+  if (argc > 2 && !strcmp(argv[1], "bench") && !strcmp(argv[2], "overhead"))
+    return tlm_cmd_bench_overhead(argc - 3, argv + 3);
   if (!strcmp(argv[1], "quantize")) return tlm_cmd_quantize(argc - 2, argv + 2);
   if (!strcmp(argv[1], "version")) {
     printf("tlm %s\n", tlm_version());
