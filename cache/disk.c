@@ -361,7 +361,7 @@ static int list_dir(const char *dir, file_info **out) {
       if (!nv) break;
       v = nv;
     }
-    snprintf(v[n].name, sizeof v[n].name, "%s", e->d_name);
+    memcpy(v[n].name, e->d_name, strlen(e->d_name) + 1); /* length checked above */
     v[n].bytes = st.st_size;
     v[n].mtime = st.st_mtime;
     n++;

@@ -217,8 +217,8 @@ static inline float fast_exp(float x) {
   float f = (t - n) * 0.6931471805599453f;
   float p = 1.0f + f * (1.0f + f * (0.5f + f * (0.16666667f + f * (0.041666668f +
             f * (0.0083333338f + f * 0.0013888889f)))));
-  union { float f; int32_t i; } u = {p};
-  u.i += (int32_t)n << 23;
+  union { float f; uint32_t i; } u = {p};
+  u.i += (uint32_t)(int32_t)n << 23; /* add n to the exponent (mod 2^32) */
   return u.f;
 }
 
