@@ -2,10 +2,11 @@
 # missing Debian packages, builds, then runs the main sample or the tests.
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 SHARED ?= $(abspath ../shared)
 
-.PHONY: all deps build run test test-fast test-asan bench clean
+.PHONY: all deps build run test test-fast test-asan test-tsan bench clean
 
 all: build
 
@@ -19,10 +20,12 @@ build: deps
 run: build
 	$(BUILD)/samples/llm_serving --trace $(SHARED)/workloads/traces/AzureLLMInferenceTrace_conv.csv
 
-# Whole suite, then the same suite under AddressSanitizer + UBSan.
+# Whole suite, then the same suite under AddressSanitizer + UBSan, then the
+# threaded tests under ThreadSanitizer.
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j2
 	$(MAKE) test-asan
+	$(MAKE) test-tsan
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j2
@@ -34,8 +37,18 @@ test-asan: deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j2
 
+# LLVM's own library is not instrumented: tests/tsan.supp silences it only.
+test-tsan: deps
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTLM_SANITIZE=thread \
+	  -DTLM_BUILD_BENCH=OFF -DTLM_SHARED_DIR=$(SHARED) >/dev/null
+	@cmake --build $(TSAN_BUILD) -j$(JOBS) --target test_cache test_bad_input tlm_cli
+	TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" \
+	  $(TSAN_BUILD)/tests/test_cache $(TSAN_BUILD)
+	TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" \
+	  $(TSAN_BUILD)/tests/test_bad_input
+
 bench: build
 	$(BUILD)/bench/bench_matmul --json $(BUILD)/bench_matmul.json
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -297,7 +297,7 @@ int tlm_lm_state_copy(tlm_lm_state *dst, const tlm_lm_state *src) {
 /* Compiled for AVX-512, AVX2 and baseline x86-64 and chosen at load time
  * (GCC function multiversioning), so the attention, normalization and
  * activation loops are vectorized for the machine it runs on. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
 const float *tlm_lm_step(tlm_lm_state *s, int32_t token) {

@@ -30,10 +30,12 @@ struct tlm_pool {
   atomic_uint_fast64_t claim; /* generation << 32 | next chunk */
   atomic_int_fast64_t done;   /* chunks finished in this run */
   atomic_int stop;
-  /* the job; written before generation is bumped */
-  tlm_pool_fn fn;
-  void *ctx;
-  int64_t n, chunks;
+  /* the job; written before the run opens. Atomic (relaxed) because a
+   * late worker may read them while the next job is being written; its
+   * claim then fails, so the values it read are never used */
+  _Atomic(tlm_pool_fn) fn;
+  _Atomic(void *) ctx;
+  atomic_int_fast64_t n, chunks;
 };
 
 typedef struct worker_arg {
@@ -53,12 +55,17 @@ static void work(tlm_pool *p, uint32_t gen, int tid) {
     uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
     if ((uint32_t)(c >> 32) != gen) return;
     int64_t chunk = (int64_t)(c & 0xffffffffu);
-    if (chunk >= p->chunks) return;
+    int64_t chunks = atomic_load_explicit(&p->chunks, memory_order_relaxed);
+    if (chunk >= chunks) return;
     if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
                                                memory_order_relaxed))
       continue;
-    int64_t b = p->n * chunk / p->chunks, e = p->n * (chunk + 1) / p->chunks;
-    if (b < e) p->fn(p->ctx, b, e, tid);
+    /* the claim succeeded for this run: its job fields are current */
+    int64_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
+    chunks = atomic_load_explicit(&p->chunks, memory_order_relaxed);
+    int64_t b = n * chunk / chunks, e = n * (chunk + 1) / chunks;
+    tlm_pool_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+    if (b < e) fn(atomic_load_explicit(&p->ctx, memory_order_relaxed), b, e, tid);
     atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel);
   }
 }
@@ -150,10 +157,10 @@ void tlm_pool_run(tlm_pool *p, int64_t n, tlm_pool_fn fn, void *ctx) {
   }
   int64_t chunks = (int64_t)p->threads * CHUNKS_PER_THREAD;
   if (chunks > n) chunks = n;
-  p->fn = fn;
-  p->ctx = ctx;
-  p->n = n;
-  p->chunks = chunks;
+  atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+  atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
+  atomic_store_explicit(&p->n, n, memory_order_relaxed);
+  atomic_store_explicit(&p->chunks, chunks, memory_order_relaxed);
   atomic_store(&p->done, 0);
   uint32_t gen = (uint32_t)atomic_load(&p->generation) + 1;
   atomic_store_explicit(&p->claim, (uint64_t)gen << 32, memory_order_release);
