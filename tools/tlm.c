@@ -38,9 +38,10 @@ static void usage(FILE *f) {
           "      MATMUL_DESC   benchdnn matmul problem, e.g. 1000x768:768x3072 or\n"
           "                    12x128x64:12x64x128 (batch dims broadcast)\n"
           "      --check       compare against the reference; exit 1 above tolerance\n"
-          "      --schedule S  default (the hand rule, as tlm_run uses without a model),\n"
-          "                    random:SEED (uniform over the space), or the decisions\n"
-          "                    as printed, e.g. \"vec=16 tile_n3=32 ...\"\n"
+          "      --schedule S  auto (what tlm_run does: the model if one is loaded, else\n"
+          "                    the rule; the default), rule (the hand rule), random:SEED\n"
+          "                    (uniform over the space), or the decisions as printed,\n"
+          "                    e.g. \"vec=16 tile_n3=32 ...\"\n"
           "      --epilogue E  comma list of bias, relu, gelu, silu, residual\n"
           "      --transpose-a, --transpose-b   transposed storage of A or B\n"
           "      --threads N   worker threads (default: TLM_NUM_THREADS or all CPUs)\n"
@@ -76,7 +77,7 @@ static int parse_epilogue(const char *s, tlm_matmul_desc *e) {
 }
 
 static int cmd_run(int argc, char **argv) {
-  const char *desc_text = NULL, *sched_text = "default", *json_path = NULL, *ir_path = NULL;
+  const char *desc_text = NULL, *sched_text = "auto", *json_path = NULL, *ir_path = NULL;
   int check = 0, threads = -1;
   double min_time = 0.3;
   tlm_matmul_desc epi;
@@ -147,12 +148,14 @@ static int cmd_run(int argc, char **argv) {
   tlm_schedule sched;
   const tlm_kernel *k = NULL;
   double schedule_ms = 0;
-  if (!strcmp(sched_text, "default")) {
+  if (!strcmp(sched_text, "auto") || !strcmp(sched_text, "default")) {
     const tlm_plan *plan;
     st = tlm_engine_plan(rt, &task, &plan, err, sizeof err);
     if (!st) k = plan->kernel, sched = plan->sched, schedule_ms = plan->schedule_ms;
   } else {
-    if (!strncmp(sched_text, "random:", 7)) {
+    if (!strcmp(sched_text, "rule")) {
+      tlm_space_default(&space, &sched);
+    } else if (!strncmp(sched_text, "random:", 7)) {
       uint64_t seed = strtoull(sched_text + 7, NULL, 10);
       tlm_space_sample(&space, &seed, &sched);
     } else if (tlm_schedule_parse(&space, sched_text, &sched, err, sizeof err)) {
@@ -205,7 +208,7 @@ static int cmd_run(int argc, char **argv) {
   printf("schedule     %s\n", tlm_schedule_str(&space, &sched, ss, sizeof ss));
   printf("loop nest\n%s", ln_print(&k->nest, nest, sizeof nest));
   printf("schedule_ms  %.3f\n", schedule_ms);
-  printf("compile_ms   %.2f\n", k->compile_ms);
+  printf("compile_ms   %.2f%s\n", k->compile_ms, k->from_disk ? " (loaded from the disk cache)" : "");
   printf("kernel_ms    %.4f (median of %d, min %.4f, max %.4f)\n", med * 1e-6, reps, lo * 1e-6,
          hi * 1e-6);
   printf("gflops       %.1f\n", gflops);
