@@ -221,9 +221,32 @@ static void store_lanes(cg *g, LLVMValueRef val, LLVMValueRef base, LLVMValueRef
 
 /* ---- epilogue ------------------------------------------------------------ */
 
+/* exp on W lanes, inline: 2^(x log2 e) = 2^n * 2^f with n = rint(x log2 e),
+ * f in [-0.5, 0.5], 2^f = e^(f ln 2) by a degree-6 Taylor polynomial
+ * (relative error < 2e-7), 2^n added to the exponent bits. Inputs are
+ * clamped to [-87, 88] so the result stays a normal float or +inf-free;
+ * the same algorithm as the int8 decoder's fast_exp (lm/infer.c). */
 static LLVMValueRef vexp(cg *g, LLVMValueRef x, int w) {
-  LLVMTypeRef vt = vtype(g, w);
-  return call_intrinsic(g, "llvm.exp", &vt, 1, &x, 1);
+  LLVMTypeRef vt = vtype(g, w), vi = LLVMVectorType(g->i32, (unsigned)w);
+  LLVMValueRef lo = splat_f(g, -87.0, w), hi = splat_f(g, 88.0, w);
+  x = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, x, lo, ""), lo, x, "");
+  x = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOGT, x, hi, ""), hi, x, "");
+  LLVMValueRef t = LLVMBuildFMul(g->b, x, splat_f(g, 1.4426950408889634, w), "");
+  LLVMValueRef n = call_intrinsic(g, "llvm.rint", &vt, 1, &t, 1);
+  LLVMValueRef f = LLVMBuildFMul(g->b, LLVMBuildFSub(g->b, t, n, ""),
+                                 splat_f(g, 0.6931471805599453, w), "");
+  static const double c[] = {0.0013888889, 0.0083333338, 0.041666668, 0.16666667, 0.5, 1.0, 1.0};
+  LLVMValueRef p = splat_f(g, c[0], w);
+  for (int i = 1; i < 7; i++) {
+    LLVMValueRef args[3] = {p, f, splat_f(g, c[i], w)};
+    p = call_intrinsic(g, "llvm.fmuladd", &vt, 1, args, 3);
+  }
+  LLVMValueRef ni = LLVMBuildFPToSI(g->b, n, vi, "");
+  LLVMValueRef shift[16];
+  for (int i = 0; i < w; i++) shift[i] = c32(g, 23);
+  LLVMValueRef e = LLVMBuildShl(g->b, ni, LLVMConstVector(shift, (unsigned)w), "");
+  LLVMValueRef bits = LLVMBuildAdd(g->b, LLVMBuildBitCast(g->b, p, vi, ""), e, "");
+  return LLVMBuildBitCast(g->b, bits, vt, "");
 }
 
 /* bias, activation, residual on W lanes of row `row` of batch offset roff */

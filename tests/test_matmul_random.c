@@ -140,6 +140,21 @@ int main(int argc, char **argv) {
       tlm_problem_free(&p);
     }
   }
+  /* activations at extreme inputs (exp overflow and underflow ranges) */
+  for (int act = 1; act < TLM_ACT_COUNT_; act++) {
+    tlm_mm_desc d;
+    char err[256];
+    tlm_mm_desc_parse("37x19:19x53", &d, err, sizeof err);
+    tlm_matmul_desc epi = {0, 0, 1, (tlm_activation)act, 0};
+    tlm_problem p;
+    if (tlm_problem_make(&d, &epi, 77, &p)) continue;
+    for (int i = 0; i < 37 * 19; i++) p.bufs[0][i] *= (i % 3 == 0) ? 1000.0f : 30.0f;
+    tlm_status st = tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
+    double e = tlm_problem_check(&p);
+    CHECK(st == TLM_OK && e >= 0 && e <= tlm_problem_tolerance(19), "activation %d at large "
+          "inputs: error %g", act, e);
+    tlm_problem_free(&p);
+  }
   CHECK(schedules >= 500 || per_shape < 7, "only %d random schedules checked", schedules);
   printf("shapes %d, random schedules %d, epilogue combinations %d\n", nshapes, schedules,
          __builtin_popcount((unsigned)epilogues_seen));
