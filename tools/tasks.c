@@ -44,7 +44,23 @@ static double flop_of(const tlm_mm_desc *d) {
   return f;
 }
 
+static double bytes_of(const tlm_mm_desc *d) {
+  double a = 4, b = 4, c = 4;
+  for (int i = 0; i < d->nda; i++) a *= (double)d->a[i];
+  for (int i = 0; i < d->ndb; i++) b *= (double)d->b[i];
+  c *= (double)d->a[d->nda - 2] * (double)d->b[d->ndb - 1];
+  for (int i = 0; i < d->nda - 2; i++) c *= (double)d->a[i];
+  return a + b + c;
+}
+
 static int add(list *l, tlm_task_spec *s) {
+  /* reduce the outer batch dim of tasks whose operands exceed the byte cap:
+   * they measure memory bandwidth, slowly, whatever the schedule */
+  while (bytes_of(&s->d) > TLM_TASK_MAX_BYTES && s->d.nda > 2 && s->d.a[0] > 1) {
+    int64_t nb = s->d.a[0] / 2;
+    if (s->d.ndb == s->d.nda && s->d.b[0] == s->d.a[0]) s->d.b[0] = nb;
+    s->d.a[0] = nb;
+  }
   /* reduce M of tasks too large to measure many times */
   double f = flop_of(&s->d);
   if (f > TLM_TASK_MAX_FLOP) {

@@ -19,6 +19,9 @@ typedef struct tlm_task_spec {
 
 /* Largest task measured, in FLOP; larger ones have M reduced to fit. */
 #define TLM_TASK_MAX_FLOP 4.0e9
+/* Largest operand footprint (A + B + C bytes); larger batched tasks have
+ * their outer batch dim halved until they fit. */
+#define TLM_TASK_MAX_BYTES (64.0 * 1024 * 1024)
 
 /* Builds the list (deterministic for a seed). *out is malloc'd. Returns the
  * count, or -1 with a message. */
