@@ -593,9 +593,25 @@ static void load_strides(cg *g, LLVMValueRef args, size_t offset, LLVMValueRef *
   if (unit_col) out[5] = c64(g, 1);
 }
 
+static int codegen(LLVMContextRef ctx, const tlm_task *task, const ln_nest *nest,
+                   const char *name, const char *cpu, const char *features, int static_m,
+                   LLVMModuleRef *out, char *err, int errcap);
+
 int tlm_codegen_matmul(LLVMContextRef ctx, const tlm_task *task, const ln_nest *nest,
                        const char *name, const char *cpu, const char *features,
                        LLVMModuleRef *out, char *err, int errcap) {
+  return codegen(ctx, task, nest, name, cpu, features, 0, out, err, errcap);
+}
+
+int tlm_codegen_matmul_static_m(LLVMContextRef ctx, const tlm_task *task, const ln_nest *nest,
+                                const char *name, const char *cpu, const char *features,
+                                LLVMModuleRef *out, char *err, int errcap) {
+  return codegen(ctx, task, nest, name, cpu, features, 1, out, err, errcap);
+}
+
+static int codegen(LLVMContextRef ctx, const tlm_task *task, const ln_nest *nest,
+                   const char *name, const char *cpu, const char *features, int static_m,
+                   LLVMModuleRef *out, char *err, int errcap) {
   cg g;
   memset(&g, 0, sizeof g);
   g.C = ctx;
@@ -641,7 +657,7 @@ int tlm_codegen_matmul(LLVMContextRef ctx, const tlm_task *task, const ln_nest *
   g.pb = arg_field(&g, args, offsetof(tlm_mm_args, b), g.ptr);
   g.pbias = arg_field(&g, args, offsetof(tlm_mm_args, bias), g.ptr);
   g.pres = arg_field(&g, args, offsetof(tlm_mm_args, res), g.ptr);
-  g.M = arg_field(&g, args, offsetof(tlm_mm_args, M), g.i64);
+  g.M = static_m ? c64(&g, g.mm->M) : arg_field(&g, args, offsetof(tlm_mm_args, M), g.i64);
   load_strides(&g, args, offsetof(tlm_mm_args, sa), g.sa, (g.mm->unit & TLM_UNIT_A_K) != 0);
   load_strides(&g, args, offsetof(tlm_mm_args, sb), g.sb, (g.mm->unit & TLM_UNIT_B_N) != 0);
   load_strides(&g, args, offsetof(tlm_mm_args, sc), g.sc, (g.mm->unit & TLM_UNIT_C_N) != 0);

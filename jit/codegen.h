@@ -17,4 +17,11 @@ int tlm_codegen_matmul(LLVMContextRef ctx, const tlm_task *task,
                        const char *features, LLVMModuleRef *out, char *err,
                        int errcap);
 
+/* The same with M baked in as a constant (task->u.mm.M), for measuring what
+ * the run-time M costs against a fully specialized kernel. */
+int tlm_codegen_matmul_static_m(LLVMContextRef ctx, const tlm_task *task,
+                                const ln_nest *nest, const char *name, const char *cpu,
+                                const char *features, LLVMModuleRef *out, char *err,
+                                int errcap);
+
 #endif

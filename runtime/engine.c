@@ -518,3 +518,46 @@ tlm_status tlm_engine_ir(tlm_runtime *rt, const tlm_task *task, const tlm_schedu
   LLVMContextDispose(ctx);
   return st;
 }
+
+tlm_status tlm_engine_kernel_variant(tlm_runtime *rt, const tlm_task *task,
+                                     const tlm_schedule *sched, int static_m, tlm_kernel **out,
+                                     char *err, int errcap) {
+  static atomic_int serial;
+  tlm_kernel *k = calloc(1, sizeof *k);
+  if (!k) return TLM_ERR_OUT_OF_MEMORY;
+  k->task = *task;
+  k->sched = *sched;
+  snprintf(k->name, sizeof k->name, "tlm_variant_%d_%d", static_m, atomic_fetch_add(&serial, 1));
+  if (ln_lower_matmul(task, sched, &k->nest)) {
+    free(k);
+    return TLM_ERR_INTERNAL;
+  }
+  k->scratch_bytes = tlm_mm_scratch_bytes(task, sched);
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef mod = NULL;
+  int bad = static_m ? tlm_codegen_matmul_static_m(ctx, task, &k->nest, k->name, tlm_jit_cpu(rt->jit),
+                                                   tlm_jit_features(rt->jit), &mod, err, errcap)
+                     : tlm_codegen_matmul(ctx, task, &k->nest, k->name, tlm_jit_cpu(rt->jit),
+                                          tlm_jit_features(rt->jit), &mod, err, errcap);
+  void *obj = NULL, *fn = NULL;
+  size_t len = 0;
+  if (!bad) bad = tlm_jit_compile_object(rt->jit, mod, pipeline(), &obj, &len, err, errcap);
+  if (mod) LLVMDisposeModule(mod);
+  LLVMContextDispose(ctx);
+  if (!bad) bad = tlm_jit_load(rt->jit, obj, len, k->name, &fn, &k->code, err, errcap);
+  free(obj);
+  if (bad) {
+    free(k);
+    return TLM_ERR_JIT;
+  }
+  k->fn = (tlm_mm_kernel_fn)fn;
+  atomic_store(&k->state, TLM_ENTRY_READY);
+  *out = k;
+  return TLM_OK;
+}
+
+void tlm_engine_kernel_free(tlm_runtime *rt, tlm_kernel *k) {
+  if (!k) return;
+  tlm_jit_unload(rt->jit, k->code);
+  free(k);
+}

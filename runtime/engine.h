@@ -134,6 +134,14 @@ tlm_status tlm_engine_ir(tlm_runtime *rt, const tlm_task *task, const tlm_schedu
  * Returns 1 if the model chose it. */
 int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out);
 
+/* Compiles a standalone kernel (not cached; the caller frees it with
+ * tlm_engine_kernel_free) with M a run-time argument (static_m 0, what the
+ * runtime uses) or a constant (1), for benchmarks. */
+tlm_status tlm_engine_kernel_variant(tlm_runtime *rt, const tlm_task *task,
+                                     const tlm_schedule *sched, int static_m, tlm_kernel **out,
+                                     char *err, int errcap);
+void tlm_engine_kernel_free(tlm_runtime *rt, tlm_kernel *k);
+
 /* Sets the calling thread's last error for rt and returns st. */
 tlm_status tlm_set_error(const tlm_runtime *rt, tlm_status st, const char *msg);
 

@@ -198,6 +198,44 @@ int tlm_cmd_bench_overhead(int argc, char **argv) {
   tlm_destroy(rt);
   for (int i = 0; i < NS; i++) tlm_problem_free(&probs[i]);
   if (system(cmd)) return 1;
+
+  /* 4. run-time M vs M baked in: the same schedule compiled both ways,
+   * timed in alternating batches; ratio = specialized time / dynamic time */
+  rt = make("none", model);
+  static const char *sp[] = {"1x768:768x768", "32x768:768x768", "128x768:768x768",
+                             "500x768:768x3072"};
+  double ratios[4];
+  printf("run-time M vs constant M (same schedule, 1 thread):\n");
+  for (int i = 0; i < 4; i++) {
+    tlm_mm_desc_parse(sp[i], &d, err, sizeof err);
+    tlm_problem_make(&d, NULL, 1, &p);
+    tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err);
+    tlm_space space;
+    tlm_space_init(&space, &task, &rt->target);
+    tlm_schedule sched;
+    tlm_engine_schedule(rt, &space, &sched);
+    tlm_kernel *kd = NULL, *ks = NULL;
+    tlm_engine_kernel_variant(rt, &task, &sched, 0, &kd, err, sizeof err);
+    tlm_engine_kernel_variant(rt, &task, &sched, 1, &ks, err, sizeof err);
+    double r[15];
+    for (int b = -2; b < 15; b++) {
+      double flop_ns = 2e9 * 0.02; /* ~20 ms of work per batch at 100 GFLOPS */
+      int calls = (int)(flop_ns / (2.0 * d.a[0] * d.a[1] * d.b[1]) * 1e0) + 1;
+      double t0 = now_ns();
+      for (int c = 0; c < calls; c++) tlm_engine_exec(rt, kd, &task, &args, err, sizeof err);
+      double t1 = now_ns();
+      for (int c = 0; c < calls; c++) tlm_engine_exec(rt, ks, &task, &args, err, sizeof err);
+      double t2 = now_ns();
+      if (b >= 0) r[b] = (t2 - t1) / (t1 - t0);
+    }
+    ratios[i] = median(r, 15);
+    printf("  %-18s specialized/dynamic time %.3f (min %.3f, max %.3f)\n", sp[i], ratios[i], r[0],
+           r[14]);
+    tlm_engine_kernel_free(rt, kd);
+    tlm_engine_kernel_free(rt, ks);
+    tlm_problem_free(&p);
+  }
+  tlm_destroy(rt);
   if (json) {
     FILE *f = fopen(json, "w");
     if (f) {
@@ -208,9 +246,12 @@ int tlm_cmd_bench_overhead(int argc, char **argv) {
               "\"tlm_run_hit_ns\": %.2f, \"direct_call_ns\": %.2f, "
               "\"disk_warm_start_ms_per_kernel\": %.4f, \"disk_kernels_loaded\": %llu, "
               "\"disk_warm_start_compiles\": %llu, \"new_shape_reuse_ms\": %.4f, "
-              "\"new_shapes_reusing\": %d, \"model\": \"%s\"}\n",
+              "\"new_shapes_reusing\": %d, \"model\": \"%s\", "
+              "\"static_over_dynamic_m_time_1x768x768\": %.4f, \"static_over_dynamic_m_time_32x768x768\": %.4f, "
+              "\"static_over_dynamic_m_time_128x768x768\": %.4f, \"static_over_dynamic_m_time_500x768x3072\": %.4f}\n",
               xmed, xlo, xhi, dmed, dlo, dhi, hmed, kmed, per_kernel, (unsigned long long)st.disk_kernel_hits,
-              (unsigned long long)st.compiles, rmed, nr, model ? model : "default");
+              (unsigned long long)st.compiles, rmed, nr, model ? model : "default", ratios[0],
+              ratios[1], ratios[2], ratios[3]);
       fclose(f);
     }
   }
