@@ -90,6 +90,8 @@ tlm_status tlm_config_init(tlm_config *c) {
   if (env_int("TLM_VERBOSE", 0, 4, &x) == 0) c->verbose = (tlm_log_level)x;
   if (env_int("TLM_CACHE_CAPACITY", 0, (long long)1 << 40, &x) == 0)
     c->cache_capacity = (size_t)x;
+  if (env_int("TLM_CACHE_CAPACITY_BYTES", 0, (long long)1 << 50, &x) == 0)
+    c->cache_capacity_bytes = (size_t)x;
   const char *d = getenv("TLM_CACHE_DIR");
   if (d && *d) c->cache_dir = d;
   const char *m = getenv("TLM_MODEL");
@@ -98,9 +100,10 @@ tlm_status tlm_config_init(tlm_config *c) {
 }
 
 static void warn_bad_env(const tlm_runtime *rt) {
-  static const char *const names[] = {"TLM_NUM_THREADS", "TLM_VERBOSE", "TLM_CACHE_CAPACITY"};
-  static const long long hi[] = {1024, 4, (long long)1 << 40};
-  for (int i = 0; i < 3; i++) {
+  static const char *const names[] = {"TLM_NUM_THREADS", "TLM_VERBOSE", "TLM_CACHE_CAPACITY",
+                                      "TLM_CACHE_CAPACITY_BYTES"};
+  static const long long hi[] = {1024, 4, (long long)1 << 40, (long long)1 << 50};
+  for (int i = 0; i < 4; i++) {
     long long x;
     if (env_int(names[i], 0, hi[i], &x) < 0)
       tlm_log(rt, TLM_LOG_WARN, "ignoring %s='%s': expected an integer in 0..%lld", names[i],
@@ -176,6 +179,7 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
   pthread_cond_init(&rt->state_cv, NULL);
   pthread_mutex_init(&rt->exec_lock, NULL);
   rt->capacity = cfg.cache_capacity;
+  rt->capacity_bytes = cfg.cache_capacity_bytes;
   rt->serial = atomic_fetch_add(&g_serial, 1) + 1;
   tlm_map_init(&rt->plans);
   tlm_map_init(&rt->kernels);

@@ -128,6 +128,9 @@ typedef struct tlm_config {
    * (CLOCK) and their code freed, and come back from the disk cache when
    * needed. 0 = unlimited. Environment: TLM_CACHE_CAPACITY. */
   size_t cache_capacity;
+  /* Most bytes of object code kept in memory (same eviction); 0 =
+   * unlimited. Environment: TLM_CACHE_CAPACITY_BYTES. */
+  size_t cache_capacity_bytes;
 } tlm_config;
 
 /* Fills *config with the defaults, then applies the environment variables

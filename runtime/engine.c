@@ -170,11 +170,16 @@ static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, char *err, int er
 }
 
 /* CLOCK eviction down to the capacity; caller holds the write lock. */
+static int over_capacity(const tlm_runtime *rt) {
+  return (rt->capacity && rt->ready_kernels > rt->capacity) ||
+         (rt->capacity_bytes && rt->ready_bytes > rt->capacity_bytes && rt->ready_kernels > 1);
+}
+
 static void evict_locked(tlm_runtime *rt) {
-  if (!rt->capacity || rt->ready_kernels <= rt->capacity) return;
+  if (!over_capacity(rt)) return;
   pthread_mutex_lock(&rt->exec_lock); /* nothing runs while code is freed */
   size_t sweeps = 0;
-  while (rt->ready_kernels > rt->capacity && sweeps < 2 * rt->nkernels + 2) {
+  while (over_capacity(rt) && sweeps < 2 * rt->nkernels + 2) {
     tlm_kernel *k = rt->kernel_list[rt->kernel_hand];
     rt->kernel_hand = (rt->kernel_hand + 1) % rt->nkernels;
     sweeps++;

@@ -75,6 +75,7 @@ struct tlm_runtime {
   size_t nplans, capplans, plan_hand;
   size_t ready_kernels, ready_bytes;
   size_t capacity;         /* kernels kept in memory, 0 = unlimited */
+  size_t capacity_bytes;   /* their object code bytes, 0 = unlimited */
   /* waiting for builds: build_gen grows after every state change */
   pthread_mutex_t state_mu;
   pthread_cond_t state_cv;

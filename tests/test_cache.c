@@ -407,6 +407,33 @@ int main(int argc, char **argv) {
     CHECK(rss_end - rss_mid < 64 * 1024, "RSS grew by %ld KiB after warm-up", rss_end - rss_mid);
     tlm_destroy(rt);
   }
+  /* byte bound: 40 kernels of different N under 64 KiB of object code */
+  {
+    setenv("TLM_CACHE_CAPACITY_BYTES", "65536", 1);
+    tlm_runtime *rt = make_rt_model("none", 0, "none");
+    unsetenv("TLM_CACHE_CAPACITY_BYTES");
+    size_t max_bytes = 0;
+    int wrong = 0;
+    for (int i = 0; i < 40; i++) {
+      static float a[16 * 8], b[8 * 64], c[16 * 64];
+      for (int j = 0; j < 128; j++) a[j] = 1.0f;
+      for (int j = 0; j < 512; j++) b[j] = 0.25f;
+      tlm_op op = tlm_op_matmul();
+      tlm_tensor in[2], out;
+      tlm_tensor_dense(&in[0], TLM_F32, 2, (int64_t[]){16, 8}, a);
+      tlm_tensor_dense(&in[1], TLM_F32, 2, (int64_t[]){8, 1 + i}, b);
+      tlm_tensor_dense(&out, TLM_F32, 2, (int64_t[]){16, 1 + i}, c);
+      if (tlm_run(rt, &op, in, 2, &out, 1) != TLM_OK || c[15 * (1 + i) + i] != 2.0f) wrong++;
+      if (rt->ready_bytes > max_bytes) max_bytes = rt->ready_bytes;
+    }
+    tlm_stats s;
+    tlm_get_stats(rt, &s);
+    printf("byte bound 65536: %llu compiles, %llu evictions, at most %zu bytes resident\n",
+           (unsigned long long)s.compiles, (unsigned long long)s.evictions, max_bytes);
+    CHECK(wrong == 0, "%d wrong results under the byte bound", wrong);
+    CHECK(s.evictions > 0 && max_bytes <= 65536, "byte bound not kept: %zu", max_bytes);
+    tlm_destroy(rt);
+  }
   clear_dir(g_dir);
   unlink(g_model);
   return check_report("test_cache");
