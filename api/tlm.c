@@ -277,6 +277,15 @@ tlm_status tlm_tensor_dense(tlm_tensor *t, tlm_dtype dtype, int ndim, const int6
   return TLM_OK;
 }
 
+tlm_op tlm_op_rownorm(tlm_op_kind kind) {
+  tlm_op op;
+  memset(&op, 0, sizeof op);
+  op.kind = kind;
+  op.u.rownorm.eps = 1e-5f;
+  op.u.rownorm.scale = 1.0f;
+  return op;
+}
+
 tlm_op tlm_op_matmul(void) {
   tlm_op op;
   memset(&op, 0, sizeof op);
@@ -370,7 +379,8 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
                    const tlm_tensor *outputs, int n_outputs) {
   char err[TLM_ERRMSG];
   if (!rt) return tlm_set_error(NULL, TLM_ERR_NULL_POINTER, "runtime is NULL");
-  if (op && inputs && outputs && run_memo(rt, op, inputs, n_inputs, outputs, n_outputs)) {
+  if (op && inputs && outputs && op->kind == TLM_OP_MATMUL &&
+      run_memo(rt, op, inputs, n_inputs, outputs, n_outputs)) {
     atomic_fetch_add_explicit(&rt->runs, 1, memory_order_relaxed);
     if (tls_error.rt == rt) tls_error.msg[0] = 0;
     return TLM_OK;
@@ -378,20 +388,29 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
   if (!op || !inputs || !outputs)
     return tlm_set_error(rt, TLM_ERR_NULL_POINTER,
                          !op ? "op is NULL" : !inputs ? "inputs is NULL" : "outputs is NULL");
-  if (op->kind != TLM_OP_MATMUL) {
+  tlm_task task;
+  tlm_status st;
+  tlm_plan *plan = NULL;
+  uint64_t epoch = 0;
+  if (op->kind == TLM_OP_MATMUL) {
+    tlm_mm_args args;
+    st = tlm_validate_matmul(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
+                             sizeof err);
+    if (st != TLM_OK) return tlm_set_error(rt, st, err);
+    st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
+    if (st != TLM_OK) return tlm_set_error(rt, st, err);
+    remember_run(rt, op, inputs, n_inputs, outputs, &task, &args, plan, epoch);
+  } else if (op->kind == TLM_OP_SOFTMAX || op->kind == TLM_OP_LAYERNORM ||
+             op->kind == TLM_OP_RMSNORM) {
+    tlm_row_args args;
+    st = tlm_validate_row(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err, sizeof err);
+    if (st != TLM_OK) return tlm_set_error(rt, st, err);
+    st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
+    if (st != TLM_OK) return tlm_set_error(rt, st, err);
+  } else {
     snprintf(err, sizeof err, "unknown operator kind %d", (int)op->kind);
     return tlm_set_error(rt, TLM_ERR_INVALID_ARGUMENT, err);
   }
-  tlm_task task;
-  tlm_mm_args args;
-  tlm_status st =
-      tlm_validate_matmul(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err, sizeof err);
-  if (st != TLM_OK) return tlm_set_error(rt, st, err);
-  tlm_plan *plan = NULL;
-  uint64_t epoch = 0;
-  st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
-  if (st != TLM_OK) return tlm_set_error(rt, st, err);
-  remember_run(rt, op, inputs, n_inputs, outputs, &task, &args, plan, epoch);
   atomic_fetch_add_explicit(&rt->runs, 1, memory_order_relaxed);
   clear_error(rt);
   return TLM_OK;

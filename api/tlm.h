@@ -202,7 +202,10 @@ tlm_status tlm_tensor_dense(tlm_tensor *t, tlm_dtype dtype, int ndim,
 /* ------------------------------------------------------------------------ */
 
 typedef enum tlm_op_kind {
-  TLM_OP_MATMUL = 1
+  TLM_OP_MATMUL = 1,
+  TLM_OP_SOFTMAX = 2,   /* row-wise, see tlm_rownorm_desc */
+  TLM_OP_LAYERNORM = 3, /* row-wise */
+  TLM_OP_RMSNORM = 4    /* row-wise */
 } tlm_op_kind;
 
 /* Elementwise activation applied in an epilogue. */
@@ -243,15 +246,40 @@ typedef struct tlm_matmul_desc {
   int has_residual; /* 0 or 1 */
 } tlm_matmul_desc;
 
+/* Row-wise operators over the last dimension (C) of x (..., R, C); the
+ * leading dims must be collapsible into rows of one stride.
+ *
+ *   softmax:   y = exp(z - max z) / sum exp(z - max z), z = scale * x
+ *              (scale 0 means 1); with causal, row r of each (R, C) matrix
+ *              sees columns c <= r + C - R (the last R rows of a causal
+ *              attention over C keys, as in prefill and KV-cached decode);
+ *              masked columns are written as 0. Inputs: x.
+ *   layernorm: y = (x - mean) / sqrt(var + eps) * gamma + beta, mean and
+ *              variance of the row computed in two passes (stable for large
+ *              offsets). Inputs: x, gamma (C), beta (C).
+ *   rmsnorm:   y = x / sqrt(mean(x^2) + eps) * gamma (Zhang & Sennrich
+ *              2019, as in LLaMA). Inputs: x, gamma (C).
+ * Output 0: y, the shape of x. y may be x itself (same data and strides);
+ * otherwise it must not overlap any input. */
+typedef struct tlm_rownorm_desc {
+  float eps;   /* layernorm/rmsnorm, >= 0 (e.g. 1e-5) */
+  float scale; /* softmax logit scale; 0 = 1 */
+  int causal;  /* softmax, 0 or 1 */
+} tlm_rownorm_desc;
+
 typedef struct tlm_op {
   tlm_op_kind kind;
   union {
-    tlm_matmul_desc matmul; /* kind == TLM_OP_MATMUL */
+    tlm_matmul_desc matmul;   /* kind == TLM_OP_MATMUL */
+    tlm_rownorm_desc rownorm; /* softmax, layernorm, rmsnorm */
   } u;
 } tlm_op;
 
 /* Convenience: a matmul op with no transposes and no epilogue. */
 tlm_op tlm_op_matmul(void);
+
+/* Convenience: a row-wise op of `kind` with eps 1e-5, scale 1, no mask. */
+tlm_op tlm_op_rownorm(tlm_op_kind kind);
 
 /* ------------------------------------------------------------------------ */
 /* Running                                                                   */

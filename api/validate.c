@@ -221,3 +221,99 @@ tlm_status tlm_validate_matmul(const tlm_op *op, const tlm_tensor *in, int n_in,
   args->M = M;
   return TLM_OK;
 }
+
+/* ---- row-wise operators -------------------------------------------------------- */
+
+tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
+                            const tlm_tensor *out, int n_out, tlm_task *task,
+                            tlm_row_args *args, char *err, int errcap) {
+  const tlm_rownorm_desc *d = &op->u.rownorm;
+  memset(task, 0, sizeof *task);
+  memset(args, 0, sizeof *args);
+  int want = op->kind == TLM_OP_LAYERNORM ? 3 : op->kind == TLM_OP_RMSNORM ? 2 : 1;
+  static const char *const names[] = {"", "", "softmax", "layernorm", "rmsnorm"};
+  const char *name = names[op->kind];
+  if (d->causal & ~1) FAIL(TLM_ERR_INVALID_ARGUMENT, "%s: causal must be 0 or 1", name);
+  if (!(d->eps >= 0.0f) || !(d->eps < 1e30f))
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "%s: eps must be finite and >= 0", name);
+  if (!(d->scale == d->scale) || d->scale < 0.0f || d->scale > 1e30f)
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "%s: scale must be finite and >= 0", name);
+  if (op->kind != TLM_OP_SOFTMAX && d->causal)
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "%s: causal applies to softmax only", name);
+  if (n_in != want)
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "%s takes %d inputs (x%s), got %d", name, want,
+         want == 3 ? ", gamma, beta" : want == 2 ? ", gamma" : "", n_in);
+  if (n_out != 1) FAIL(TLM_ERR_INVALID_ARGUMENT, "%s writes 1 output, got %d", name, n_out);
+  const tlm_tensor *X = &in[0], *Y = &out[0];
+  tlm_status st;
+  if ((st = check_tensor(X, "x", 1, err, errcap)) || (st = check_tensor(Y, "y", 1, err, errcap)))
+    return st;
+  if (X->ndim != Y->ndim) FAIL(TLM_ERR_SHAPE_MISMATCH, "y has %d dims, x has %d", Y->ndim, X->ndim);
+  for (int i = 0; i < X->ndim; i++)
+    if (X->shape[i] != Y->shape[i])
+      FAIL(TLM_ERR_SHAPE_MISMATCH, "y's dim %d is %lld, x's is %lld", i, (long long)Y->shape[i],
+           (long long)X->shape[i]);
+  int nd = X->ndim;
+  int64_t C = X->shape[nd - 1];
+  for (int i = 1; i < want; i++) {
+    const char *pname = i == 1 ? "gamma" : "beta";
+    if ((st = check_tensor(&in[i], pname, 1, err, errcap))) return st;
+    if (in[i].ndim != 1 || in[i].shape[0] != C)
+      FAIL(TLM_ERR_SHAPE_MISMATCH, "%s must be (C) with C=%lld", pname, (long long)C);
+  }
+  /* leading dims collapse into rows of one stride */
+  int64_t rows = 1, sx = 0, sy = 0;
+  for (int i = 0; i < nd - 1; i++) rows *= X->shape[i];
+  for (int i = nd - 2; i >= 0; i--) {
+    if (X->shape[i] == 1) continue;
+    int64_t inner_x = 0, inner_y = 0;
+    for (int j = i + 1; j < nd - 1; j++)
+      if (X->shape[j] > 1) {
+        inner_x = X->strides[j] * X->shape[j];
+        inner_y = Y->strides[j] * Y->shape[j];
+        break;
+      }
+    if (inner_x && (X->strides[i] != inner_x || Y->strides[i] != inner_y))
+      FAIL(TLM_ERR_UNSUPPORTED, "%s: the leading dims of x and y must collapse into rows of one "
+           "stride", name);
+    if (!sx) sx = X->strides[i], sy = Y->strides[i];
+  }
+  for (int i = nd - 2; i >= 0 && !sx; i--) sx = X->strides[i], sy = Y->strides[i];
+  if (rows > 1 && sy == 0) FAIL(TLM_ERR_ALIASING, "y's rows overlap (zero stride)");
+  if (C > 1 && Y->strides[nd - 1] == 0) FAIL(TLM_ERR_ALIASING, "y's columns overlap (zero stride)");
+  if (self_overlaps(Y)) FAIL(TLM_ERR_ALIASING, "y's strides make distinct elements overlap");
+  int same = X->data == Y->data;
+  for (int i = 0; i < nd && same; i++) same = X->strides[i] == Y->strides[i] || X->shape[i] == 1;
+  if (ranges_overlap(X, Y) && !same)
+    FAIL(TLM_ERR_ALIASING, "y overlaps x without being x itself");
+  for (int i = 1; i < want; i++)
+    if (ranges_overlap(Y, &in[i])) FAIL(TLM_ERR_ALIASING, "y overlaps gamma or beta");
+  tlm_row_task *t = &task->u.row;
+  task->kind = op->kind;
+  task->dtype = TLM_F32;
+  t->causal = d->causal;
+  t->eps = op->kind == TLM_OP_SOFTMAX ? 0.0f : d->eps;
+  t->scale = op->kind == TLM_OP_SOFTMAX ? (d->scale > 0 ? d->scale : 1.0f) : 0.0f;
+  t->rows = rows;
+  t->cols = C;
+  t->mrows = d->causal ? (nd >= 2 ? X->shape[nd - 2] : 1) : 1;
+  args->sx[0] = rows > 1 ? sx : 0;
+  args->sy[0] = rows > 1 ? sy : 0;
+  args->sx[1] = C > 1 ? X->strides[nd - 1] : 1;
+  args->sy[1] = C > 1 ? Y->strides[nd - 1] : 1;
+  if (want >= 2) args->sg = C > 1 ? in[1].strides[0] : 1;
+  if (want >= 3) args->sb = C > 1 ? in[2].strides[0] : 1;
+  t->unit = (args->sx[1] == 1 ? TLM_UNIT_ROW_X : 0) | (args->sy[1] == 1 ? TLM_UNIT_ROW_Y : 0) |
+            (want >= 2 && args->sg == 1 ? TLM_UNIT_ROW_G : 0) |
+            (want >= 3 && args->sb == 1 ? TLM_UNIT_ROW_B : 0);
+  memcpy(t->sx, args->sx, sizeof t->sx);
+  memcpy(t->sy, args->sy, sizeof t->sy);
+  t->sg = args->sg;
+  t->sb = args->sb;
+  args->x = X->data;
+  args->y = Y->data;
+  args->gamma = want >= 2 ? in[1].data : NULL;
+  args->beta = want >= 3 ? in[2].data : NULL;
+  args->rows = rows;
+  return TLM_OK;
+}

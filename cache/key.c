@@ -51,6 +51,16 @@ void tlm_key_schedule(tlm_key *k, const tlm_task *task, const tlm_target *target
                       const tlm_schedule *sched) {
   header(k, 2, target);
   tlm_task t = *task;
+  if (tlm_task_is_row(&t)) { /* run-time: rows and the strides */
+    t.u.row.rows = 0;
+    memset(t.u.row.sx, 0, sizeof t.u.row.sx);
+    memset(t.u.row.sy, 0, sizeof t.u.row.sy);
+    t.u.row.sg = t.u.row.sb = 0;
+    put(k, &t, sizeof t);
+    put(k, sched, sizeof *sched);
+    finish(k);
+    return;
+  }
   /* run-time arguments of the kernel: M and every stride (only the unit
    * class is static, in t.u.mm.unit) */
   t.u.mm.M = 0;

@@ -11,6 +11,7 @@
 #include "codegen.h"
 
 #include <llvm-c/Analysis.h>
+#include <math.h>
 
 #include <stddef.h>
 #include <stdio.h>
@@ -686,6 +687,252 @@ static int codegen(LLVMContextRef ctx, const tlm_task *task, const ln_nest *nest
   LLVMDisposeBuilder(g.b);
   LLVMDisposeBuilder(g.ab);
   if (rc) {
+    LLVMDisposeModule(g.mod);
+    return -1;
+  }
+  *out = g.mod;
+  return 0;
+}
+
+/* ---- row-wise operators ------------------------------------------------------------- */
+
+/* horizontal reductions of U vector accumulators */
+static LLVMValueRef hmax(cg *g, LLVMValueRef *acc, int U, int W) {
+  LLVMTypeRef vt = vtype(g, W);
+  LLVMValueRef v = LLVMBuildLoad2(g->b, vt, acc[0], "");
+  for (int u = 1; u < U; u++) {
+    LLVMValueRef args[2] = {v, LLVMBuildLoad2(g->b, vt, acc[u], "")};
+    v = call_intrinsic(g, "llvm.maxnum", &vt, 1, args, 2);
+  }
+  return call_intrinsic(g, "llvm.vector.reduce.fmax", &vt, 1, &v, 1);
+}
+
+static LLVMValueRef hsum(cg *g, LLVMValueRef *acc, int U, int W) {
+  LLVMTypeRef vt = vtype(g, W);
+  LLVMValueRef v = LLVMBuildLoad2(g->b, vt, acc[0], "");
+  for (int u = 1; u < U; u++) v = LLVMBuildFAdd(g->b, v, LLVMBuildLoad2(g->b, vt, acc[u], ""), "");
+  LLVMValueRef args[2] = {LLVMConstReal(g->f32, 0.0), v};
+  return call_intrinsic(g, "llvm.vector.reduce.fadd", &vt, 1, args, 2);
+}
+
+typedef struct row_ctx {
+  LLVMValueRef x, y, gamma, beta; /* row pointers / vectors bases */
+  LLVMValueRef sx1, sy1, sg, sb;
+  int ux, uy, ug, ub;
+  LLVMValueRef lim;               /* columns in play (causal softmax) */
+  LLVMValueRef shift;             /* layernorm: x[0] of the row, subtracted
+                                     first (exact by Sterbenz's lemma for
+                                     nearby values), so a large common
+                                     offset costs no precision in the mean */
+  LLVMValueRef a, b2;             /* per-row scalars: max/mean, 1/sum or rstd */
+} row_ctx;
+
+enum { RP_MAX, RP_EXP_SUM, RP_SCALE, RP_SUM, RP_SQDEV, RP_SUMSQ, RP_NORM };
+
+/* One pass over columns [0, lim): main part W*U wide, remainder W wide
+ * with masks. Reductions accumulate into acc (U vectors). */
+static void row_pass(cg *g, row_ctx *rc, int kind, int pass, int W, int U, float scale,
+                     LLVMValueRef *acc) {
+  LLVMTypeRef vt = vtype(g, W);
+  LLVMValueRef step = c64(g, (int64_t)W * U);
+  LLVMValueRef full = mul(g, LLVMBuildSDiv(g->b, rc->lim, step, ""), step);
+  LLVMValueRef nlast = sub(g, rc->lim, c64(g, 1));
+  for (int part = 0; part < 2; part++) {
+    loop L;
+    LLVMValueRef c0 = part == 0 ? loop_begin(g, &L, c64(g, 0), full, step)
+                                : loop_begin(g, &L, full, rc->lim, c64(g, W));
+    int n = part == 0 ? U : 1;
+    for (int u = 0; u < n; u++) {
+      LLVMValueRef c = add(g, c0, c64(g, (int64_t)u * W));
+      LLVMValueRef mask = part == 1 ? lane_mask(g, 0, W, sub(g, rc->lim, c)) : NULL;
+      LLVMValueRef xv = load_lanes(g, rc->x, c, rc->ux, rc->sx1, W, mask, nlast);
+      if (scale != 1.0f) xv = LLVMBuildFMul(g->b, xv, splat_f(g, scale, W), "");
+      if (rc->shift) {
+        xv = LLVMBuildFSub(g->b, xv, splat(g, rc->shift, W), "");
+        if (mask) xv = LLVMBuildSelect(g->b, mask, xv, LLVMConstNull(vt), "");
+      }
+      LLVMValueRef slot = acc ? acc[u] : NULL, v = NULL;
+      switch (pass) {
+      case RP_MAX: {
+        LLVMValueRef in = mask ? LLVMBuildSelect(g->b, mask, xv, splat_f(g, -INFINITY, W), "") : xv;
+        LLVMValueRef args[2] = {LLVMBuildLoad2(g->b, vt, slot, ""), in};
+        LLVMBuildStore(g->b, call_intrinsic(g, "llvm.maxnum", &vt, 1, args, 2), slot);
+        break;
+      }
+      case RP_EXP_SUM: {
+        LLVMValueRef e = vexp(g, LLVMBuildFSub(g->b, xv, splat(g, rc->a, W), ""), W);
+        if (mask) e = LLVMBuildSelect(g->b, mask, e, LLVMConstNull(vt), "");
+        store_lanes(g, e, rc->y, c, rc->uy, rc->sy1, W, mask);
+        LLVMBuildStore(g->b, LLVMBuildFAdd(g->b, LLVMBuildLoad2(g->b, vt, slot, ""), e, ""), slot);
+        break;
+      }
+      case RP_SCALE: /* y *= 1/sum */
+        v = load_lanes(g, rc->y, c, rc->uy, rc->sy1, W, mask, nlast);
+        store_lanes(g, LLVMBuildFMul(g->b, v, splat(g, rc->b2, W), ""), rc->y, c, rc->uy, rc->sy1,
+                    W, mask);
+        break;
+      case RP_SUM:
+        LLVMBuildStore(g->b, LLVMBuildFAdd(g->b, LLVMBuildLoad2(g->b, vt, slot, ""), xv, ""), slot);
+        break;
+      case RP_SQDEV: {
+        LLVMValueRef dv = LLVMBuildFSub(g->b, xv, splat(g, rc->a, W), "");
+        if (mask) dv = LLVMBuildSelect(g->b, mask, dv, LLVMConstNull(vt), "");
+        LLVMValueRef args[3] = {dv, dv, LLVMBuildLoad2(g->b, vt, slot, "")};
+        LLVMBuildStore(g->b, call_intrinsic(g, "llvm.fmuladd", &vt, 1, args, 3), slot);
+        break;
+      }
+      case RP_SUMSQ: {
+        LLVMValueRef args[3] = {xv, xv, LLVMBuildLoad2(g->b, vt, slot, "")};
+        LLVMBuildStore(g->b, call_intrinsic(g, "llvm.fmuladd", &vt, 1, args, 3), slot);
+        break;
+      }
+      case RP_NORM: {
+        LLVMValueRef gv = load_lanes(g, rc->gamma, c, rc->ug, rc->sg, W, mask, nlast);
+        v = kind == TLM_OP_LAYERNORM ? LLVMBuildFSub(g->b, xv, splat(g, rc->a, W), "") : xv;
+        v = LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, v, splat(g, rc->b2, W), ""), gv, "");
+        if (kind == TLM_OP_LAYERNORM)
+          v = LLVMBuildFAdd(g->b, v, load_lanes(g, rc->beta, c, rc->ub, rc->sb, W, mask, nlast), "");
+        store_lanes(g, v, rc->y, c, rc->uy, rc->sy1, W, mask);
+        break;
+      }
+      default: break;
+      }
+    }
+    loop_end(g, &L);
+  }
+}
+
+static void row_body(cg *g, const tlm_task *task, row_ctx *rc, LLVMValueRef r, int W, int U) {
+  const tlm_row_task *t = &task->u.row;
+  LLVMTypeRef vt = vtype(g, W);
+  LLVMValueRef acc[4];
+  for (int u = 0; u < U; u++) acc[u] = alloca_of(g, vt);
+  LLVMValueRef C = c64(g, t->cols);
+  rc->lim = C;
+  if (task->kind == TLM_OP_SOFTMAX) {
+    if (t->causal) {
+      LLVMValueRef lim = add(g, LLVMBuildSRem(g->b, r, c64(g, t->mrows), ""),
+                             c64(g, t->cols - t->mrows + 1));
+      lim = smin(g, lim, C);
+      rc->lim = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, lim, c64(g, 0), ""),
+                                c64(g, 0), lim, "");
+    }
+    for (int u = 0; u < U; u++) LLVMBuildStore(g->b, splat_f(g, -INFINITY, W), acc[u]);
+    row_pass(g, rc, task->kind, RP_MAX, W, U, t->scale, acc);
+    rc->a = hmax(g, acc, U, W);
+    for (int u = 0; u < U; u++) LLVMBuildStore(g->b, LLVMConstNull(vt), acc[u]);
+    row_pass(g, rc, task->kind, RP_EXP_SUM, W, U, t->scale, acc);
+    rc->b2 = LLVMBuildFDiv(g->b, LLVMConstReal(g->f32, 1.0), hsum(g, acc, U, W), "");
+    row_pass(g, rc, task->kind, RP_SCALE, W, U, 1.0f, NULL);
+    if (t->causal) { /* masked columns are 0 */
+      loop L;
+      LLVMValueRef c = loop_begin(g, &L, rc->lim, C, c64(g, 1));
+      store(g, LLVMConstReal(g->f32, 0.0), gep(g, rc->y, mul(g, c, rc->sy1)), 4);
+      loop_end(g, &L);
+    }
+    return;
+  }
+  LLVMValueRef invc = LLVMConstReal(g->f32, 1.0 / (double)t->cols);
+  rc->a = LLVMConstReal(g->f32, 0.0);
+  if (task->kind == TLM_OP_LAYERNORM) {
+    rc->shift = load(g, g->f32, rc->x, 4);
+    for (int u = 0; u < U; u++) LLVMBuildStore(g->b, LLVMConstNull(vt), acc[u]);
+    row_pass(g, rc, task->kind, RP_SUM, W, U, 1.0f, acc);
+    rc->a = LLVMBuildFMul(g->b, hsum(g, acc, U, W), invc, "");
+  }
+  for (int u = 0; u < U; u++) LLVMBuildStore(g->b, LLVMConstNull(vt), acc[u]);
+  row_pass(g, rc, task->kind, task->kind == TLM_OP_LAYERNORM ? RP_SQDEV : RP_SUMSQ, W, U, 1.0f,
+           acc);
+  LLVMValueRef var = LLVMBuildFAdd(g->b, LLVMBuildFMul(g->b, hsum(g, acc, U, W), invc, ""),
+                                   LLVMConstReal(g->f32, t->eps), "");
+  LLVMTypeRef ft = g->f32;
+  LLVMValueRef sq = call_intrinsic(g, "llvm.sqrt", &ft, 1, &var, 1);
+  rc->b2 = LLVMBuildFDiv(g->b, LLVMConstReal(g->f32, 1.0), sq, "");
+  row_pass(g, rc, task->kind, RP_NORM, W, U, 1.0f, NULL);
+}
+
+int tlm_codegen_row(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched,
+                    const char *name, const char *cpu, const char *features, LLVMModuleRef *out,
+                    char *err, int errcap) {
+  const tlm_row_task *t = &task->u.row;
+  cg g;
+  memset(&g, 0, sizeof g);
+  g.C = ctx;
+  g.task = task;
+  g.mod = LLVMModuleCreateWithNameInContext("tlm_row", ctx);
+  g.b = LLVMCreateBuilderInContext(ctx);
+  g.ab = LLVMCreateBuilderInContext(ctx);
+  g.i1 = LLVMInt1TypeInContext(ctx);
+  g.i32 = LLVMInt32TypeInContext(ctx);
+  g.i64 = LLVMInt64TypeInContext(ctx);
+  g.f32 = LLVMFloatTypeInContext(ctx);
+  g.ptr = LLVMPointerTypeInContext(ctx, 0);
+  g.vd = LLVMVoidTypeInContext(ctx);
+  LLVMTypeRef params[4] = {g.ptr, g.i64, g.i64, g.ptr};
+  g.fn = LLVMAddFunction(g.mod, name, LLVMFunctionType(g.vd, params, 4, 0));
+  if (cpu && *cpu)
+    LLVMAddAttributeAtIndex(g.fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(ctx, "target-cpu", 10, cpu, (unsigned)strlen(cpu)));
+  if (features && *features)
+    LLVMAddAttributeAtIndex(g.fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(ctx, "target-features", 15, features,
+                                                      (unsigned)strlen(features)));
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(ctx, g.fn, "entry");
+  LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(ctx, g.fn, "start");
+  LLVMPositionBuilderAtEnd(g.ab, entry);
+  LLVMPositionBuilderAtEnd(g.b, start);
+  LLVMValueRef args = LLVMGetParam(g.fn, 0);
+  LLVMValueRef begin = LLVMGetParam(g.fn, 1), end = LLVMGetParam(g.fn, 2);
+  row_ctx rc;
+  memset(&rc, 0, sizeof rc);
+  LLVMValueRef py = arg_field(&g, args, offsetof(tlm_row_args, y), g.ptr);
+  LLVMValueRef px = arg_field(&g, args, offsetof(tlm_row_args, x), g.ptr);
+  rc.gamma = arg_field(&g, args, offsetof(tlm_row_args, gamma), g.ptr);
+  rc.beta = arg_field(&g, args, offsetof(tlm_row_args, beta), g.ptr);
+  LLVMValueRef rows = arg_field(&g, args, offsetof(tlm_row_args, rows), g.i64);
+  LLVMValueRef sx0 = arg_field(&g, args, offsetof(tlm_row_args, sx), g.i64);
+  LLVMValueRef sy0 = arg_field(&g, args, offsetof(tlm_row_args, sy), g.i64);
+  rc.ux = (t->unit & TLM_UNIT_ROW_X) != 0;
+  rc.uy = (t->unit & TLM_UNIT_ROW_Y) != 0;
+  rc.ug = (t->unit & TLM_UNIT_ROW_G) != 0;
+  rc.ub = (t->unit & TLM_UNIT_ROW_B) != 0;
+  rc.sx1 = rc.ux ? c64(&g, 1) : arg_field(&g, args, offsetof(tlm_row_args, sx) + 8, g.i64);
+  rc.sy1 = rc.uy ? c64(&g, 1) : arg_field(&g, args, offsetof(tlm_row_args, sy) + 8, g.i64);
+  rc.sg = rc.ug ? c64(&g, 1) : arg_field(&g, args, offsetof(tlm_row_args, sg), g.i64);
+  rc.sb = rc.ub ? c64(&g, 1) : arg_field(&g, args, offsetof(tlm_row_args, sb), g.i64);
+  int W = sched->v[ROW_VEC], U = sched->v[ROW_UNROLL];
+  int64_t T = sched->v[ROW_TILE];
+  LLVMValueRef r0, r1;
+  loop Lb;
+  int parallel = sched->v[ROW_PARALLEL];
+  if (parallel) {
+    LLVMValueRef blk = loop_begin(&g, &Lb, begin, end, c64(&g, 1));
+    r0 = mul(&g, blk, c64(&g, T));
+    r1 = smin(&g, add(&g, r0, c64(&g, T)), rows);
+  } else {
+    r0 = c64(&g, 0);
+    r1 = rows;
+  }
+  /* rows in blocks of T, one row at a time */
+  loop Lr;
+  LLVMValueRef r = loop_begin(&g, &Lr, r0, r1, c64(&g, 1));
+  rc.x = gep(&g, px, mul(&g, r, sx0));
+  rc.y = gep(&g, py, mul(&g, r, sy0));
+  row_body(&g, task, &rc, r, W, U);
+  loop_end(&g, &Lr);
+  if (parallel) loop_end(&g, &Lb);
+  LLVMBuildRetVoid(g.b);
+  LLVMBuildBr(g.ab, start);
+  int rc_ = 0;
+  char *msg = NULL;
+  if (LLVMVerifyModule(g.mod, LLVMReturnStatusAction, &msg)) {
+    snprintf(err, (size_t)errcap, "generated IR failed verification: %.300s", msg ? msg : "");
+    rc_ = -1;
+  }
+  LLVMDisposeMessage(msg);
+  LLVMDisposeBuilder(g.b);
+  LLVMDisposeBuilder(g.ab);
+  if (rc_) {
     LLVMDisposeModule(g.mod);
     return -1;
   }

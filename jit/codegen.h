@@ -24,4 +24,10 @@ int tlm_codegen_matmul_static_m(LLVMContextRef ctx, const tlm_task *task,
                                 const char *features, LLVMModuleRef *out, char *err,
                                 int errcap);
 
+/* Emits `void name(const tlm_row_args *, i64 begin, i64 end, float *)` for a
+ * softmax, layernorm or rmsnorm task and schedule (ROW_* decisions). */
+int tlm_codegen_row(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched,
+                    const char *name, const char *cpu, const char *features, LLVMModuleRef *out,
+                    char *err, int errcap);
+
 #endif

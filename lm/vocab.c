@@ -26,7 +26,10 @@ void tlm_vocab_build(tlm_vocab *v) {
                                 "bias:0", "bias:1", "res:0", "res:1", "act:none", "act:relu",
                                 "act:gelu", "act:silu", "uA:0", "uA:1", "uB:0", "uB:1", "uC:0",
                                 "uC:1", "ax:b", "ax:m", "ax:n", "ax:k", "isa:scalar", "isa:sse",
-                                "isa:avx2", "isa:avx512", "vnni:0", "vnni:1"};
+                                "isa:avx2", "isa:avx512", "vnni:0", "vnni:1",
+                                /* version 2 */
+                                "op:softmax", "op:layernorm", "op:rmsnorm", "causal:0",
+                                "causal:1"};
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) add(v, fixed[i]);
   char s[16];
   for (int i = 0; i <= 40; i++) snprintf(s, sizeof s, "mag:%d", i), add(v, s);
@@ -93,21 +96,36 @@ static int extent_tokens(const tlm_vocab *v, const char *axis, int64_t e, int32_
 void tlm_lm_prompt(const tlm_vocab *v, const tlm_task *task, const tlm_target *tg, int32_t *out) {
   static const char *acts[] = {"act:none", "act:relu", "act:gelu", "act:silu"};
   static const char *isas[] = {"isa:scalar", "isa:sse", "isa:avx2", "isa:avx512"};
-  const tlm_matmul_task *m = &task->u.mm;
+  static const char *ops[] = {"", "op:matmul", "op:softmax", "op:layernorm", "op:rmsnorm"};
   int n = 0;
   out[n++] = TLM_TOK_BOS;
-  out[n++] = tlm_vocab_find(v, "op:matmul");
+  out[n++] = tlm_vocab_find(v, ops[task->kind >= 1 && task->kind <= 4 ? task->kind : 1]);
   out[n++] = tlm_vocab_find(v, "dtype:f32");
-  out[n++] = tok(v, "bias:%lld", m->has_bias);
-  out[n++] = tlm_vocab_find(v, acts[m->act >= 0 && m->act < 4 ? m->act : 0]);
-  out[n++] = tok(v, "res:%lld", m->has_residual);
-  out[n++] = tok(v, "uA:%lld", (m->unit & TLM_UNIT_A_K) != 0);
-  out[n++] = tok(v, "uB:%lld", (m->unit & TLM_UNIT_B_N) != 0);
-  out[n++] = tok(v, "uC:%lld", (m->unit & TLM_UNIT_C_N) != 0);
-  n += extent_tokens(v, "b", tlm_task_batch_total(task), out + n);
-  n += extent_tokens(v, "m", m->M, out + n);
-  n += extent_tokens(v, "n", m->N, out + n);
-  n += extent_tokens(v, "k", m->K, out + n);
+  if (tlm_task_is_row(task)) {
+    const tlm_row_task *r = &task->u.row;
+    out[n++] = tlm_vocab_find(v, "bias:0");
+    out[n++] = tlm_vocab_find(v, "act:none");
+    out[n++] = tok(v, "causal:%lld", r->causal);
+    out[n++] = tok(v, "uA:%lld", (r->unit & TLM_UNIT_ROW_X) != 0);
+    out[n++] = tok(v, "uB:%lld", (r->unit & TLM_UNIT_ROW_G) != 0);
+    out[n++] = tok(v, "uC:%lld", (r->unit & TLM_UNIT_ROW_Y) != 0);
+    n += extent_tokens(v, "b", 1, out + n);
+    n += extent_tokens(v, "m", r->rows, out + n);
+    n += extent_tokens(v, "n", r->cols, out + n);
+    n += extent_tokens(v, "k", 1, out + n);
+  } else {
+    const tlm_matmul_task *m = &task->u.mm;
+    out[n++] = tok(v, "bias:%lld", m->has_bias);
+    out[n++] = tlm_vocab_find(v, acts[m->act >= 0 && m->act < 4 ? m->act : 0]);
+    out[n++] = tok(v, "res:%lld", m->has_residual);
+    out[n++] = tok(v, "uA:%lld", (m->unit & TLM_UNIT_A_K) != 0);
+    out[n++] = tok(v, "uB:%lld", (m->unit & TLM_UNIT_B_N) != 0);
+    out[n++] = tok(v, "uC:%lld", (m->unit & TLM_UNIT_C_N) != 0);
+    n += extent_tokens(v, "b", tlm_task_batch_total(task), out + n);
+    n += extent_tokens(v, "m", m->M, out + n);
+    n += extent_tokens(v, "n", m->N, out + n);
+    n += extent_tokens(v, "k", m->K, out + n);
+  }
   out[n++] = tlm_vocab_find(v, isas[tg->isa >= 0 && tg->isa < 4 ? tg->isa : 0]);
   out[n++] = tok(v, "vnni:%lld", tg->avx512_vnni != 0);
   out[n++] = tok(v, "cores:%lld", ilog2((uint64_t)(tg->cores > 0 ? tg->cores : 1)));

@@ -7,6 +7,8 @@
  * the position of every decision is fixed too.
  *
  * Prompt: <bos> op dtype bias act res unitA unitB unitC, then for each axis
+ * (row-wise operators: bias:0 act:none causal:<0|1> and the unit flags of x,
+ * gamma and y; axes b = 1, m = rows, n = cols, k = 1)
  * (b = batch total, m, n, k): ax:<axis> mag:<floor(log2 E)>
  * frac:<quarter of the octave> p2:<trailing zero bits, at most 6>, then the
  * hardware: isa vnni cores(log2) l1(log2 KiB) l2 l3, then <sep>. Extents are
@@ -27,7 +29,7 @@
 #include "../runtime/target.h"
 #include "../runtime/task.h"
 
-#define TLM_LM_VOCAB_VERSION 1
+#define TLM_LM_VOCAB_VERSION 2
 #define TLM_LM_MAX_VOCAB 512
 #define TLM_LM_PROMPT_LEN 32
 #define TLM_LM_MAX_SEQ (TLM_LM_PROMPT_LEN + TLM_MAX_POINTS)

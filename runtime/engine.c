@@ -29,7 +29,8 @@
  * aborts on some malformed pipelines. */
 static const char *pipeline(void) {
   static const char *const names[][2] = {
-      {"fast", "function(sroa,early-cse,instcombine,simplifycfg,loop-mssa(licm),instcombine)"},
+      {"fast", "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
+               "loop-mssa(licm),instcombine<no-verify-fixpoint>)"},
       {"O1", "default<O1>"},
       {"O2", "default<O2>"},
       {"O3", "default<O3>"}};
@@ -98,6 +99,11 @@ static int push(void ***list, size_t *n, size_t *cap, void *p) {
 static tlm_status make_module(tlm_runtime *rt, const tlm_task *task, const tlm_schedule *sched,
                               LLVMContextRef ctx, const char *name, ln_nest *nest,
                               LLVMModuleRef *mod, char *err, int errcap) {
+  if (tlm_task_is_row(task))
+    return tlm_codegen_row(ctx, task, sched, name, tlm_jit_cpu(rt->jit), tlm_jit_features(rt->jit),
+                           mod, err, errcap)
+               ? TLM_ERR_JIT
+               : TLM_OK;
   if (ln_lower_matmul(task, sched, nest)) {
     snprintf(err, (size_t)errcap, "schedule does not lower to a loop nest");
     return TLM_ERR_INTERNAL;
@@ -116,7 +122,7 @@ static void kernel_name(const tlm_key *key, char *buf, size_t cap) {
 /* The builder's part: object code from disk or compiled now, linked. */
 static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, char *err, int errcap) {
   double t0 = now_ms();
-  if (ln_lower_matmul(&k->task, &k->sched, &k->nest)) {
+  if (!tlm_task_is_row(&k->task) && ln_lower_matmul(&k->task, &k->sched, &k->nest)) {
     snprintf(err, (size_t)errcap, "schedule does not lower to a loop nest");
     return TLM_ERR_INTERNAL;
   }
@@ -131,7 +137,7 @@ static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, char *err, int er
     free(obj);
     k->from_disk = 1;
     k->code_bytes = len;
-    k->fn = (tlm_mm_kernel_fn)fn;
+    k->fn = fn;
     k->compile_ms = now_ms() - t0;
     atomic_fetch_add(&rt->disk_kernel_hits, 1);
     return TLM_OK;
@@ -151,7 +157,7 @@ static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, char *err, int er
     atomic_fetch_add(&rt->compile_fail, 1);
     return st;
   }
-  k->fn = (tlm_mm_kernel_fn)fn;
+  k->fn = fn;
   k->code_bytes = len;
   k->from_disk = 0;
   k->compile_ms = now_ms() - t0;
@@ -415,19 +421,34 @@ tlm_status tlm_engine_plan(tlm_runtime *rt, const tlm_task *task, const tlm_plan
 
 typedef struct exec_ctx {
   const tlm_kernel *k;
-  const tlm_mm_args *args;
+  const void *args;
   float **scratch;
 } exec_ctx;
 
 static void exec_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
   exec_ctx *e = ctx;
-  e->k->fn(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
+  ((tlm_mm_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
+}
+
+static void exec_row_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
+  exec_ctx *e = ctx;
+  ((tlm_row_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
+}
+
+/* iterations of the kernel's parallel loop for this task */
+static int64_t parallel_count(const tlm_kernel *k, const tlm_task *task) {
+  if (tlm_task_is_row(task)) {
+    if (!k->sched.v[ROW_PARALLEL]) return 1;
+    int64_t t = k->sched.v[ROW_TILE];
+    return (task->u.row.rows + t - 1) / t;
+  }
+  return ln_parallel_count(&k->nest, task);
 }
 
 /* caller holds exec_lock */
 static tlm_status exec_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
-                              const tlm_mm_args *args, char *err, int errcap) {
-  int64_t n = ln_parallel_count(&k->nest, task);
+                              const void *args, char *err, int errcap) {
+  int64_t n = parallel_count(k, task);
   if (k->scratch_bytes > rt->scratch_bytes) {
     size_t bytes = ((size_t)k->scratch_bytes + 63) & ~(size_t)63;
     for (int t = 0; t < rt->nthreads; t++) {
@@ -442,12 +463,13 @@ static tlm_status exec_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_ta
     rt->scratch_bytes = (int64_t)bytes;
   }
   exec_ctx e = {k, args, rt->scratch};
-  if (!rt->dry_run) tlm_pool_run(rt->pool, n, exec_chunk, &e);
+  if (!rt->dry_run)
+    tlm_pool_run(rt->pool, n, tlm_task_is_row(task) ? exec_row_chunk : exec_chunk, &e);
   return TLM_OK;
 }
 
 tlm_status tlm_engine_exec(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
-                           const tlm_mm_args *args, char *err, int errcap) {
+                           const void *args, char *err, int errcap) {
   pthread_mutex_lock(&rt->exec_lock);
   tlm_status st = exec_locked(rt, k, task, args, err, errcap);
   pthread_mutex_unlock(&rt->exec_lock);
@@ -455,7 +477,7 @@ tlm_status tlm_engine_exec(tlm_runtime *rt, const tlm_kernel *k, const tlm_task 
 }
 
 int tlm_engine_rerun(tlm_runtime *rt, tlm_plan *plan, uint64_t epoch, const tlm_task *task,
-                     const tlm_mm_args *args) {
+                     const void *args) {
   pthread_mutex_lock(&rt->exec_lock);
   if (atomic_load_explicit(&rt->epoch, memory_order_acquire) != epoch ||
       atomic_load_explicit(&plan->kernel->state, memory_order_acquire) != TLM_ENTRY_READY) {
@@ -469,7 +491,7 @@ int tlm_engine_rerun(tlm_runtime *rt, tlm_plan *plan, uint64_t epoch, const tlm_
   return ok;
 }
 
-tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const tlm_mm_args *args,
+tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const void *args,
                           tlm_plan **plan_out, uint64_t *epoch_out, char *err, int errcap) {
   tlm_key key;
   tlm_key_shape(&key, task, &rt->target, rt->model ? rt->model->checksum : 0);
@@ -555,7 +577,7 @@ tlm_status tlm_engine_kernel_variant(tlm_runtime *rt, const tlm_task *task,
     free(k);
     return TLM_ERR_JIT;
   }
-  k->fn = (tlm_mm_kernel_fn)fn;
+  k->fn = fn;
   atomic_store(&k->state, TLM_ENTRY_READY);
   *out = k;
   return TLM_OK;

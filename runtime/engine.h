@@ -28,7 +28,8 @@ enum { TLM_ENTRY_BUILDING = 0, TLM_ENTRY_READY = 1, TLM_ENTRY_FAILED = 2, TLM_EN
 /* A compiled kernel, shared by every task with its schedule key. Kernel
  * structs live until tlm_destroy; eviction frees their JIT code only. */
 typedef struct tlm_kernel {
-  tlm_mm_kernel_fn fn;   /* valid while state is READY */
+  void *fn;              /* tlm_mm_kernel_fn or tlm_row_kernel_fn by the
+                            task's kind; valid while state is READY */
   tlm_schedule sched;
   ln_nest nest;
   int64_t scratch_bytes; /* per thread */
@@ -100,14 +101,14 @@ void tlm_log(const tlm_runtime *rt, tlm_log_level level, const char *fmt, ...)
 /* Runs a task: the cached plan and kernel (the hit path takes the map's
  * read lock only), or scheduled and compiled now with single flight. On
  * success *plan and *epoch tell the caller what ran, for tlm_engine_rerun. */
-tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const tlm_mm_args *args,
+tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const void *args,
                           tlm_plan **plan, uint64_t *epoch, char *err, int errcap);
 
 /* Runs `plan` again without any lookup, if nothing was evicted since
  * `epoch` (checked under the execution lock, which eviction holds).
  * Returns 1 when it ran, 0 when the caller must take tlm_engine_run. */
 int tlm_engine_rerun(tlm_runtime *rt, tlm_plan *plan, uint64_t epoch, const tlm_task *task,
-                     const tlm_mm_args *args);
+                     const void *args);
 
 /* The plan for a task, built if missing (for tools). The pointer stays
  * valid until the entry is evicted, which only a capacity can cause. */
@@ -122,7 +123,7 @@ tlm_status tlm_engine_kernel(tlm_runtime *rt, const tlm_task *task,
 
 /* Runs a kernel over the runtime's threads. */
 tlm_status tlm_engine_exec(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
-                           const tlm_mm_args *args, char *err, int errcap);
+                           const void *args, char *err, int errcap);
 
 /* The optimized LLVM IR text of a schedule (for tests and `tlm explain`).
  * *ir is malloc'd; the caller frees it. `optimize` 0 gives the IR as

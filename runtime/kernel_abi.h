@@ -28,4 +28,17 @@ typedef struct tlm_mm_args {
 typedef void (*tlm_mm_kernel_fn)(const tlm_mm_args *args, int64_t begin,
                                  int64_t end, float *scratch);
 
+/* Row-wise kernels: rows and strides at run time, cols static. */
+typedef struct tlm_row_args {
+  float *y;
+  const float *x, *gamma, *beta;
+  int64_t rows;
+  int64_t sx[2], sy[2], sg, sb;
+} tlm_row_args;
+
+/* A row kernel runs row blocks [begin, end) (all rows in one block when
+ * the schedule is serial). */
+typedef void (*tlm_row_kernel_fn)(const tlm_row_args *args, int64_t begin, int64_t end,
+                                  float *scratch);
+
 #endif

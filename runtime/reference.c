@@ -42,3 +42,45 @@ void tlm_ref_matmul(const tlm_task *task, const tlm_mm_args *a) {
       }
   }
 }
+
+void tlm_ref_row(const tlm_task *task, const tlm_row_args *a) {
+  const tlm_row_task *t = &task->u.row;
+  for (int64_t r = 0; r < t->rows; r++) {
+    const float *x = a->x + r * a->sx[0];
+    float *y = a->y + r * a->sy[0];
+    int64_t C = t->cols;
+    if (task->kind == TLM_OP_SOFTMAX) {
+      int64_t lim = C;
+      if (t->causal) {
+        lim = r % t->mrows + C - t->mrows + 1;
+        if (lim > C) lim = C;
+        if (lim < 0) lim = 0;
+      }
+      double mx = -INFINITY, sum = 0;
+      for (int64_t c = 0; c < lim; c++) mx = fmax(mx, (double)t->scale * x[c * a->sx[1]]);
+      for (int64_t c = 0; c < lim; c++) sum += exp((double)t->scale * x[c * a->sx[1]] - mx);
+      /* read everything before writing: y may be x */
+      for (int64_t c = 0; c < C; c++) {
+        double v = c < lim ? exp((double)t->scale * x[c * a->sx[1]] - mx) / sum : 0.0;
+        y[c * a->sy[1]] = (float)v;
+      }
+    } else {
+      double mean = 0, var = 0;
+      if (task->kind == TLM_OP_LAYERNORM) {
+        for (int64_t c = 0; c < C; c++) mean += x[c * a->sx[1]];
+        mean /= (double)C;
+      }
+      for (int64_t c = 0; c < C; c++) {
+        double d = x[c * a->sx[1]] - mean;
+        var += d * d;
+      }
+      var /= (double)C;
+      double rs = 1.0 / sqrt(var + t->eps);
+      for (int64_t c = 0; c < C; c++) {
+        double v = (x[c * a->sx[1]] - mean) * rs * a->gamma[c * a->sg];
+        if (task->kind == TLM_OP_LAYERNORM) v += a->beta[c * a->sb];
+        y[c * a->sy[1]] = (float)v;
+      }
+    }
+  }
+}

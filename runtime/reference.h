@@ -13,4 +13,7 @@ float tlm_ref_activation(int act, float x);
  * `args` (args->M must equal task->u.mm.M). Accumulates in double. */
 void tlm_ref_matmul(const tlm_task *task, const tlm_mm_args *args);
 
+/* Row-wise reference (softmax, layernorm, rmsnorm) in double precision. */
+void tlm_ref_row(const tlm_task *task, const tlm_row_args *args);
+
 #endif

@@ -49,15 +49,32 @@ uint64_t tlm_rng_next(uint64_t *state) {
   return z ^ (z >> 31);
 }
 
+static const tlm_point k_row_points[ROW_NPOINTS] = {
+    [ROW_VEC] = {"vec", TLM_PK_VEC},
+    [ROW_UNROLL] = {"unroll", TLM_PK_UNROLL},
+    [ROW_TILE] = {"tile_rows", TLM_PK_TILE},
+    [ROW_PARALLEL] = {"parallel", TLM_PK_PARALLEL},
+};
+
 int tlm_space_init(tlm_space *s, const tlm_task *task, const tlm_target *target) {
   memset(s, 0, sizeof *s);
-  if (task->kind != TLM_OP_MATMUL) return -1;
   s->task = *task;
   s->target = *target;
-  s->npoints = MM_NPOINTS;
-  s->points = k_mm_points;
-  return 0;
+  if (task->kind == TLM_OP_MATMUL) {
+    s->npoints = MM_NPOINTS;
+    s->points = k_mm_points;
+    return 0;
+  }
+  if (tlm_task_is_row(task)) {
+    s->npoints = ROW_NPOINTS;
+    s->points = k_row_points;
+    return 0;
+  }
+  return -1;
 }
+
+static int row_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c);
+static int row_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n);
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -76,14 +93,14 @@ static int has_epilogue(const tlm_matmul_task *t) {
 }
 
 int64_t tlm_mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
-  (void)task;
-  if (!s->v[MM_PACK_B]) return 0;
+  if (task->kind != TLM_OP_MATMUL || !s->v[MM_PACK_B]) return 0;
   int64_t bblock = (int64_t)s->v[MM_B2] * s->v[MM_B3];
   return bblock * s->v[MM_N2] * (int64_t)s->v[MM_N3] * s->v[MM_K1] * 4;
 }
 
 int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
                          int32_t *c) {
+  if (tlm_task_is_row(&s->task)) return row_candidates(s, p, d, c);
   const tlm_matmul_task *t = &s->task.u.mm;
   int64_t btot = tlm_task_batch_total(&s->task);
   int n = 0;
@@ -205,6 +222,7 @@ static int pick_at_most(const int32_t *c, int n, int64_t want) {
 static int choose_default(void *ctx, const tlm_space *s, int p,
                           const int32_t *d, const int32_t *c, int n) {
   (void)ctx;
+  if (tlm_task_is_row(&s->task)) return row_default(s, p, d, c, n);
   const tlm_matmul_task *t = &s->task.u.mm;
   const tlm_target *tg = &s->target;
   int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 512 * 1024;
@@ -328,4 +346,48 @@ int tlm_schedule_parse(const tlm_space *s, const char *text, tlm_schedule *out,
     return -1;
   }
   return 0;
+}
+
+/* ---- row-wise operators ------------------------------------------------------------ */
+
+static int row_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c) {
+  const tlm_row_task *t = &s->task.u.row;
+  int n = 0;
+  (void)d;
+  switch (p) {
+  case ROW_VEC: {
+    static const int32_t widths[] = {1, 4, 8, 16};
+    for (int i = 0; i < 4; i++)
+      if (widths[i] <= s->target.vec_lanes) c[n++] = widths[i];
+    break;
+  }
+  case ROW_UNROLL: {
+    static const int32_t u[] = {1, 2, 4};
+    for (int i = 0; i < 3; i++) c[n++] = u[i];
+    break;
+  }
+  case ROW_TILE: n = tile_candidates(t->rows, 1, c); break;
+  case ROW_PARALLEL:
+    c[n++] = 0;
+    c[n++] = 1;
+    break;
+  default: break;
+  }
+  return n;
+}
+
+static int row_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
+  const tlm_row_task *t = &s->task.u.row;
+  int cores = s->target.cores > 0 ? s->target.cores : 1;
+  (void)d;
+  switch (p) {
+  case ROW_VEC: return n - 1;
+  case ROW_UNROLL: return t->cols >= 8 * (int64_t)s->target.vec_lanes ? 1 : 0;
+  case ROW_TILE: {
+    int64_t per = (t->rows + 4 * cores - 1) / (4 * cores);
+    return pick_at_most(c, n, per < 1 ? 1 : per);
+  }
+  case ROW_PARALLEL: return (cores > 1 && t->rows > 1 && t->rows * t->cols >= 16384) ? 1 : 0;
+  default: return 0;
+  }
 }

@@ -70,6 +70,11 @@ enum {
   MM_NPOINTS
 };
 
+/* Row-wise (softmax, layernorm, rmsnorm) decision points: vector width along
+ * the row, independent vector accumulators per reduction (the unroll),
+ * rows per block, and whether blocks of rows run in parallel. */
+enum { ROW_VEC = 0, ROW_UNROLL, ROW_TILE, ROW_PARALLEL, ROW_NPOINTS };
+
 typedef struct tlm_schedule {
   int32_t n;                    /* number of decisions (= points) */
   int32_t v[TLM_MAX_POINTS];    /* value per point; unused entries 0 */
@@ -124,8 +129,8 @@ int tlm_schedule_parse(const tlm_space *s, const char *text, tlm_schedule *out,
 /* splitmix64 step (Steele, Lea & Flood, OOPSLA 2014). */
 uint64_t tlm_rng_next(uint64_t *state);
 
-/* Bytes of the per-thread scratch buffer the matmul schedule needs (packed
- * B block), 0 when it packs nothing. */
+/* Bytes of the per-thread scratch buffer the schedule needs (the matmul's
+ * packed B block), 0 when it packs nothing. */
 int64_t tlm_mm_scratch_bytes(const tlm_task *t, const tlm_schedule *sched);
 
 #endif

@@ -11,11 +11,18 @@ int64_t tlm_task_batch_total(const tlm_task *t) {
 }
 
 double tlm_task_flops(const tlm_task *t) {
+  if (tlm_task_is_row(t)) return 5.0 * (double)t->u.row.rows * (double)t->u.row.cols;
   const tlm_matmul_task *m = &t->u.mm;
   return 2.0 * (double)tlm_task_batch_total(t) * (double)m->M * (double)m->N * (double)m->K;
 }
 
 char *tlm_task_str(const tlm_task *t, char *buf, int cap) {
+  if (tlm_task_is_row(t)) {
+    static const char *names[] = {"", "", "softmax", "layernorm", "rmsnorm"};
+    snprintf(buf, (size_t)cap, "%s:%lldx%lld%s", names[t->kind], (long long)t->u.row.rows,
+             (long long)t->u.row.cols, t->u.row.causal ? "_causal" : "");
+    return buf;
+  }
   static const char *acts[] = {"", "_relu", "_gelu", "_silu"};
   const tlm_matmul_task *m = &t->u.mm;
   char bp[80] = "";

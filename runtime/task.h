@@ -44,13 +44,32 @@ typedef struct tlm_matmul_task {
   int64_t sbias;                  /* bias stride along n (0 if none) */
 } tlm_matmul_task;
 
+/* Row-wise task (softmax, layernorm, rmsnorm): `rows` rows of `cols`
+ * elements. rows and the strides are run-time arguments of kernels. */
+typedef struct tlm_row_task {
+  int32_t causal;
+  int32_t unit;   /* TLM_UNIT_ROW_* bits */
+  float eps, scale;
+  int64_t rows, cols;
+  int64_t mrows;  /* R: rows per (R, C) matrix, for the causal mask */
+  int64_t sx[2], sy[2]; /* row and column strides of x and y */
+  int64_t sg, sb; /* gamma and beta strides (0 if absent) */
+} tlm_row_task;
+
+enum { TLM_UNIT_ROW_X = 1, TLM_UNIT_ROW_Y = 2, TLM_UNIT_ROW_G = 4, TLM_UNIT_ROW_B = 8 };
+
 typedef struct tlm_task {
   int32_t kind;  /* tlm_op_kind */
   int32_t dtype; /* tlm_dtype of every tensor */
   union {
     tlm_matmul_task mm;
+    tlm_row_task row;
   } u;
 } tlm_task;
+
+static inline int tlm_task_is_row(const tlm_task *t) {
+  return t->kind == TLM_OP_SOFTMAX || t->kind == TLM_OP_LAYERNORM || t->kind == TLM_OP_RMSNORM;
+}
 
 /* Product of the batch extents (1 when there are none). */
 int64_t tlm_task_batch_total(const tlm_task *t);

@@ -1,0 +1,191 @@
+/* Softmax (plain, scaled, causal), layernorm and rmsnorm: default and random
+ * schedules against the double-precision reference on odd shapes, in
+ * place, with strided rows, and at numerically hard inputs (huge and tiny
+ * magnitudes, large offsets, rows of length 1). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/validate.h"
+#include "check.h"
+#include "runtime/engine.h"
+#include "runtime/reference.h"
+
+static uint64_t g_rng = 77;
+static float frand(void) {
+  return (float)((double)(tlm_rng_next(&g_rng) >> 40) / (double)(1 << 24) * 2.0 - 1.0);
+}
+
+typedef struct prob {
+  tlm_op op;
+  tlm_tensor in[3], out;
+  int n_in;
+  float *x, *y, *g, *b, *ref;
+  int64_t n;
+} prob;
+
+/* x: (batch, R, C) with row stride `ld` >= C (padding between rows) */
+static void make(prob *p, tlm_op_kind kind, int64_t batch, int64_t R, int64_t C, int64_t ld,
+                 int causal, float scale, int inplace, float mag, float offset) {
+  memset(p, 0, sizeof *p);
+  p->op = tlm_op_rownorm(kind);
+  p->op.u.rownorm.causal = causal;
+  p->op.u.rownorm.scale = scale;
+  p->n = batch * R * ld;
+  p->x = malloc(sizeof(float) * (size_t)p->n);
+  p->y = inplace ? p->x : malloc(sizeof(float) * (size_t)p->n);
+  p->ref = malloc(sizeof(float) * (size_t)p->n);
+  p->g = malloc(sizeof(float) * (size_t)C);
+  p->b = malloc(sizeof(float) * (size_t)C);
+  for (int64_t i = 0; i < p->n; i++) p->x[i] = offset + mag * frand();
+  if (!inplace)
+    for (int64_t i = 0; i < p->n; i++) p->y[i] = 12345.0f;
+  for (int64_t i = 0; i < C; i++) p->g[i] = 1.0f + 0.5f * frand(), p->b[i] = frand();
+  int64_t shape[3] = {batch, R, C}, strides[3] = {R * ld, ld, 1};
+  tlm_tensor *t = &p->in[0];
+  t->dtype = TLM_F32, t->ndim = 3, t->data = p->x;
+  memcpy(t->shape, shape, sizeof shape);
+  memcpy(t->strides, strides, sizeof strides);
+  p->out = *t;
+  p->out.data = p->y;
+  p->n_in = 1;
+  if (kind != TLM_OP_SOFTMAX) tlm_tensor_dense(&p->in[p->n_in++], TLM_F32, 1, &C, p->g);
+  if (kind == TLM_OP_LAYERNORM) tlm_tensor_dense(&p->in[p->n_in++], TLM_F32, 1, &C, p->b);
+  /* the reference, from the untouched input */
+  tlm_task task;
+  tlm_row_args args;
+  char err[256];
+  if (tlm_validate_row(&p->op, p->in, p->n_in, &p->out, 1, &task, &args, err, sizeof err) == 0) {
+    args.y = p->ref;
+    tlm_ref_row(&task, &args);
+  }
+}
+
+static void drop(prob *p) {
+  if (p->y != p->x) free(p->y);
+  free(p->x);
+  free(p->ref);
+  free(p->g);
+  free(p->b);
+}
+
+/* largest error over the (batch, R, C) elements, relative to 1 + |ref| */
+static double error(const prob *p) {
+  const tlm_tensor *t = &p->out;
+  double worst = 0;
+  for (int64_t i = 0; i < t->shape[0] * t->shape[1]; i++)
+    for (int64_t c = 0; c < t->shape[2]; c++) {
+      int64_t at = i * t->strides[1] + c;
+      double e = fabs((double)p->y[at] - p->ref[at]) / (1.0 + fabs((double)p->ref[at]));
+      if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+    }
+  return worst;
+}
+
+#define TOL 1e-4
+
+int main(void) {
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.cache_dir = "none";
+  cfg.model_path = "none";
+  cfg.num_threads = 2;
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt)) return 1;
+  static const int64_t rows[] = {1, 2, 3, 7, 17, 64, 127};
+  static const int64_t cols[] = {1, 2, 3, 5, 16, 17, 31, 64, 100, 257, 768, 1000};
+  static const tlm_op_kind kinds[] = {TLM_OP_SOFTMAX, TLM_OP_LAYERNORM, TLM_OP_RMSNORM};
+  int checked = 0;
+  for (int k = 0; k < 3; k++)
+    for (int ri = 0; ri < 7; ri++)
+      for (int ci = 0; ci < 12; ci++) {
+        int64_t R = rows[ri], C = cols[ci];
+        int causal = kinds[k] == TLM_OP_SOFTMAX && (ri + ci) % 2;
+        int inplace = (ri + ci) % 3 == 0;
+        int64_t ld = C + (ci % 2 ? 3 : 0);
+        prob p;
+        make(&p, kinds[k], 1 + ri % 2, R, C, ld, causal, causal ? 0.125f : 1.0f, inplace, 3.0f, 0);
+        /* the default rule through tlm_run */
+        tlm_status st = tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
+        double e = st == TLM_OK ? error(&p) : INFINITY;
+        CHECK(st == TLM_OK && e <= TOL, "kind %d %lldx%lld causal %d inplace %d: %s error %g",
+              kinds[k], (long long)R, (long long)C, causal, inplace, tlm_last_error(rt), e);
+        drop(&p);
+        checked++;
+        /* random schedules (not in place: the input must stay intact) */
+        for (int s = 0; s < 3; s++) {
+          make(&p, kinds[k], 1 + ri % 2, R, C, ld, causal, causal ? 0.125f : 1.0f, 0, 3.0f, 0);
+          tlm_task task;
+          tlm_row_args args;
+          char err[256];
+          if (tlm_validate_row(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err)) {
+            CHECK(0, "validate: %s", err);
+            drop(&p);
+            continue;
+          }
+          tlm_space sp;
+          tlm_space_init(&sp, &task, &rt->target);
+          tlm_schedule sched;
+          tlm_space_sample(&sp, &g_rng, &sched);
+          char ss[256];
+          tlm_schedule_str(&sp, &sched, ss, sizeof ss);
+          tlm_kernel *kern;
+          st = tlm_engine_kernel(rt, &task, &sched, &kern, err, sizeof err);
+          if (st == TLM_OK) st = tlm_engine_exec(rt, kern, &task, &args, err, sizeof err);
+          e = st == TLM_OK ? error(&p) : INFINITY;
+          CHECK(st == TLM_OK && e <= TOL, "kind %d %lldx%lld [%s]: %s error %g", kinds[k],
+                (long long)R, (long long)C, ss, err, e);
+          drop(&p);
+          checked++;
+        }
+      }
+  /* numerically hard inputs */
+  struct {
+    tlm_op_kind kind;
+    float mag, offset;
+    int64_t C;
+    const char *what;
+  } hard[] = {{TLM_OP_SOFTMAX, 1e30f, 0, 100, "softmax of +-1e30"},
+              {TLM_OP_SOFTMAX, 1e-30f, 0, 100, "softmax of +-1e-30"},
+              {TLM_OP_SOFTMAX, 50.0f, 0, 1, "softmax of rows of length 1"},
+              {TLM_OP_SOFTMAX, 100.0f, 0, 257, "softmax of +-100"},
+              {TLM_OP_LAYERNORM, 1.0f, 1e4f, 768, "layernorm with offset 1e4"},
+              {TLM_OP_LAYERNORM, 1e-20f, 0, 768, "layernorm of +-1e-20"},
+              {TLM_OP_LAYERNORM, 1e15f, 0, 100, "layernorm of +-1e15"},
+              {TLM_OP_LAYERNORM, 5.0f, 0, 1, "layernorm of rows of length 1"},
+              {TLM_OP_RMSNORM, 1e15f, 0, 100, "rmsnorm of +-1e15"},
+              {TLM_OP_RMSNORM, 1e-30f, 0, 100, "rmsnorm of +-1e-30"},
+              {TLM_OP_RMSNORM, 2.0f, 0, 1, "rmsnorm of rows of length 1"}};
+  for (size_t h = 0; h < sizeof hard / sizeof hard[0]; h++) {
+    prob p;
+    make(&p, hard[h].kind, 2, 9, hard[h].C, hard[h].C, 0, 1.0f, 0, hard[h].mag, hard[h].offset);
+    tlm_status st = tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
+    double e = st == TLM_OK ? error(&p) : INFINITY;
+    CHECK(st == TLM_OK && e <= TOL, "%s: error %g", hard[h].what, e);
+    drop(&p);
+    checked++;
+  }
+  /* bad input */
+  {
+    prob p;
+    make(&p, TLM_OP_SOFTMAX, 1, 4, 8, 8, 0, 1.0f, 0, 1.0f, 0);
+    tlm_op op = p.op;
+    op.u.rownorm.causal = 2;
+    CHECK(tlm_run(rt, &op, p.in, 1, &p.out, 1) == TLM_ERR_INVALID_ARGUMENT, "causal 2");
+    op = p.op;
+    op.u.rownorm.scale = -1;
+    CHECK(tlm_run(rt, &op, p.in, 1, &p.out, 1) == TLM_ERR_INVALID_ARGUMENT, "negative scale");
+    tlm_tensor o = p.out;
+    o.shape[2] = 7;
+    CHECK(tlm_run(rt, &p.op, p.in, 1, &o, 1) == TLM_ERR_SHAPE_MISMATCH, "y shape");
+    o = p.out;
+    o.data = p.x + 1;
+    CHECK(tlm_run(rt, &p.op, p.in, 1, &o, 1) == TLM_ERR_ALIASING, "y overlapping x");
+    tlm_op ln = tlm_op_rownorm(TLM_OP_LAYERNORM);
+    CHECK(tlm_run(rt, &ln, p.in, 1, &p.out, 1) == TLM_ERR_INVALID_ARGUMENT, "layernorm without gamma");
+    drop(&p);
+  }
+  printf("row-wise problems checked: %d\n", checked);
+  tlm_destroy(rt);
+  return check_report("test_rowops");
+}
