@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "api/validate.h"
+#include "runtime/reference.h"
 #include "runtime/engine.h"
 #include "tools/cachecmd.h"
 #include "tools/collect.h"
@@ -35,6 +36,8 @@ static void usage(FILE *f) {
           "usage: tlm <command> [options]\n"
           "commands:\n"
           "  run MATMUL_DESC   schedule, JIT-compile and time one matmul\n"
+          "  run softmax:RxC | layernorm:RxC | rmsnorm:RxC   the same for a row-wise op\n"
+          "                    (--causal and --scale S for softmax)\n"
           "      MATMUL_DESC   benchdnn matmul problem, e.g. 1000x768:768x3072 or\n"
           "                    12x128x64:12x64x128 (batch dims broadcast)\n"
           "      --check       compare against the reference; exit 1 above tolerance\n"
@@ -76,10 +79,153 @@ static int parse_epilogue(const char *s, tlm_matmul_desc *e) {
   return 0;
 }
 
+/* `tlm run softmax:RxC` and friends: parses "OP:ROWSxCOLS"; returns 1 with
+ * the kind, rows and cols, 0 if the text names no row-wise op, -1 (with a
+ * message) if it does but is malformed. */
+static int parse_row_desc(const char *text, tlm_op_kind *kind, int64_t *rows, int64_t *cols,
+                          char *err, int errcap) {
+  static const struct {
+    const char *name;
+    tlm_op_kind kind;
+  } ops[] = {{"softmax:", TLM_OP_SOFTMAX}, {"layernorm:", TLM_OP_LAYERNORM},
+             {"rmsnorm:", TLM_OP_RMSNORM}};
+  for (size_t i = 0; i < 3; i++) {
+    size_t l = strlen(ops[i].name);
+    if (strncmp(text, ops[i].name, l)) continue;
+    const char *q = text + l;
+    char *e;
+    long long r = strtoll(q, &e, 10);
+    if (e == q || r < 1 || r > (1ll << 40)) {
+      snprintf(err, (size_t)errcap, "expected ROWS (>= 1) at column %d", (int)(q - text) + 1);
+      return -1;
+    }
+    if (*e != 'x') {
+      snprintf(err, (size_t)errcap, "expected 'x' at column %d", (int)(e - text) + 1);
+      return -1;
+    }
+    q = e + 1;
+    long long c = strtoll(q, &e, 10);
+    if (e == q || c < 1 || c > (1ll << 40) || *e) {
+      snprintf(err, (size_t)errcap, "expected COLS (>= 1) and nothing after it at column %d",
+               (int)(q - text) + 1);
+      return -1;
+    }
+    *kind = ops[i].kind;
+    *rows = r;
+    *cols = c;
+    return 1;
+  }
+  return 0;
+}
+
+static int run_row(tlm_op_kind kind, int64_t R, int64_t C, int causal, float scale,
+                   const char *sched_text, int threads, int check, double min_time) {
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  if (threads >= 0) cfg.num_threads = threads;
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt)) {
+    fprintf(stderr, "tlm: %s\n", tlm_last_error(NULL));
+    return 1;
+  }
+  int64_t n = R * C;
+  float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+  float *ref = malloc(sizeof(float) * (size_t)n), *g = malloc(sizeof(float) * (size_t)C);
+  float *b = malloc(sizeof(float) * (size_t)C);
+  int rc = 1;
+  if (!x || !y || !ref || !g || !b) {
+    fprintf(stderr, "tlm run: out of memory\n");
+    goto out;
+  }
+  uint64_t rng = 42;
+  for (int64_t i = 0; i < n; i++) x[i] = (float)((tlm_rng_next(&rng) >> 40) % 2000) / 250.0f - 4.0f;
+  for (int64_t i = 0; i < C; i++) g[i] = 1.0f, b[i] = 0.1f;
+  tlm_op op = tlm_op_rownorm(kind);
+  op.u.rownorm.causal = causal;
+  if (scale > 0) op.u.rownorm.scale = scale;
+  tlm_tensor in[3], o;
+  int nin = 1;
+  tlm_tensor_dense(&in[0], TLM_F32, 2, (int64_t[]){R, C}, x);
+  if (kind != TLM_OP_SOFTMAX) tlm_tensor_dense(&in[nin++], TLM_F32, 1, &C, g);
+  if (kind == TLM_OP_LAYERNORM) tlm_tensor_dense(&in[nin++], TLM_F32, 1, &C, b);
+  tlm_tensor_dense(&o, TLM_F32, 2, (int64_t[]){R, C}, y);
+  tlm_task task;
+  tlm_row_args args;
+  char err[512];
+  tlm_status st = tlm_validate_row(&op, in, nin, &o, 1, &task, &args, err, sizeof err);
+  if (st) {
+    fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
+    goto out;
+  }
+  tlm_space space;
+  tlm_space_init(&space, &task, &rt->target);
+  tlm_schedule sched;
+  const tlm_kernel *k = NULL;
+  if (!strcmp(sched_text, "auto") || !strcmp(sched_text, "default")) {
+    const tlm_plan *plan;
+    st = tlm_engine_plan(rt, &task, &plan, err, sizeof err);
+    if (!st) k = plan->kernel, sched = plan->sched;
+  } else {
+    if (!strcmp(sched_text, "rule")) tlm_space_default(&space, &sched);
+    else if (!strncmp(sched_text, "random:", 7)) {
+      uint64_t seed = strtoull(sched_text + 7, NULL, 10);
+      tlm_space_sample(&space, &seed, &sched);
+    } else if (tlm_schedule_parse(&space, sched_text, &sched, err, sizeof err)) {
+      fprintf(stderr, "tlm run: bad --schedule: %s\n", err);
+      goto out;
+    }
+    tlm_kernel *kk;
+    st = tlm_engine_kernel(rt, &task, &sched, &kk, err, sizeof err);
+    k = kk;
+  }
+  if (st || (st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err))) {
+    fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
+    goto out;
+  }
+  double worst = 0;
+  if (check) {
+    tlm_row_args ra = args;
+    ra.y = ref;
+    tlm_ref_row(&task, &ra);
+    for (int64_t i = 0; i < n; i++) {
+      double e = fabs((double)y[i] - ref[i]) / (1.0 + fabs((double)ref[i]));
+      if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+    }
+  }
+  double times[4096];
+  int reps = 0;
+  double start = now_ns();
+  while (reps < 4096 && (reps < 5 || now_ns() - start < min_time * 1e9)) {
+    double t0 = now_ns();
+    tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
+    times[reps++] = now_ns() - t0;
+  }
+  qsort(times, (size_t)reps, sizeof(double), cmp_double);
+  char ts[160], ss[256];
+  printf("problem      %s\n", tlm_task_str(&task, ts, sizeof ts));
+  printf("threads      %d\n", rt->nthreads);
+  printf("schedule     %s\n", tlm_schedule_str(&space, &sched, ss, sizeof ss));
+  printf("compile_ms   %.2f%s\n", k->compile_ms, k->from_disk ? " (loaded from the disk cache)" : "");
+  printf("kernel_ms    %.4f (median of %d)\n", times[reps / 2] * 1e-6, reps);
+  printf("gbytes_per_s %.1f\n", 8.0 * (double)n / times[reps / 2]);
+  if (check) printf("max_rel_err  %.3g (tolerance 1e-4) %s\n", worst, worst <= 1e-4 ? "PASS" : "FAIL");
+  rc = check && !(worst <= 1e-4) ? 1 : 0;
+out:
+  free(x);
+  free(y);
+  free(ref);
+  free(g);
+  free(b);
+  tlm_destroy(rt);
+  return rc;
+}
+
 static int cmd_run(int argc, char **argv) {
   const char *desc_text = NULL, *sched_text = "auto", *json_path = NULL, *ir_path = NULL;
   int check = 0, threads = -1;
   double min_time = 0.3;
+  int causal = 0;
+  float scale = 0;
   tlm_matmul_desc epi;
   memset(&epi, 0, sizeof epi);
   int ta = 0, tb = 0;
@@ -87,6 +233,8 @@ static int cmd_run(int argc, char **argv) {
     const char *a = argv[i];
     if (!strcmp(a, "--check")) check = 1;
     else if (!strcmp(a, "--transpose-a")) ta = 1;
+    else if (!strcmp(a, "--causal")) causal = 1;
+    else if (!strcmp(a, "--scale") && i + 1 < argc) scale = (float)atof(argv[++i]);
     else if (!strcmp(a, "--transpose-b")) tb = 1;
     else if (!strcmp(a, "--schedule") && i + 1 < argc) sched_text = argv[++i];
     else if (!strcmp(a, "--json") && i + 1 < argc) json_path = argv[++i];
@@ -113,6 +261,14 @@ static int cmd_run(int argc, char **argv) {
   }
   tlm_mm_desc d;
   char err[512];
+  tlm_op_kind rk;
+  int64_t rrows, rcols;
+  int rr = parse_row_desc(desc_text, &rk, &rrows, &rcols, err, sizeof err);
+  if (rr < 0) {
+    fprintf(stderr, "tlm run: bad descriptor '%s': %s\n", desc_text, err);
+    return 2;
+  }
+  if (rr > 0) return run_row(rk, rrows, rcols, causal, scale, sched_text, threads, check, min_time);
   int pr = tlm_mm_desc_parse(desc_text, &d, err, sizeof err);
   if (pr <= 0) {
     fprintf(stderr, "tlm run: bad descriptor '%s': %s\n", desc_text,
