@@ -219,6 +219,8 @@ tlm_status tlm_validate_matmul(const tlm_op *op, const tlm_tensor *in, int n_in,
   args->bias = bias ? bias->data : NULL;
   args->res = R ? R->data : NULL;
   args->M = M;
+  args->N = N;
+  args->K = K;
   return TLM_OK;
 }
 

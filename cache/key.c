@@ -61,9 +61,11 @@ void tlm_key_schedule(tlm_key *k, const tlm_task *task, const tlm_target *target
     finish(k);
     return;
   }
-  /* run-time arguments of the kernel: M and every stride (only the unit
-   * class is static, in t.u.mm.unit) */
+  /* run-time arguments of the kernel: M, N, K and every stride (only the
+   * unit class is static, in t.u.mm.unit) */
   t.u.mm.M = 0;
+  t.u.mm.N = 0;
+  t.u.mm.K = 0;
   memset(t.u.mm.sa, 0, sizeof t.u.mm.sa);
   memset(t.u.mm.sb, 0, sizeof t.u.mm.sb);
   memset(t.u.mm.sc, 0, sizeof t.u.mm.sc);

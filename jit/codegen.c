@@ -34,7 +34,7 @@ typedef struct cg {
   const ln_nest *nest;
   int batched;
   LLVMValueRef begin, end, scratch;
-  LLVMValueRef pa, pb, pc, pbias, pres, M;
+  LLVMValueRef pa, pb, pc, pbias, pres, M, N, K;
   LLVMValueRef sa[6], sb[6], sc[6], sr[6], sbias;
   /* packing state, valid inside an LN_PACK_B */
   int packed;
@@ -311,8 +311,8 @@ static LLVMValueRef root_extent(cg *g, int axis) {
   switch (axis) {
   case LN_B: return c64(g, tlm_task_batch_total(g->task));
   case LN_M: return g->M;
-  case LN_N: return c64(g, g->mm->N);
-  default: return c64(g, g->mm->K);
+  case LN_N: return g->N;
+  default: return g->K;
   }
 }
 
@@ -493,7 +493,7 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
 
   /* epilogue in registers after the last k block */
   if (n->epilogue) {
-    LLVMBasicBlockRef ej = if_begin(g, LLVMBuildICmp(g->b, LLVMIntEQ, kend, c64(g, mm->K), ""));
+    LLVMBasicBlockRef ej = if_begin(g, LLVMBuildICmp(g->b, LLVMIntEQ, kend, g->K, ""));
     for (int ib = 0; ib < TB; ib++)
       for (int im = 0; im < TM; im++)
         for (int v = 0; v < NV; v++) {
@@ -658,7 +658,11 @@ static int codegen(LLVMContextRef ctx, const tlm_task *task, const ln_nest *nest
   g.pb = arg_field(&g, args, offsetof(tlm_mm_args, b), g.ptr);
   g.pbias = arg_field(&g, args, offsetof(tlm_mm_args, bias), g.ptr);
   g.pres = arg_field(&g, args, offsetof(tlm_mm_args, res), g.ptr);
+  /* static_m: every extent a constant (the fully specialized kernel that
+   * benchmarks compare against) */
   g.M = static_m ? c64(&g, g.mm->M) : arg_field(&g, args, offsetof(tlm_mm_args, M), g.i64);
+  g.N = static_m ? c64(&g, g.mm->N) : arg_field(&g, args, offsetof(tlm_mm_args, N), g.i64);
+  g.K = static_m ? c64(&g, g.mm->K) : arg_field(&g, args, offsetof(tlm_mm_args, K), g.i64);
   load_strides(&g, args, offsetof(tlm_mm_args, sa), g.sa, (g.mm->unit & TLM_UNIT_A_K) != 0);
   load_strides(&g, args, offsetof(tlm_mm_args, sb), g.sb, (g.mm->unit & TLM_UNIT_B_N) != 0);
   load_strides(&g, args, offsetof(tlm_mm_args, sc), g.sc, (g.mm->unit & TLM_UNIT_C_N) != 0);

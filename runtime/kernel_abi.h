@@ -17,7 +17,7 @@ typedef struct tlm_mm_args {
   const float *b;    /* (batch..., K, N) through sb */
   const float *bias; /* (N) through sbias, or NULL */
   const float *res;  /* (batch..., M, N) through sr, or NULL */
-  int64_t M;
+  int64_t M, N, K;
   int64_t sa[6], sb[6], sc[6], sr[6]; /* elements: 4 batch dims, row, col */
   int64_t sbias;
 } tlm_mm_args;

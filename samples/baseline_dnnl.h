@@ -1,7 +1,7 @@
-/* baseline_dnnl.h - the same linear layers through oneDNN, for the
- * samples' side-by-side baseline: one matmul primitive (bias, optional
- * GELU-tanh post-op) per distinct shape, created on first use and cached, as
- * an application using oneDNN directly would. */
+/* baseline_dnnl.h - matmuls through oneDNN for the samples' side-by-side
+ * baseline: one primitive per distinct problem (shape, strides, post-ops),
+ * created on first use and cached, as an application using oneDNN directly
+ * would. */
 #ifndef TLM_SAMPLES_BASELINE_DNNL_H
 #define TLM_SAMPLES_BASELINE_DNNL_H
 
@@ -13,10 +13,13 @@ typedef struct dnnl_baseline dnnl_baseline;
 dnnl_baseline *dnnl_baseline_create(void);
 void dnnl_baseline_destroy(dnnl_baseline *b);
 
-/* y (m, n) = x (m, k) w (k, n) + bias (n), then GELU-tanh if gelu.
- * Returns 0, -1 on a oneDNN error. */
-int dnnl_baseline_linear(dnnl_baseline *b, int64_t m, int64_t k, int64_t n, const float *x,
-                         const float *w, const float *bias, int gelu, float *y);
+/* C (batch, M, N) = A (batch, M, K) x B (batch, K, N), strides in elements
+ * (batch, row, col) for each; then + bias (N) if bias, GELU-tanh if gelu,
+ * and + the previous contents of C if accumulate. Returns 0, -1. */
+int dnnl_baseline_matmul(dnnl_baseline *b, int64_t batch, int64_t m, int64_t k, int64_t n,
+                         const float *a, const int64_t sa[3], const float *w,
+                         const int64_t sw[3], const float *bias, int gelu, int accumulate,
+                         float *c, const int64_t sc[3]);
 
 /* primitives created so far, and the wall time spent creating them (ms) */
 int dnnl_baseline_primitives(const dnnl_baseline *b, double *create_ms);

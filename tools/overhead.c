@@ -205,7 +205,7 @@ int tlm_cmd_bench_overhead(int argc, char **argv) {
   static const char *sp[] = {"1x768:768x768", "32x768:768x768", "128x768:768x768",
                              "500x768:768x3072"};
   double ratios[4];
-  printf("run-time M vs constant M (same schedule, 1 thread):\n");
+  printf("run-time M, N, K vs constants (same schedule, 1 thread):\n");
   for (int i = 0; i < 4; i++) {
     tlm_mm_desc_parse(sp[i], &d, err, sizeof err);
     tlm_problem_make(&d, NULL, 1, &p);
