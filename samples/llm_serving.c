@@ -325,7 +325,7 @@ static int cmp_double(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   const char *trace = NULL, *json = NULL;
-  int requests = 32, max_context = 256, decode_steps = 4, threads = -1, layers = 12, baseline = 1;
+  int requests = 24, max_context = 256, decode_steps = 4, threads = -1, layers = 12, baseline = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int more = i + 1 < argc;
