@@ -146,9 +146,19 @@ int tlm_cmd_bench_decode(int argc, char **argv) {
   }
   qsort(times, (size_t)nt, sizeof *times, cmp_double);
   double p50 = nt ? times[nt / 2] : 0, p90 = nt ? times[(nt * 9) / 10] : 0;
-  printf("int8 decode (%s, %d layers, width %d, %zu-byte file payload): %d schedules, p50 %.3f ms, "
-         "p90 %.3f ms\n",
-         tlm_lm_isa(), m.cfg.layers, m.cfg.width, (size_t)0, nt, p50, p90);
+  FILE *mf = fopen(model, "rb");
+  long file_bytes = 0;
+  if (mf) {
+    fseek(mf, 0, SEEK_END);
+    file_bytes = ftell(mf);
+    fclose(mf);
+  }
+  size_t params = 0, sz[TLM_GPT2_NTENSORS];
+  tlm_gpt2_sizes(&m.cfg, sz);
+  for (int i = 0; i < TLM_GPT2_NTENSORS; i++) params += sz[i];
+  printf("int8 decode (%s, %d layers x width %d, %zu parameters, %ld-byte file): %d schedules, "
+         "p50 %.3f ms, p90 %.3f ms (one thread)\n",
+         tlm_lm_isa(), m.cfg.layers, m.cfg.width, params, file_bytes, nt, p50, p90);
   /* agreement */
   int agree = 0, total = 0;
   double nmse = -1;
@@ -216,8 +226,10 @@ int tlm_cmd_bench_decode(int argc, char **argv) {
     if (f) {
       fprintf(f,
               "{\"model\": \"%s\", \"int8_path\": \"%s\", \"layers\": %d, \"heads\": %d, \"width\": %d, "
-              "\"threads\": 1, \"schedules\": %d, \"decode_ms_p50\": %.4f, \"decode_ms_p90\": %.4f",
-              model, tlm_lm_isa(), m.cfg.layers, m.cfg.heads, m.cfg.width, nt, p50, p90);
+              "\"threads\": 1, \"schedules\": %d, \"decode_ms_p50\": %.4f, \"decode_ms_p90\": %.4f, "
+              "\"parameters\": %zu, \"file_bytes\": %ld",
+              model, tlm_lm_isa(), m.cfg.layers, m.cfg.heads, m.cfg.width, nt, p50, p90, params,
+              file_bytes);
       if (total)
         fprintf(f, ", \"int8_fp32_agreement\": %.4f, \"decision_tokens\": %d, \"logits_nmse\": %.3e",
                 (double)agree / total, total, nmse);
