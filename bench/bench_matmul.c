@@ -21,21 +21,12 @@
 
 #include "api/validate.h"
 #include "runtime/engine.h"
+#include "tools/measure.h"
 #include "tools/problem.h"
 
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 static double pct(double *v, int n, double p) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  qsort(v, (size_t)n, sizeof *v, tlm_cmp_double);
   int i = (int)(p * (n - 1) + 0.5);
   return v[i];
 }
@@ -91,9 +82,9 @@ static void dnnl_mm_free(dnnl_mm *d) {
 /* per-call ns of `calls` calls of one contender */
 typedef void (*run_fn)(void *);
 static double time_batch(run_fn f, void *ctx, int calls) {
-  double t0 = now_ns();
+  double t0 = tlm_now_ns();
   for (int i = 0; i < calls; i++) f(ctx);
-  return (now_ns() - t0) / calls;
+  return (tlm_now_ns() - t0) / calls;
 }
 
 typedef struct tlm_ctx {
@@ -227,12 +218,12 @@ int main(int argc, char **argv) {
       char err[256];
       tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err);
       const tlm_plan *plan;
-      double t0 = now_ns();
+      double t0 = tlm_now_ns();
       if (tlm_engine_plan(rt2, &task, &plan, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 1;
       }
-      double total_ms = (now_ns() - t0) * 1e-6;
+      double total_ms = (tlm_now_ns() - t0) * 1e-6;
       int dup = 0;
       for (int s = 0; s < nc; s++) dup |= seen[s] == plan->kernel;
       if (!dup && nc < 64) {

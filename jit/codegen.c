@@ -594,6 +594,66 @@ static void load_strides(cg *g, LLVMValueRef args, size_t offset, LLVMValueRef *
   if (unit_col) out[5] = c64(g, 1);
 }
 
+/* Module, kernel function `void name(ptr args, i64 begin, i64 end, ptr
+ * scratch)` with the host's cpu/features attributes, an entry block for
+ * allocas and a start block for code. Returns the start block. */
+static LLVMBasicBlockRef begin_kernel(cg *g, LLVMContextRef ctx, const char *module,
+                                      const char *name, const char *cpu, const char *features) {
+  g->C = ctx;
+  g->mod = LLVMModuleCreateWithNameInContext(module, ctx);
+  g->b = LLVMCreateBuilderInContext(ctx);
+  g->ab = LLVMCreateBuilderInContext(ctx);
+  g->i1 = LLVMInt1TypeInContext(ctx);
+  g->i32 = LLVMInt32TypeInContext(ctx);
+  g->i64 = LLVMInt64TypeInContext(ctx);
+  g->f32 = LLVMFloatTypeInContext(ctx);
+  g->ptr = LLVMPointerTypeInContext(ctx, 0);
+  g->vd = LLVMVoidTypeInContext(ctx);
+  LLVMTypeRef params[4] = {g->ptr, g->i64, g->i64, g->ptr};
+  g->fn = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, params, 4, 0));
+  LLVMSetLinkage(g->fn, LLVMExternalLinkage);
+  if (cpu && *cpu)
+    LLVMAddAttributeAtIndex(g->fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(ctx, "target-cpu", 10, cpu, (unsigned)strlen(cpu)));
+  if (features && *features)
+    LLVMAddAttributeAtIndex(g->fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(ctx, "target-features", 15, features,
+                                                      (unsigned)strlen(features)));
+  unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
+  LLVMAddAttributeAtIndex(g->fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, nounwind, 0));
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(ctx, g->fn, "entry");
+  LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(ctx, g->fn, "start");
+  LLVMPositionBuilderAtEnd(g->ab, entry);
+  LLVMPositionBuilderAtEnd(g->b, start);
+  return start;
+}
+
+/* Closes the function (rc 0) and verifies the module; hands it to *out or
+ * disposes of it. */
+static int end_kernel(cg *g, LLVMBasicBlockRef start, int rc, LLVMModuleRef *out, char *err,
+                      int errcap) {
+  if (rc == 0) {
+    LLVMBuildRetVoid(g->b);
+    LLVMBuildBr(g->ab, start);
+    char *msg = NULL;
+    if (LLVMVerifyModule(g->mod, LLVMReturnStatusAction, &msg)) {
+      snprintf(err, (size_t)errcap, "generated IR failed verification: %.300s", msg ? msg : "");
+      rc = -1;
+    }
+    LLVMDisposeMessage(msg);
+  } else {
+    snprintf(err, (size_t)errcap, "loop nest has a node the code generator cannot emit");
+  }
+  LLVMDisposeBuilder(g->b);
+  LLVMDisposeBuilder(g->ab);
+  if (rc) {
+    LLVMDisposeModule(g->mod);
+    return -1;
+  }
+  *out = g->mod;
+  return 0;
+}
+
 static int codegen(LLVMContextRef ctx, const tlm_task *task, const ln_nest *nest,
                    const char *name, const char *cpu, const char *features, int static_m,
                    LLVMModuleRef *out, char *err, int errcap);
@@ -615,39 +675,11 @@ static int codegen(LLVMContextRef ctx, const tlm_task *task, const ln_nest *nest
                    LLVMModuleRef *out, char *err, int errcap) {
   cg g;
   memset(&g, 0, sizeof g);
-  g.C = ctx;
   g.task = task;
   g.mm = &task->u.mm;
   g.nest = nest;
   g.batched = tlm_task_batch_total(task) > 1;
-  g.mod = LLVMModuleCreateWithNameInContext("tlm_matmul", ctx);
-  g.b = LLVMCreateBuilderInContext(ctx);
-  g.ab = LLVMCreateBuilderInContext(ctx);
-  g.i1 = LLVMInt1TypeInContext(ctx);
-  g.i32 = LLVMInt32TypeInContext(ctx);
-  g.i64 = LLVMInt64TypeInContext(ctx);
-  g.f32 = LLVMFloatTypeInContext(ctx);
-  g.ptr = LLVMPointerTypeInContext(ctx, 0);
-  g.vd = LLVMVoidTypeInContext(ctx);
-
-  LLVMTypeRef params[4] = {g.ptr, g.i64, g.i64, g.ptr};
-  LLVMTypeRef fty = LLVMFunctionType(g.vd, params, 4, 0);
-  g.fn = LLVMAddFunction(g.mod, name, fty);
-  LLVMSetLinkage(g.fn, LLVMExternalLinkage);
-  if (cpu && *cpu)
-    LLVMAddAttributeAtIndex(g.fn, LLVMAttributeFunctionIndex,
-                            LLVMCreateStringAttribute(ctx, "target-cpu", 10, cpu, (unsigned)strlen(cpu)));
-  if (features && *features)
-    LLVMAddAttributeAtIndex(g.fn, LLVMAttributeFunctionIndex,
-                            LLVMCreateStringAttribute(ctx, "target-features", 15, features,
-                                                      (unsigned)strlen(features)));
-  unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
-  LLVMAddAttributeAtIndex(g.fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, nounwind, 0));
-
-  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(ctx, g.fn, "entry");
-  LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(ctx, g.fn, "start");
-  LLVMPositionBuilderAtEnd(g.ab, entry);
-  LLVMPositionBuilderAtEnd(g.b, start);
+  LLVMBasicBlockRef start = begin_kernel(&g, ctx, "tlm_matmul", name, cpu, features);
 
   LLVMValueRef args = LLVMGetParam(g.fn, 0);
   g.begin = LLVMGetParam(g.fn, 1);
@@ -676,26 +708,7 @@ static int codegen(LLVMContextRef ctx, const tlm_task *task, const ln_nest *nest
     root.size[a] = root_extent(&g, a);
   }
   int rc = emit_node(&g, nest->root, &root);
-  if (rc == 0) {
-    LLVMBuildRetVoid(g.b);
-    LLVMBuildBr(g.ab, start);
-    char *msg = NULL;
-    if (LLVMVerifyModule(g.mod, LLVMReturnStatusAction, &msg)) {
-      snprintf(err, (size_t)errcap, "generated IR failed verification: %.300s", msg ? msg : "");
-      rc = -1;
-    }
-    LLVMDisposeMessage(msg);
-  } else {
-    snprintf(err, (size_t)errcap, "loop nest has a node the code generator cannot emit");
-  }
-  LLVMDisposeBuilder(g.b);
-  LLVMDisposeBuilder(g.ab);
-  if (rc) {
-    LLVMDisposeModule(g.mod);
-    return -1;
-  }
-  *out = g.mod;
-  return 0;
+  return end_kernel(&g, start, rc, out, err, errcap);
 }
 
 /* ---- row-wise operators ------------------------------------------------------------- */
@@ -861,30 +874,8 @@ int tlm_codegen_row(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule
   const tlm_row_task *t = &task->u.row;
   cg g;
   memset(&g, 0, sizeof g);
-  g.C = ctx;
   g.task = task;
-  g.mod = LLVMModuleCreateWithNameInContext("tlm_row", ctx);
-  g.b = LLVMCreateBuilderInContext(ctx);
-  g.ab = LLVMCreateBuilderInContext(ctx);
-  g.i1 = LLVMInt1TypeInContext(ctx);
-  g.i32 = LLVMInt32TypeInContext(ctx);
-  g.i64 = LLVMInt64TypeInContext(ctx);
-  g.f32 = LLVMFloatTypeInContext(ctx);
-  g.ptr = LLVMPointerTypeInContext(ctx, 0);
-  g.vd = LLVMVoidTypeInContext(ctx);
-  LLVMTypeRef params[4] = {g.ptr, g.i64, g.i64, g.ptr};
-  g.fn = LLVMAddFunction(g.mod, name, LLVMFunctionType(g.vd, params, 4, 0));
-  if (cpu && *cpu)
-    LLVMAddAttributeAtIndex(g.fn, LLVMAttributeFunctionIndex,
-                            LLVMCreateStringAttribute(ctx, "target-cpu", 10, cpu, (unsigned)strlen(cpu)));
-  if (features && *features)
-    LLVMAddAttributeAtIndex(g.fn, LLVMAttributeFunctionIndex,
-                            LLVMCreateStringAttribute(ctx, "target-features", 15, features,
-                                                      (unsigned)strlen(features)));
-  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(ctx, g.fn, "entry");
-  LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(ctx, g.fn, "start");
-  LLVMPositionBuilderAtEnd(g.ab, entry);
-  LLVMPositionBuilderAtEnd(g.b, start);
+  LLVMBasicBlockRef start = begin_kernel(&g, ctx, "tlm_row", name, cpu, features);
   LLVMValueRef args = LLVMGetParam(g.fn, 0);
   LLVMValueRef begin = LLVMGetParam(g.fn, 1), end = LLVMGetParam(g.fn, 2);
   row_ctx rc;
@@ -925,21 +916,5 @@ int tlm_codegen_row(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule
   row_body(&g, task, &rc, r, W, U);
   loop_end(&g, &Lr);
   if (parallel) loop_end(&g, &Lb);
-  LLVMBuildRetVoid(g.b);
-  LLVMBuildBr(g.ab, start);
-  int rc_ = 0;
-  char *msg = NULL;
-  if (LLVMVerifyModule(g.mod, LLVMReturnStatusAction, &msg)) {
-    snprintf(err, (size_t)errcap, "generated IR failed verification: %.300s", msg ? msg : "");
-    rc_ = -1;
-  }
-  LLVMDisposeMessage(msg);
-  LLVMDisposeBuilder(g.b);
-  LLVMDisposeBuilder(g.ab);
-  if (rc_) {
-    LLVMDisposeModule(g.mod);
-    return -1;
-  }
-  *out = g.mod;
-  return 0;
+  return end_kernel(&g, start, 0, out, err, errcap);
 }

@@ -180,32 +180,17 @@ int tlm_cmd_collect(int argc, char **argv) {
     fprintf(stderr, "tlm collect: %s\n", err);
     return 1;
   }
+  /* visit families round-robin, so a partial collection covers them all */
+  if (tlm_tasks_interleave(tasks, ntasks)) {
+    fprintf(stderr, "tlm collect: out of memory\n");
+    free(tasks);
+    return 1;
+  }
   if (list) {
     for (int i = 0; i < ntasks; i++) printf("%-28s %s\n", tasks[i].family, tasks[i].text);
     printf("%d tasks\n", ntasks);
     free(tasks);
     return 0;
-  }
-  /* visit families round-robin, so a partial collection covers them all */
-  {
-    tlm_task_spec *order = malloc(sizeof *order * (size_t)ntasks);
-    int *taken = calloc((size_t)ntasks, sizeof *taken);
-    int n = 0;
-    while (order && taken && n < ntasks) {
-      for (int i = 0; i < ntasks; i++) {
-        if (taken[i]) continue;
-        int first_of_family = 1; /* earliest untaken task of its family */
-        for (int j = 0; j < i && first_of_family; j++)
-          if (!taken[j] && !strcmp(tasks[j].family, tasks[i].family)) first_of_family = 0;
-        if (first_of_family) {
-          order[n++] = tasks[i];
-          taken[i] = 1;
-        }
-      }
-    }
-    if (order && taken) memcpy(tasks, order, sizeof *order * (size_t)ntasks);
-    free(order);
-    free(taken);
   }
   done_count done = {0};
   int have = tlm_records_read(out, count_record, &done);

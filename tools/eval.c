@@ -104,18 +104,9 @@ int tlm_cmd_eval(int argc, char **argv) {
     }
     /* held-out tasks, families round-robin so --max-tasks samples them all */
     specs = malloc(sizeof *specs * (size_t)na);
-    int *taken = calloc((size_t)na, sizeof *taken);
-    for (int progress = 1; specs && taken && progress;) {
-      progress = 0;
-      for (int i = 0; i < na; i++) {
-        if (taken[i] || !tlm_family_heldout(all[i].family)) continue;
-        int first = 1;
-        for (int j = 0; j < i && first; j++)
-          if (!taken[j] && !strcmp(all[j].family, all[i].family)) first = 0;
-        if (first) specs[n++] = all[i], taken[i] = 1, progress = 1;
-      }
-    }
-    free(taken);
+    for (int i = 0; i < na && specs; i++)
+      if (tlm_family_heldout(all[i].family)) specs[n++] = all[i];
+    if (specs && tlm_tasks_interleave(specs, n)) n = 0;
     free(all);
   }
   for (int f = 0; f < nfiles; f++) {

@@ -4,6 +4,11 @@
 
 #include "runtime/engine.h"
 
+/* CLOCK_MONOTONIC in nanoseconds. */
+double tlm_now_ns(void);
+/* qsort comparator for doubles, ascending. */
+int tlm_cmp_double(const void *a, const void *b);
+
 typedef struct tlm_timing {
   double median_ns, min_ns, max_ns; /* per call */
   int reps;                         /* timed samples */

@@ -20,21 +20,12 @@
 
 #include "api/validate.h"
 #include "runtime/engine.h"
+#include "tools/measure.h"
 #include "tools/problem.h"
 
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  qsort(v, (size_t)n, sizeof *v, tlm_cmp_double);
   return v[n / 2];
 }
 
@@ -59,9 +50,9 @@ static double kernel_ns(tlm_runtime *rt, tlm_problem *p) {
   if (tlm_engine_plan(rt, &task, &plan, err, sizeof err)) return 0;
   double t[31];
   for (int i = 0; i < 31; i++) {
-    double a = now_ns();
+    double a = tlm_now_ns();
     tlm_engine_exec(rt, plan->kernel, &task, &args, err, sizeof err);
-    t[i] = now_ns() - a;
+    t[i] = tlm_now_ns() - a;
   }
   return median(t, 31);
 }
@@ -95,11 +86,11 @@ int tlm_cmd_bench_overhead(int argc, char **argv) {
   enum { BATCHES = 41, CALLS = 2000 };
   double diff[BATCHES], hit[BATCHES], direct[BATCHES];
   for (int b = -3; b < BATCHES; b++) {
-    double t0 = now_ns();
+    double t0 = tlm_now_ns();
     for (int i = 0; i < CALLS; i++) tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
-    double t1 = now_ns();
+    double t1 = tlm_now_ns();
     for (int i = 0; i < CALLS; i++) tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
-    double t2 = now_ns();
+    double t2 = tlm_now_ns();
     if (b < 0) continue; /* warm-up */
     hit[b] = (t1 - t0) / CALLS;
     direct[b] = (t2 - t1) / CALLS;
@@ -113,11 +104,11 @@ int tlm_cmd_bench_overhead(int argc, char **argv) {
   rt->dry_run = 1;
   double ddiff[BATCHES];
   for (int b = -3; b < BATCHES; b++) {
-    double t0 = now_ns();
+    double t0 = tlm_now_ns();
     for (int i = 0; i < CALLS * 10; i++) tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
-    double t1 = now_ns();
+    double t1 = tlm_now_ns();
     for (int i = 0; i < CALLS * 10; i++) tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
-    double t2 = now_ns();
+    double t2 = tlm_now_ns();
     if (b >= 0) ddiff[b] = ((t1 - t0) - (t2 - t1)) / (CALLS * 10);
   }
   rt->dry_run = 0;
@@ -154,9 +145,9 @@ int tlm_cmd_bench_overhead(int argc, char **argv) {
   rt = make(dir, model);
   double warm[NS];
   for (int i = 0; i < NS; i++) {
-    double a = now_ns();
+    double a = tlm_now_ns();
     tlm_run(rt, &probs[i].op, probs[i].in, probs[i].n_in, &probs[i].out, 1);
-    warm[i] = (now_ns() - a - kern[i]) * 1e-6;
+    warm[i] = (tlm_now_ns() - a - kern[i]) * 1e-6;
   }
   tlm_stats st;
   tlm_get_stats(rt, &st);
@@ -185,9 +176,9 @@ int tlm_cmd_bench_overhead(int argc, char **argv) {
     tlm_problem_make(&d, NULL, 1, &p);
     tlm_stats s0, s1;
     tlm_get_stats(rt, &s0);
-    double a = now_ns();
+    double a = tlm_now_ns();
     tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
-    double t = now_ns() - a;
+    double t = tlm_now_ns() - a;
     tlm_get_stats(rt, &s1);
     if (s1.compiles == s0.compiles) reuse[nr++] = (t - kernel_ns(rt, &p)) * 1e-6;
     tlm_problem_free(&p);
@@ -221,11 +212,11 @@ int tlm_cmd_bench_overhead(int argc, char **argv) {
     for (int b = -2; b < 15; b++) {
       double flop_ns = 2e9 * 0.02; /* ~20 ms of work per batch at 100 GFLOPS */
       int calls = (int)(flop_ns / (2.0 * d.a[0] * d.a[1] * d.b[1]) * 1e0) + 1;
-      double t0 = now_ns();
+      double t0 = tlm_now_ns();
       for (int c = 0; c < calls; c++) tlm_engine_exec(rt, kd, &task, &args, err, sizeof err);
-      double t1 = now_ns();
+      double t1 = tlm_now_ns();
       for (int c = 0; c < calls; c++) tlm_engine_exec(rt, ks, &task, &args, err, sizeof err);
-      double t2 = now_ns();
+      double t2 = tlm_now_ns();
       if (b >= 0) r[b] = (t2 - t1) / (t1 - t0);
     }
     ratios[i] = median(r, 15);

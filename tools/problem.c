@@ -139,6 +139,24 @@ static int64_t count(const int64_t *s, int nd) {
   return n;
 }
 
+int tlm_mm_desc_shapes(const tlm_mm_desc *d, int64_t *sa, int64_t *sb, int64_t *sc, int *nc) {
+  memcpy(sa, d->a, sizeof(int64_t) * TLM_MAX_DIMS);
+  memcpy(sb, d->b, sizeof(int64_t) * TLM_MAX_DIMS);
+  if (d->transpose_a) sa[d->nda - 2] = d->a[d->nda - 1], sa[d->nda - 1] = d->a[d->nda - 2];
+  if (d->transpose_b) sb[d->ndb - 2] = d->b[d->ndb - 1], sb[d->ndb - 1] = d->b[d->ndb - 2];
+  int nb = (d->nda > d->ndb ? d->nda : d->ndb) - 2;
+  *nc = nb + 2;
+  if (*nc > TLM_MAX_DIMS) return -1;
+  for (int i = 0; i < nb; i++) {
+    int ia = i - (nb - (d->nda - 2)), ib = i - (nb - (d->ndb - 2));
+    int64_t ea = ia >= 0 ? d->a[ia] : 1, eb = ib >= 0 ? d->b[ib] : 1;
+    sc[i] = ea > eb ? ea : eb;
+  }
+  sc[*nc - 2] = d->a[d->nda - 2];
+  sc[*nc - 1] = d->b[d->ndb - 1];
+  return 0;
+}
+
 int tlm_problem_make(const tlm_mm_desc *d, const tlm_matmul_desc *epi, uint64_t seed,
                      tlm_problem *p) {
   memset(p, 0, sizeof *p);
@@ -148,22 +166,9 @@ int tlm_problem_make(const tlm_mm_desc *d, const tlm_matmul_desc *epi, uint64_t 
   p->op.u.matmul.transpose_a = d->transpose_a;
   p->op.u.matmul.transpose_b = d->transpose_b;
   int64_t sa[TLM_MAX_DIMS], sb[TLM_MAX_DIMS], sc[TLM_MAX_DIMS];
-  memcpy(sa, d->a, sizeof sa);
-  memcpy(sb, d->b, sizeof sb);
-  if (d->transpose_a) sa[d->nda - 2] = d->a[d->nda - 1], sa[d->nda - 1] = d->a[d->nda - 2];
-  if (d->transpose_b) sb[d->ndb - 2] = d->b[d->ndb - 1], sb[d->ndb - 1] = d->b[d->ndb - 2];
-  /* C: broadcast batch dims, then M x N */
-  int nb = (d->nda > d->ndb ? d->nda : d->ndb) - 2;
-  int nc = nb + 2;
-  for (int i = 0; i < nb; i++) {
-    int ia = i - (nb - (d->nda - 2)), ib = i - (nb - (d->ndb - 2));
-    int64_t ea = ia >= 0 ? d->a[ia] : 1, eb = ib >= 0 ? d->b[ib] : 1;
-    sc[i] = ea > eb ? ea : eb;
-  }
-  sc[nc - 2] = d->a[d->nda - 2];
-  sc[nc - 1] = d->b[d->ndb - 1];
+  int nc;
+  if (tlm_mm_desc_shapes(d, sa, sb, sc, &nc)) return -1;
   int64_t N = sc[nc - 1];
-  if (nc > TLM_MAX_DIMS) return -1;
   p->bufs[0] = random_buffer(count(sa, d->nda), &rng);
   p->bufs[1] = random_buffer(count(sb, d->ndb), &rng);
   p->bufs[4] = random_buffer(count(sc, nc), &rng);

@@ -24,6 +24,11 @@ typedef struct tlm_mm_desc {
  * field and its column in err. */
 int tlm_mm_desc_parse(const char *line, tlm_mm_desc *d, char *err, int errcap);
 
+/* Stored shapes of A and B (transposes applied) and C's shape (batch dims
+ * broadcast, then M x N); *nc gets C's rank. Returns 0, -1 if C would have
+ * more than TLM_MAX_DIMS dims. */
+int tlm_mm_desc_shapes(const tlm_mm_desc *d, int64_t *sa, int64_t *sb, int64_t *sc, int *nc);
+
 /* "BxMxK:BxKxN" text of a descriptor. */
 char *tlm_mm_desc_str(const tlm_mm_desc *d, char *buf, int cap);
 

@@ -287,18 +287,8 @@ int tlm_task_spec_task(const tlm_task_spec *s, tlm_task *task) {
   op.u.matmul.transpose_a = d->transpose_a;
   op.u.matmul.transpose_b = d->transpose_b;
   int64_t sa[TLM_MAX_DIMS], sb[TLM_MAX_DIMS], sc[TLM_MAX_DIMS];
-  memcpy(sa, d->a, sizeof sa);
-  memcpy(sb, d->b, sizeof sb);
-  if (d->transpose_a) sa[d->nda - 2] = d->a[d->nda - 1], sa[d->nda - 1] = d->a[d->nda - 2];
-  if (d->transpose_b) sb[d->ndb - 2] = d->b[d->ndb - 1], sb[d->ndb - 1] = d->b[d->ndb - 2];
-  int nb = (d->nda > d->ndb ? d->nda : d->ndb) - 2, nc = nb + 2;
-  for (int i = 0; i < nb; i++) {
-    int ia = i - (nb - (d->nda - 2)), ib = i - (nb - (d->ndb - 2));
-    int64_t ea = ia >= 0 ? d->a[ia] : 1, eb = ib >= 0 ? d->b[ib] : 1;
-    sc[i] = ea > eb ? ea : eb;
-  }
-  sc[nc - 2] = d->a[d->nda - 2];
-  sc[nc - 1] = d->b[d->ndb - 1];
+  int nc;
+  if (tlm_mm_desc_shapes(d, sa, sb, sc, &nc)) return -1;
   int64_t N = sc[nc - 1];
   /* placeholders 1 TiB apart: validation compares ranges, nothing reads */
   tlm_tensor in[4], out;
@@ -311,4 +301,25 @@ int tlm_task_spec_task(const tlm_task_spec *s, tlm_task *task) {
   tlm_mm_args args;
   char err[256];
   return tlm_validate_matmul(&op, in, n, &out, 1, task, &args, err, sizeof err) ? -1 : 0;
+}
+
+int tlm_tasks_interleave(tlm_task_spec *tasks, int n) {
+  tlm_task_spec *out = malloc(sizeof *out * (size_t)(n > 0 ? n : 1));
+  int *rank = calloc((size_t)(n > 0 ? n : 1), sizeof *rank);
+  if (!out || !rank) {
+    free(out);
+    free(rank);
+    return -1;
+  }
+  /* rank = position of the task within its family */
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < i; j++) rank[i] += !strcmp(tasks[j].family, tasks[i].family);
+  int k = 0;
+  for (int r = 0; k < n; r++)
+    for (int i = 0; i < n; i++)
+      if (rank[i] == r) out[k++] = tasks[i];
+  memcpy(tasks, out, sizeof *out * (size_t)n);
+  free(out);
+  free(rank);
+  return 0;
 }

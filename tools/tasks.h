@@ -32,6 +32,11 @@ int tlm_tasks_build(const char *shared_dir, uint64_t seed, tlm_task_spec **out, 
  * and deduplicated like tlm_tasks_build. Returns the count or -1. */
 int tlm_tasks_from_file(const char *path, tlm_task_spec **out, char *err, int errcap);
 
+/* Reorders tasks round-robin over their families (first task of each
+ * family, then the second of each, ...), keeping the order within a family.
+ * Returns 0, -1 out of memory. */
+int tlm_tasks_interleave(tlm_task_spec *tasks, int n);
+
 /* Canonical text of a spec into spec->text. */
 void tlm_task_spec_text(tlm_task_spec *s);
 

@@ -17,19 +17,10 @@
 #include "tools/eval.h"
 #include "tools/lmtools.h"
 #include "tools/overhead.h"
+#include "tools/measure.h"
 #include "tools/problem.h"
 #include "tools/train.h"
 
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -194,13 +185,13 @@ static int run_row(tlm_op_kind kind, int64_t R, int64_t C, int causal, float sca
   }
   double times[4096];
   int reps = 0;
-  double start = now_ns();
-  while (reps < 4096 && (reps < 5 || now_ns() - start < min_time * 1e9)) {
-    double t0 = now_ns();
+  double start = tlm_now_ns();
+  while (reps < 4096 && (reps < 5 || tlm_now_ns() - start < min_time * 1e9)) {
+    double t0 = tlm_now_ns();
     tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
-    times[reps++] = now_ns() - t0;
+    times[reps++] = tlm_now_ns() - t0;
   }
-  qsort(times, (size_t)reps, sizeof(double), cmp_double);
+  qsort(times, (size_t)reps, sizeof(double), tlm_cmp_double);
   char ts[160], ss[256];
   printf("problem      %s\n", tlm_task_str(&task, ts, sizeof ts));
   printf("threads      %d\n", rt->nthreads);
@@ -348,13 +339,13 @@ static int cmd_run(int argc, char **argv) {
   if (check) max_err = tlm_problem_check(&p);
   int reps = 0, cap = 100000;
   double *times = malloc(sizeof(double) * (size_t)cap);
-  double start = now_ns();
-  while (times && reps < cap && (reps < 5 || now_ns() - start < min_time * 1e9)) {
-    double t0 = now_ns();
+  double start = tlm_now_ns();
+  while (times && reps < cap && (reps < 5 || tlm_now_ns() - start < min_time * 1e9)) {
+    double t0 = tlm_now_ns();
     tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
-    times[reps++] = now_ns() - t0;
+    times[reps++] = tlm_now_ns() - t0;
   }
-  qsort(times, (size_t)reps, sizeof(double), cmp_double);
+  qsort(times, (size_t)reps, sizeof(double), tlm_cmp_double);
   double med = reps ? times[reps / 2] : 0, lo = reps ? times[0] : 0, hi = reps ? times[reps - 1] : 0;
   double gflops = tlm_task_flops(&task) / med;
   free(times);
