@@ -10,7 +10,8 @@
  * Usage: bench_matmul [--threads N] [--batches N] [--json FILE]
  *                     [--problems "1x768:768x768,32x768:768x768"]
  * oneDNN's CPU runtime here is OpenMP: --threads sets OMP_NUM_THREADS before
- * oneDNN starts, so both use the same number of threads.
+ * oneDNN starts, so both use the same number of threads. Batches are 30 ms
+ * apart so neither side's idle spinning threads take the other's cores.
  */
 #include <math.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "api/validate.h"
 #include "runtime/engine.h"
@@ -171,7 +173,12 @@ int main(int argc, char **argv) {
     double *tt = calloc((size_t)batches, sizeof *tt), *td = calloc((size_t)batches, sizeof *td),
            *ratio = calloc((size_t)batches, sizeof *ratio);
     for (int b = 0; b < batches; b++) {
+      /* a pause between contenders: both keep their idle worker threads
+       * spinning for a while (libgomp's OpenMP, tlm's pool), which would
+       * steal the other contender's second core */
+      usleep(30000);
       tt[b] = time_batch(run_tlm, &tc, calls);
+      usleep(30000);
       td[b] = time_batch(run_dnnl, &dm, calls);
       ratio[b] = td[b] / tt[b]; /* > 1: tlm faster */
     }
