@@ -355,8 +355,19 @@ const float *tlm_lm_step(tlm_lm_state *s, int32_t token) {
     for (int c = 0; c < C; c++) x[c] += s->buf[c];
   }
   layernorm(s->buf, x, m->lnfw, m->lnfb, C);
-  quantize_act(s->buf, C, s->xq, s->xd);
-  matvec(dot, s->logits, m->wte, m->packed ? &m->packed[0] : NULL, NULL, s->xq, s->xd, C, V);
+  /* the logits decide every choice: keep the final activations in f32
+   * (int8 weights, dequantized on the fly), which costs V * C multiply-adds
+   * per step and keeps greedy decisions closest to the fp32 model's */
+  for (int v = 0; v < V; v++) {
+    const tlm_q8_block *w = m->wte + (size_t)v * nbc;
+    float acc = 0;
+    for (int b = 0; b < nbc; b++) {
+      float part = 0;
+      for (int i = 0; i < TLM_Q8_BLOCK; i++) part += (float)w[b].q[i] * s->buf[b * TLM_Q8_BLOCK + i];
+      acc += w[b].d * part;
+    }
+    s->logits[v] = acc;
+  }
   s->pos++;
   return s->logits;
 }

@@ -11,7 +11,9 @@
  * int8 payload: per tensor in that order, the matrices (wte, qkvw, projw,
  *   fcw, fcprojw) as blocks of 32 int8 weights along the input dimension
  *   with one f32 scale each (ggml's Q8_0 idea: w ~= d * q, d = max|w|/127),
- *   the rest as f32.
+ *   the rest as f32. The decoder multiplies int8 weights by int8
+ *   activations (blocks of 32, one scale each) everywhere except the output
+ *   logits, whose activations stay f32.
  * A file is accepted only if its size, checksum, magic, version, kind,
  * config and vocabulary all check out.
  *
