@@ -222,7 +222,8 @@ static void evict_locked(tlm_runtime *rt) {
 
 /* A READY kernel for (task, sched), single flight. */
 static tlm_status get_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_schedule *sched,
-                             tlm_kernel **out, char *err, int errcap) {
+                             tlm_kernel **out, int *built, char *err, int errcap) {
+  if (built) *built = 0;
   tlm_key key;
   tlm_key_schedule(&key, task, &rt->target, sched);
   for (;;) {
@@ -265,6 +266,7 @@ static tlm_status get_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_sc
       continue;
     }
     tlm_status st = build_kernel(rt, k, err, errcap);
+    if (built) *built = st == TLM_OK;
     pthread_rwlock_wrlock(&rt->map_lock);
     if (st == TLM_OK) {
       atomic_store(&k->used, 1);
@@ -289,7 +291,7 @@ static tlm_status get_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_sc
 
 tlm_status tlm_engine_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_schedule *sched,
                              tlm_kernel **out, char *err, int errcap) {
-  return get_kernel(rt, task, sched, out, err, errcap);
+  return get_kernel(rt, task, sched, out, NULL, err, errcap);
 }
 
 /* ---- scheduling ----------------------------------------------------------------------- */
@@ -327,7 +329,8 @@ static tlm_status build_plan(tlm_runtime *rt, tlm_plan *p, const tlm_task *task,
   }
   p->schedule_ms = now_ms() - t0;
   atomic_add_double(&rt->schedule_ms, p->schedule_ms);
-  tlm_status st = get_kernel(rt, task, &p->sched, &p->kernel, err, errcap);
+  int built = 0;
+  tlm_status st = get_kernel(rt, task, &p->sched, &p->kernel, &built, err, errcap);
   if (st != TLM_OK) return st;
   char ts[160], ss[512];
   if (rt->disk && !p->from_disk) {
@@ -339,7 +342,9 @@ static tlm_status build_plan(tlm_runtime *rt, tlm_plan *p, const tlm_task *task,
             "create matmul %s schedule(%s%s) [%s] schedule %.3f ms kernel %s %.2f ms",
             tlm_task_str(task, ts, sizeof ts), p->by_model ? "lm" : "rule",
             p->from_disk ? ", disk" : "", tlm_schedule_str(&space, &p->sched, ss, sizeof ss),
-            p->schedule_ms, p->kernel->from_disk ? "loaded" : "compiled", p->kernel->compile_ms);
+            p->schedule_ms,
+            !built ? "reused" : p->kernel->from_disk ? "loaded" : "compiled",
+            built ? p->kernel->compile_ms : 0.0);
   return TLM_OK;
 }
 
@@ -377,7 +382,7 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
       if (kernel_ready) return TLM_OK;
       /* its kernel was evicted: rebuild it (from disk when present) */
       tlm_kernel *again;
-      tlm_status st = get_kernel(rt, &k->task, &k->sched, &again, err, errcap);
+      tlm_status st = get_kernel(rt, &k->task, &k->sched, &again, NULL, err, errcap);
       if (st != TLM_OK) return st;
       continue;
     }

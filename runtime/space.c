@@ -219,6 +219,17 @@ static int pick_at_most(const int32_t *c, int n, int64_t want) {
   return best;
 }
 
+/* largest power of two <= x (x >= 1) */
+static int64_t pow2_floor(int64_t x) {
+  int64_t p = 1;
+  while (p * 2 <= x) p *= 2;
+  return p;
+}
+
+/* The rule picks powers of two for the block counts and the K block, so
+ * nearby extents (a growing attention length, similar prompt lengths) get
+ * the same decisions and share one kernel: M, N and K are run-time
+ * arguments, a kernel serves any extent. */
 static int choose_default(void *ctx, const tlm_space *s, int p,
                           const int32_t *d, const int32_t *c, int n) {
   (void)ctx;
@@ -247,7 +258,7 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
     return pick_at_most(c, n, rows < 1 ? 1 : rows);
   }
   case MM_B3: return 0;
-  case MM_K1: return pick_at_most(c, n, 256);
+  case MM_K1: return pick_at_most(c, n, pow2_floor(t->K < 256 ? t->K : 256));
   case MM_UNROLL: return pick_at_most(c, n, 4);
   case MM_N2: {
     /* B block (k1 x n2*n3) in half of L2; enough n blocks for all cores
@@ -259,9 +270,13 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
                     ((int64_t)d[MM_N3] * 2 * cores);
       if (per < nb) nb = per;
     }
-    return pick_at_most(c, n, nb < 1 ? 1 : nb);
+    return pick_at_most(c, n, pow2_floor(nb < 1 ? 1 : nb));
   }
-  case MM_M2: return pick_at_most(c, n, 64 / d[MM_M3] > 0 ? 64 / d[MM_M3] : 1);
+  case MM_M2: {
+    int64_t want = 64 / d[MM_M3] > 0 ? 64 / d[MM_M3] : 1;
+    int64_t tiles = (t->M + d[MM_M3] - 1) / d[MM_M3];
+    return pick_at_most(c, n, pow2_floor(want < tiles ? want : tiles));
+  }
   case MM_B2:
   case MM_N1:
   case MM_M1:
