@@ -266,3 +266,43 @@ double tlm_problem_check_sampled(const tlm_problem *p, int points, uint64_t seed
   return worst;
 }
 
+
+/* `tlm run softmax:RxC` and friends: parses "OP:ROWSxCOLS"; returns 1 with
+ * the kind, rows and cols, 0 if the text names no row-wise op, -1 (with a
+ * message) if it does but is malformed. */
+int tlm_row_desc_parse(const char *text, tlm_op_kind *kind, int64_t *rows, int64_t *cols,
+                          char *err, int errcap) {
+  static const struct {
+    const char *name;
+    tlm_op_kind kind;
+  } ops[] = {{"softmax:", TLM_OP_SOFTMAX}, {"layernorm:", TLM_OP_LAYERNORM},
+             {"rmsnorm:", TLM_OP_RMSNORM}};
+  for (size_t i = 0; i < 3; i++) {
+    size_t l = strlen(ops[i].name);
+    if (strncmp(text, ops[i].name, l)) continue;
+    const char *q = text + l;
+    char *e;
+    long long r = strtoll(q, &e, 10);
+    if (e == q || r < 1 || r > (1ll << 40)) {
+      snprintf(err, (size_t)errcap, "expected ROWS (>= 1) at column %d", (int)(q - text) + 1);
+      return -1;
+    }
+    if (*e != 'x') {
+      snprintf(err, (size_t)errcap, "expected 'x' at column %d", (int)(e - text) + 1);
+      return -1;
+    }
+    q = e + 1;
+    long long c = strtoll(q, &e, 10);
+    if (e == q || c < 1 || c > (1ll << 40) || *e) {
+      snprintf(err, (size_t)errcap, "expected COLS (>= 1) and nothing after it at column %d",
+               (int)(q - text) + 1);
+      return -1;
+    }
+    *kind = ops[i].kind;
+    *rows = r;
+    *cols = c;
+    return 1;
+  }
+  return 0;
+}
+
