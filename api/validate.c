@@ -263,24 +263,26 @@ tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
     if (in[i].ndim != 1 || in[i].shape[0] != C)
       FAIL(TLM_ERR_SHAPE_MISMATCH, "%s must be (C) with C=%lld", pname, (long long)C);
   }
-  /* leading dims collapse into rows of one stride */
-  int64_t rows = 1, sx = 0, sy = 0;
-  for (int i = 0; i < nd - 1; i++) rows *= X->shape[i];
+  /* leading dims collapse into rows of one stride: walking outwards over
+   * the dims of extent > 1, each stride must equal the previous stride
+   * times the previous extent (for x and y alike). x may broadcast every
+   * row (all leading strides 0); y may not. */
+  int64_t rows = 1, sx = 0, sy = 0, px = 0, py = 0, pe = 0;
+  int first = 1;
   for (int i = nd - 2; i >= 0; i--) {
     if (X->shape[i] == 1) continue;
-    int64_t inner_x = 0, inner_y = 0;
-    for (int j = i + 1; j < nd - 1; j++)
-      if (X->shape[j] > 1) {
-        inner_x = X->strides[j] * X->shape[j];
-        inner_y = Y->strides[j] * Y->shape[j];
-        break;
-      }
-    if (inner_x && (X->strides[i] != inner_x || Y->strides[i] != inner_y))
+    rows *= X->shape[i];
+    if (first) {
+      sx = X->strides[i], sy = Y->strides[i];
+      first = 0;
+    } else if (X->strides[i] != px * pe || Y->strides[i] != py * pe) {
       FAIL(TLM_ERR_UNSUPPORTED, "%s: the leading dims of x and y must collapse into rows of one "
-           "stride", name);
-    if (!sx) sx = X->strides[i], sy = Y->strides[i];
+           "stride (dim %d has stride %lld/%lld, expected %lld/%lld)", name, i,
+           (long long)X->strides[i], (long long)Y->strides[i], (long long)(px * pe),
+           (long long)(py * pe));
+    }
+    px = X->strides[i], py = Y->strides[i], pe = X->shape[i];
   }
-  for (int i = nd - 2; i >= 0 && !sx; i--) sx = X->strides[i], sy = Y->strides[i];
   if (rows > 1 && sy == 0) FAIL(TLM_ERR_ALIASING, "y's rows overlap (zero stride)");
   if (C > 1 && Y->strides[nd - 1] == 0) FAIL(TLM_ERR_ALIASING, "y's columns overlap (zero stride)");
   if (self_overlaps(Y)) FAIL(TLM_ERR_ALIASING, "y's strides make distinct elements overlap");

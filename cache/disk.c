@@ -122,7 +122,9 @@ const char *tlm_disk_dir(const tlm_disk *d) { return d->dir; }
 /* Reads a file that must be a regular file of ours, closed to others. */
 static int read_checked(tlm_disk *d, const char *path, char **data, size_t *len) {
   *data = NULL;
-  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO planted as an entry must not block the open; the
+   * S_ISREG check below then refuses it */
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ELOOP) warn_once(d, W_PERM, "cache entry %s is a symbolic link: ignored", path);
     return -1;
@@ -256,7 +258,9 @@ int tlm_disk_load_plan(tlm_disk *d, const tlm_key *key, tlm_schedule *out) {
   int ok = cJSON_IsArray(dec) && cJSON_GetArraySize(dec) <= TLM_MAX_POINTS;
   memset(out, 0, sizeof *out);
   for (const cJSON *x = ok ? dec->child : NULL; x; x = x->next) {
-    if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > (1 << 20)) ok = 0;
+    if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > (1 << 20) ||
+        x->valuedouble != (double)(int32_t)x->valuedouble)
+      ok = 0;
     else out->v[out->n++] = (int32_t)x->valuedouble;
   }
   cJSON_Delete(j);
@@ -273,6 +277,7 @@ int tlm_disk_store_plan(tlm_disk *d, const tlm_key *key, const tlm_schedule *s,
   key_name(key, ".json", name, sizeof name);
   int rc = store_meta(d, "plans", name, j);
   cJSON_Delete(j);
+  if (rc == 0) tlm_disk_trim(d);
   return rc;
 }
 
@@ -394,19 +399,54 @@ static int by_mtime(const void *a, const void *b) {
   return (x->mtime > y->mtime) - (x->mtime < y->mtime);
 }
 
+/* Removes whole entries (metadata first, then object) oldest first until
+ * the directory is under max_bytes; objects without metadata go first.
+ * Plans are small and count towards the total; when only plans remain over
+ * the cap, the oldest plans go too. */
 void tlm_disk_trim(tlm_disk *d) {
   if (d->max_bytes <= 0) return;
-  char sub[3200];
-  snprintf(sub, sizeof sub, "%s/kernels", d->dir);
-  file_info *v = NULL;
-  int n = list_dir(sub, &v);
+  char kdir[3200], pdir[3200];
+  snprintf(kdir, sizeof kdir, "%s/kernels", d->dir);
+  snprintf(pdir, sizeof pdir, "%s/plans", d->dir);
+  file_info *k = NULL, *p = NULL;
+  int nk = list_dir(kdir, &k), np = list_dir(pdir, &p);
   int64_t total = 0;
-  for (int i = 0; i < n; i++) total += v[i].bytes;
-  qsort(v, (size_t)n, sizeof *v, by_mtime);
-  for (int i = 0; i < n && total > d->max_bytes; i++) {
-    char path[3400];
-    snprintf(path, sizeof path, "%s/%s", sub, v[i].name);
-    if (unlink(path) == 0) total -= v[i].bytes;
+  for (int i = 0; i < nk; i++) total += k[i].bytes;
+  for (int i = 0; i < np; i++) total += p[i].bytes;
+  if (total > d->max_bytes) {
+    /* entry age: its metadata's mtime; objects without metadata sort first */
+    for (int i = 0; i < nk; i++) {
+      size_t l = strlen(k[i].name);
+      if (l > 2 && !strcmp(k[i].name + l - 2, ".o")) {
+        char meta[96];
+        snprintf(meta, sizeof meta, "%.*s.json", (int)(l - 2), k[i].name);
+        time_t age = 0;
+        for (int j = 0; j < nk; j++)
+          if (!strcmp(k[j].name, meta)) age = k[j].mtime;
+        k[i].mtime = age;
+      }
+    }
+    qsort(k, (size_t)nk, sizeof *k, by_mtime);
+    for (int i = 0; i < nk && total > d->max_bytes; i++) {
+      size_t l = strlen(k[i].name);
+      if (l < 3 || strcmp(k[i].name + l - 2, ".o")) continue;
+      char base[96], path[3400];
+      snprintf(base, sizeof base, "%.*s", (int)(l - 2), k[i].name);
+      snprintf(path, sizeof path, "%s/%s.json", kdir, base);
+      for (int j = 0; j < nk; j++)
+        if (!strncmp(k[j].name, base, strlen(base)) && !strcmp(k[j].name + strlen(base), ".json") &&
+            unlink(path) == 0)
+          total -= k[j].bytes;
+      snprintf(path, sizeof path, "%s/%s", kdir, k[i].name);
+      if (unlink(path) == 0) total -= k[i].bytes;
+    }
+    qsort(p, (size_t)np, sizeof *p, by_mtime);
+    for (int i = 0; i < np && total > d->max_bytes; i++) {
+      char path[3400];
+      snprintf(path, sizeof path, "%s/%s", pdir, p[i].name);
+      if (unlink(path) == 0) total -= p[i].bytes;
+    }
   }
-  free(v);
+  free(k);
+  free(p);
 }

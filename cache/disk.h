@@ -12,7 +12,13 @@
  * directory and each file must belong to the current user, must not be
  * group- or world-writable and must not be symbolic links; metadata must
  * parse, name this format version and the full key, and the object must
- * match its size and checksum. Any failure is a miss (and one warning). */
+ * match its size and checksum. Any failure is a miss (and one warning).
+ *
+ * Trust model: the checks keep out damage, races and other users. They do
+ * not authenticate the writer: anyone who can write the directory as this
+ * user can make tlm run their object code (as they could replace the
+ * user's programs). Keep the directory private; `none` turns the disk
+ * cache off. */
 #ifndef TLM_CACHE_DISK_H
 #define TLM_CACHE_DISK_H
 

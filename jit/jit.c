@@ -32,6 +32,11 @@ static void take_error(LLVMErrorRef e, const char *what, char *err, int errcap) 
   LLVMDisposeErrorMessage(msg);
 }
 
+static void report_silently(void *ctx, LLVMErrorRef e) {
+  (void)ctx;
+  LLVMConsumeError(e);
+}
+
 static LLVMTargetMachineRef make_tm(const tlm_jit *j, char *err, int errcap) {
   LLVMTargetRef target;
   char *msg = NULL;
@@ -95,6 +100,10 @@ int tlm_jit_create(tlm_jit **out, char *err, int errcap) {
     goto fail;
   }
   LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(j->lljit), gen); /* takes gen */
+  /* link errors are returned to the caller; without a reporter ORC would
+   * also print them to stderr */
+  LLVMOrcExecutionSessionSetErrorReporter(LLVMOrcLLJITGetExecutionSession(j->lljit),
+                                          report_silently, NULL);
   *out = j;
   return 0;
 fail:

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -194,6 +195,12 @@ static void dmg_symlink(const char *kdir, const char *base) {
   if (rename(p, target) || symlink(target, p)) perror("symlink");
 }
 
+static void dmg_fifo(const char *kdir, const char *base) {
+  char p[800];
+  path_of(p, sizeof p, kdir, base, ".o");
+  if (unlink(p) || mkfifo(p, 0600)) perror("mkfifo");
+}
+
 static void dmg_world_writable(const char *kdir, const char *base) {
   (void)base;
   char d[800];
@@ -287,7 +294,36 @@ int main(int argc, char **argv) {
   corruption_case("wrong format version", dmg_version);
   corruption_case("metadata of another object", dmg_swap);
   corruption_case("symlink in place of an entry", dmg_symlink);
+  corruption_case("FIFO in place of an object", dmg_fifo);
   corruption_case("directory writable by others", dmg_world_writable);
+  /* the CLI on hostile metadata: an absurd creation time must not crash */
+  {
+    char base[128], kdir[700], cmd[1600];
+    clear_dir(g_dir);
+    tlm_stats st;
+    child_run(g_dir, &st);
+    snprintf(kdir, sizeof kdir, "%s/kernels", g_dir);
+    if (first_kernel(g_dir, base, sizeof base)) {
+      snprintf(cmd, sizeof cmd, "sed -i 's/\"created_unix\":[0-9.e+]*/\"created_unix\":1e30/' '%s/%s.json'",
+               kdir, base);
+      CHECK(system(cmd) == 0, "sed");
+      snprintf(cmd, sizeof cmd, "%s cache list --dir '%s' >/dev/null", TLM_CLI, g_dir);
+      int rc = system(cmd);
+      CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "tlm cache list crashed on a huge created_unix");
+    }
+  }
+  /* trimming removes whole entries: metadata and object stay paired */
+  {
+    clear_dir(g_dir);
+    setenv("TLM_CACHE_DISK_BYTES", "20000", 1);
+    tlm_stats st;
+    child_run(g_dir, &st);
+    unsetenv("TLM_CACHE_DISK_BYTES");
+    char kdir[700];
+    snprintf(kdir, sizeof kdir, "%s/kernels", g_dir);
+    CHECK(count_files(kdir, ".o") == count_files(kdir, ".json"), "trim left %d objects and %d "
+          "metadata files", count_files(kdir, ".o"), count_files(kdir, ".json"));
+  }
 
   /* two processes racing on one empty directory */
   clear_dir(g_dir);

@@ -185,6 +185,29 @@ int main(void) {
     CHECK(tlm_run(rt, &ln, p.in, 1, &p.out, 1) == TLM_ERR_INVALID_ARGUMENT, "layernorm without gamma");
     drop(&p);
   }
+  /* x broadcast over leading dims: all rows the same x is fine; a leading
+   * dim that does not collapse into the row stride is refused, never
+   * walked out of bounds */
+  {
+    static float x[2 * 8], y[6 * 8], ref[6 * 8];
+    for (int i = 0; i < 16; i++) x[i] = frand();
+    tlm_op op = tlm_op_rownorm(TLM_OP_SOFTMAX);
+    tlm_tensor X = {TLM_F32, 3, {2, 3, 8}, {0, 0, 1}, x}, Y = {TLM_F32, 3, {2, 3, 8}, {24, 8, 1}, y};
+    CHECK(tlm_run(rt, &op, &X, 1, &Y, 1) == TLM_OK, "x broadcast over all rows: %s", tlm_last_error(rt));
+    tlm_task task;
+    tlm_row_args args;
+    char err[256];
+    tlm_validate_row(&op, &X, 1, &Y, 1, &task, &args, err, sizeof err);
+    args.y = ref;
+    tlm_ref_row(&task, &args);
+    double worst = 0;
+    for (int i = 0; i < 48; i++) worst = fmax(worst, fabs(y[i] - ref[i]));
+    CHECK(worst < 1e-5, "broadcast rows: error %g", worst);
+    tlm_tensor X2 = {TLM_F32, 3, {2, 3, 8}, {8, 0, 1}, x};
+    CHECK(tlm_run(rt, &op, &X2, 1, &Y, 1) == TLM_ERR_UNSUPPORTED, "non-collapsing broadcast accepted");
+    tlm_tensor Y2 = {TLM_F32, 3, {2, 3, 8}, {0, 8, 1}, y};
+    CHECK(tlm_run(rt, &op, &X, 1, &Y2, 1) != TLM_OK, "y with a zero leading stride accepted");
+  }
   printf("row-wise problems checked: %d\n", checked);
   tlm_destroy(rt);
   return check_report("test_rowops");

@@ -88,10 +88,20 @@ int tlm_cmd_cache(int argc, char **argv) {
     int removed = 0;
     const char *dirs[2] = {kdir, pdir};
     for (int d = 0; d < 2; d++) {
+      /* only a real directory of ours, and only names the cache writes */
+      struct stat st;
+      if (lstat(dirs[d], &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+        fprintf(stderr, "tlm cache: %s is not a cache directory of this user: left alone\n",
+                dirs[d]);
+        continue;
+      }
       DIR *dp = opendir(dirs[d]);
       struct dirent *e;
       while (dp && (e = readdir(dp))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        size_t l = strspn(e->d_name, "0123456789abcdef");
+        int ours = (l == 32 && (!strcmp(e->d_name + 32, ".json") || !strcmp(e->d_name + 32, ".o"))) ||
+                   !strncmp(e->d_name, ".tmp-", 5);
+        if (!ours) continue;
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
         removed += unlink(path) == 0;
@@ -120,9 +130,10 @@ int tlm_cmd_cache(int argc, char **argv) {
       const cJSON *pr = cJSON_GetObjectItem(meta, "problem"), *de = cJSON_GetObjectItem(meta, "decisions");
       const cJSON *cr = cJSON_GetObjectItem(meta, "created_unix");
       char when[32] = "?";
-      if (cJSON_IsNumber(cr)) {
+      if (cJSON_IsNumber(cr) && cr->valuedouble >= 0 && cr->valuedouble < 1e11) {
         time_t t = (time_t)cr->valuedouble;
-        strftime(when, sizeof when, "%Y-%m-%d %H:%M", gmtime(&t));
+        struct tm tmv;
+        if (gmtime_r(&t, &tmv)) strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tmv);
       }
       printf("%s  %-28s %7.0f B  %s  %s%s%s\n", base, cJSON_IsString(pr) ? pr->valuestring : "?",
              cJSON_IsNumber(ob) ? ob->valuedouble : 0.0, when,

@@ -125,7 +125,11 @@ char *tlm_mm_desc_str(const tlm_mm_desc *d, char *buf, int cap) {
   return buf;
 }
 
+/* at most 2^31 elements (8 GiB): larger test problems are refused */
+#define MAX_PROBLEM_ELEMENTS ((int64_t)1 << 31)
+
 static float *random_buffer(int64_t n, uint64_t *rng) {
+  if (n < 0 || n > MAX_PROBLEM_ELEMENTS) return NULL;
   float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
   if (!p) return NULL;
   for (int64_t i = 0; i < n; i++)
@@ -133,9 +137,11 @@ static float *random_buffer(int64_t n, uint64_t *rng) {
   return p;
 }
 
+/* element count, -1 when it overflows */
 static int64_t count(const int64_t *s, int nd) {
   int64_t n = 1;
-  for (int i = 0; i < nd; i++) n *= s[i];
+  for (int i = 0; i < nd; i++)
+    if (__builtin_mul_overflow(n, s[i], &n)) return -1;
   return n;
 }
 

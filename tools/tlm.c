@@ -80,11 +80,17 @@ static int run_row(tlm_op_kind kind, int64_t R, int64_t C, int causal, float sca
     fprintf(stderr, "tlm: %s\n", tlm_last_error(NULL));
     return 1;
   }
-  int64_t n = R * C;
-  float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
-  float *ref = malloc(sizeof(float) * (size_t)n), *g = malloc(sizeof(float) * (size_t)C);
-  float *b = malloc(sizeof(float) * (size_t)C);
+  int64_t n;
+  float *x = NULL, *y = NULL, *ref = NULL, *g = NULL, *b = NULL;
   int rc = 1;
+  if (__builtin_mul_overflow(R, C, &n) || n > ((int64_t)1 << 31)) {
+    fprintf(stderr, "tlm run: %lld x %lld elements is too large to run here\n", (long long)R,
+            (long long)C);
+    goto out;
+  }
+  x = malloc(sizeof(float) * (size_t)n), y = malloc(sizeof(float) * (size_t)n);
+  ref = malloc(sizeof(float) * (size_t)n), g = malloc(sizeof(float) * (size_t)C);
+  b = malloc(sizeof(float) * (size_t)C);
   if (!x || !y || !ref || !g || !b) {
     fprintf(stderr, "tlm run: out of memory\n");
     goto out;
@@ -240,7 +246,7 @@ static int cmd_run(int argc, char **argv) {
   int rc = 1;
   tlm_problem p;
   if (tlm_problem_make(&d, &epi, 42, &p)) {
-    fprintf(stderr, "tlm run: cannot allocate the problem\n");
+    fprintf(stderr, "tlm run: cannot allocate the problem (too large, or out of memory)\n");
     tlm_destroy(rt);
     return 1;
   }
