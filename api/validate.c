@@ -207,7 +207,8 @@ tlm_status tlm_validate_matmul(const tlm_op *op, const tlm_tensor *in, int n_in,
   t->unit = (args->sa[5] == 1 ? TLM_UNIT_A_K : 0) | (args->sb[5] == 1 ? TLM_UNIT_B_N : 0) |
             (args->sc[5] == 1 ? TLM_UNIT_C_N : 0) |
             (R && args->sr[5] == 1 ? TLM_UNIT_R_N : 0) |
-            (bias && args->sbias == 1 ? TLM_UNIT_BIAS : 0);
+            (bias && args->sbias == 1 ? TLM_UNIT_BIAS : 0) |
+            (args->sb[4] == 1 ? TLM_UNIT_B_K : 0);
   memcpy(t->sa, args->sa, sizeof t->sa);
   memcpy(t->sb, args->sb, sizeof t->sb);
   memcpy(t->sc, args->sc, sizeof t->sc);

@@ -524,8 +524,128 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
     }
 }
 
+/* Dot-product register tile (vectors along k): tile_b x tile_m x nvec
+ * columns, each accumulator W lanes of partial sums over the k block,
+ * reduced at the end and added to C's partial sum. A and B are unit-stride
+ * in k (the space offers this form only then). Partial tiles clamp rows and
+ * columns to valid ones and store only the valid; the k tail is masked. */
+static void emit_tile_kvec(cg *g, const ln_node *n, blk *bk, int partial) {
+  const tlm_matmul_task *mm = g->mm;
+  const int TB = n->tile_b, TM = n->tile_m, NC = n->nvec, W = n->vec;
+  LLVMTypeRef vt = vtype(g, W);
+  LLVMValueRef b0 = bk->start[LN_B], bs = bk->size[LN_B];
+  LLVMValueRef m0 = bk->start[LN_M], ms = bk->size[LN_M];
+  LLVMValueRef n0 = bk->start[LN_N], ns = bk->size[LN_N];
+  LLVMValueRef k0 = bk->start[LN_K], ks = bk->size[LN_K];
+  LLVMValueRef acc[MAX_ACC], arow[MAX_ACC], crow[MAX_ACC], rowv[MAX_ACC];
+  LLVMValueRef bcol[MAX_ACC], colv[8], roff[MAX_TB];
+  int unit_c = (mm->unit & TLM_UNIT_C_N) != 0;
+  for (int i = 0; i < TB * TM * NC; i++) {
+    acc[i] = alloca_of(g, vt);
+    LLVMBuildStore(g->b, LLVMConstNull(vt), acc[i]);
+  }
+  for (int j = 0; j < NC; j++)
+    colv[j] = add(g, n0, partial ? smin(g, c64(g, j), sub(g, ns, c64(g, 1))) : c64(g, j));
+  for (int ib = 0; ib < TB; ib++) {
+    LLVMValueRef bi = add(g, b0, partial ? smin(g, c64(g, ib), sub(g, bs, c64(g, 1))) : c64(g, ib));
+    LLVMValueRef aoff = batch_offset(g, bi, g->sa), boff = batch_offset(g, bi, g->sb);
+    LLVMValueRef coff = batch_offset(g, bi, g->sc);
+    roff[ib] = mm->has_residual ? batch_offset(g, bi, g->sr) : c64(g, 0);
+    for (int im = 0; im < TM; im++) {
+      LLVMValueRef r = add(g, m0, partial ? smin(g, c64(g, im), sub(g, ms, c64(g, 1))) : c64(g, im));
+      rowv[ib * TM + im] = r;
+      arow[ib * TM + im] = gep(g, g->pa, add(g, aoff, mul(g, r, g->sa[4])));
+      crow[ib * TM + im] = gep(g, g->pc, add(g, coff, mul(g, r, g->sc[4])));
+    }
+    for (int j = 0; j < NC; j++) bcol[ib * NC + j] = gep(g, g->pb, add(g, boff, mul(g, colv[j], g->sb[5])));
+  }
+  /* k in steps of W, unrolled; then one masked step for the tail */
+  LLVMValueRef kend = add(g, k0, ks);
+  int64_t step = (int64_t)W * n->unroll;
+  LLVMValueRef kmain = add(g, k0, mul(g, LLVMBuildSDiv(g->b, ks, c64(g, step), ""), c64(g, step)));
+  LLVMValueRef kvec_end = add(g, k0, mul(g, LLVMBuildSDiv(g->b, ks, c64(g, W), ""), c64(g, W)));
+  for (int part = 0; part < 3; part++) {
+    loop L;
+    LLVMValueRef kk = part == 0   ? loop_begin(g, &L, k0, kmain, c64(g, step))
+                      : part == 1 ? loop_begin(g, &L, kmain, kvec_end, c64(g, W))
+                                  : loop_begin(g, &L, kvec_end, kend, c64(g, W));
+    int steps = part == 0 ? n->unroll : 1;
+    for (int u = 0; u < steps; u++) {
+      LLVMValueRef k = add(g, kk, c64(g, (int64_t)u * W));
+      LLVMValueRef mask = part == 2 ? lane_mask(g, 0, W, sub(g, kend, k)) : NULL;
+      for (int ib = 0; ib < TB; ib++) {
+        LLVMValueRef bv[8];
+        for (int j = 0; j < NC; j++)
+          bv[j] = load_lanes(g, bcol[ib * NC + j], k, 1, c64(g, 1), W, mask, sub(g, kend, c64(g, 1)));
+        for (int im = 0; im < TM; im++) {
+          LLVMValueRef av = load_lanes(g, arow[ib * TM + im], k, 1, c64(g, 1), W, mask,
+                                       sub(g, kend, c64(g, 1)));
+          for (int j = 0; j < NC; j++) {
+            LLVMValueRef slot = acc[(ib * TM + im) * NC + j];
+            LLVMValueRef args[3] = {av, bv[j], LLVMBuildLoad2(g->b, vt, slot, "")};
+            LLVMBuildStore(g->b, call_intrinsic(g, "llvm.fmuladd", &vt, 1, args, 3), slot);
+          }
+        }
+      }
+    }
+    loop_end(g, &L);
+  }
+  /* reduce, add C's partial sum, epilogue at the last k block, store */
+  LLVMValueRef first = LLVMBuildICmp(g->b, LLVMIntEQ, k0, c64(g, 0), "");
+  LLVMValueRef last = LLVMBuildICmp(g->b, LLVMIntEQ, kend, g->K, "");
+  LLVMTypeRef v1 = vtype(g, 1);
+  for (int ib = 0; ib < TB; ib++)
+    for (int im = 0; im < TM; im++)
+      for (int j = 0; j < NC; j++) {
+        LLVMBasicBlockRef sj = NULL;
+        if (partial) {
+          LLVMValueRef ok = LLVMBuildAnd(
+              g->b,
+              LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, ib), bs, ""),
+                           LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, im), ms, ""), ""),
+              LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, j), ns, ""), "");
+          sj = if_begin(g, ok);
+        }
+        LLVMValueRef a = acc[(ib * TM + im) * NC + j];
+        LLVMValueRef args[2] = {LLVMConstReal(g->f32, 0.0), LLVMBuildLoad2(g->b, vt, a, "")};
+        LLVMValueRef sum = call_intrinsic(g, "llvm.vector.reduce.fadd", &vt, 1, args, 2);
+        LLVMValueRef cptr = gep(g, crow[ib * TM + im], mul(g, colv[j], unit_c ? c64(g, 1) : g->sc[5]));
+        LLVMValueRef old = load(g, g->f32, cptr, 4);
+        sum = LLVMBuildSelect(g->b, first, sum, LLVMBuildFAdd(g->b, sum, old, ""), "");
+        if (n->epilogue) {
+          LLVMValueRef x1 = LLVMBuildInsertElement(g->b, LLVMGetUndef(v1), sum, c32(g, 0), "");
+          x1 = epilogue(g, x1, roff[ib], rowv[ib * TM + im], colv[j], 1, NULL, NULL);
+          LLVMValueRef done = LLVMBuildExtractElement(g->b, x1, c32(g, 0), "");
+          sum = LLVMBuildSelect(g->b, last, done, sum, "");
+        }
+        store(g, sum, cptr, 4);
+        if (partial) if_end(g, sj);
+      }
+}
+
 static int emit_tile(cg *g, const ln_node *n, blk *bk) {
   if (n->tile_b * n->tile_m * n->nvec > MAX_ACC || n->tile_b > MAX_TB || n->nvec > 8) return -1;
+  if (n->kvec) {
+    LLVMValueRef full = LLVMBuildAnd(
+        g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_B], c64(g, n->tile_b), ""),
+        LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_M], c64(g, n->tile_m), ""),
+                     LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_N], c64(g, n->nvec), ""), ""),
+        "");
+    LLVMBasicBlockRef bfull = LLVMAppendBasicBlockInContext(g->C, g->fn, "dot_full");
+    LLVMBasicBlockRef bpart = LLVMAppendBasicBlockInContext(g->C, g->fn, "dot_partial");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->C, g->fn, "dot_done");
+    LLVMBuildCondBr(g->b, full, bfull, bpart);
+    LLVMPositionBuilderAtEnd(g->b, bfull);
+    blk copy = *bk;
+    emit_tile_kvec(g, n, &copy, 0);
+    LLVMBuildBr(g->b, done);
+    LLVMPositionBuilderAtEnd(g->b, bpart);
+    copy = *bk;
+    emit_tile_kvec(g, n, &copy, 1);
+    LLVMBuildBr(g->b, done);
+    LLVMPositionBuilderAtEnd(g->b, done);
+    return 0;
+  }
   LLVMValueRef full = LLVMBuildAnd(
       g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_B], c64(g, n->tile_b), ""),
       LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_M], c64(g, n->tile_m), ""),

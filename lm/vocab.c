@@ -56,6 +56,8 @@ void tlm_vocab_build(tlm_vocab *v) {
   for (int i = 0; i <= 3; i++) add_decision(v, TLM_PK_PARALLEL, i);
   static const int ats[] = {0, 1, 3};
   for (int i = 0; i < 3; i++) add_decision(v, TLM_PK_COMPUTE_AT, ats[i]);
+  /* version 3: vectors along k */
+  for (int i = 1; i < 4; i++) add_decision(v, TLM_PK_VEC, TLM_VEC_K + vecs[i]);
 }
 
 int tlm_vocab_find(const tlm_vocab *v, const char *s) {

@@ -29,7 +29,7 @@
 #include "../runtime/target.h"
 #include "../runtime/task.h"
 
-#define TLM_LM_VOCAB_VERSION 2
+#define TLM_LM_VOCAB_VERSION 3
 #define TLM_LM_MAX_VOCAB 512
 #define TLM_LM_PROMPT_LEN 32
 #define TLM_LM_MAX_SEQ (TLM_LM_PROMPT_LEN + TLM_MAX_POINTS)

@@ -91,8 +91,9 @@ int ln_lower_matmul(const tlm_task *task, const tlm_schedule *s, ln_nest *n) {
   ln_node *t = &n->nodes[tile];
   t->tile_b = v[MM_B3];
   t->tile_m = v[MM_M3];
-  t->vec = v[MM_VEC];
-  t->nvec = v[MM_N3] / v[MM_VEC];
+  t->vec = tlm_vec_lanes(v[MM_VEC]);
+  t->kvec = tlm_vec_is_k(v[MM_VEC]);
+  t->nvec = tlm_vec_per_row(v[MM_VEC], v[MM_N3]);
   t->unroll = v[MM_UNROLL];
   t->epilogue = 0;
   const tlm_matmul_task *mm = &task->u.mm;
@@ -160,8 +161,9 @@ static int print_node(const ln_nest *nest, int i, int depth, char *buf, int cap,
     break;
   case LN_TILE:
     snprintf(line, sizeof line,
-             "register tile b%d x m%d x n%d (vec %d), k unroll %d%s", n->tile_b,
-             n->tile_m, n->vec * n->nvec, n->vec, n->unroll,
+             "register tile b%d x m%d x n%d (vec %d along %s), k unroll %d%s", n->tile_b,
+             n->tile_m, n->kvec ? n->nvec : n->vec * n->nvec, n->vec, n->kvec ? "k" : "n",
+             n->unroll,
              n->epilogue ? ", epilogue in registers" : "");
     break;
   case LN_EPILOGUE: snprintf(line, sizeof line, "epilogue pass over block"); break;

@@ -51,6 +51,7 @@ typedef struct ln_node {
   int64_t fused_block[3];
   /* LN_TILE */
   int32_t tile_b, tile_m, vec, nvec, unroll, epilogue;
+  int32_t kvec; /* 1: vectors run along k (dot products), nvec = columns */
   /* LN_PACK_B: panels per block and k block (the packed strides) */
   int64_t pack_panels, pack_kblock, pack_width;
   /* children, run in order */

@@ -109,15 +109,22 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
     static const int32_t widths[] = {1, 4, 8, 16};
     for (int i = 0; i < 4; i++)
       if (widths[i] <= s->target.vec_lanes) c[n++] = widths[i];
+    if ((t->unit & TLM_UNIT_A_K) && (t->unit & TLM_UNIT_B_K))
+      for (int i = 1; i < 4; i++)
+        if (widths[i] <= s->target.vec_lanes) c[n++] = TLM_VEC_K + widths[i];
     break;
   }
-  case MM_N3: { /* multiples of the vector width, whole vectors */
-    int32_t w = d[MM_VEC];
+  case MM_N3: {
+    if (tlm_vec_is_k(d[MM_VEC])) { /* columns of dot products */
+      for (int32_t j = 1; j <= 8 && j - 1 < t->N; j++) c[n++] = j;
+      break;
+    }
+    int32_t w = d[MM_VEC]; /* multiples of the vector width, whole vectors */
     for (int32_t j = 1; j <= 8 && (int64_t)w * (j - 1) < t->N; j++) c[n++] = w * j;
     break;
   }
   case MM_M3: {
-    int32_t nv = d[MM_N3] / d[MM_VEC];
+    int32_t nv = tlm_vec_per_row(d[MM_VEC], d[MM_N3]);
     for (int i = 0; i < N_REG_ROWS; i++) {
       int32_t r = k_reg_rows[i];
       if (r > t->M && r > 1) break;
@@ -126,7 +133,7 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
     break;
   }
   case MM_B3: {
-    int64_t acc = (int64_t)d[MM_M3] * (d[MM_N3] / d[MM_VEC]);
+    int64_t acc = (int64_t)d[MM_M3] * tlm_vec_per_row(d[MM_VEC], d[MM_N3]);
     int m = tile_candidates(btot, 1, c);
     for (int i = 0; i < m; i++)
       if (c[i] * acc <= MAX_ACCUMULATORS || c[i] == 1) c[n++] = c[i];
@@ -156,8 +163,9 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
     memset(&tmp, 0, sizeof tmp);
     memcpy(tmp.v, d, sizeof(int32_t) * MM_PACK_B);
     tmp.v[MM_PACK_B] = 1;
-    c[n++] = 0;
-    if (tlm_mm_scratch_bytes(&s->task, &tmp) <= MAX_PACK_BYTES) c[n++] = 1;
+    c[n++] = 0; /* packing makes n panels: not for dot products */
+    if (!tlm_vec_is_k(d[MM_VEC]) && tlm_mm_scratch_bytes(&s->task, &tmp) <= MAX_PACK_BYTES)
+      c[n++] = 1;
     break;
   }
   case MM_PARALLEL: { /* level-0 loops: b0 (when batched), m0, n0 */
@@ -239,9 +247,19 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
   int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 512 * 1024;
   int cores = tg->cores > 0 ? tg->cores : 1;
   int64_t btot = tlm_task_batch_total(&s->task);
+  int kmode = (t->unit & TLM_UNIT_A_K) && (t->unit & TLM_UNIT_B_K) &&
+              !(t->unit & TLM_UNIT_B_N) && t->M < 8 && t->K >= 16;
   switch (p) {
-  case MM_VEC: return n - 1; /* widest */
+  case MM_VEC: {
+    /* dot products along k for small M when B is stored (N, K): the outer
+     * product form would gather B (measured 1x768:768x768 transposed B) */
+    int32_t want = kmode ? TLM_VEC_K + tg->vec_lanes : tg->vec_lanes;
+    for (int i = 0; i < n; i++)
+      if (c[i] == want) return i;
+    return 0;
+  }
   case MM_N3: {
+    if (tlm_vec_is_k(d[MM_VEC])) return pick_at_most(c, n, 4);
     /* about 16 independent accumulators hide the FMA latency; measured on
      * Zen 5 (bench/bench_matmul), 4 rows x 4 vectors beat 8 x 2, and few
      * rows (decode) need wide tiles */
@@ -251,7 +269,7 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
     return pick_at_most(c, n, nv * d[MM_VEC]);
   }
   case MM_M3: {
-    int64_t nv = d[MM_N3] / d[MM_VEC];
+    int64_t nv = tlm_vec_per_row(d[MM_VEC], d[MM_N3]);
     int64_t rows = 16 / nv;
     int64_t fit = (tg->vec_regs - nv - 1) / nv; /* + B vectors + A broadcast */
     if (rows > fit) rows = fit;

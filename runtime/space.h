@@ -55,6 +55,19 @@ typedef struct tlm_point {
   int32_t kind;     /* tlm_point_kind */
 } tlm_point;
 
+/* The "vec" decision: 1, 4, 8, 16 vectorize along n (outer products with
+ * broadcast A); TLM_VEC_K + w (w = 4, 8, 16) vectorizes along k instead
+ * (dot products reduced at the end), offered when A and B are both
+ * unit-stride in k, as for Q K^T with the K cache stored (L, d). In k mode
+ * tile_n3 counts columns, not lanes. */
+#define TLM_VEC_K 100
+static inline int tlm_vec_lanes(int32_t vec) { return vec > TLM_VEC_K ? vec - TLM_VEC_K : vec; }
+static inline int tlm_vec_is_k(int32_t vec) { return vec > TLM_VEC_K; }
+/* vector accumulators per register-tile row */
+static inline int32_t tlm_vec_per_row(int32_t vec, int32_t n3) {
+  return tlm_vec_is_k(vec) ? n3 : n3 / vec;
+}
+
 /* Matmul decision points, in walking order. */
 enum {
   MM_VEC = 0,

@@ -21,7 +21,8 @@ enum {
   TLM_UNIT_B_N = 1 << 1,   /* B[k, n+1] follows B[k, n] */
   TLM_UNIT_C_N = 1 << 2,   /* C[m, n+1] follows C[m, n] */
   TLM_UNIT_R_N = 1 << 3,   /* residual likewise */
-  TLM_UNIT_BIAS = 1 << 4   /* bias likewise */
+  TLM_UNIT_BIAS = 1 << 4,  /* bias likewise */
+  TLM_UNIT_B_K = 1 << 5    /* B[k+1, n] follows B[k, n] (B stored (N, K)) */
 };
 
 /* Matmul task: C[b, m, n] = epi(sum_k A[b, m, k] * B[b, k, n]).
