@@ -623,34 +623,16 @@ static void emit_tile_kvec(cg *g, const ln_node *n, blk *bk, int partial) {
       }
 }
 
+/* Emits a full-tile version (constant sizes, no masks) and a partial one,
+ * chosen at run time by whether the block fills the register tile. */
 static int emit_tile(cg *g, const ln_node *n, blk *bk) {
   if (n->tile_b * n->tile_m * n->nvec > MAX_ACC || n->tile_b > MAX_TB || n->nvec > 8) return -1;
-  if (n->kvec) {
-    LLVMValueRef full = LLVMBuildAnd(
-        g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_B], c64(g, n->tile_b), ""),
-        LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_M], c64(g, n->tile_m), ""),
-                     LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_N], c64(g, n->nvec), ""), ""),
-        "");
-    LLVMBasicBlockRef bfull = LLVMAppendBasicBlockInContext(g->C, g->fn, "dot_full");
-    LLVMBasicBlockRef bpart = LLVMAppendBasicBlockInContext(g->C, g->fn, "dot_partial");
-    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->C, g->fn, "dot_done");
-    LLVMBuildCondBr(g->b, full, bfull, bpart);
-    LLVMPositionBuilderAtEnd(g->b, bfull);
-    blk copy = *bk;
-    emit_tile_kvec(g, n, &copy, 0);
-    LLVMBuildBr(g->b, done);
-    LLVMPositionBuilderAtEnd(g->b, bpart);
-    copy = *bk;
-    emit_tile_kvec(g, n, &copy, 1);
-    LLVMBuildBr(g->b, done);
-    LLVMPositionBuilderAtEnd(g->b, done);
-    return 0;
-  }
+  int64_t ncols = n->kvec ? n->nvec : (int64_t)n->vec * n->nvec;
+  void (*version)(cg *, const ln_node *, blk *, int) = n->kvec ? emit_tile_kvec : emit_tile_version;
   LLVMValueRef full = LLVMBuildAnd(
       g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_B], c64(g, n->tile_b), ""),
       LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_M], c64(g, n->tile_m), ""),
-                   LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_N], c64(g, (int64_t)n->vec * n->nvec), ""),
-                   ""),
+                   LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_N], c64(g, ncols), ""), ""),
       "");
   LLVMBasicBlockRef bfull = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_full");
   LLVMBasicBlockRef bpart = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_partial");
@@ -658,11 +640,11 @@ static int emit_tile(cg *g, const ln_node *n, blk *bk) {
   LLVMBuildCondBr(g->b, full, bfull, bpart);
   LLVMPositionBuilderAtEnd(g->b, bfull);
   blk copy = *bk;
-  emit_tile_version(g, n, &copy, 0);
+  version(g, n, &copy, 0);
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, bpart);
   copy = *bk;
-  emit_tile_version(g, n, &copy, 1);
+  version(g, n, &copy, 1);
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, done);
   return 0;

@@ -70,6 +70,37 @@ static int parse_epilogue(const char *s, tlm_matmul_desc *e) {
   return 0;
 }
 
+/* The kernel `tlm run --schedule S` asks for: auto (what tlm_run does),
+ * rule, random:SEED or explicit decisions. Prints its own error; returns
+ * the status (TLM_ERR_INVALID_ARGUMENT for a bad S). */
+static tlm_status pick_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_space *space,
+                              const char *sched_text, tlm_schedule *sched, const tlm_kernel **k,
+                              double *schedule_ms) {
+  char err[512];
+  tlm_status st;
+  *schedule_ms = 0;
+  if (!strcmp(sched_text, "auto") || !strcmp(sched_text, "default")) {
+    const tlm_plan *plan;
+    st = tlm_engine_plan(rt, task, &plan, err, sizeof err);
+    if (!st) *k = plan->kernel, *sched = plan->sched, *schedule_ms = plan->schedule_ms;
+  } else {
+    if (!strcmp(sched_text, "rule")) {
+      tlm_space_default(space, sched);
+    } else if (!strncmp(sched_text, "random:", 7)) {
+      uint64_t seed = strtoull(sched_text + 7, NULL, 10);
+      tlm_space_sample(space, &seed, sched);
+    } else if (tlm_schedule_parse(space, sched_text, sched, err, sizeof err)) {
+      fprintf(stderr, "tlm run: bad --schedule: %s\n", err);
+      return TLM_ERR_INVALID_ARGUMENT;
+    }
+    tlm_kernel *kk;
+    st = tlm_engine_kernel(rt, task, sched, &kk, err, sizeof err);
+    *k = kk;
+  }
+  if (st) fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
+  return st;
+}
+
 static int run_row(tlm_op_kind kind, int64_t R, int64_t C, int causal, float scale,
                    const char *sched_text, int threads, int check, double min_time) {
   tlm_config cfg;
@@ -119,24 +150,9 @@ static int run_row(tlm_op_kind kind, int64_t R, int64_t C, int causal, float sca
   tlm_space_init(&space, &task, &rt->target);
   tlm_schedule sched;
   const tlm_kernel *k = NULL;
-  if (!strcmp(sched_text, "auto") || !strcmp(sched_text, "default")) {
-    const tlm_plan *plan;
-    st = tlm_engine_plan(rt, &task, &plan, err, sizeof err);
-    if (!st) k = plan->kernel, sched = plan->sched;
-  } else {
-    if (!strcmp(sched_text, "rule")) tlm_space_default(&space, &sched);
-    else if (!strncmp(sched_text, "random:", 7)) {
-      uint64_t seed = strtoull(sched_text + 7, NULL, 10);
-      tlm_space_sample(&space, &seed, &sched);
-    } else if (tlm_schedule_parse(&space, sched_text, &sched, err, sizeof err)) {
-      fprintf(stderr, "tlm run: bad --schedule: %s\n", err);
-      goto out;
-    }
-    tlm_kernel *kk;
-    st = tlm_engine_kernel(rt, &task, &sched, &kk, err, sizeof err);
-    k = kk;
-  }
-  if (st || (st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err))) {
+  double schedule_ms;
+  if (pick_kernel(rt, &task, &space, sched_text, &sched, &k, &schedule_ms)) goto out;
+  if ((st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err))) {
     fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
     goto out;
   }
@@ -262,28 +278,7 @@ static int cmd_run(int argc, char **argv) {
   tlm_schedule sched;
   const tlm_kernel *k = NULL;
   double schedule_ms = 0;
-  if (!strcmp(sched_text, "auto") || !strcmp(sched_text, "default")) {
-    const tlm_plan *plan;
-    st = tlm_engine_plan(rt, &task, &plan, err, sizeof err);
-    if (!st) k = plan->kernel, sched = plan->sched, schedule_ms = plan->schedule_ms;
-  } else {
-    if (!strcmp(sched_text, "rule")) {
-      tlm_space_default(&space, &sched);
-    } else if (!strncmp(sched_text, "random:", 7)) {
-      uint64_t seed = strtoull(sched_text + 7, NULL, 10);
-      tlm_space_sample(&space, &seed, &sched);
-    } else if (tlm_schedule_parse(&space, sched_text, &sched, err, sizeof err)) {
-      fprintf(stderr, "tlm run: bad --schedule: %s\n", err);
-      goto out;
-    }
-    tlm_kernel *kk;
-    st = tlm_engine_kernel(rt, &task, &sched, &kk, err, sizeof err);
-    k = kk;
-  }
-  if (st) {
-    fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
-    goto out;
-  }
+  if (pick_kernel(rt, &task, &space, sched_text, &sched, &k, &schedule_ms)) goto out;
   if (ir_path) {
     char *ir = NULL;
     FILE *f = fopen(ir_path, "w");
