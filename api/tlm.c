@@ -277,6 +277,17 @@ tlm_status tlm_tensor_dense(tlm_tensor *t, tlm_dtype dtype, int ndim, const int6
   return TLM_OK;
 }
 
+tlm_op tlm_op_conv(tlm_layout layout) {
+  tlm_op op;
+  memset(&op, 0, sizeof op);
+  op.kind = TLM_OP_CONV;
+  op.u.conv.layout = layout;
+  op.u.conv.weight_layout = TLM_WEIGHTS_OIHW;
+  op.u.conv.groups = 1;
+  for (int i = 0; i < 3; i++) op.u.conv.stride[i] = op.u.conv.dilation[i] = 1;
+  return op;
+}
+
 tlm_op tlm_op_rownorm(tlm_op_kind kind) {
   tlm_op op;
   memset(&op, 0, sizeof op);
@@ -404,6 +415,13 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
              op->kind == TLM_OP_RMSNORM) {
     tlm_row_args args;
     st = tlm_validate_row(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err, sizeof err);
+    if (st != TLM_OK) return tlm_set_error(rt, st, err);
+    st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
+    if (st != TLM_OK) return tlm_set_error(rt, st, err);
+  } else if (op->kind == TLM_OP_CONV) {
+    tlm_conv_args args;
+    st = tlm_validate_conv(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
+                           sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
     st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);

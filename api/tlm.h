@@ -205,7 +205,8 @@ typedef enum tlm_op_kind {
   TLM_OP_MATMUL = 1,
   TLM_OP_SOFTMAX = 2,   /* row-wise, see tlm_rownorm_desc */
   TLM_OP_LAYERNORM = 3, /* row-wise */
-  TLM_OP_RMSNORM = 4    /* row-wise */
+  TLM_OP_RMSNORM = 4,   /* row-wise */
+  TLM_OP_CONV = 5       /* convolution, see tlm_conv_desc */
 } tlm_op_kind;
 
 /* Elementwise activation applied in an epilogue. */
@@ -215,6 +216,7 @@ typedef enum tlm_activation {
   TLM_ACT_GELU_TANH = 2, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
                             (Hendrycks & Gimpel 2016, the GPT-2 form) */
   TLM_ACT_SILU = 3,      /* x / (1 + exp(-x)) */
+  TLM_ACT_RELU6 = 4,     /* min(max(x, 0), 6) (MobileNetV2) */
   TLM_ACT_COUNT_
 } tlm_activation;
 
@@ -267,11 +269,72 @@ typedef struct tlm_rownorm_desc {
   int causal;  /* softmax, 0 or 1 */
 } tlm_rownorm_desc;
 
+/* Activation and output layouts of a convolution: the order of the dims of
+ * src, dst and residual in tlm_tensor.shape (their strides are free, so a
+ * channels-last buffer may also be described as NCHW with permuted
+ * strides; the generated code adapts to which strides are 1). */
+typedef enum tlm_layout {
+  TLM_LAYOUT_NCHW = 0, /* (N, C, [D,] [H,] W) */
+  TLM_LAYOUT_NHWC = 1  /* (N, [D,] [H,] W, C) */
+} tlm_layout;
+
+/* Dim order of convolution weights in tlm_tensor.shape. OC is group-major
+ * (output channel oc belongs to group oc / (OC / groups)); ICg = IC / groups. */
+typedef enum tlm_weight_layout {
+  TLM_WEIGHTS_OIHW = 0, /* (OC, ICg, [KD,] [KH,] KW): PyTorch, oneDNN "oihw" */
+  TLM_WEIGHTS_HWIO = 1  /* ([KD,] [KH,] KW, ICg, OC): TensorFlow */
+} tlm_weight_layout;
+
+/* Convolution family: 1-D, 2-D or 3-D forward convolution (cross-
+ * correlation, as in every deep-learning framework) in f32, with groups
+ * (depthwise when groups = IC = OC) and a fused epilogue.
+ *
+ * Tensors have 2 + S dims, S = 1, 2 or 3 spatial dims (W; H, W; D, H, W);
+ * spatial parameters below are indexed (d, h, w) and a 2-D convolution
+ * ignores the d entries (1-D also the h entries).
+ *
+ * Inputs, in this order, to tlm_run():
+ *   0  src       (N, IC, ID, IH, IW) in `layout` order
+ *   1  weights   (OC, IC/groups, KD, KH, KW) or its HWIO order
+ *   2  bias      (OC); only when has_bias
+ *   3  scale     (OC) and 4 shift (OC); only when has_scale_shift (a folded
+ *                batch normalization: scale = gamma / sqrt(var + eps),
+ *                shift = beta - mean * scale)
+ *   5  residual  the shape of dst; only when has_residual
+ * (absent inputs take no slot: the next present one moves up).
+ * Output 0: dst (N, OC, OD, OH, OW) in `layout` order. It must not share
+ * memory with any input.
+ *
+ * Output extents are taken from dst: output position o reads input
+ * positions o * stride - pad + k * dilation (k < kernel extent), and
+ * positions outside [0, I) read 0; so the right/bottom padding is whatever
+ * the output extent implies, as in benchdnn descriptors. With symmetric
+ * padding the usual O = (I + 2 pad - dilation (K - 1) - 1) / stride + 1.
+ *
+ * Epilogue, per element, in this order (ResNet's relu(bn(conv) + x) is
+ * has_scale_shift, has_residual, TLM_ACT_RELU):
+ *   x = acc; if has_bias: x += bias[oc]; if has_scale_shift: x = x *
+ *   scale[oc] + shift[oc]; if has_residual: x += residual[...];
+ *   x = activation(x). */
+typedef struct tlm_conv_desc {
+  tlm_layout layout;
+  tlm_weight_layout weight_layout;
+  int groups;       /* >= 1, divides IC and OC */
+  int stride[3];    /* >= 1 */
+  int pad[3];       /* >= 0: zero positions before the first input one */
+  int dilation[3];  /* >= 1 (1 = dense; benchdnn's "dh0" is 1) */
+  int has_bias;     /* 0 or 1 */
+  int has_scale_shift; /* 0 or 1 */
+  int has_residual; /* 0 or 1 */
+  tlm_activation activation;
+} tlm_conv_desc;
+
 typedef struct tlm_op {
   tlm_op_kind kind;
   union {
     tlm_matmul_desc matmul;   /* kind == TLM_OP_MATMUL */
     tlm_rownorm_desc rownorm; /* softmax, layernorm, rmsnorm */
+    tlm_conv_desc conv;       /* kind == TLM_OP_CONV */
   } u;
 } tlm_op;
 
@@ -280,6 +343,10 @@ tlm_op tlm_op_matmul(void);
 
 /* Convenience: a row-wise op of `kind` with eps 1e-5, scale 1, no mask. */
 tlm_op tlm_op_rownorm(tlm_op_kind kind);
+
+/* Convenience: a convolution in `layout` with OIHW weights, 1 group,
+ * stride 1, no padding, no dilation, no epilogue. */
+tlm_op tlm_op_conv(tlm_layout layout);
 
 /* ------------------------------------------------------------------------ */
 /* Running                                                                   */

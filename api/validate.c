@@ -322,3 +322,199 @@ tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
   args->rows = rows;
   return TLM_OK;
 }
+
+/* ---- convolution ------------------------------------------------------------------ */
+
+/* Logical dim order of an activation tensor: positions of n, c and the S
+ * spatial dims in its shape. */
+static void act_dims(int layout, int ndim, int *pn, int *pc, int *psp) {
+  int S = ndim - 2;
+  *pn = 0;
+  *pc = layout == TLM_LAYOUT_NCHW ? 1 : ndim - 1;
+  for (int j = 0; j < S; j++) psp[j] = layout == TLM_LAYOUT_NCHW ? 2 + j : 1 + j;
+}
+
+/* (n, c, d, h, w) extents and strides of an activation tensor; missing
+ * spatial dims get extent 1, stride 0 */
+static void act_view(const tlm_tensor *t, int layout, int64_t ext[5], int64_t str[5]) {
+  int pn, pc, psp[3], S = t->ndim - 2;
+  act_dims(layout, t->ndim, &pn, &pc, psp);
+  ext[0] = t->shape[pn], str[0] = t->strides[pn];
+  ext[1] = t->shape[pc], str[1] = t->strides[pc];
+  for (int j = 0; j < 3; j++) ext[2 + j] = 1, str[2 + j] = 0;
+  for (int j = 0; j < S; j++) {
+    ext[2 + 3 - S + j] = t->shape[psp[j]];
+    str[2 + 3 - S + j] = t->strides[psp[j]];
+  }
+  for (int i = 0; i < 5; i++)
+    if (ext[i] == 1) str[i] = 0; /* canonical: a stride of extent 1 is never used */
+}
+
+tlm_status tlm_validate_conv(const tlm_op *op, const tlm_tensor *in, int n_in,
+                             const tlm_tensor *out, int n_out, tlm_task *task,
+                             tlm_conv_args *args, char *err, int errcap) {
+  const tlm_conv_desc *d = &op->u.conv;
+  memset(task, 0, sizeof *task);
+  memset(args, 0, sizeof *args);
+  if (d->layout != TLM_LAYOUT_NCHW && d->layout != TLM_LAYOUT_NHWC)
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "conv: unknown layout %d", (int)d->layout);
+  if (d->weight_layout != TLM_WEIGHTS_OIHW && d->weight_layout != TLM_WEIGHTS_HWIO)
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "conv: unknown weight layout %d", (int)d->weight_layout);
+  if ((d->has_bias & ~1) || (d->has_scale_shift & ~1) || (d->has_residual & ~1))
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "conv: has_bias, has_scale_shift, has_residual must be 0 or 1");
+  if ((int)d->activation < 0 || d->activation >= TLM_ACT_COUNT_)
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "conv: unknown activation %d", (int)d->activation);
+  int want = 2 + d->has_bias + 2 * d->has_scale_shift + d->has_residual;
+  if (n_in != want)
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "conv takes %d inputs here (src, weights%s%s%s), got %d", want,
+         d->has_bias ? ", bias" : "", d->has_scale_shift ? ", scale, shift" : "",
+         d->has_residual ? ", residual" : "", n_in);
+  if (n_out != 1) FAIL(TLM_ERR_INVALID_ARGUMENT, "conv writes 1 output, got %d", n_out);
+  const tlm_tensor *X = &in[0], *Wt = &in[1], *Y = &out[0];
+  int next = 2;
+  const tlm_tensor *bias = d->has_bias ? &in[next++] : NULL;
+  const tlm_tensor *scale = d->has_scale_shift ? &in[next++] : NULL;
+  const tlm_tensor *shift = d->has_scale_shift ? &in[next++] : NULL;
+  const tlm_tensor *R = d->has_residual ? &in[next++] : NULL;
+  tlm_status st;
+  if ((st = check_tensor(X, "src", 3, err, errcap)) ||
+      (st = check_tensor(Wt, "weights", 3, err, errcap)) ||
+      (st = check_tensor(Y, "dst", 3, err, errcap)))
+    return st;
+  int nd = X->ndim, S = nd - 2;
+  if (nd > 5) FAIL(TLM_ERR_INVALID_ARGUMENT, "src: %d dims; a convolution takes 3 to 5", nd);
+  if (Y->ndim != nd) FAIL(TLM_ERR_SHAPE_MISMATCH, "dst has %d dims, src has %d", Y->ndim, nd);
+  if (Wt->ndim != nd)
+    FAIL(TLM_ERR_SHAPE_MISMATCH, "weights have %d dims, src has %d (weights are (OC, IC/groups, "
+         "kernel...) or their HWIO order)", Wt->ndim, nd);
+  int64_t xe[5], xs[5], ye[5], ys[5];
+  act_view(X, d->layout, xe, xs);
+  act_view(Y, d->layout, ye, ys);
+  int64_t G = d->groups, IC = xe[1], OC = ye[1];
+  if (G < 1) FAIL(TLM_ERR_INVALID_ARGUMENT, "conv: groups %lld must be >= 1", (long long)G);
+  if (IC > (1 << 24) || OC > (1 << 24))
+    FAIL(TLM_ERR_UNSUPPORTED, "conv: more than 2^24 channels");
+  if (IC % G || OC % G)
+    FAIL(TLM_ERR_SHAPE_MISMATCH, "conv: groups %lld must divide IC %lld and OC %lld",
+         (long long)G, (long long)IC, (long long)OC);
+  if (ye[0] != xe[0])
+    FAIL(TLM_ERR_SHAPE_MISMATCH, "dst's N is %lld, src's is %lld", (long long)ye[0],
+         (long long)xe[0]);
+  /* weights: (OC, ICg, k...) or (k..., ICg, OC) */
+  int wo = d->weight_layout == TLM_WEIGHTS_OIHW ? 0 : S + 1;
+  int wi = d->weight_layout == TLM_WEIGHTS_OIHW ? 1 : S;
+  int wk0 = d->weight_layout == TLM_WEIGHTS_OIHW ? 2 : 0;
+  if (Wt->shape[wo] != OC)
+    FAIL(TLM_ERR_SHAPE_MISMATCH, "weights' OC dim (%d) is %lld, dst has %lld channels", wo,
+         (long long)Wt->shape[wo], (long long)OC);
+  if (Wt->shape[wi] != IC / G)
+    FAIL(TLM_ERR_SHAPE_MISMATCH, "weights' IC/groups dim (%d) is %lld, expected %lld/%lld = %lld",
+         wi, (long long)Wt->shape[wi], (long long)IC, (long long)G, (long long)(IC / G));
+  int64_t ke[3] = {1, 1, 1}, ks[3] = {0, 0, 0};
+  for (int j = 0; j < S; j++) {
+    ke[3 - S + j] = Wt->shape[wk0 + j];
+    ks[3 - S + j] = Wt->shape[wk0 + j] > 1 ? Wt->strides[wk0 + j] : 0;
+  }
+  static const char *const axn[3] = {"d", "h", "w"};
+  int32_t sv[3], pv[3], dv[3];
+  for (int j = 0; j < 3; j++) {
+    int used = j >= 3 - S;
+    sv[j] = used ? d->stride[j] : 1;
+    pv[j] = used ? d->pad[j] : 0;
+    dv[j] = used ? d->dilation[j] : 1;
+    if (sv[j] < 1 || sv[j] > 65536)
+      FAIL(TLM_ERR_INVALID_ARGUMENT, "conv: stride[%d] (%s) = %d out of 1..65536", j, axn[j], sv[j]);
+    if (pv[j] < 0 || pv[j] > 65536)
+      FAIL(TLM_ERR_INVALID_ARGUMENT, "conv: pad[%d] (%s) = %d out of 0..65536", j, axn[j], pv[j]);
+    if (dv[j] < 1 || dv[j] > 65536)
+      FAIL(TLM_ERR_INVALID_ARGUMENT, "conv: dilation[%d] (%s) = %d out of 1..65536 (1 = dense)",
+           j, axn[j], dv[j]);
+    if (ke[j] > 4096)
+      FAIL(TLM_ERR_UNSUPPORTED, "conv: kernel extent %lld along %s exceeds 4096", (long long)ke[j],
+           axn[j]);
+    /* output positions are bounded by what int64 index arithmetic allows */
+    if (ye[2 + j] > ((int64_t)1 << 40) || xe[2 + j] > ((int64_t)1 << 40))
+      FAIL(TLM_ERR_OVERFLOW, "conv: spatial extent along %s too large", axn[j]);
+  }
+  const tlm_tensor *vec[3] = {bias, scale, shift};
+  static const char *const vname[3] = {"bias", "scale", "shift"};
+  int64_t vs[3] = {0, 0, 0};
+  for (int i = 0; i < 3; i++) {
+    if (!vec[i]) continue;
+    if ((st = check_tensor(vec[i], vname[i], 1, err, errcap))) return st;
+    if (vec[i]->ndim != 1 || vec[i]->shape[0] != OC)
+      FAIL(TLM_ERR_SHAPE_MISMATCH, "%s must be (OC) with OC=%lld", vname[i], (long long)OC);
+    vs[i] = OC > 1 ? vec[i]->strides[0] : 0;
+  }
+  int64_t re[5] = {0}, rs[5] = {0};
+  if (R) {
+    if ((st = check_tensor(R, "residual", 3, err, errcap))) return st;
+    if (R->ndim != nd) FAIL(TLM_ERR_SHAPE_MISMATCH, "residual must have dst's shape");
+    for (int i = 0; i < nd; i++)
+      if (R->shape[i] != Y->shape[i])
+        FAIL(TLM_ERR_SHAPE_MISMATCH, "residual's dim %d is %lld, dst's is %lld", i,
+             (long long)R->shape[i], (long long)Y->shape[i]);
+    act_view(R, d->layout, re, rs);
+  }
+  if (self_overlaps(Y)) FAIL(TLM_ERR_ALIASING, "dst's strides make distinct elements overlap");
+  for (int i = 0; i < n_in; i++)
+    if (ranges_overlap(Y, &in[i]))
+      FAIL(TLM_ERR_ALIASING, "dst overlaps input %d (conv writes dst while reading its inputs)", i);
+
+  tlm_conv_task *t = &task->u.conv;
+  task->kind = TLM_OP_CONV;
+  task->dtype = TLM_F32;
+  t->G = (int32_t)G;
+  t->ICg = (int32_t)(IC / G);
+  t->OCg = (int32_t)(OC / G);
+  t->KD = (int32_t)ke[0], t->KH = (int32_t)ke[1], t->KW = (int32_t)ke[2];
+  t->sd = sv[0], t->sh = sv[1], t->sw = sv[2];
+  t->pd = pv[0], t->ph = pv[1], t->pw = pv[2];
+  /* a dilation over a kernel extent of 1 is never used: canonical 1 */
+  t->dd = ke[0] > 1 ? dv[0] : 1, t->dh = ke[1] > 1 ? dv[1] : 1, t->dw = ke[2] > 1 ? dv[2] : 1;
+  t->act = (int32_t)d->activation;
+  t->has_bias = d->has_bias;
+  t->has_ss = d->has_scale_shift;
+  t->has_residual = d->has_residual;
+  t->ndim_sp = S;
+  t->N = xe[0];
+  t->ID = xe[2], t->IH = xe[3], t->IW = xe[4];
+  t->OD = ye[2], t->OH = ye[3], t->OW = ye[4];
+  memcpy(t->ss, xs, sizeof xs);
+  memcpy(t->sdst, ys, sizeof ys);
+  memcpy(t->sr, rs, sizeof rs);
+  t->sw_[0] = OC > 1 ? Wt->strides[wo] : 0;
+  t->sw_[1] = IC / G > 1 ? Wt->strides[wi] : 0;
+  for (int j = 0; j < 3; j++) t->sw_[2 + j] = ks[j];
+  t->sbias = vs[0], t->sscale = vs[1], t->sshift = vs[2];
+  /* unit classes: a stride counts as 1 when the extent is 1 (never used) */
+  int unit = 0;
+  if (xs[1] == 1 || IC == 1) unit |= TLM_UNIT_CONV_SRC_C;
+  if (xs[4] == 1 || xe[4] == 1) unit |= TLM_UNIT_CONV_SRC_W;
+  if (t->sw_[0] == 1 || OC == 1) unit |= TLM_UNIT_CONV_WEI_O;
+  int rc_unit = !R || rs[1] == 1 || OC == 1, rw_unit = !R || rs[4] == 1 || ye[4] == 1;
+  if ((ys[1] == 1 || OC == 1) && rc_unit) unit |= TLM_UNIT_CONV_DST_C;
+  if ((ys[4] == 1 || ye[4] == 1) && rw_unit) unit |= TLM_UNIT_CONV_DST_W;
+  int vec_unit = 1;
+  for (int i = 0; i < 3; i++)
+    if (vec[i] && OC > 1 && vs[i] != 1) vec_unit = 0;
+  if (vec_unit) unit |= TLM_UNIT_CONV_VEC;
+  t->unit = unit;
+
+  args->dst = Y->data;
+  args->src = X->data;
+  args->wei = Wt->data;
+  args->bias = bias ? bias->data : NULL;
+  args->scale = scale ? scale->data : NULL;
+  args->shift = shift ? shift->data : NULL;
+  args->res = R ? R->data : NULL;
+  args->N = t->N;
+  args->ID = t->ID, args->IH = t->IH, args->IW = t->IW;
+  args->OD = t->OD, args->OH = t->OH, args->OW = t->OW;
+  memcpy(args->ss, t->ss, sizeof args->ss);
+  memcpy(args->sw, t->sw_, sizeof args->sw);
+  memcpy(args->sd, t->sdst, sizeof args->sd);
+  memcpy(args->sr, t->sr, sizeof args->sr);
+  args->sbias = t->sbias, args->sscale = t->sscale, args->sshift = t->sshift;
+  return TLM_OK;
+}

@@ -61,6 +61,20 @@ void tlm_key_schedule(tlm_key *k, const tlm_task *task, const tlm_target *target
     finish(k);
     return;
   }
+  if (t.kind == TLM_OP_CONV) { /* run-time: N, spatial extents, strides */
+    tlm_conv_task *c = &t.u.conv;
+    c->N = c->ID = c->IH = c->IW = c->OD = c->OH = c->OW = 0;
+    memset(c->ss, 0, sizeof c->ss);
+    memset(c->sw_, 0, sizeof c->sw_);
+    memset(c->sdst, 0, sizeof c->sdst);
+    memset(c->sr, 0, sizeof c->sr);
+    c->sbias = c->sscale = c->sshift = 0;
+    c->ndim_sp = 0;
+    put(k, &t, sizeof t);
+    put(k, sched, sizeof *sched);
+    finish(k);
+    return;
+  }
   /* run-time arguments of the kernel: M, N, K and every stride (only the
    * unit class is static, in t.u.mm.unit) */
   t.u.mm.M = 0;

@@ -30,4 +30,10 @@ int tlm_codegen_row(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule
                     const char *name, const char *cpu, const char *features, LLVMModuleRef *out,
                     char *err, int errcap);
 
+/* Emits `void name(const tlm_conv_args *, i64 begin, i64 end, float *)` for
+ * a convolution task and schedule (CV_* decisions). */
+int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched,
+                     const char *name, const char *cpu, const char *features, LLVMModuleRef *out,
+                     char *err, int errcap);
+
 #endif

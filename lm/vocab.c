@@ -140,6 +140,7 @@ void tlm_lm_prompt(const tlm_vocab *v, const tlm_task *task, const tlm_target *t
 
 int tlm_lm_decision_token(const tlm_vocab *v, const tlm_space *s, int p, int32_t value) {
   if (p < 0 || p >= s->npoints || value < 0 || value > 4096) return -1;
+  if (s->points[p].kind < 0 || s->points[p].kind >= 7) return -1; /* no words yet */
   return v->decision[s->points[p].kind][value];
 }
 

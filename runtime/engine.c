@@ -104,6 +104,11 @@ static tlm_status make_module(tlm_runtime *rt, const tlm_task *task, const tlm_s
                            mod, err, errcap)
                ? TLM_ERR_JIT
                : TLM_OK;
+  if (task->kind == TLM_OP_CONV)
+    return tlm_codegen_conv(ctx, task, sched, name, tlm_jit_cpu(rt->jit),
+                            tlm_jit_features(rt->jit), mod, err, errcap)
+               ? TLM_ERR_JIT
+               : TLM_OK;
   if (ln_lower_matmul(task, sched, nest)) {
     snprintf(err, (size_t)errcap, "schedule does not lower to a loop nest");
     return TLM_ERR_INTERNAL;
@@ -122,7 +127,7 @@ static void kernel_name(const tlm_key *key, char *buf, size_t cap) {
 /* The builder's part: object code from disk or compiled now, linked. */
 static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, char *err, int errcap) {
   double t0 = now_ms();
-  if (!tlm_task_is_row(&k->task) && ln_lower_matmul(&k->task, &k->sched, &k->nest)) {
+  if (k->task.kind == TLM_OP_MATMUL && ln_lower_matmul(&k->task, &k->sched, &k->nest)) {
     snprintf(err, (size_t)errcap, "schedule does not lower to a loop nest");
     return TLM_ERR_INTERNAL;
   }
@@ -297,7 +302,8 @@ tlm_status tlm_engine_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_sc
 /* ---- scheduling ----------------------------------------------------------------------- */
 
 int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out) {
-  if (rt->model) {
+  /* the tensor language has no words for convolutions yet (vocabulary v3) */
+  if (rt->model && space->task.kind != TLM_OP_CONV) {
     if (tlm_lm_decode(rt->model, space, out, NULL) == TLM_OK && tlm_space_accepts(space, out)) {
       atomic_fetch_add(&rt->decodes, 1);
       return 1;
@@ -440,6 +446,11 @@ static void exec_row_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
   ((tlm_row_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
 }
 
+static void exec_conv_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
+  exec_ctx *e = ctx;
+  ((tlm_conv_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
+}
+
 /* iterations of the kernel's parallel loop for this task */
 static int64_t parallel_count(const tlm_kernel *k, const tlm_task *task) {
   if (tlm_task_is_row(task)) {
@@ -447,6 +458,7 @@ static int64_t parallel_count(const tlm_kernel *k, const tlm_task *task) {
     int64_t t = k->sched.v[ROW_TILE];
     return (task->u.row.rows + t - 1) / t;
   }
+  if (task->kind == TLM_OP_CONV) return tlm_conv_parallel_count(task, k->sched.v);
   return ln_parallel_count(&k->nest, task);
 }
 
@@ -469,7 +481,11 @@ static tlm_status exec_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_ta
   }
   exec_ctx e = {k, args, rt->scratch};
   if (!rt->dry_run)
-    tlm_pool_run(rt->pool, n, tlm_task_is_row(task) ? exec_row_chunk : exec_chunk, &e);
+    tlm_pool_run(rt->pool, n,
+                 tlm_task_is_row(task)          ? exec_row_chunk
+                 : task->kind == TLM_OP_CONV ? exec_conv_chunk
+                                                : exec_chunk,
+                 &e);
   return TLM_OK;
 }
 

@@ -41,4 +41,18 @@ typedef struct tlm_row_args {
 typedef void (*tlm_row_kernel_fn)(const tlm_row_args *args, int64_t begin, int64_t end,
                                   float *scratch);
 
+/* Convolution kernels: N, the spatial extents and every stride at run
+ * time (see tlm_conv_task for the dim order of the strides). A kernel runs
+ * iterations [begin, end) of its parallel loop (conv_parallel_count()). */
+typedef struct tlm_conv_args {
+  float *dst;
+  const float *src, *wei, *bias, *scale, *shift, *res;
+  int64_t N, ID, IH, IW, OD, OH, OW;
+  int64_t ss[5], sw[5], sd[5], sr[5];
+  int64_t sbias, sscale, sshift;
+} tlm_conv_args;
+
+typedef void (*tlm_conv_kernel_fn)(const tlm_conv_args *args, int64_t begin, int64_t end,
+                                   float *scratch);
+
 #endif

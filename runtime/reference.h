@@ -16,4 +16,8 @@ void tlm_ref_matmul(const tlm_task *task, const tlm_mm_args *args);
 /* Row-wise reference (softmax, layernorm, rmsnorm) in double precision. */
 void tlm_ref_row(const tlm_task *task, const tlm_row_args *args);
 
+/* Direct convolution with the epilogue, accumulating in double (the
+ * pointers, extents and strides of `args`). */
+void tlm_ref_conv(const tlm_task *task, const tlm_conv_args *args);
+
 #endif

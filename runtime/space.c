@@ -56,6 +56,19 @@ static const tlm_point k_row_points[ROW_NPOINTS] = {
     [ROW_PARALLEL] = {"parallel", TLM_PK_PARALLEL},
 };
 
+static const tlm_point k_conv_points[CV_NPOINTS] = {
+    [CV_AXIS] = {"vec_axis", TLM_PK_VEC_AXIS},
+    [CV_VEC] = {"vec", TLM_PK_VEC},
+    [CV_TILE_V] = {"tile_v", TLM_PK_TILE},
+    [CV_ROWS] = {"tile_rows", TLM_PK_TILE},
+    [CV_UNROLL] = {"unroll", TLM_PK_UNROLL},
+    [CV_RED_ORDER] = {"red_order", TLM_PK_ORDER},
+    [CV_TILE_C2] = {"tile_c2", TLM_PK_TILE},
+    [CV_TILE_W2] = {"tile_w2", TLM_PK_TILE},
+    [CV_ORDER] = {"order", TLM_PK_ORDER},
+    [CV_PARALLEL] = {"parallel", TLM_PK_PARALLEL},
+};
+
 int tlm_space_init(tlm_space *s, const tlm_task *task, const tlm_target *target) {
   memset(s, 0, sizeof *s);
   s->task = *task;
@@ -70,11 +83,18 @@ int tlm_space_init(tlm_space *s, const tlm_task *task, const tlm_target *target)
     s->points = k_row_points;
     return 0;
   }
+  if (task->kind == TLM_OP_CONV) {
+    s->npoints = CV_NPOINTS;
+    s->points = k_conv_points;
+    return 0;
+  }
   return -1;
 }
 
 static int row_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c);
 static int row_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n);
+static int conv_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c);
+static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n);
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -101,6 +121,7 @@ int64_t tlm_mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
 int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
                          int32_t *c) {
   if (tlm_task_is_row(&s->task)) return row_candidates(s, p, d, c);
+  if (s->task.kind == TLM_OP_CONV) return conv_candidates(s, p, d, c);
   const tlm_matmul_task *t = &s->task.u.mm;
   int64_t btot = tlm_task_batch_total(&s->task);
   int n = 0;
@@ -242,6 +263,7 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
                           const int32_t *d, const int32_t *c, int n) {
   (void)ctx;
   if (tlm_task_is_row(&s->task)) return row_default(s, p, d, c, n);
+  if (s->task.kind == TLM_OP_CONV) return conv_default(s, p, d, c, n);
   const tlm_matmul_task *t = &s->task.u.mm;
   const tlm_target *tg = &s->target;
   int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 512 * 1024;
@@ -425,6 +447,173 @@ static int row_default(const tlm_space *s, int p, const int32_t *d, const int32_
     return pick_at_most(c, n, per < 1 ? 1 : per);
   }
   case ROW_PARALLEL: return (cores > 1 && t->rows > 1 && t->rows * t->cols >= 16384) ? 1 : 0;
+  default: return 0;
+  }
+}
+
+/* ---- convolution ---------------------------------------------------------------- */
+
+#define CONV_MAX_ACC 32 /* vector accumulators of a conv register tile */
+
+void tlm_conv_tile_dims(const tlm_task *task, const int32_t *v, int64_t *c_t, int64_t *w_t,
+                        int64_t *c_ext) {
+  const tlm_conv_task *t = &task->u.conv;
+  int axis = v[CV_AXIS];
+  *c_ext = axis == 2 ? t->G : t->OCg;
+  *c_t = axis == 1 ? v[CV_ROWS] : v[CV_TILE_V];
+  *w_t = axis == 1 ? v[CV_TILE_V] : v[CV_ROWS];
+}
+
+static int64_t conv_rows_total(const tlm_conv_task *t, int axis) {
+  return t->N * (axis == 2 ? t->OCg : t->G) * t->OD * t->OH;
+}
+
+int64_t tlm_conv_parallel_count(const tlm_task *task, const int32_t *v) {
+  const tlm_conv_task *t = &task->u.conv;
+  int64_t c_t, w_t, c_ext;
+  tlm_conv_tile_dims(task, v, &c_t, &w_t, &c_ext);
+  int64_t ncb = ceil_div(c_ext, c_t * v[CV_TILE_C2]);
+  int64_t rows = conv_rows_total(t, v[CV_AXIS]);
+  switch (v[CV_PARALLEL]) {
+  case 1: return rows;
+  case 2: return rows * ncb;
+  default: return 1;
+  }
+}
+
+/* extent the vector lanes span, and the tile rows' extent */
+static void conv_axis_extents(const tlm_conv_task *t, int axis, int64_t *vext, int64_t *rext) {
+  *vext = axis == 0 ? t->OCg : axis == 1 ? t->OW : t->G;
+  *rext = axis == 1 ? t->OCg : t->OW;
+}
+
+static int conv_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c) {
+  const tlm_conv_task *t = &s->task.u.conv;
+  int n = 0;
+  int64_t vext = 1, rext = 1;
+  if (p > CV_AXIS) conv_axis_extents(t, d[CV_AXIS], &vext, &rext);
+  switch (p) {
+  case CV_AXIS:
+    c[n++] = 0;
+    c[n++] = 1;
+    if (t->G > 1) c[n++] = 2;
+    break;
+  case CV_VEC: {
+    static const int32_t widths[] = {1, 4, 8, 16};
+    for (int i = 0; i < 4; i++)
+      if (widths[i] <= s->target.vec_lanes) c[n++] = widths[i];
+    break;
+  }
+  case CV_TILE_V: /* whole vectors, 1..4 of them */
+    for (int32_t j = 1; j <= 4 && (int64_t)d[CV_VEC] * (j - 1) < vext; j++) c[n++] = d[CV_VEC] * j;
+    break;
+  case CV_ROWS: {
+    int32_t nv = d[CV_TILE_V] / d[CV_VEC];
+    for (int i = 0; i < N_REG_ROWS; i++) {
+      int32_t r = k_reg_rows[i];
+      if ((int64_t)r * nv > CONV_MAX_ACC || (r > 1 && k_reg_rows[i - 1] >= rext)) break;
+      c[n++] = r;
+    }
+    break;
+  }
+  case CV_UNROLL: {
+    static const int32_t u[] = {1, 2, 4, 8};
+    for (int i = 0; i < 4; i++) c[n++] = u[i];
+    break;
+  }
+  case CV_RED_ORDER:
+  case CV_ORDER:
+    c[n++] = 0;
+    c[n++] = 1;
+    break;
+  case CV_TILE_C2:
+  case CV_TILE_W2: {
+    int64_t c_t, w_t, c_ext;
+    tlm_conv_tile_dims(&s->task, d, &c_t, &w_t, &c_ext);
+    int64_t ext = p == CV_TILE_C2 ? c_ext : t->OW, inner = p == CV_TILE_C2 ? c_t : w_t;
+    n = tile_candidates(ext, inner, c);
+    /* and the smallest value that makes one block of the whole extent */
+    if (n < N_TILE_VALUES && (n == 0 || c[n - 1] < ceil_div(ext, inner))) {
+      c[n] = k_tile_values[n];
+      n++;
+    }
+    break;
+  }
+  case CV_PARALLEL:
+    c[n++] = 0;
+    c[n++] = 1;
+    c[n++] = 2;
+    break;
+  default: break;
+  }
+  return n;
+}
+
+static int pick_value(const int32_t *c, int n, int32_t want) {
+  for (int i = 0; i < n; i++)
+    if (c[i] == want) return i;
+  return 0;
+}
+
+/* The rule: lanes along the axis that is unit-stride in dst (channels for
+ * NHWC, ow for NCHW, groups for NHWC depthwise), the full vector width,
+ * about 24 accumulators, the C block sized so its weights stay in half of
+ * L2, whole rows of ow per block, and rows (or rows x C blocks) in
+ * parallel. */
+static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
+  const tlm_conv_task *t = &s->task.u.conv;
+  const tlm_target *tg = &s->target;
+  int cores = tg->cores > 0 ? tg->cores : 1;
+  int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 512 * 1024;
+  int64_t vext = 1, rext = 1;
+  if (p > CV_AXIS) conv_axis_extents(t, d[CV_AXIS], &vext, &rext);
+  switch (p) {
+  case CV_AXIS: {
+    int dw = t->G > 1 && t->OCg == 1 && t->ICg == 1;
+    int want = 0;
+    if (dw) want = (t->unit & TLM_UNIT_CONV_DST_C) ? 2 : 1;
+    else if (!(t->unit & TLM_UNIT_CONV_DST_C) && (t->unit & TLM_UNIT_CONV_DST_W)) want = 1;
+    return pick_value(c, n, want);
+  }
+  case CV_VEC: return n - 1;
+  case CV_TILE_V: {
+    int64_t nv = ceil_div(vext, d[CV_VEC]);
+    if (nv > 4) nv = 4;
+    return pick_at_most(c, n, nv * d[CV_VEC]);
+  }
+  case CV_ROWS: {
+    int64_t nv = d[CV_TILE_V] / d[CV_VEC];
+    int64_t rows = 24 / nv;
+    if (rows > rext) rows = rext;
+    return pick_at_most(c, n, rows < 1 ? 1 : rows);
+  }
+  case CV_UNROLL: {
+    /* the inner loop's trip count under the red_order the rule picks next */
+    int64_t trip = t->ICg >= 4 || t->KW == 1 ? t->ICg : t->KW;
+    return pick_at_most(c, n, trip >= 4 ? 4 : trip);
+  }
+  case CV_RED_ORDER: return t->ICg >= 4 || t->KW == 1 ? 0 : 1;
+  case CV_TILE_C2: {
+    int64_t c_t, w_t, c_ext;
+    tlm_conv_tile_dims(&s->task, d, &c_t, &w_t, &c_ext);
+    int64_t per_c = (int64_t)t->ICg * t->KD * t->KH * t->KW * 4; /* weight bytes per channel */
+    if (d[CV_AXIS] == 2) per_c *= t->OCg;
+    int64_t fit = (l2 / 2) / (per_c * c_t);
+    return pick_at_most(c, n, fit < 1 ? 1 : pow2_floor(fit));
+  }
+  case CV_TILE_W2: return n - 1;
+  case CV_ORDER: return 0;
+  case CV_PARALLEL: {
+    if (cores == 1) return 0;
+    double flops = 2.0 * (double)t->N * t->G * t->OCg * t->ICg * t->KD * t->KH * t->KW *
+                   (double)(t->OD * t->OH * t->OW);
+    if (flops < 2e5) return 0;
+    int64_t c_t, w_t, c_ext;
+    tlm_conv_tile_dims(&s->task, d, &c_t, &w_t, &c_ext);
+    int64_t ncb = ceil_div(c_ext, c_t * d[CV_TILE_C2]);
+    int64_t rows = conv_rows_total(t, d[CV_AXIS]);
+    return (ncb > 1 || rows < 4 * cores) ? 2 : 1;
+  }
   default: return 0;
   }
 }

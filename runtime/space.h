@@ -47,7 +47,8 @@ typedef enum tlm_point_kind {
   TLM_PK_ORDER = 3,      /* loop order of one tile level: 0 m outer, 1 n outer */
   TLM_PK_PACK = 4,       /* 0/1: pack the B block into contiguous panels */
   TLM_PK_PARALLEL = 5,   /* number of fused parallel outer loops */
-  TLM_PK_COMPUTE_AT = 6  /* level where the epilogue is computed */
+  TLM_PK_COMPUTE_AT = 6, /* level where the epilogue is computed */
+  TLM_PK_VEC_AXIS = 7    /* which output axis the vector lanes span */
 } tlm_point_kind;
 
 typedef struct tlm_point {
@@ -87,6 +88,41 @@ enum {
  * the row, independent vector accumulators per reduction (the unroll),
  * rows per block, and whether blocks of rows run in parallel. */
 enum { ROW_VEC = 0, ROW_UNROLL, ROW_TILE, ROW_PARALLEL, ROW_NPOINTS };
+
+/* Convolution decision points (see docs/design.md, "Convolution").
+ * The output of one (n, other, od, oh) row is a plane (C axis x ow) that
+ * register tiles cover; the vector axis decides which of the two the SIMD
+ * lanes span:
+ *   axis 0 (oc): lanes along the output channels of a group, rows of the
+ *          tile along ow; outer products of a broadcast src value with a
+ *          weight vector (NHWC with HWIO weights). C axis = OCg.
+ *   axis 1 (ow): lanes along ow, rows along output channels; broadcast
+ *          weight times a src vector (NCHW). C axis = OCg.
+ *   axis 2 (g): lanes along groups, rows along ow; src vector times weight
+ *          vector, for depthwise convolutions in NHWC. C axis = G, and the
+ *          row loop runs over OCg instead of G.
+ *
+ *   parallel-fuse(rows | rows x C blocks | nothing)       <- "parallel"
+ *   for row (n, other, od, oh)
+ *     for C blocks, for ow blocks   (or swapped)          <- "order"
+ *       for C tiles, for ow tiles of the block            <- tile_c2, tile_w2
+ *         register tile: for kd, kh (skipping padding rows)
+ *           for kw, for icg  (or icg, kw)                 <- "red_order"
+ *             (innermost loop unrolled by "unroll")
+ *         epilogue in registers, store
+ * A tile whose ow range reads only inside the input and that is full in
+ * both axes runs without masks or bounds checks. */
+enum {
+  CV_AXIS = 0, CV_VEC, CV_TILE_V, CV_ROWS, CV_UNROLL, CV_RED_ORDER,
+  CV_TILE_C2, CV_TILE_W2, CV_ORDER, CV_PARALLEL, CV_NPOINTS
+};
+
+/* C-axis and ow extents of a register tile, and of the C axis itself */
+void tlm_conv_tile_dims(const tlm_task *t, const int32_t *v, int64_t *c_t, int64_t *w_t,
+                        int64_t *c_ext);
+
+/* Iterations of a conv kernel's parallel loop for a task and schedule. */
+int64_t tlm_conv_parallel_count(const tlm_task *t, const int32_t *v);
 
 typedef struct tlm_schedule {
   int32_t n;                    /* number of decisions (= points) */

@@ -12,6 +12,12 @@ int64_t tlm_task_batch_total(const tlm_task *t) {
 
 double tlm_task_flops(const tlm_task *t) {
   if (tlm_task_is_row(t)) return 5.0 * (double)t->u.row.rows * (double)t->u.row.cols;
+  if (t->kind == TLM_OP_CONV) { /* every window position, padding included (benchdnn
+                                   counts only the in-bounds ones) */
+    const tlm_conv_task *c = &t->u.conv;
+    return 2.0 * (double)c->N * c->G * c->OCg * c->ICg * c->KD * c->KH * c->KW *
+           (double)c->OD * (double)c->OH * (double)c->OW;
+  }
   const tlm_matmul_task *m = &t->u.mm;
   return 2.0 * (double)tlm_task_batch_total(t) * (double)m->M * (double)m->N * (double)m->K;
 }
@@ -23,7 +29,26 @@ char *tlm_task_str(const tlm_task *t, char *buf, int cap) {
              (long long)t->u.row.cols, t->u.row.causal ? "_causal" : "");
     return buf;
   }
-  static const char *acts[] = {"", "_relu", "_gelu", "_silu"};
+  static const char *acts[] = {"", "_relu", "_gelu", "_silu", "_relu6"};
+  if (t->kind == TLM_OP_CONV) { /* benchdnn descriptor (dilation as dh = factor - 1) */
+    const tlm_conv_task *c = &t->u.conv;
+    char sp[200];
+    if (c->ndim_sp == 3 || c->ID > 1 || c->KD > 1)
+      snprintf(sp, sizeof sp, "id%lldih%lldiw%lld_oc%dod%lldoh%lldow%lld_kd%dkh%dkw%d_sd%dsh%dsw%d"
+               "_pd%dph%dpw%d_dd%ddh%ddw%d", (long long)c->ID, (long long)c->IH, (long long)c->IW,
+               c->G * c->OCg, (long long)c->OD, (long long)c->OH, (long long)c->OW, c->KD, c->KH,
+               c->KW, c->sd, c->sh, c->sw, c->pd, c->ph, c->pw, c->dd - 1, c->dh - 1, c->dw - 1);
+    else
+      snprintf(sp, sizeof sp, "ih%lldiw%lld_oc%doh%lldow%lld_kh%dkw%d_sh%dsw%d_ph%dpw%d_dh%ddw%d",
+               (long long)c->IH, (long long)c->IW, c->G * c->OCg, (long long)c->OH,
+               (long long)c->OW, c->KH, c->KW, c->sh, c->sw, c->ph, c->pw, c->dh - 1, c->dw - 1);
+    snprintf(buf, (size_t)cap, "g%dmb%lldic%d%s%s%s%s%s%s%s", c->G, (long long)c->N,
+             c->G * c->ICg, sp, c->has_bias ? "_bias" : "", c->has_ss ? "_bn" : "",
+             c->has_residual ? "_residual" : "", (c->act > 0 && c->act < 5) ? acts[c->act] : "",
+             (c->unit & TLM_UNIT_CONV_DST_C) && !(c->unit & TLM_UNIT_CONV_DST_W) ? "_nhwc" : "",
+             (c->unit & TLM_UNIT_CONV_WEI_O) && c->G * c->OCg > 1 ? "_hwio" : "");
+    return buf;
+  }
   const tlm_matmul_task *m = &t->u.mm;
   char bp[80] = "";
   int l = 0;
@@ -31,7 +56,7 @@ char *tlm_task_str(const tlm_task *t, char *buf, int cap) {
     l += snprintf(bp + l, sizeof bp - (size_t)l, "%lldx", (long long)m->batch[i]);
   snprintf(buf, (size_t)cap, "%s%lldx%lld:%s%lldx%lld%s%s%s", bp, (long long)m->M,
            (long long)m->K, bp, (long long)m->K, (long long)m->N,
-           m->has_bias ? "_bias" : "", (m->act > 0 && m->act < 4) ? acts[m->act] : "",
+           m->has_bias ? "_bias" : "", (m->act > 0 && m->act < 5) ? acts[m->act] : "",
            m->has_residual ? "_residual" : "");
   return buf;
 }

@@ -59,12 +59,44 @@ typedef struct tlm_row_task {
 
 enum { TLM_UNIT_ROW_X = 1, TLM_UNIT_ROW_Y = 2, TLM_UNIT_ROW_G = 4, TLM_UNIT_ROW_B = 8 };
 
+/* Unit-stride class bits of a convolution task. */
+enum {
+  TLM_UNIT_CONV_SRC_C = 1 << 0, /* src channels adjacent (NHWC) */
+  TLM_UNIT_CONV_SRC_W = 1 << 1, /* src columns adjacent (NCHW) */
+  TLM_UNIT_CONV_WEI_O = 1 << 2, /* weights' output channels adjacent (HWIO) */
+  TLM_UNIT_CONV_DST_C = 1 << 3, /* dst (and residual) channels adjacent */
+  TLM_UNIT_CONV_DST_W = 1 << 4, /* dst (and residual) columns adjacent */
+  TLM_UNIT_CONV_VEC = 1 << 5    /* bias, scale and shift contiguous */
+};
+
+/* Convolution task, always in 3-D form (a 2-D one has D = KD = 1).
+ * Static in kernels: channels, groups, kernel window, strides, padding,
+ * dilation, epilogue, unit class. Run-time: N, the spatial extents and
+ * every tensor stride, so one kernel serves every image size. Strides are
+ * in elements, per logical dim: [0] n, [1] c, [2] d, [3] h, [4] w for
+ * src/dst/residual; [0] oc, [1] ic, [2] kd, [3] kh, [4] kw for weights. */
+typedef struct tlm_conv_task {
+  int32_t G, ICg, OCg;            /* groups, channels per group */
+  int32_t KD, KH, KW;
+  int32_t sd, sh, sw;             /* strides */
+  int32_t pd, ph, pw;             /* front padding */
+  int32_t dd, dh, dw;             /* dilation factors (1 = dense) */
+  int32_t act, has_bias, has_ss, has_residual;
+  int32_t unit;                   /* TLM_UNIT_CONV_* */
+  int32_t ndim_sp;                /* spatial dims of the caller's tensors */
+  int32_t pad_;
+  int64_t N, ID, IH, IW, OD, OH, OW;
+  int64_t ss[5], sw_[5], sdst[5], sr[5];
+  int64_t sbias, sscale, sshift;
+} tlm_conv_task;
+
 typedef struct tlm_task {
   int32_t kind;  /* tlm_op_kind */
   int32_t dtype; /* tlm_dtype of every tensor */
   union {
     tlm_matmul_task mm;
     tlm_row_task row;
+    tlm_conv_task conv;
   } u;
 } tlm_task;
 

@@ -2,6 +2,8 @@
 #include "measure.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -41,3 +43,35 @@ void tlm_time_kernel(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
   out->max_ns = times[reps - 1];
   out->reps = reps;
 }
+
+/* The kernel `tlm run --schedule S` asks for: auto (what tlm_run does),
+ * rule, random:SEED or explicit decisions. Prints its own error; returns
+ * the status (TLM_ERR_INVALID_ARGUMENT for a bad S). */
+tlm_status tlm_run_pick_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_space *space,
+                               const char *sched_text, tlm_schedule *sched, const tlm_kernel **k,
+                               double *schedule_ms) {
+  char err[512];
+  tlm_status st;
+  *schedule_ms = 0;
+  if (!strcmp(sched_text, "auto") || !strcmp(sched_text, "default")) {
+    const tlm_plan *plan;
+    st = tlm_engine_plan(rt, task, &plan, err, sizeof err);
+    if (!st) *k = plan->kernel, *sched = plan->sched, *schedule_ms = plan->schedule_ms;
+  } else {
+    if (!strcmp(sched_text, "rule")) {
+      tlm_space_default(space, sched);
+    } else if (!strncmp(sched_text, "random:", 7)) {
+      uint64_t seed = strtoull(sched_text + 7, NULL, 10);
+      tlm_space_sample(space, &seed, sched);
+    } else if (tlm_schedule_parse(space, sched_text, sched, err, sizeof err)) {
+      fprintf(stderr, "tlm run: bad --schedule: %s\n", err);
+      return TLM_ERR_INVALID_ARGUMENT;
+    }
+    tlm_kernel *kk;
+    st = tlm_engine_kernel(rt, task, sched, &kk, err, sizeof err);
+    *k = kk;
+  }
+  if (st) fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
+  return st;
+}
+

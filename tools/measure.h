@@ -23,4 +23,11 @@ void tlm_time_kernel(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
                      const tlm_mm_args *args, double min_time_ms, double give_up_ns,
                      tlm_timing *out);
 
+/* The kernel `tlm run --schedule S` asks for: auto (what tlm_run does),
+ * rule, random:SEED or explicit decisions. Prints its own error to stderr;
+ * returns the status (TLM_ERR_INVALID_ARGUMENT for a bad S). */
+tlm_status tlm_run_pick_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_space *space,
+                               const char *sched_text, tlm_schedule *sched,
+                               const tlm_kernel **k, double *schedule_ms);
+
 #endif

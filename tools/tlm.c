@@ -3,6 +3,7 @@
  *           [--epilogue bias,relu|gelu|silu,residual] [--threads N] [--json FILE]
  *   tlm version
  */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "runtime/reference.h"
 #include "runtime/engine.h"
 #include "tools/cachecmd.h"
+#include "tools/conv.h"
 #include "tools/collect.h"
 #include "tools/eval.h"
 #include "tools/lmtools.h"
@@ -28,6 +30,13 @@ static void usage(FILE *f) {
           "commands:\n"
           "  run MATMUL_DESC   schedule, JIT-compile and time one matmul\n"
           "  run softmax:RxC | layernorm:RxC | rmsnorm:RxC   the same for a row-wise op\n"
+          "  run CONV_DESC     the same for a benchdnn convolution, e.g.\n"
+          "                    mb1ic64ih56oc64oh56kh3ph1 (g, mb, ic/id/ih/iw, oc/od/oh/ow,\n"
+          "                    kd/kh/kw, sd/sh/sw, pd/ph/pw, dd/dh/dw, n\"name\" as benchdnn)\n"
+          "      --batch FILE  every convolution of a benchdnn shapes file, one line each\n"
+          "      --layout nchw|nhwc  --weights oihw|hwio  (default: nchw, and hwio for nhwc)\n"
+          "      --mb N        override the minibatch of each descriptor\n"
+          "      --epilogue E  for convolutions: bias, bn, residual, relu, relu6, gelu, silu\n"
           "                    (--causal and --scale S for softmax)\n"
           "      MATMUL_DESC   benchdnn matmul problem, e.g. 1000x768:768x3072 or\n"
           "                    12x128x64:12x64x128 (batch dims broadcast)\n"
@@ -68,37 +77,6 @@ static int parse_epilogue(const char *s, tlm_matmul_desc *e) {
     }
   }
   return 0;
-}
-
-/* The kernel `tlm run --schedule S` asks for: auto (what tlm_run does),
- * rule, random:SEED or explicit decisions. Prints its own error; returns
- * the status (TLM_ERR_INVALID_ARGUMENT for a bad S). */
-static tlm_status pick_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_space *space,
-                              const char *sched_text, tlm_schedule *sched, const tlm_kernel **k,
-                              double *schedule_ms) {
-  char err[512];
-  tlm_status st;
-  *schedule_ms = 0;
-  if (!strcmp(sched_text, "auto") || !strcmp(sched_text, "default")) {
-    const tlm_plan *plan;
-    st = tlm_engine_plan(rt, task, &plan, err, sizeof err);
-    if (!st) *k = plan->kernel, *sched = plan->sched, *schedule_ms = plan->schedule_ms;
-  } else {
-    if (!strcmp(sched_text, "rule")) {
-      tlm_space_default(space, sched);
-    } else if (!strncmp(sched_text, "random:", 7)) {
-      uint64_t seed = strtoull(sched_text + 7, NULL, 10);
-      tlm_space_sample(space, &seed, sched);
-    } else if (tlm_schedule_parse(space, sched_text, sched, err, sizeof err)) {
-      fprintf(stderr, "tlm run: bad --schedule: %s\n", err);
-      return TLM_ERR_INVALID_ARGUMENT;
-    }
-    tlm_kernel *kk;
-    st = tlm_engine_kernel(rt, task, sched, &kk, err, sizeof err);
-    *k = kk;
-  }
-  if (st) fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
-  return st;
 }
 
 static int run_row(tlm_op_kind kind, int64_t R, int64_t C, int causal, float scale,
@@ -151,7 +129,7 @@ static int run_row(tlm_op_kind kind, int64_t R, int64_t C, int causal, float sca
   tlm_schedule sched;
   const tlm_kernel *k = NULL;
   double schedule_ms;
-  if (pick_kernel(rt, &task, &space, sched_text, &sched, &k, &schedule_ms)) goto out;
+  if (tlm_run_pick_kernel(rt, &task, &space, sched_text, &sched, &k, &schedule_ms)) goto out;
   if ((st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err))) {
     fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
     goto out;
@@ -194,7 +172,28 @@ out:
   return rc;
 }
 
+/* a convolution descriptor starts with a benchdnn conv field; a --batch
+ * file is read as convolutions */
+static int is_conv_run(int argc, char **argv) {
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--batch")) return 1;
+    if (argv[i][0] == '-') {
+      if (i + 1 < argc && strcmp(argv[i], "--check") && strcmp(argv[i], "--transpose-a") &&
+          strcmp(argv[i], "--transpose-b") && strcmp(argv[i], "--causal"))
+        i++; /* skip the option's value */
+      continue;
+    }
+    static const char *const starts[] = {"g", "mb", "ic", "id", "ih", "iw", "oc", "kh", "kw"};
+    for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++)
+      if (!strncmp(argv[i], starts[k], strlen(starts[k])) && isdigit((unsigned char)argv[i][strlen(starts[k])]))
+        return 1;
+    return 0;
+  }
+  return 0;
+}
+
 static int cmd_run(int argc, char **argv) {
+  if (is_conv_run(argc, argv)) return tlm_cmd_run_conv(argc, argv);
   const char *desc_text = NULL, *sched_text = "auto", *json_path = NULL, *ir_path = NULL;
   int check = 0, threads = -1;
   double min_time = 0.3;
@@ -278,7 +277,7 @@ static int cmd_run(int argc, char **argv) {
   tlm_schedule sched;
   const tlm_kernel *k = NULL;
   double schedule_ms = 0;
-  if (pick_kernel(rt, &task, &space, sched_text, &sched, &k, &schedule_ms)) goto out;
+  if (tlm_run_pick_kernel(rt, &task, &space, sched_text, &sched, &k, &schedule_ms)) goto out;
   if (ir_path) {
     char *ir = NULL;
     FILE *f = fopen(ir_path, "w");

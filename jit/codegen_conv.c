@@ -1,0 +1,495 @@
+/* codegen_conv.c - convolution schedules (CV_* decisions) -> LLVM IR.
+ *
+ * Direct convolution with register tiles over the (C axis x ow) plane of
+ * one output row; see the CV_* comment in runtime/space.h for the loop
+ * structure and the three vector axes. No data is repacked: src, weights
+ * and dst are read through their run-time strides, and the unit-stride
+ * class of the task decides where vector loads and stores are contiguous.
+ *
+ * Tails and padding: each register tile exists in two versions. The fast
+ * one runs when the tile is full in both axes and every input column it
+ * reads lies inside the input row; it has no masks and no bounds checks.
+ * The safe one clamps row indices to valid rows, masks lanes outside the
+ * block, reads 0 for input positions in the padding (never touching their
+ * addresses) and stores only valid rows and lanes.
+ */
+#include "codegen.h"
+
+#include "cg_common.h"
+#include "../runtime/space.h"
+
+#define CONV_ACC_MAX 32 /* == CONV_MAX_ACC in space.c */
+
+typedef struct conv_cg {
+  cg g;
+  const tlm_conv_task *t;
+  int axis, W, NV, R, U, red_order, order, par;
+  int64_t c_t, w_t, c_ext, cblk, wblk;
+  LLVMValueRef src, wei, dst, bias, scale, shift, res;
+  LLVMValueRef N, ID, IH, IW, OD, OH, OW;
+  LLVMValueRef ss[5], sw[5], sd[5], sr[5], sbias, sscale, sshift;
+  /* the current row */
+  LLVMValueRef n, other, od, oh;
+  /* the current tile */
+  LLVMValueRef c0, w0, c_end, w_end;
+  int safe;
+  LLVMValueRef acc[CONV_ACC_MAX];
+  /* reduction position inside the tile */
+  LLVMValueRef xoff, woff, kw, icg;
+} conv_cg;
+
+/* 0 <= i < n as one unsigned compare */
+static LLVMValueRef in_range(cg *g, LLVMValueRef i, LLVMValueRef n) {
+  return LLVMBuildICmp(g->b, LLVMIntULT, i, n, "");
+}
+
+static LLVMValueRef fma_v(cg *g, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c, int w) {
+  LLVMTypeRef vt = vtype(g, w);
+  LLVMValueRef args[3] = {a, b, c};
+  return call_intrinsic(g, "llvm.fmuladd", &vt, 1, args, 3);
+}
+
+/* global channel of the current row's group / C-axis index c */
+static LLVMValueRef group_of_row(conv_cg *cc) { return cc->other; }
+
+/* ---- one reduction step (kw, icg) of the register tile ---------------------------- */
+
+/* input column of tile row / lane position ow */
+static LLVMValueRef iw_of(conv_cg *cc, LLVMValueRef ow) {
+  cg *g = &cc->g;
+  const tlm_conv_task *t = cc->t;
+  return add(g, sub(g, mul(g, ow, c64(g, t->sw)), c64(g, t->pw)), mul(g, cc->kw, c64(g, t->dw)));
+}
+
+/* src scalar (axis 0) at tile row r: 0 in the padding */
+static LLVMValueRef src_scalar(conv_cg *cc, LLVMValueRef xb, int r) {
+  cg *g = &cc->g;
+  LLVMValueRef ow = add(g, cc->w0, c64(g, r));
+  if (!cc->safe) return load(g, g->f32, gep(g, xb, mul(g, iw_of(cc, ow), cc->ss[4])), 4);
+  ow = smin(g, ow, sub(g, cc->w_end, c64(g, 1)));
+  LLVMValueRef iw = iw_of(cc, ow);
+  LLVMValueRef ok = in_range(g, iw, cc->IW);
+  iw = LLVMBuildSelect(g->b, ok, iw, c64(g, 0), "");
+  LLVMValueRef v = load(g, g->f32, gep(g, xb, mul(g, iw, cc->ss[4])), 4);
+  return LLVMBuildSelect(g->b, ok, v, LLVMConstReal(g->f32, 0.0), "");
+}
+
+/* lane mask of C-axis lanes [start, start + W) below c_end */
+static LLVMValueRef c_mask(conv_cg *cc, LLVMValueRef start) {
+  if (!cc->safe) return NULL;
+  return lane_mask(&cc->g, 0, cc->W, sub(&cc->g, cc->c_end, start));
+}
+
+static void step(conv_cg *cc) {
+  cg *g = &cc->g;
+  const tlm_conv_task *t = cc->t;
+  int W = cc->W;
+  LLVMTypeRef vt = vtype(g, W);
+  LLVMValueRef kwoff = mul(g, cc->kw, cc->sw[4]);
+  if (cc->axis == 0) {
+    /* broadcast src value per ow row x weight vector along oc */
+    LLVMValueRef grp = group_of_row(cc);
+    LLVMValueRef ic = add(g, mul(g, grp, c64(g, t->ICg)), cc->icg);
+    LLVMValueRef xb = gep(g, cc->src, add(g, cc->xoff, mul(g, ic, cc->ss[1])));
+    LLVMValueRef wb = gep(g, cc->wei, add(g, add(g, cc->woff, kwoff),
+                                          add(g, mul(g, mul(g, grp, c64(g, t->OCg)), cc->sw[0]),
+                                              mul(g, cc->icg, cc->sw[1]))));
+    LLVMValueRef wv[4];
+    for (int v = 0; v < cc->NV; v++) {
+      LLVMValueRef start = add(g, cc->c0, c64(g, (int64_t)v * W));
+      wv[v] = load_lanes(g, wb, start, (t->unit & TLM_UNIT_CONV_WEI_O) != 0, cc->sw[0], W,
+                         c_mask(cc, start), sub(g, cc->c_end, c64(g, 1)));
+    }
+    for (int r = 0; r < cc->R; r++) {
+      LLVMValueRef a = splat(g, src_scalar(cc, xb, r), W);
+      for (int v = 0; v < cc->NV; v++) {
+        LLVMValueRef slot = cc->acc[r * cc->NV + v];
+        LLVMBuildStore(g->b, fma_v(g, a, wv[v], LLVMBuildLoad2(g->b, vt, slot, ""), W), slot);
+      }
+    }
+    return;
+  }
+  if (cc->axis == 1) {
+    /* broadcast weight per oc row x src vector along ow */
+    LLVMValueRef grp = group_of_row(cc);
+    LLVMValueRef ic = add(g, mul(g, grp, c64(g, t->ICg)), cc->icg);
+    LLVMValueRef xb = gep(g, cc->src, add(g, cc->xoff, mul(g, ic, cc->ss[1])));
+    LLVMValueRef xv[4];
+    int contiguous = t->sw == 1 && (t->unit & TLM_UNIT_CONV_SRC_W);
+    for (int v = 0; v < cc->NV; v++) {
+      LLVMValueRef ow0 = add(g, cc->w0, c64(g, (int64_t)v * W));
+      LLVMValueRef iw0 = iw_of(cc, ow0);
+      if (contiguous && !cc->safe) {
+        xv[v] = load(g, vt, gep(g, xb, iw0), 4);
+        continue;
+      }
+      /* lanes: iw = iw0 + l * sw, valid inside the row and below w_end */
+      LLVMTypeRef vi = LLVMVectorType(g->i64, (unsigned)W);
+      LLVMValueRef swv[16];
+      for (int l = 0; l < W; l++) swv[l] = c64(g, (int64_t)l * t->sw);
+      LLVMValueRef iwv = LLVMBuildAdd(g->b, LLVMConstVector(swv, (unsigned)W),
+                                      LLVMBuildShuffleVector(
+                                          g->b,
+                                          LLVMBuildInsertElement(g->b, LLVMGetUndef(vi), iw0,
+                                                                 c32(g, 0), ""),
+                                          LLVMGetUndef(vi),
+                                          LLVMConstNull(LLVMVectorType(g->i32, (unsigned)W)), ""),
+                                      "");
+      LLVMValueRef mask = NULL;
+      if (cc->safe) {
+        LLVMValueRef iwlim = LLVMBuildShuffleVector(
+            g->b, LLVMBuildInsertElement(g->b, LLVMGetUndef(vi), cc->IW, c32(g, 0), ""),
+            LLVMGetUndef(vi), LLVMConstNull(LLVMVectorType(g->i32, (unsigned)W)), "");
+        mask = LLVMBuildICmp(g->b, LLVMIntULT, iwv, iwlim, "");
+        mask = LLVMBuildAnd(g->b, mask, lane_mask(g, 0, W, sub(g, cc->w_end, ow0)), "");
+      }
+      if (contiguous) { /* safe: a masked contiguous load */
+        LLVMTypeRef ovl[2] = {vt, g->ptr};
+        LLVMValueRef args[4] = {gep(g, xb, iw0), c32(g, 4), mask, LLVMConstNull(vt)};
+        xv[v] = call_intrinsic(g, "llvm.masked.load", ovl, 2, args, 4);
+        continue;
+      }
+      LLVMValueRef sv = LLVMBuildShuffleVector(
+          g->b, LLVMBuildInsertElement(g->b, LLVMGetUndef(vi), cc->ss[4], c32(g, 0), ""),
+          LLVMGetUndef(vi), LLVMConstNull(LLVMVectorType(g->i32, (unsigned)W)), "");
+      LLVMValueRef idx = LLVMBuildMul(g->b, iwv, sv, "");
+      LLVMValueRef ptrs = LLVMBuildGEP2(g->b, g->f32, xb, &idx, 1, "");
+      if (!mask) {
+        LLVMValueRef ones[16];
+        for (int l = 0; l < W; l++) ones[l] = LLVMConstInt(g->i1, 1, 0);
+        mask = LLVMConstVector(ones, (unsigned)W);
+      }
+      LLVMTypeRef ovl[2] = {vt, LLVMVectorType(g->ptr, (unsigned)W)};
+      LLVMValueRef args[4] = {ptrs, c32(g, 4), mask, LLVMConstNull(vt)};
+      xv[v] = call_intrinsic(g, "llvm.masked.gather", ovl, 2, args, 4);
+    }
+    LLVMValueRef wb = gep(g, cc->wei, add(g, add(g, cc->woff, kwoff), mul(g, cc->icg, cc->sw[1])));
+    LLVMValueRef oc_base = mul(g, grp, c64(g, t->OCg));
+    for (int r = 0; r < cc->R; r++) {
+      LLVMValueRef oc = add(g, cc->c0, c64(g, r));
+      if (cc->safe) oc = smin(g, oc, sub(g, cc->c_end, c64(g, 1)));
+      LLVMValueRef w = load(g, g->f32, gep(g, wb, mul(g, add(g, oc_base, oc), cc->sw[0])), 4);
+      LLVMValueRef a = splat(g, w, W);
+      for (int v = 0; v < cc->NV; v++) {
+        LLVMValueRef slot = cc->acc[r * cc->NV + v];
+        LLVMBuildStore(g->b, fma_v(g, a, xv[v], LLVMBuildLoad2(g->b, vt, slot, ""), W), slot);
+      }
+    }
+    return;
+  }
+  /* axis 2: src vector along groups x weight vector along groups */
+  LLVMValueRef ocg = cc->other;
+  LLVMValueRef wb = gep(g, cc->wei, add(g, add(g, cc->woff, kwoff),
+                                        add(g, mul(g, ocg, cc->sw[0]), mul(g, cc->icg, cc->sw[1]))));
+  LLVMValueRef wstride = mul(g, c64(g, t->OCg), cc->sw[0]);
+  int wunit = t->OCg == 1 && (t->unit & TLM_UNIT_CONV_WEI_O);
+  LLVMValueRef xstride = mul(g, c64(g, t->ICg), cc->ss[1]);
+  int xunit = t->ICg == 1 && (t->unit & TLM_UNIT_CONV_SRC_C);
+  LLVMValueRef wv[4];
+  for (int v = 0; v < cc->NV; v++) {
+    LLVMValueRef start = add(g, cc->c0, c64(g, (int64_t)v * W));
+    wv[v] = load_lanes(g, wb, start, wunit, wstride, W, c_mask(cc, start),
+                       sub(g, cc->c_end, c64(g, 1)));
+  }
+  for (int r = 0; r < cc->R; r++) {
+    LLVMValueRef ow = add(g, cc->w0, c64(g, r));
+    LLVMValueRef ok = NULL;
+    if (cc->safe) ow = smin(g, ow, sub(g, cc->w_end, c64(g, 1)));
+    LLVMValueRef iw = iw_of(cc, ow);
+    if (cc->safe) {
+      ok = in_range(g, iw, cc->IW);
+      iw = LLVMBuildSelect(g->b, ok, iw, c64(g, 0), "");
+    }
+    LLVMValueRef xb = gep(g, cc->src, add(g, add(g, cc->xoff, mul(g, cc->icg, cc->ss[1])),
+                                          mul(g, iw, cc->ss[4])));
+    for (int v = 0; v < cc->NV; v++) {
+      LLVMValueRef start = add(g, cc->c0, c64(g, (int64_t)v * W));
+      LLVMValueRef xv = load_lanes(g, xb, start, xunit, xstride, W, c_mask(cc, start),
+                                   sub(g, cc->c_end, c64(g, 1)));
+      if (ok) xv = LLVMBuildSelect(g->b, ok, xv, LLVMConstNull(vt), "");
+      LLVMValueRef slot = cc->acc[r * cc->NV + v];
+      LLVMBuildStore(g->b, fma_v(g, xv, wv[v], LLVMBuildLoad2(g->b, vt, slot, ""), W), slot);
+    }
+  }
+}
+
+/* for (i = 0; i < trip; i++) with the body unrolled U times; the body sees
+ * the index through *iv */
+static void unrolled(conv_cg *cc, int64_t trip, int U, LLVMValueRef *iv) {
+  cg *g = &cc->g;
+  int64_t full = trip / U * U;
+  if (full > 0) {
+    loop L;
+    LLVMValueRef i = loop_begin(g, &L, c64(g, 0), c64(g, full), c64(g, U));
+    for (int u = 0; u < U; u++) {
+      *iv = add(g, i, c64(g, u));
+      step(cc);
+    }
+    loop_end(g, &L);
+  }
+  if (trip > full) {
+    loop L;
+    *iv = loop_begin(g, &L, c64(g, full), c64(g, trip), c64(g, 1));
+    step(cc);
+    loop_end(g, &L);
+  }
+}
+
+/* ---- the register tile -------------------------------------------------------------- */
+
+static void epilogue_store(conv_cg *cc) {
+  cg *g = &cc->g;
+  const tlm_conv_task *t = cc->t;
+  int W = cc->W;
+  LLVMTypeRef vt = vtype(g, W);
+  int vunit = (t->unit & TLM_UNIT_CONV_VEC) != 0;
+  LLVMValueRef rowoff_d = add(g, add(g, mul(g, cc->n, cc->sd[0]), mul(g, cc->od, cc->sd[2])),
+                              mul(g, cc->oh, cc->sd[3]));
+  LLVMValueRef rowoff_r = add(g, add(g, mul(g, cc->n, cc->sr[0]), mul(g, cc->od, cc->sr[2])),
+                              mul(g, cc->oh, cc->sr[3]));
+  for (int r = 0; r < cc->R; r++) {
+    LLVMBasicBlockRef join = NULL;
+    LLVMValueRef rowpos = add(g, (cc->axis == 1 ? cc->c0 : cc->w0), c64(g, r));
+    if (cc->safe)
+      join = if_begin(g, LLVMBuildICmp(g->b, LLVMIntSLT, rowpos,
+                                       cc->axis == 1 ? cc->c_end : cc->w_end, ""));
+    for (int v = 0; v < cc->NV; v++) {
+      LLVMValueRef x = LLVMBuildLoad2(g->b, vt, cc->acc[r * cc->NV + v], "");
+      LLVMValueRef start = add(g, (cc->axis == 1 ? cc->w0 : cc->c0), c64(g, (int64_t)v * W));
+      LLVMValueRef mask = NULL, nlast = NULL;
+      if (cc->safe) {
+        LLVMValueRef lim = cc->axis == 1 ? cc->w_end : cc->c_end;
+        mask = lane_mask(g, 0, W, sub(g, lim, start));
+        nlast = sub(g, lim, c64(g, 1));
+      }
+      /* per-lane (vector) or per-row (scalar) channel parameters */
+      LLVMValueRef pv[3] = {cc->bias, cc->scale, cc->shift};
+      LLVMValueRef ps[3] = {cc->sbias, cc->sscale, cc->sshift};
+      int present[3] = {t->has_bias, t->has_ss, t->has_ss};
+      LLVMValueRef val[3] = {NULL, NULL, NULL};
+      for (int i = 0; i < 3; i++) {
+        if (!present[i]) continue;
+        if (cc->axis == 0) {
+          LLVMValueRef base = gep(g, pv[i], mul(g, mul(g, cc->other, c64(g, t->OCg)), ps[i]));
+          val[i] = load_lanes(g, base, start, vunit, ps[i], W, mask, nlast);
+        } else if (cc->axis == 1) {
+          LLVMValueRef oc = add(g, mul(g, cc->other, c64(g, t->OCg)), rowpos);
+          val[i] = splat(g, load(g, g->f32, gep(g, pv[i], mul(g, oc, ps[i])), 4), W);
+        } else {
+          LLVMValueRef base = gep(g, pv[i], mul(g, cc->other, ps[i]));
+          val[i] = load_lanes(g, base, start, vunit && t->OCg == 1,
+                              mul(g, c64(g, t->OCg), ps[i]), W, mask, nlast);
+        }
+      }
+      if (val[0]) x = LLVMBuildFAdd(g->b, x, val[0], "");
+      if (val[1]) x = fma_v(g, x, val[1], val[2], W);
+      /* dst / residual addressing: row part + lane part */
+      LLVMValueRef offd, offr, lstride_d, lstride_r;
+      int ud, ur;
+      if (cc->axis == 0) {
+        LLVMValueRef cb = mul(g, cc->other, c64(g, t->OCg));
+        offd = add(g, add(g, rowoff_d, mul(g, rowpos, cc->sd[4])), mul(g, cb, cc->sd[1]));
+        offr = add(g, add(g, rowoff_r, mul(g, rowpos, cc->sr[4])), mul(g, cb, cc->sr[1]));
+        lstride_d = cc->sd[1], lstride_r = cc->sr[1];
+        ud = ur = (t->unit & TLM_UNIT_CONV_DST_C) != 0;
+      } else if (cc->axis == 1) {
+        LLVMValueRef oc = add(g, mul(g, cc->other, c64(g, t->OCg)), rowpos);
+        offd = add(g, rowoff_d, mul(g, oc, cc->sd[1]));
+        offr = add(g, rowoff_r, mul(g, oc, cc->sr[1]));
+        lstride_d = cc->sd[4], lstride_r = cc->sr[4];
+        ud = ur = (t->unit & TLM_UNIT_CONV_DST_W) != 0;
+      } else {
+        offd = add(g, add(g, rowoff_d, mul(g, rowpos, cc->sd[4])), mul(g, cc->other, cc->sd[1]));
+        offr = add(g, add(g, rowoff_r, mul(g, rowpos, cc->sr[4])), mul(g, cc->other, cc->sr[1]));
+        lstride_d = mul(g, c64(g, t->OCg), cc->sd[1]);
+        lstride_r = mul(g, c64(g, t->OCg), cc->sr[1]);
+        ud = ur = t->OCg == 1 && (t->unit & TLM_UNIT_CONV_DST_C) != 0;
+      }
+      if (t->has_residual) {
+        LLVMValueRef rv = load_lanes(g, gep(g, cc->res, offr), start, ur, lstride_r, W, mask, nlast);
+        x = LLVMBuildFAdd(g->b, x, rv, "");
+      }
+      x = apply_activation(g, x, t->act, W);
+      store_lanes(g, x, gep(g, cc->dst, offd), start, ud, lstride_d, W, mask);
+    }
+    if (join) if_end(g, join);
+  }
+}
+
+static void tile_version(conv_cg *cc, int safe) {
+  cg *g = &cc->g;
+  const tlm_conv_task *t = cc->t;
+  cc->safe = safe;
+  LLVMTypeRef vt = vtype(g, cc->W);
+  for (int i = 0; i < cc->R * cc->NV; i++) LLVMBuildStore(g->b, LLVMConstNull(vt), cc->acc[i]);
+  loop Ld, Lh;
+  LLVMValueRef kd = loop_begin(g, &Ld, c64(g, 0), c64(g, t->KD), c64(g, 1));
+  LLVMValueRef id = add(g, sub(g, mul(g, cc->od, c64(g, t->sd)), c64(g, t->pd)),
+                        mul(g, kd, c64(g, t->dd)));
+  LLVMBasicBlockRef jd = if_begin(g, in_range(g, id, cc->ID));
+  LLVMValueRef kh = loop_begin(g, &Lh, c64(g, 0), c64(g, t->KH), c64(g, 1));
+  LLVMValueRef ih = add(g, sub(g, mul(g, cc->oh, c64(g, t->sh)), c64(g, t->ph)),
+                        mul(g, kh, c64(g, t->dh)));
+  LLVMBasicBlockRef jh = if_begin(g, in_range(g, ih, cc->IH));
+  cc->xoff = add(g, add(g, mul(g, cc->n, cc->ss[0]), mul(g, id, cc->ss[2])), mul(g, ih, cc->ss[3]));
+  cc->woff = add(g, mul(g, kd, cc->sw[2]), mul(g, kh, cc->sw[3]));
+  if (cc->red_order == 0) {
+    loop Lw;
+    cc->kw = loop_begin(g, &Lw, c64(g, 0), c64(g, t->KW), c64(g, 1));
+    unrolled(cc, t->ICg, cc->U, &cc->icg);
+    loop_end(g, &Lw);
+  } else {
+    loop Li;
+    cc->icg = loop_begin(g, &Li, c64(g, 0), c64(g, t->ICg), c64(g, 1));
+    unrolled(cc, t->KW, cc->U, &cc->kw);
+    loop_end(g, &Li);
+  }
+  if_end(g, jh);
+  loop_end(g, &Lh);
+  if_end(g, jd);
+  loop_end(g, &Ld);
+  epilogue_store(cc);
+}
+
+static void emit_tile(conv_cg *cc) {
+  cg *g = &cc->g;
+  const tlm_conv_task *t = cc->t;
+  /* fast when full in both axes and every input column inside the row */
+  LLVMValueRef full_c = LLVMBuildICmp(g->b, LLVMIntSLE, add(g, cc->c0, c64(g, cc->c_t)), cc->c_end, "");
+  LLVMValueRef full_w = LLVMBuildICmp(g->b, LLVMIntSLE, add(g, cc->w0, c64(g, cc->w_t)), cc->w_end, "");
+  LLVMValueRef lo = sub(g, mul(g, cc->w0, c64(g, t->sw)), c64(g, t->pw));
+  LLVMValueRef hi = add(g, add(g, lo, c64(g, (cc->w_t - 1) * t->sw)), c64(g, (int64_t)(t->KW - 1) * t->dw));
+  LLVMValueRef inside = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSGE, lo, c64(g, 0), ""),
+                                     LLVMBuildICmp(g->b, LLVMIntSLT, hi, cc->IW, ""), "");
+  LLVMValueRef fast = LLVMBuildAnd(g->b, LLVMBuildAnd(g->b, full_c, full_w, ""), inside, "");
+  LLVMBasicBlockRef bf = LLVMAppendBasicBlockInContext(g->C, g->fn, "fast");
+  LLVMBasicBlockRef bs = LLVMAppendBasicBlockInContext(g->C, g->fn, "safe");
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_done");
+  LLVMBuildCondBr(g->b, fast, bf, bs);
+  LLVMPositionBuilderAtEnd(g->b, bf);
+  tile_version(cc, 0);
+  LLVMBuildBr(g->b, join);
+  LLVMPositionBuilderAtEnd(g->b, bs);
+  tile_version(cc, 1);
+  LLVMBuildBr(g->b, join);
+  LLVMPositionBuilderAtEnd(g->b, join);
+}
+
+/* one block: C tiles x ow tiles */
+static void emit_block(conv_cg *cc, LLVMValueRef cb, LLVMValueRef wb) {
+  cg *g = &cc->g;
+  LLVMValueRef cs = mul(g, cb, c64(g, cc->cblk));
+  LLVMValueRef ws = mul(g, wb, c64(g, cc->wblk));
+  cc->c_end = smin(g, add(g, cs, c64(g, cc->cblk)), c64(g, cc->c_ext));
+  cc->w_end = smin(g, add(g, ws, c64(g, cc->wblk)), cc->OW);
+  LLVMValueRef c_end = cc->c_end, w_end = cc->w_end;
+  loop Lc, Lw;
+  LLVMValueRef c0 = loop_begin(g, &Lc, cs, c_end, c64(g, cc->c_t));
+  LLVMValueRef w0 = loop_begin(g, &Lw, ws, w_end, c64(g, cc->w_t));
+  cc->c0 = c0, cc->w0 = w0, cc->c_end = c_end, cc->w_end = w_end;
+  emit_tile(cc);
+  loop_end(g, &Lw);
+  loop_end(g, &Lc);
+}
+
+int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched,
+                     const char *name, const char *cpu, const char *features, LLVMModuleRef *out,
+                     char *err, int errcap) {
+  conv_cg cc;
+  memset(&cc, 0, sizeof cc);
+  cg *g = &cc.g;
+  const tlm_conv_task *t = &task->u.conv;
+  cc.t = t;
+  g->task = task;
+  const int32_t *v = sched->v;
+  cc.axis = v[CV_AXIS];
+  cc.W = v[CV_VEC];
+  cc.NV = v[CV_TILE_V] / v[CV_VEC];
+  cc.R = v[CV_ROWS];
+  cc.U = v[CV_UNROLL];
+  cc.red_order = v[CV_RED_ORDER];
+  cc.order = v[CV_ORDER];
+  cc.par = v[CV_PARALLEL];
+  if (cc.NV < 1 || cc.NV > 4 || cc.R * cc.NV > CONV_ACC_MAX || cc.W < 1 || cc.W > 16 ||
+      cc.U < 1 || cc.axis < 0 || cc.axis > 2) {
+    snprintf(err, (size_t)errcap, "conv schedule out of the code generator's range");
+    return -1;
+  }
+  tlm_conv_tile_dims(task, v, &cc.c_t, &cc.w_t, &cc.c_ext);
+  cc.cblk = cc.c_t * v[CV_TILE_C2];
+  cc.wblk = cc.w_t * v[CV_TILE_W2];
+  LLVMBasicBlockRef start = begin_kernel(g, ctx, "tlm_conv", name, cpu, features);
+  LLVMValueRef args = LLVMGetParam(g->fn, 0);
+  LLVMValueRef begin = LLVMGetParam(g->fn, 1), end = LLVMGetParam(g->fn, 2);
+  cc.dst = arg_field(g, args, offsetof(tlm_conv_args, dst), g->ptr);
+  cc.src = arg_field(g, args, offsetof(tlm_conv_args, src), g->ptr);
+  cc.wei = arg_field(g, args, offsetof(tlm_conv_args, wei), g->ptr);
+  cc.bias = arg_field(g, args, offsetof(tlm_conv_args, bias), g->ptr);
+  cc.scale = arg_field(g, args, offsetof(tlm_conv_args, scale), g->ptr);
+  cc.shift = arg_field(g, args, offsetof(tlm_conv_args, shift), g->ptr);
+  cc.res = arg_field(g, args, offsetof(tlm_conv_args, res), g->ptr);
+  cc.N = arg_field(g, args, offsetof(tlm_conv_args, N), g->i64);
+  cc.ID = arg_field(g, args, offsetof(tlm_conv_args, ID), g->i64);
+  cc.IH = arg_field(g, args, offsetof(tlm_conv_args, IH), g->i64);
+  cc.IW = arg_field(g, args, offsetof(tlm_conv_args, IW), g->i64);
+  cc.OD = arg_field(g, args, offsetof(tlm_conv_args, OD), g->i64);
+  cc.OH = arg_field(g, args, offsetof(tlm_conv_args, OH), g->i64);
+  cc.OW = arg_field(g, args, offsetof(tlm_conv_args, OW), g->i64);
+  for (int i = 0; i < 5; i++) {
+    cc.ss[i] = arg_field(g, args, offsetof(tlm_conv_args, ss) + 8 * (size_t)i, g->i64);
+    cc.sw[i] = arg_field(g, args, offsetof(tlm_conv_args, sw) + 8 * (size_t)i, g->i64);
+    cc.sd[i] = arg_field(g, args, offsetof(tlm_conv_args, sd) + 8 * (size_t)i, g->i64);
+    cc.sr[i] = arg_field(g, args, offsetof(tlm_conv_args, sr) + 8 * (size_t)i, g->i64);
+  }
+  /* unit strides as constants, so vector accesses become plain loads */
+  if (t->unit & TLM_UNIT_CONV_SRC_C) cc.ss[1] = c64(g, 1);
+  if (t->unit & TLM_UNIT_CONV_SRC_W) cc.ss[4] = c64(g, 1);
+  if (t->unit & TLM_UNIT_CONV_WEI_O) cc.sw[0] = c64(g, 1);
+  cc.sbias = arg_field(g, args, offsetof(tlm_conv_args, sbias), g->i64);
+  cc.sscale = arg_field(g, args, offsetof(tlm_conv_args, sscale), g->i64);
+  cc.sshift = arg_field(g, args, offsetof(tlm_conv_args, sshift), g->i64);
+  if (t->unit & TLM_UNIT_CONV_VEC) cc.sbias = cc.sscale = cc.sshift = c64(g, 1);
+  LLVMTypeRef vt = vtype(g, cc.W);
+  for (int i = 0; i < cc.R * cc.NV; i++) cc.acc[i] = alloca_of(g, vt);
+
+  int64_t other_ext = cc.axis == 2 ? t->OCg : t->G;
+  LLVMValueRef rows_total = mul(g, mul(g, mul(g, cc.N, c64(g, other_ext)), cc.OD), cc.OH);
+  int64_t ncb = (cc.c_ext + cc.cblk - 1) / cc.cblk;
+  LLVMValueRef nwb = LLVMBuildSDiv(g->b, add(g, cc.OW, c64(g, cc.wblk - 1)), c64(g, cc.wblk), "");
+  loop Li;
+  LLVMValueRef i = loop_begin(g, &Li, begin, end, c64(g, 1));
+  LLVMValueRef rlo, rhi, cblo, cbhi;
+  if (cc.par == 0) {
+    rlo = c64(g, 0), rhi = rows_total, cblo = c64(g, 0), cbhi = c64(g, ncb);
+  } else if (cc.par == 1) {
+    rlo = i, rhi = add(g, i, c64(g, 1)), cblo = c64(g, 0), cbhi = c64(g, ncb);
+  } else { /* C-block major, so neighbouring iterations share weights */
+    cblo = LLVMBuildSDiv(g->b, i, rows_total, "");
+    cbhi = add(g, cblo, c64(g, 1));
+    rlo = LLVMBuildSRem(g->b, i, rows_total, "");
+    rhi = add(g, rlo, c64(g, 1));
+  }
+  loop Lr;
+  LLVMValueRef r = loop_begin(g, &Lr, rlo, rhi, c64(g, 1));
+  cc.oh = LLVMBuildSRem(g->b, r, cc.OH, "");
+  LLVMValueRef q = LLVMBuildSDiv(g->b, r, cc.OH, "");
+  cc.od = LLVMBuildSRem(g->b, q, cc.OD, "");
+  q = LLVMBuildSDiv(g->b, q, cc.OD, "");
+  cc.other = LLVMBuildSRem(g->b, q, c64(g, other_ext), "");
+  cc.n = LLVMBuildSDiv(g->b, q, c64(g, other_ext), "");
+  loop La, Lb;
+  if (cc.order == 0) {
+    LLVMValueRef cb = loop_begin(g, &La, cblo, cbhi, c64(g, 1));
+    LLVMValueRef wb = loop_begin(g, &Lb, c64(g, 0), nwb, c64(g, 1));
+    emit_block(&cc, cb, wb);
+  } else {
+    LLVMValueRef wb = loop_begin(g, &La, c64(g, 0), nwb, c64(g, 1));
+    LLVMValueRef cb = loop_begin(g, &Lb, cblo, cbhi, c64(g, 1));
+    emit_block(&cc, cb, wb);
+  }
+  loop_end(g, &Lb);
+  loop_end(g, &La);
+  loop_end(g, &Lr);
+  loop_end(g, &Li);
+  return end_kernel(g, start, 0, out, err, errcap);
+}
