@@ -531,6 +531,9 @@ static int conv_candidates(const tlm_space *s, int p, const int32_t *d, int32_t 
     int64_t c_t, w_t, c_ext;
     tlm_conv_tile_dims(&s->task, d, &c_t, &w_t, &c_ext);
     int64_t ext = p == CV_TILE_C2 ? c_ext : t->OW, inner = p == CV_TILE_C2 ? c_t : w_t;
+    /* ow blocks: at least the values up to 64 whatever the image width,
+     * so one schedule (and kernel) can serve every image size */
+    if (p == CV_TILE_W2 && ext < 64 * inner) ext = 64 * inner;
     n = tile_candidates(ext, inner, c);
     /* and the smallest value that makes one block of the whole extent */
     if (n < N_TILE_VALUES && (n == 0 || c[n - 1] < ceil_div(ext, inner))) {
@@ -608,11 +611,9 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
     double flops = 2.0 * (double)t->N * t->G * t->OCg * t->ICg * t->KD * t->KH * t->KW *
                    (double)(t->OD * t->OH * t->OW);
     if (flops < 2e5) return 0;
-    int64_t c_t, w_t, c_ext;
-    tlm_conv_tile_dims(&s->task, d, &c_t, &w_t, &c_ext);
-    int64_t ncb = ceil_div(c_ext, c_t * d[CV_TILE_C2]);
-    int64_t rows = conv_rows_total(t, d[CV_AXIS]);
-    return (ncb > 1 || rows < 4 * cores) ? 2 : 1;
+    /* rows x C blocks, C-block major; with one C block the same as rows
+     * alone, and a choice that does not depend on the image size */
+    return 2;
   }
   default: return 0;
   }

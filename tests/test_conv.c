@@ -1,0 +1,266 @@
+/* Convolutions against the double-precision reference:
+ *  1. every line of every shared benchdnn convolution file (minibatch 1 for
+ *     the three model sets), default schedule in NCHW/OIHW and NHWC/HWIO,
+ *     plus random schedules from the full space in a random layout;
+ *  2. every epilogue (bias, folded batch norm, residual, each activation)
+ *     in both layouts and both weight layouts, on odd shapes;
+ *  3. non-dense tensors (a channel slice of a larger buffer, NHWC memory
+ *     described as NCHW with permuted strides);
+ *  4. one kernel serves every image size of a layer (run-time extents);
+ *  5. bad descriptors and bad tensors give the documented status.
+ * usage: test_conv SHARED_DIR RANDOM_PER_LINE */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/validate.h"
+#include "check.h"
+#include "runtime/engine.h"
+#include "tools/conv.h"
+#include "tools/problem.h"
+
+static int g_random = 1;
+static uint64_t g_rng = 99;
+
+/* runs problem p with schedule `sched` (NULL = tlm_run's own) and checks it */
+static void run_check(tlm_runtime *rt, tlm_conv_problem *p, const char *what,
+                      const tlm_schedule *sched) {
+  char err[512];
+  tlm_task task;
+  tlm_conv_args args;
+  tlm_status st = tlm_validate_conv(&p->op, p->in, p->n_in, &p->out, 1, &task, &args, err,
+                                    sizeof err);
+  CHECK(st == TLM_OK, "%s: validate: %s", what, err);
+  if (st) return;
+  if (!sched) {
+    st = tlm_run(rt, &p->op, p->in, p->n_in, &p->out, 1);
+    CHECK(st == TLM_OK, "%s: tlm_run: %s", what, tlm_last_error(rt));
+  } else {
+    tlm_kernel *k;
+    st = tlm_engine_kernel(rt, &task, sched, &k, err, sizeof err);
+    CHECK(st == TLM_OK, "%s: compile: %s", what, err);
+    if (st) return;
+    st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
+    CHECK(st == TLM_OK, "%s: exec: %s", what, err);
+  }
+  if (st) return;
+  const tlm_conv_task *t = &task.u.conv;
+  double tol = tlm_problem_tolerance((int64_t)t->ICg * t->KD * t->KH * t->KW);
+  int points = tlm_task_flops(&task) <= 2e7 ? -1 : 1500;
+  double e = tlm_conv_problem_check(p, points, g_rng);
+  CHECK(e >= 0 && e <= tol, "%s: max rel err %.3g > %.3g", what, e, tol);
+}
+
+static void shared_files(tlm_runtime *rt, const char *dir) {
+  static const char *const files[] = {"shapes_tails", "shapes_regression_padding",
+                                      "shapes_mobilenet_dw", "shapes_resnet_50",
+                                      "shapes_mobilenet", "shapes_efficientdet"};
+  int lines = 0;
+  for (size_t fi = 0; fi < sizeof files / sizeof files[0]; fi++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/workloads/benchdnn/conv/%s", dir, files[fi]);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "cannot read %s", path);
+    if (!f) continue;
+    char line[1024], err[256];
+    int lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+      lineno++;
+      tlm_conv_prb prb;
+      int pr = tlm_conv_prb_parse(line, &prb, err, sizeof err);
+      CHECK(pr >= 0, "%s:%d: %s", files[fi], lineno, err);
+      if (pr <= 0) continue;
+      if (fi >= 3) prb.mb = 1; /* the model sets: minibatch 1 keeps the check short */
+      lines++;
+      char what[1200];
+      for (int lay = 0; lay < 2; lay++) {
+        tlm_conv_problem p;
+        tlm_layout L = lay ? TLM_LAYOUT_NHWC : TLM_LAYOUT_NCHW;
+        tlm_weight_layout WL = lay ? TLM_WEIGHTS_HWIO : TLM_WEIGHTS_OIHW;
+        if (tlm_conv_problem_make(&prb, L, WL, NULL, (uint64_t)lineno, &p)) {
+          CHECK(0, "%s:%d: cannot make the problem", files[fi], lineno);
+          continue;
+        }
+        snprintf(what, sizeof what, "%s:%d %s default", files[fi], lineno, lay ? "nhwc" : "nchw");
+        run_check(rt, &p, what, NULL);
+        tlm_conv_problem_free(&p);
+      }
+      for (int r = 0; r < g_random; r++) {
+        uint64_t x = tlm_rng_next(&g_rng);
+        tlm_conv_problem p;
+        tlm_conv_epi epi = {(int)(x & 1), (int)((x >> 1) & 1), (int)((x >> 2) & 1),
+                            (tlm_activation)((x >> 3) % TLM_ACT_COUNT_)};
+        tlm_layout L = (x >> 8) & 1 ? TLM_LAYOUT_NHWC : TLM_LAYOUT_NCHW;
+        tlm_weight_layout WL = (x >> 9) & 1 ? TLM_WEIGHTS_HWIO : TLM_WEIGHTS_OIHW;
+        if (tlm_conv_problem_make(&prb, L, WL, &epi, x, &p)) continue;
+        tlm_task task;
+        tlm_conv_args args;
+        if (tlm_validate_conv(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err)) {
+          CHECK(0, "%s:%d: %s", files[fi], lineno, err);
+          tlm_conv_problem_free(&p);
+          continue;
+        }
+        tlm_space space;
+        tlm_space_init(&space, &task, &rt->target);
+        tlm_schedule s;
+        tlm_space_sample(&space, &g_rng, &s);
+        char ss[512];
+        snprintf(what, sizeof what, "%s:%d random [%s] layout %d/%d", files[fi], lineno,
+                 tlm_schedule_str(&space, &s, ss, sizeof ss), (int)L, (int)WL);
+        run_check(rt, &p, what, &s);
+        tlm_conv_problem_free(&p);
+      }
+    }
+    fclose(f);
+  }
+  CHECK(lines >= 199, "only %d descriptors read from the shared files", lines);
+  printf("shared conv files: %d descriptors\n", lines);
+}
+
+static void epilogues(tlm_runtime *rt) {
+  const char *descs[] = {"mb2ic7ih11oc13oh11kh3ph1", "mb1ic16ih9oc5oh5kh3sh2ph1",
+                         "g3mb1ic6ih10oc9oh10kh3ph1dh1", "g8mb1ic8ih7oc8oh7kh3ph1",
+                         "mb1ic5iw17oc3ow17kw3pw1", "mb1ic2id5ih5iw5oc3od5oh5ow5kd3kh3kw3pd1ph1pw1"};
+  char err[256], what[256];
+  for (size_t i = 0; i < sizeof descs / sizeof descs[0]; i++) {
+    tlm_conv_prb prb;
+    CHECK(tlm_conv_prb_parse(descs[i], &prb, err, sizeof err) == 1, "%s: %s", descs[i], err);
+    for (int act = 0; act < TLM_ACT_COUNT_; act++)
+      for (int lay = 0; lay < 4; lay++) {
+        tlm_conv_epi epi = {act & 1, (act + 1) & 1, act >= 2, (tlm_activation)act};
+        tlm_conv_problem p;
+        if (tlm_conv_problem_make(&prb, lay & 1 ? TLM_LAYOUT_NHWC : TLM_LAYOUT_NCHW,
+                                  lay & 2 ? TLM_WEIGHTS_HWIO : TLM_WEIGHTS_OIHW, &epi, 5, &p))
+          continue;
+        snprintf(what, sizeof what, "%s act %d layouts %d", descs[i], act, lay);
+        run_check(rt, &p, what, NULL);
+        tlm_conv_problem_free(&p);
+      }
+  }
+}
+
+/* src is channels 3..8 of a 12-channel NCHW buffer; and NHWC memory
+ * described as NCHW through permuted strides */
+static void strided(tlm_runtime *rt) {
+  int64_t N = 2, C = 12, H = 9, W = 10, OC = 7;
+  float *big = malloc(sizeof(float) * (size_t)(N * C * H * W));
+  float *wt = malloc(sizeof(float) * (size_t)(OC * 5 * 9));
+  float *y = malloc(sizeof(float) * (size_t)(N * OC * H * W));
+  for (int64_t i = 0; i < N * C * H * W; i++) big[i] = (float)((i * 37) % 19) / 9.0f - 1.0f;
+  for (int64_t i = 0; i < OC * 5 * 9; i++) wt[i] = (float)((i * 11) % 7) / 3.0f - 1.0f;
+  tlm_conv_problem p;
+  memset(&p, 0, sizeof p);
+  p.op = tlm_op_conv(TLM_LAYOUT_NCHW);
+  p.op.u.conv.pad[1] = p.op.u.conv.pad[2] = 1;
+  tlm_tensor *x = &p.in[0];
+  x->dtype = TLM_F32, x->ndim = 4, x->data = big + 3 * H * W;
+  int64_t xs[4] = {N, 5, H, W}, xst[4] = {C * H * W, H * W, W, 1};
+  memcpy(x->shape, xs, sizeof xs), memcpy(x->strides, xst, sizeof xst);
+  tlm_tensor_dense(&p.in[1], TLM_F32, 4, (int64_t[]){OC, 5, 3, 3}, wt);
+  tlm_tensor_dense(&p.out, TLM_F32, 4, (int64_t[]){N, OC, H, W}, y);
+  p.n_in = 2;
+  run_check(rt, &p, "channel slice of src", NULL);
+  /* NHWC memory (N, H, W, C) as logical NCHW */
+  int64_t yst[4] = {H * W * OC, 1, W * OC, OC};
+  memcpy(p.out.strides, yst, sizeof yst);
+  int64_t xst2[4] = {H * W * C, 1, W * C, C};
+  x->data = big + 3;
+  memcpy(x->strides, xst2, sizeof xst2);
+  run_check(rt, &p, "NHWC memory through NCHW strides", NULL);
+  free(big), free(wt), free(y);
+}
+
+/* a ResNet layer at five image sizes: one compile when the rule's
+ * decisions do not depend on the size */
+static void sizes(void) {
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.cache_dir = "none";
+  cfg.model_path = "none";
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt)) return;
+  int res[] = {160, 192, 224, 256, 288};
+  char d[128], err[256];
+  for (int i = 0; i < 5; i++) {
+    snprintf(d, sizeof d, "mb1ic64ih%doc64oh%dkh3ph1", res[i] / 4, res[i] / 4);
+    tlm_conv_prb prb;
+    tlm_conv_prb_parse(d, &prb, err, sizeof err);
+    tlm_conv_problem p;
+    if (tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO, NULL, 3, &p)) continue;
+    run_check(rt, &p, d, NULL);
+    tlm_conv_problem_free(&p);
+  }
+  tlm_stats st;
+  tlm_get_stats(rt, &st);
+  CHECK(st.compiles == 1, "5 image sizes of one layer took %llu compiles (want 1)",
+        (unsigned long long)st.compiles);
+  tlm_destroy(rt);
+}
+
+static void bad(tlm_runtime *rt) {
+  static const char *const descs[] = {"mb1ic3ih5", "mb1ic3ih5oc4kh9", "g2ic3ih5oc4kh3",
+                                      "mb1ic3ih5oc4kh3xx1", "mb1ic3ih5oc4kh3ph", "ic0ih5oc4kh3",
+                                      "mb1ic3id4ih5oc4kh3", "ic3ih5oc4kh3sh0", "ic3ih5oc4kh3ih6",
+                                      "ic99999999999ih5oc4kh3"};
+  char err[256];
+  for (size_t i = 0; i < sizeof descs / sizeof descs[0]; i++) {
+    tlm_conv_prb prb;
+    err[0] = 0;
+    int r = tlm_conv_prb_parse(descs[i], &prb, err, sizeof err);
+    CHECK(r == -1 && err[0], "'%s' parsed (%d) without an error", descs[i], r);
+  }
+  tlm_conv_prb prb;
+  tlm_conv_prb_parse("mb1ic4ih6oc4oh6kh3ph1", &prb, err, sizeof err);
+  tlm_conv_problem p;
+  if (tlm_conv_problem_make(&prb, TLM_LAYOUT_NCHW, TLM_WEIGHTS_OIHW, NULL, 1, &p)) return;
+  tlm_op op = p.op;
+  op.u.conv.groups = 3;
+  CHECK(tlm_run(rt, &op, p.in, 2, &p.out, 1) == TLM_ERR_SHAPE_MISMATCH, "groups 3 of 4 channels");
+  op = p.op;
+  op.u.conv.stride[2] = 0;
+  CHECK(tlm_run(rt, &op, p.in, 2, &p.out, 1) == TLM_ERR_INVALID_ARGUMENT, "stride 0");
+  op = p.op;
+  op.u.conv.dilation[1] = 0;
+  CHECK(tlm_run(rt, &op, p.in, 2, &p.out, 1) == TLM_ERR_INVALID_ARGUMENT, "dilation 0");
+  op = p.op;
+  op.u.conv.pad[1] = -1;
+  CHECK(tlm_run(rt, &op, p.in, 2, &p.out, 1) == TLM_ERR_INVALID_ARGUMENT, "pad -1");
+  op = p.op;
+  op.u.conv.layout = (tlm_layout)7;
+  CHECK(tlm_run(rt, &op, p.in, 2, &p.out, 1) == TLM_ERR_INVALID_ARGUMENT, "layout 7");
+  op = p.op;
+  CHECK(tlm_run(rt, &op, p.in, 1, &p.out, 1) == TLM_ERR_INVALID_ARGUMENT, "one input");
+  tlm_tensor w = p.in[1];
+  w.shape[1] = 3;
+  tlm_tensor in2[2] = {p.in[0], w};
+  CHECK(tlm_run(rt, &op, in2, 2, &p.out, 1) == TLM_ERR_SHAPE_MISMATCH, "weights IC 3 of 4");
+  tlm_tensor alias = p.out;
+  alias.data = p.in[0].data;
+  CHECK(tlm_run(rt, &op, p.in, 2, &alias, 1) == TLM_ERR_ALIASING, "dst == src");
+  tlm_tensor y5 = p.out;
+  y5.ndim = 5;
+  y5.shape[4] = 1;
+  y5.strides[4] = 1;
+  CHECK(tlm_run(rt, &op, p.in, 2, &y5, 1) == TLM_ERR_SHAPE_MISMATCH, "dst of 5 dims");
+  tlm_conv_problem_free(&p);
+}
+
+int main(int argc, char **argv) {
+  const char *dir = argc > 1 ? argv[1] : "../shared";
+  if (argc > 2) g_random = atoi(argv[2]);
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.cache_dir = "none";
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt)) {
+    fprintf(stderr, "tlm_create: %s\n", tlm_last_error(NULL));
+    return 1;
+  }
+  bad(rt);
+  epilogues(rt);
+  strided(rt);
+  sizes();
+  shared_files(rt, dir);
+  tlm_destroy(rt);
+  return check_report("conv");
+}
