@@ -1,0 +1,275 @@
+/* bench_conv.c - tlm's convolution kernels (the schedule tlm_run picks)
+ * against oneDNN on benchdnn convolution sets, side by side in one run.
+ *
+ * Method (../shared/design/MEASURING.md): per problem, both contenders are
+ * compiled and warmed, then timed in alternating batches of about 20 ms of
+ * work with a 30 ms pause between contenders (idle OpenMP and tlm workers
+ * spin for a while); the report gives medians over batches and the
+ * min-max of the per-batch speed ratio. oneDNN gets src/dst in the same
+ * layout as tlm and chooses its own weight layout ("any"), reordered once
+ * outside the timing, as an inference deployment would; tlm reads the
+ * user's weights as given (OIHW for NCHW, HWIO for NHWC).
+ *
+ * usage: bench_conv [--threads N] [--batches N] [--layout nchw|nhwc]
+ *                   [--mb N] [--json FILE] FILE...   (benchdnn conv sets)
+ */
+#include <math.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/engine.h"
+#include "tools/conv.h"
+#include "tools/measure.h"
+#include "tools/problem.h"
+
+#define DNNL_CHECK(x)                                                       \
+  do {                                                                      \
+    dnnl_status_t s_ = (x);                                                 \
+    if (s_ != dnnl_success) {                                               \
+      fprintf(stderr, "oneDNN error %d at %s:%d\n", (int)s_, __FILE__, __LINE__); \
+      exit(1);                                                              \
+    }                                                                       \
+  } while (0)
+
+typedef struct dnnl_conv {
+  dnnl_primitive_t prim;
+  dnnl_memory_t src, wei, dst;
+  dnnl_stream_t stream;
+  float *wbuf, *xbuf, *ybuf;
+} dnnl_conv;
+
+static void dnnl_conv_make(dnnl_engine_t eng, const tlm_conv_prb *p, int nhwc, dnnl_conv *d) {
+  memset(d, 0, sizeof *d);
+  int grouped = p->g > 1;
+  dnnl_dims_t sd = {p->mb, p->ic, p->ih, p->iw}, dd = {p->mb, p->oc, p->oh, p->ow};
+  dnnl_dims_t wd = {p->oc, p->ic, p->kh, p->kw};
+  dnnl_dims_t wdg = {p->g, p->oc / p->g, p->ic / p->g, p->kh, p->kw};
+  dnnl_memory_desc_t smd, dmd, wmd_any, wmd_user;
+  dnnl_format_tag_t act = nhwc ? dnnl_nhwc : dnnl_nchw;
+  DNNL_CHECK(dnnl_memory_desc_init_by_tag(&smd, 4, sd, dnnl_f32, act));
+  DNNL_CHECK(dnnl_memory_desc_init_by_tag(&dmd, 4, dd, dnnl_f32, act));
+  if (grouped) {
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wmd_any, 5, wdg, dnnl_f32, dnnl_format_tag_any));
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wmd_user, 5, wdg, dnnl_f32, dnnl_goihw));
+  } else {
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wmd_any, 4, wd, dnnl_f32, dnnl_format_tag_any));
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wmd_user, 4, wd, dnnl_f32, dnnl_oihw));
+  }
+  dnnl_dims_t strides = {p->sh, p->sw}, dil = {p->dh, p->dw}, pl = {p->ph, p->pw};
+  dnnl_dims_t pr = {(p->oh - 1) * p->sh - p->ih + (p->kh - 1) * (p->dh + 1) + 1 - p->ph,
+                    (p->ow - 1) * p->sw - p->iw + (p->kw - 1) * (p->dw + 1) + 1 - p->pw};
+  dnnl_convolution_desc_t cd;
+  DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference,
+                                                        dnnl_convolution_direct, &smd, &wmd_any,
+                                                        NULL, &dmd, strides, dil, pl, pr));
+  dnnl_primitive_desc_t pd;
+  DNNL_CHECK(dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL));
+  DNNL_CHECK(dnnl_primitive_create(&d->prim, pd));
+  const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  size_t nx = (size_t)(p->mb * p->ic * p->ih * p->iw), ny = (size_t)(p->mb * p->oc * p->oh * p->ow);
+  size_t nw = (size_t)(p->oc * (p->ic / p->g) * p->kh * p->kw);
+  d->xbuf = malloc(nx * sizeof(float));
+  d->ybuf = malloc(ny * sizeof(float));
+  float *wuser = malloc(nw * sizeof(float));
+  d->wbuf = malloc(dnnl_memory_desc_get_size(wq) + 64);
+  for (size_t i = 0; i < nx; i++) d->xbuf[i] = (float)(i % 17) / 17.0f - 0.5f;
+  for (size_t i = 0; i < nw; i++) wuser[i] = (float)(i % 13) / 13.0f - 0.5f;
+  DNNL_CHECK(dnnl_stream_create(&d->stream, eng, dnnl_stream_default_flags));
+  /* weights reordered once into the primitive's layout */
+  dnnl_memory_t wu;
+  DNNL_CHECK(dnnl_memory_create(&wu, &wmd_user, eng, wuser));
+  DNNL_CHECK(dnnl_memory_create(&d->wei, wq, eng, d->wbuf));
+  dnnl_primitive_desc_t rpd;
+  DNNL_CHECK(dnnl_reorder_primitive_desc_create(&rpd, &wmd_user, eng, wq, eng, NULL));
+  dnnl_primitive_t reo;
+  DNNL_CHECK(dnnl_primitive_create(&reo, rpd));
+  dnnl_exec_arg_t rargs[2] = {{DNNL_ARG_FROM, wu}, {DNNL_ARG_TO, d->wei}};
+  DNNL_CHECK(dnnl_primitive_execute(reo, d->stream, 2, rargs));
+  DNNL_CHECK(dnnl_stream_wait(d->stream));
+  dnnl_primitive_destroy(reo);
+  dnnl_primitive_desc_destroy(rpd);
+  dnnl_memory_destroy(wu);
+  free(wuser);
+  DNNL_CHECK(dnnl_memory_create(&d->src, &smd, eng, d->xbuf));
+  DNNL_CHECK(dnnl_memory_create(&d->dst, &dmd, eng, d->ybuf));
+  dnnl_primitive_desc_destroy(pd);
+}
+
+static void dnnl_conv_run(void *c) {
+  dnnl_conv *d = c;
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, d->src}, {DNNL_ARG_WEIGHTS, d->wei},
+                             {DNNL_ARG_DST, d->dst}};
+  DNNL_CHECK(dnnl_primitive_execute(d->prim, d->stream, 3, args));
+  DNNL_CHECK(dnnl_stream_wait(d->stream));
+}
+
+static void dnnl_conv_free(dnnl_conv *d) {
+  dnnl_primitive_destroy(d->prim);
+  dnnl_memory_destroy(d->src);
+  dnnl_memory_destroy(d->wei);
+  dnnl_memory_destroy(d->dst);
+  dnnl_stream_destroy(d->stream);
+  free(d->wbuf), free(d->xbuf), free(d->ybuf);
+}
+
+typedef struct tlm_ctx {
+  tlm_runtime *rt;
+  tlm_conv_problem *p;
+} tlm_ctx;
+
+static void run_tlm(void *c) {
+  tlm_ctx *t = c;
+  if (tlm_run(t->rt, &t->p->op, t->p->in, t->p->n_in, &t->p->out, 1) != TLM_OK) {
+    fprintf(stderr, "tlm_run: %s\n", tlm_last_error(t->rt));
+    exit(1);
+  }
+}
+
+typedef void (*run_fn)(void *);
+static double time_batch(run_fn f, void *ctx, int calls) {
+  double t0 = tlm_now_ns();
+  for (int i = 0; i < calls; i++) f(ctx);
+  return (tlm_now_ns() - t0) / calls;
+}
+
+static double pct(double *v, int n, double q) {
+  qsort(v, (size_t)n, sizeof(double), tlm_cmp_double);
+  return v[(int)(q * (n - 1) + 0.5)];
+}
+
+int main(int argc, char **argv) {
+  int threads = 1, batches = 9, nhwc = 0, mb = 1;
+  const char *json = NULL;
+  const char *files[16];
+  int nfiles = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--batches") && i + 1 < argc) batches = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    else if (!strcmp(argv[i], "--mb") && i + 1 < argc) mb = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--layout") && i + 1 < argc) nhwc = !strcmp(argv[++i], "nhwc");
+    else if (argv[i][0] != '-' && nfiles < 16) files[nfiles++] = argv[i];
+    else {
+      fprintf(stderr, "usage: %s [--threads N] [--batches N] [--layout nchw|nhwc] [--mb N] "
+              "[--json FILE] FILE...\n", argv[0]);
+      return 2;
+    }
+  }
+  if (threads < 1 || batches < 3 || mb < 1 || !nfiles) {
+    fprintf(stderr, "bench_conv: need >= 1 thread, >= 3 batches, mb >= 1 and a file\n");
+    return 2;
+  }
+  char nt[16];
+  snprintf(nt, sizeof nt, "%d", threads);
+  setenv("OMP_NUM_THREADS", nt, 1);
+  dnnl_engine_t eng;
+  DNNL_CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.cache_dir = "none";
+  cfg.num_threads = threads;
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt)) {
+    fprintf(stderr, "tlm_create: %s\n", tlm_last_error(NULL));
+    return 1;
+  }
+  char target[160];
+  tlm_target_str(&rt->target, target, sizeof target);
+  FILE *jf = json ? fopen(json, "w") : NULL;
+  if (jf)
+    fprintf(jf, "{\"machine\": \"%s\", \"threads\": %d, \"batches\": %d, \"layout\": \"%s\", "
+            "\"mb\": %d, \"sets\": [", target, threads, batches, nhwc ? "nhwc" : "nchw", mb);
+  printf("machine: %s; threads %d; layout %s; mb %d; %d alternating batches\n", target, threads,
+         nhwc ? "nhwc" : "nchw", mb, batches);
+  for (int fi = 0; fi < nfiles; fi++) {
+    FILE *f = fopen(files[fi], "r");
+    if (!f) {
+      fprintf(stderr, "cannot read %s\n", files[fi]);
+      return 1;
+    }
+    printf("\n%s\n%-58s %9s %9s %7s %6s %6s %9s\n", files[fi], "problem", "tlm_GF/s", "dnnl_GF/s",
+           "ratio", "(min", "max)", "compile");
+    if (jf) fprintf(jf, "%s{\"file\": \"%s\", \"problems\": [", fi ? ", " : "", files[fi]);
+    char line[1024], err[256], seen[128][200];
+    int nseen = 0, np = 0;
+    double log_ratio = 0, sum_tlm = 0, sum_dnnl = 0;
+    while (fgets(line, sizeof line, f)) {
+      tlm_conv_prb prb;
+      if (tlm_conv_prb_parse(line, &prb, err, sizeof err) != 1 || prb.ndims != 4) continue;
+      prb.mb = mb;
+      char ds[200];
+      tlm_conv_prb_str(&prb, ds, sizeof ds);
+      int dup = 0;
+      for (int s = 0; s < nseen; s++) dup |= !strcmp(seen[s], ds);
+      if (dup || nseen >= 128) continue;
+      snprintf(seen[nseen++], sizeof seen[0], "%s", ds);
+      tlm_conv_problem p;
+      if (tlm_conv_problem_make(&prb, nhwc ? TLM_LAYOUT_NHWC : TLM_LAYOUT_NCHW,
+                                nhwc ? TLM_WEIGHTS_HWIO : TLM_WEIGHTS_OIHW, NULL, 1, &p))
+        return 1;
+      tlm_ctx tc = {rt, &p};
+      tlm_stats s0, s1;
+      tlm_get_stats(rt, &s0);
+      run_tlm(&tc);
+      tlm_get_stats(rt, &s1);
+      double compile_ms = s1.compile_ms - s0.compile_ms;
+      double e = tlm_conv_problem_check(&p, 500, 1);
+      dnnl_conv dc;
+      dnnl_conv_make(eng, &prb, nhwc, &dc);
+      dnnl_conv_run(&dc);
+      double flop = 2.0 * (double)prb.mb * (double)prb.oc * (double)(prb.ic / prb.g) *
+                    (double)(prb.kh * prb.kw) * (double)(prb.oh * prb.ow);
+      int calls = (int)(2e9 / flop);
+      if (calls < 2) calls = 2;
+      if (calls > 20000) calls = 20000;
+      time_batch(run_tlm, &tc, calls);
+      time_batch(dnnl_conv_run, &dc, calls);
+      double tt[64], td[64], ratio[64];
+      for (int b = 0; b < batches && b < 64; b++) {
+        usleep(30000);
+        tt[b] = time_batch(run_tlm, &tc, calls);
+        usleep(30000);
+        td[b] = time_batch(dnnl_conv_run, &dc, calls);
+        ratio[b] = td[b] / tt[b];
+      }
+      int nb = batches < 64 ? batches : 64;
+      double tmed = pct(tt, nb, 0.5), dmed = pct(td, nb, 0.5);
+      double rmed = pct(ratio, nb, 0.5), rmin = ratio[0], rmax = ratio[nb - 1];
+      int ok = e >= 0 && e <= tlm_problem_tolerance((prb.ic / prb.g) * prb.kh * prb.kw);
+      printf("%-58s %9.1f %9.1f %7.2f %6.2f %6.2f %7.1fms%s  %s\n", ds, flop / tmed, flop / dmed,
+             rmed, rmin, rmax, compile_ms, ok ? "" : " WRONG", prb.name);
+      fflush(stdout);
+      if (jf)
+        fprintf(jf,
+                "%s{\"problem\": \"%s\", \"name\": \"%s\", \"tlm_ms_median\": %.5f, "
+                "\"onednn_ms_median\": %.5f, \"tlm_gflops\": %.2f, \"onednn_gflops\": %.2f, "
+                "\"speed_ratio_tlm_over_onednn_median\": %.3f, \"speed_ratio_min\": %.3f, "
+                "\"speed_ratio_max\": %.3f, \"tlm_compile_ms\": %.2f, \"max_rel_err\": %.3g}",
+                np ? ", " : "", ds, prb.name, tmed * 1e-6, dmed * 1e-6, flop / tmed, flop / dmed,
+                rmed, rmin, rmax, compile_ms, e);
+      log_ratio += log(rmed);
+      sum_tlm += tmed, sum_dnnl += dmed;
+      np++;
+      dnnl_conv_free(&dc);
+      tlm_conv_problem_free(&p);
+    }
+    fclose(f);
+    double geo = np ? exp(log_ratio / np) : 0;
+    printf("%d distinct problems: geomean speed ratio tlm/oneDNN %.2f; sum of medians tlm %.2f ms, "
+           "oneDNN %.2f ms (%.2fx)\n", np, geo, sum_tlm * 1e-6, sum_dnnl * 1e-6,
+           sum_tlm > 0 ? sum_dnnl / sum_tlm : 0);
+    if (jf)
+      fprintf(jf, "], \"count\": %d, \"geomean_speed_ratio\": %.3f, \"tlm_ms_sum\": %.4f, "
+              "\"onednn_ms_sum\": %.4f}", np, geo, sum_tlm * 1e-6, sum_dnnl * 1e-6);
+  }
+  if (jf) {
+    fprintf(jf, "]}\n");
+    fclose(jf);
+  }
+  tlm_destroy(rt);
+  dnnl_engine_destroy(eng);
+  return 0;
+}
