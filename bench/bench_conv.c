@@ -24,6 +24,7 @@
 #include "tools/conv.h"
 #include "tools/measure.h"
 #include "tools/problem.h"
+#include "samples/baseline_dnnl.h"
 
 #define DNNL_CHECK(x)                                                       \
   do {                                                                      \
@@ -164,7 +165,8 @@ int main(int argc, char **argv) {
   }
   char nt[16];
   snprintf(nt, sizeof nt, "%d", threads);
-  setenv("OMP_NUM_THREADS", nt, 1);
+  if (dnnl_baseline_pin_threads(argv, threads))
+    fprintf(stderr, "warning: could not set OMP_NUM_THREADS=%s; oneDNN may use other thread counts\n", nt);
   dnnl_engine_t eng;
   DNNL_CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
   tlm_config cfg;

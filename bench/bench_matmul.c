@@ -24,7 +24,9 @@
 #include "api/validate.h"
 #include "runtime/engine.h"
 #include "tools/measure.h"
+#include "samples/baseline_dnnl.h"
 #include "tools/problem.h"
+#include "samples/baseline_dnnl.h"
 
 
 static double pct(double *v, int n, double p) {
@@ -121,7 +123,8 @@ int main(int argc, char **argv) {
   if (threads < 1 || batches < 3) return 2;
   char nt[16];
   snprintf(nt, sizeof nt, "%d", threads);
-  setenv("OMP_NUM_THREADS", nt, 1);
+  if (dnnl_baseline_pin_threads(argv, threads))
+    fprintf(stderr, "warning: could not set OMP_NUM_THREADS=%s; oneDNN may use other thread counts\n", nt);
   dnnl_engine_t eng;
   DNNL_CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
   tlm_config cfg;

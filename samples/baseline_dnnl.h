@@ -21,6 +21,13 @@ int dnnl_baseline_matmul(dnnl_baseline *b, int64_t batch, int64_t m, int64_t k, 
                          const int64_t sw[3], const float *bias, int gelu, int accumulate,
                          float *c, const int64_t sc[3]);
 
+/* Makes oneDNN's OpenMP runtime use `threads` threads. libgomp reads
+ * OMP_NUM_THREADS once, when it is loaded (before main), so setting the
+ * variable later has no effect: when it differs, this sets it and re-runs
+ * the program (execv of /proc/self/exe with argv), and only returns when
+ * the variable already holds the value or the re-run failed (then -1). */
+int dnnl_baseline_pin_threads(char **argv, int threads);
+
 /* primitives created so far, and the wall time spent creating them (ms) */
 int dnnl_baseline_primitives(const dnnl_baseline *b, double *create_ms);
 

@@ -381,7 +381,11 @@ int main(int argc, char **argv) {
   int nthreads = cfg.num_threads > 0 ? cfg.num_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
   char nt[16];
   snprintf(nt, sizeof nt, "%d", nthreads);
-  setenv("OMP_NUM_THREADS", nt, 1); /* oneDNN's OpenMP runtime: same threads */
+#ifdef TLM_HAVE_DNNL
+  /* oneDNN's OpenMP runtime: the same threads (re-runs the program once) */
+  if (dnnl_baseline_pin_threads(argv, nthreads))
+    fprintf(stderr, "llm_serving: could not set OMP_NUM_THREADS=%s for oneDNN\n", nt);
+#endif
   tlm_runtime *rt;
   if (tlm_create(&cfg, &rt) != TLM_OK) {
     fprintf(stderr, "llm_serving: %s\n", tlm_last_error(NULL));
