@@ -288,6 +288,25 @@ tlm_op tlm_op_conv(tlm_layout layout) {
   return op;
 }
 
+tlm_op tlm_op_pool(tlm_layout layout, tlm_pool_alg alg) {
+  tlm_op op;
+  memset(&op, 0, sizeof op);
+  op.kind = TLM_OP_POOL;
+  op.u.pool.layout = layout;
+  op.u.pool.alg = alg;
+  for (int i = 0; i < 3; i++) op.u.pool.kernel[i] = op.u.pool.stride[i] = 1;
+  return op;
+}
+
+tlm_op tlm_op_eltwise(tlm_activation activation, tlm_binary binary) {
+  tlm_op op;
+  memset(&op, 0, sizeof op);
+  op.kind = TLM_OP_ELTWISE;
+  op.u.eltwise.activation = activation;
+  op.u.eltwise.binary = binary;
+  return op;
+}
+
 tlm_op tlm_op_rownorm(tlm_op_kind kind) {
   tlm_op op;
   memset(&op, 0, sizeof op);

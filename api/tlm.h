@@ -206,7 +206,9 @@ typedef enum tlm_op_kind {
   TLM_OP_SOFTMAX = 2,   /* row-wise, see tlm_rownorm_desc */
   TLM_OP_LAYERNORM = 3, /* row-wise */
   TLM_OP_RMSNORM = 4,   /* row-wise */
-  TLM_OP_CONV = 5       /* convolution, see tlm_conv_desc */
+  TLM_OP_CONV = 5,      /* convolution, see tlm_conv_desc */
+  TLM_OP_POOL = 6,      /* pooling, see tlm_pool_desc */
+  TLM_OP_ELTWISE = 7    /* elementwise, see tlm_eltwise_desc */
 } tlm_op_kind;
 
 /* Elementwise activation applied in an epilogue. */
@@ -329,12 +331,48 @@ typedef struct tlm_conv_desc {
   tlm_activation activation;
 } tlm_conv_desc;
 
+/* Pooling over the spatial dims of src (N, C, [D,] [H,] W) in `layout`
+ * order (as for convolutions), into dst (N, C, OD, OH, OW).
+ *   max: the largest value of the window positions inside the input;
+ *   avg: their mean; padding positions are not counted (oneDNN's
+ *        pooling_avg_exclude_padding, PyTorch count_include_pad=False).
+ * A kernel extent of 0 means the whole input extent along that axis with
+ * stride 1 and no padding: global pooling (then dst's extent there is 1).
+ * Output extents are taken from dst, as for convolutions; every output
+ * window must contain at least one input position. dst must not overlap
+ * src. */
+typedef enum tlm_pool_alg { TLM_POOL_MAX = 0, TLM_POOL_AVG = 1 } tlm_pool_alg;
+
+typedef struct tlm_pool_desc {
+  tlm_layout layout;
+  tlm_pool_alg alg;
+  int kernel[3]; /* (d, h, w) window, >= 1, or 0 = global along that axis */
+  int stride[3]; /* >= 1 */
+  int pad[3];    /* >= 0, < kernel */
+} tlm_pool_desc;
+
+/* Elementwise: y = act(x), then y = y + z (binary TLM_BINARY_ADD) or
+ * y = y * z (TLM_BINARY_MUL); z has x's shape (or broadcasts along dims of
+ * extent 1 in z). Inputs: x, and z when binary is not NONE. Output y has
+ * x's shape; y may be x itself (same data and strides), otherwise it must
+ * not overlap any input. Gated SiLU (SwiGLU, Shazeer 2020) is act SILU on
+ * the gate with binary MUL by the up projection; a residual add is act
+ * NONE with binary ADD. */
+typedef enum tlm_binary { TLM_BINARY_NONE = 0, TLM_BINARY_ADD = 1, TLM_BINARY_MUL = 2 } tlm_binary;
+
+typedef struct tlm_eltwise_desc {
+  tlm_activation activation;
+  tlm_binary binary;
+} tlm_eltwise_desc;
+
 typedef struct tlm_op {
   tlm_op_kind kind;
   union {
     tlm_matmul_desc matmul;   /* kind == TLM_OP_MATMUL */
     tlm_rownorm_desc rownorm; /* softmax, layernorm, rmsnorm */
     tlm_conv_desc conv;       /* kind == TLM_OP_CONV */
+    tlm_pool_desc pool;       /* kind == TLM_OP_POOL */
+    tlm_eltwise_desc eltwise; /* kind == TLM_OP_ELTWISE */
   } u;
 } tlm_op;
 
@@ -347,6 +385,13 @@ tlm_op tlm_op_rownorm(tlm_op_kind kind);
 /* Convenience: a convolution in `layout` with OIHW weights, 1 group,
  * stride 1, no padding, no dilation, no epilogue. */
 tlm_op tlm_op_conv(tlm_layout layout);
+
+/* Convenience: a pooling op of `alg` in `layout` with a 1x1x1 window,
+ * stride 1 and no padding (set kernel/stride/pad after). */
+tlm_op tlm_op_pool(tlm_layout layout, tlm_pool_alg alg);
+
+/* Convenience: an elementwise op. */
+tlm_op tlm_op_eltwise(tlm_activation activation, tlm_binary binary);
 
 /* ------------------------------------------------------------------------ */
 /* Running                                                                   */
