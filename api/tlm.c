@@ -431,9 +431,16 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
     remember_run(rt, op, inputs, n_inputs, outputs, &task, &args, plan, epoch);
   } else if (op->kind == TLM_OP_SOFTMAX || op->kind == TLM_OP_LAYERNORM ||
-             op->kind == TLM_OP_RMSNORM) {
+             op->kind == TLM_OP_RMSNORM || op->kind == TLM_OP_ELTWISE) {
     tlm_row_args args;
     st = tlm_validate_row(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err, sizeof err);
+    if (st != TLM_OK) return tlm_set_error(rt, st, err);
+    st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
+    if (st != TLM_OK) return tlm_set_error(rt, st, err);
+  } else if (op->kind == TLM_OP_POOL) {
+    tlm_pool_args args;
+    st = tlm_validate_pool(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
+                           sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
     st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);

@@ -230,22 +230,35 @@ tlm_status tlm_validate_matmul(const tlm_op *op, const tlm_tensor *in, int n_in,
 tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
                             const tlm_tensor *out, int n_out, tlm_task *task,
                             tlm_row_args *args, char *err, int errcap) {
-  const tlm_rownorm_desc *d = &op->u.rownorm;
   memset(task, 0, sizeof *task);
   memset(args, 0, sizeof *args);
-  int want = op->kind == TLM_OP_LAYERNORM ? 3 : op->kind == TLM_OP_RMSNORM ? 2 : 1;
-  static const char *const names[] = {"", "", "softmax", "layernorm", "rmsnorm"};
+  int elt = op->kind == TLM_OP_ELTWISE;
+  const tlm_rownorm_desc *d = &op->u.rownorm;
+  const tlm_eltwise_desc *ed = &op->u.eltwise;
+  static const char *const names[] = {"", "", "softmax", "layernorm", "rmsnorm", "", "", "eltwise"};
   const char *name = names[op->kind];
-  if (d->causal & ~1) FAIL(TLM_ERR_INVALID_ARGUMENT, "%s: causal must be 0 or 1", name);
-  if (!(d->eps >= 0.0f) || !(d->eps < 1e30f))
-    FAIL(TLM_ERR_INVALID_ARGUMENT, "%s: eps must be finite and >= 0", name);
-  if (!(d->scale == d->scale) || d->scale < 0.0f || d->scale > 1e30f)
-    FAIL(TLM_ERR_INVALID_ARGUMENT, "%s: scale must be finite and >= 0", name);
-  if (op->kind != TLM_OP_SOFTMAX && d->causal)
-    FAIL(TLM_ERR_INVALID_ARGUMENT, "%s: causal applies to softmax only", name);
-  if (n_in != want)
-    FAIL(TLM_ERR_INVALID_ARGUMENT, "%s takes %d inputs (x%s), got %d", name, want,
-         want == 3 ? ", gamma, beta" : want == 2 ? ", gamma" : "", n_in);
+  int want = op->kind == TLM_OP_LAYERNORM ? 3 : op->kind == TLM_OP_RMSNORM ? 2 : 1;
+  if (elt) {
+    if ((int)ed->activation < 0 || ed->activation >= TLM_ACT_COUNT_)
+      FAIL(TLM_ERR_INVALID_ARGUMENT, "eltwise: unknown activation %d", (int)ed->activation);
+    if ((int)ed->binary < 0 || ed->binary > TLM_BINARY_MUL)
+      FAIL(TLM_ERR_INVALID_ARGUMENT, "eltwise: unknown binary op %d", (int)ed->binary);
+    want = ed->binary != TLM_BINARY_NONE ? 2 : 1;
+    if (n_in != want)
+      FAIL(TLM_ERR_INVALID_ARGUMENT, "eltwise takes %d inputs here (x%s), got %d", want,
+           want == 2 ? ", z" : "", n_in);
+  } else {
+    if (d->causal & ~1) FAIL(TLM_ERR_INVALID_ARGUMENT, "%s: causal must be 0 or 1", name);
+    if (!(d->eps >= 0.0f) || !(d->eps < 1e30f))
+      FAIL(TLM_ERR_INVALID_ARGUMENT, "%s: eps must be finite and >= 0", name);
+    if (!(d->scale == d->scale) || d->scale < 0.0f || d->scale > 1e30f)
+      FAIL(TLM_ERR_INVALID_ARGUMENT, "%s: scale must be finite and >= 0", name);
+    if (op->kind != TLM_OP_SOFTMAX && d->causal)
+      FAIL(TLM_ERR_INVALID_ARGUMENT, "%s: causal applies to softmax only", name);
+    if (n_in != want)
+      FAIL(TLM_ERR_INVALID_ARGUMENT, "%s takes %d inputs (x%s), got %d", name, want,
+           want == 3 ? ", gamma, beta" : want == 2 ? ", gamma" : "", n_in);
+  }
   if (n_out != 1) FAIL(TLM_ERR_INVALID_ARGUMENT, "%s writes 1 output, got %d", name, n_out);
   const tlm_tensor *X = &in[0], *Y = &out[0];
   tlm_status st;
@@ -258,7 +271,23 @@ tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
            (long long)X->shape[i]);
   int nd = X->ndim;
   int64_t C = X->shape[nd - 1];
-  for (int i = 1; i < want; i++) {
+  /* eltwise's z: x's shape with broadcast dims (extent 1 or missing) at
+   * stride 0, so it collapses into rows like x */
+  int64_t zst[TLM_MAX_DIMS] = {0};
+  const tlm_tensor *Z = elt && want == 2 ? &in[1] : NULL;
+  if (Z) {
+    if ((st = check_tensor(Z, "z", 1, err, errcap))) return st;
+    if (Z->ndim > X->ndim) FAIL(TLM_ERR_SHAPE_MISMATCH, "z has more dims than x");
+    for (int i = 0; i < X->ndim; i++) {
+      int zi = i - (X->ndim - Z->ndim);
+      int64_t ze = zi >= 0 ? Z->shape[zi] : 1;
+      if (ze != X->shape[i] && ze != 1)
+        FAIL(TLM_ERR_SHAPE_MISMATCH, "z's dim %d is %lld, x's is %lld (z may only broadcast "
+             "dims of extent 1)", zi, (long long)ze, (long long)X->shape[i]);
+      zst[i] = (zi >= 0 && ze > 1) ? Z->strides[zi] : 0;
+    }
+  }
+  for (int i = 1; i < want && !elt; i++) {
     const char *pname = i == 1 ? "gamma" : "beta";
     if ((st = check_tensor(&in[i], pname, 1, err, errcap))) return st;
     if (in[i].ndim != 1 || in[i].shape[0] != C)
@@ -268,21 +297,21 @@ tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
    * the dims of extent > 1, each stride must equal the previous stride
    * times the previous extent (for x and y alike). x may broadcast every
    * row (all leading strides 0); y may not. */
-  int64_t rows = 1, sx = 0, sy = 0, px = 0, py = 0, pe = 0;
+  int64_t rows = 1, sx = 0, sy = 0, sz = 0, px = 0, py = 0, pz = 0, pe = 0;
   int first = 1;
   for (int i = nd - 2; i >= 0; i--) {
     if (X->shape[i] == 1) continue;
     rows *= X->shape[i];
     if (first) {
-      sx = X->strides[i], sy = Y->strides[i];
+      sx = X->strides[i], sy = Y->strides[i], sz = zst[i];
       first = 0;
-    } else if (X->strides[i] != px * pe || Y->strides[i] != py * pe) {
+    } else if (X->strides[i] != px * pe || Y->strides[i] != py * pe || zst[i] != pz * pe) {
       FAIL(TLM_ERR_UNSUPPORTED, "%s: the leading dims of x and y must collapse into rows of one "
            "stride (dim %d has stride %lld/%lld, expected %lld/%lld)", name, i,
            (long long)X->strides[i], (long long)Y->strides[i], (long long)(px * pe),
            (long long)(py * pe));
     }
-    px = X->strides[i], py = Y->strides[i], pe = X->shape[i];
+    px = X->strides[i], py = Y->strides[i], pz = zst[i], pe = X->shape[i];
   }
   if (rows > 1 && sy == 0) FAIL(TLM_ERR_ALIASING, "y's rows overlap (zero stride)");
   if (C > 1 && Y->strides[nd - 1] == 0) FAIL(TLM_ERR_ALIASING, "y's columns overlap (zero stride)");
@@ -291,33 +320,49 @@ tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
   for (int i = 0; i < nd && same; i++) same = X->strides[i] == Y->strides[i] || X->shape[i] == 1;
   if (ranges_overlap(X, Y) && !same)
     FAIL(TLM_ERR_ALIASING, "y overlaps x without being x itself");
-  for (int i = 1; i < want; i++)
+  if (Z) { /* y may also be z itself */
+    int zsame = Z->data == Y->data && Z->ndim == Y->ndim;
+    for (int i = 0; i < nd && zsame; i++) zsame = Z->strides[i] == Y->strides[i] || Y->shape[i] == 1;
+    if (ranges_overlap(Y, Z) && !zsame) FAIL(TLM_ERR_ALIASING, "y overlaps z without being z itself");
+  }
+  for (int i = 1; i < want && !elt; i++)
     if (ranges_overlap(Y, &in[i])) FAIL(TLM_ERR_ALIASING, "y overlaps gamma or beta");
   tlm_row_task *t = &task->u.row;
   task->kind = op->kind;
   task->dtype = TLM_F32;
-  t->causal = d->causal;
-  t->eps = op->kind == TLM_OP_SOFTMAX ? 0.0f : d->eps;
+  t->causal = elt ? 0 : d->causal;
+  t->eps = op->kind == TLM_OP_SOFTMAX || elt ? 0.0f : d->eps;
   t->scale = op->kind == TLM_OP_SOFTMAX ? (d->scale > 0 ? d->scale : 1.0f) : 0.0f;
+  if (elt) {
+    t->act = (int32_t)ed->activation;
+    t->binary = (int32_t)ed->binary;
+  }
   t->rows = rows;
   t->cols = C;
-  t->mrows = d->causal ? (nd >= 2 ? X->shape[nd - 2] : 1) : 1;
+  t->mrows = t->causal ? (nd >= 2 ? X->shape[nd - 2] : 1) : 1;
   args->sx[0] = rows > 1 ? sx : 0;
   args->sy[0] = rows > 1 ? sy : 0;
   args->sx[1] = C > 1 ? X->strides[nd - 1] : 1;
   args->sy[1] = C > 1 ? Y->strides[nd - 1] : 1;
-  if (want >= 2) args->sg = C > 1 ? in[1].strides[0] : 1;
+  if (want >= 2 && !elt) args->sg = C > 1 ? in[1].strides[0] : 1;
   if (want >= 3) args->sb = C > 1 ? in[2].strides[0] : 1;
+  if (Z) {
+    args->z = Z->data;
+    args->sz[0] = rows > 1 ? sz : 0;
+    args->sz[1] = C > 1 ? zst[nd - 1] : 1;
+  }
   t->unit = (args->sx[1] == 1 ? TLM_UNIT_ROW_X : 0) | (args->sy[1] == 1 ? TLM_UNIT_ROW_Y : 0) |
-            (want >= 2 && args->sg == 1 ? TLM_UNIT_ROW_G : 0) |
-            (want >= 3 && args->sb == 1 ? TLM_UNIT_ROW_B : 0);
+            (want >= 2 && !elt && args->sg == 1 ? TLM_UNIT_ROW_G : 0) |
+            (want >= 3 && args->sb == 1 ? TLM_UNIT_ROW_B : 0) |
+            (Z && args->sz[1] == 1 ? TLM_UNIT_ROW_Z : 0);
+  memcpy(t->sz, args->sz, sizeof t->sz);
   memcpy(t->sx, args->sx, sizeof t->sx);
   memcpy(t->sy, args->sy, sizeof t->sy);
   t->sg = args->sg;
   t->sb = args->sb;
   args->x = X->data;
   args->y = Y->data;
-  args->gamma = want >= 2 ? in[1].data : NULL;
+  args->gamma = want >= 2 && !elt ? in[1].data : NULL;
   args->beta = want >= 3 ? in[2].data : NULL;
   args->rows = rows;
   return TLM_OK;
@@ -516,5 +561,87 @@ tlm_status tlm_validate_conv(const tlm_op *op, const tlm_tensor *in, int n_in,
   memcpy(args->sd, t->sdst, sizeof args->sd);
   memcpy(args->sr, t->sr, sizeof args->sr);
   args->sbias = t->sbias, args->sscale = t->sscale, args->sshift = t->sshift;
+  return TLM_OK;
+}
+
+/* ---- pooling ------------------------------------------------------------------------ */
+
+tlm_status tlm_validate_pool(const tlm_op *op, const tlm_tensor *in, int n_in,
+                             const tlm_tensor *out, int n_out, tlm_task *task,
+                             tlm_pool_args *args, char *err, int errcap) {
+  const tlm_pool_desc *d = &op->u.pool;
+  memset(task, 0, sizeof *task);
+  memset(args, 0, sizeof *args);
+  if (d->layout != TLM_LAYOUT_NCHW && d->layout != TLM_LAYOUT_NHWC)
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "pool: unknown layout %d", (int)d->layout);
+  if (d->alg != TLM_POOL_MAX && d->alg != TLM_POOL_AVG)
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "pool: unknown algorithm %d", (int)d->alg);
+  if (n_in != 1) FAIL(TLM_ERR_INVALID_ARGUMENT, "pool takes 1 input (src), got %d", n_in);
+  if (n_out != 1) FAIL(TLM_ERR_INVALID_ARGUMENT, "pool writes 1 output, got %d", n_out);
+  const tlm_tensor *X = &in[0], *Y = &out[0];
+  tlm_status st;
+  if ((st = check_tensor(X, "src", 3, err, errcap)) || (st = check_tensor(Y, "dst", 3, err, errcap)))
+    return st;
+  int nd = X->ndim, S = nd - 2;
+  if (nd > 5) FAIL(TLM_ERR_INVALID_ARGUMENT, "src: %d dims; pooling takes 3 to 5", nd);
+  if (Y->ndim != nd) FAIL(TLM_ERR_SHAPE_MISMATCH, "dst has %d dims, src has %d", Y->ndim, nd);
+  int64_t xe[5], xs[5], ye[5], ys[5];
+  act_view(X, d->layout, xe, xs);
+  act_view(Y, d->layout, ye, ys);
+  if (ye[0] != xe[0] || ye[1] != xe[1])
+    FAIL(TLM_ERR_SHAPE_MISMATCH, "dst's N, C (%lld, %lld) differ from src's (%lld, %lld)",
+         (long long)ye[0], (long long)ye[1], (long long)xe[0], (long long)xe[1]);
+  static const char *const axn[3] = {"d", "h", "w"};
+  int32_t kv[3], sv[3], pv[3];
+  for (int j = 0; j < 3; j++) {
+    int used = j >= 3 - S;
+    kv[j] = used ? d->kernel[j] : 1;
+    sv[j] = used ? d->stride[j] : 1;
+    pv[j] = used ? d->pad[j] : 0;
+    if (kv[j] == 0) { /* global */
+      if (ye[2 + j] != 1)
+        FAIL(TLM_ERR_SHAPE_MISMATCH, "pool: global pooling along %s needs a dst extent of 1, got "
+             "%lld", axn[j], (long long)ye[2 + j]);
+      sv[j] = 1, pv[j] = 0;
+      continue;
+    }
+    if (kv[j] < 0 || kv[j] > 4096)
+      FAIL(TLM_ERR_INVALID_ARGUMENT, "pool: kernel[%d] (%s) = %d out of 0..4096", j, axn[j], kv[j]);
+    if (sv[j] < 1 || sv[j] > 65536)
+      FAIL(TLM_ERR_INVALID_ARGUMENT, "pool: stride[%d] (%s) = %d out of 1..65536", j, axn[j], sv[j]);
+    if (pv[j] < 0 || pv[j] >= kv[j])
+      FAIL(TLM_ERR_INVALID_ARGUMENT, "pool: pad[%d] (%s) = %d out of 0..kernel-1", j, axn[j], pv[j]);
+    if (ye[2 + j] > ((int64_t)1 << 40))
+      FAIL(TLM_ERR_OVERFLOW, "pool: spatial extent along %s too large", axn[j]);
+    /* the last window must reach into the input */
+    if ((ye[2 + j] - 1) * sv[j] - pv[j] >= xe[2 + j])
+      FAIL(TLM_ERR_SHAPE_MISMATCH, "pool: dst extent %lld along %s has windows entirely beyond "
+           "the input (extent %lld)", (long long)ye[2 + j], axn[j], (long long)xe[2 + j]);
+  }
+  if (self_overlaps(Y)) FAIL(TLM_ERR_ALIASING, "dst's strides make distinct elements overlap");
+  if (ranges_overlap(X, Y)) FAIL(TLM_ERR_ALIASING, "dst overlaps src");
+  tlm_pool_task *t = &task->u.pool;
+  task->kind = TLM_OP_POOL;
+  task->dtype = TLM_F32;
+  t->alg = (int32_t)d->alg;
+  t->KD = kv[0], t->KH = kv[1], t->KW = kv[2];
+  t->sd = sv[0], t->sh = sv[1], t->sw = sv[2];
+  t->pd = pv[0], t->ph = pv[1], t->pw = pv[2];
+  t->ndim_sp = S;
+  t->C = xe[1];
+  t->N = xe[0];
+  t->ID = xe[2], t->IH = xe[3], t->IW = xe[4];
+  t->OD = ye[2], t->OH = ye[3], t->OW = ye[4];
+  memcpy(t->ss, xs, sizeof xs);
+  memcpy(t->sdst, ys, sizeof ys);
+  t->unit = (xs[1] == 1 || xe[1] == 1 ? TLM_UNIT_POOL_SRC_C : 0) |
+            (ys[1] == 1 || ye[1] == 1 ? TLM_UNIT_POOL_DST_C : 0);
+  args->dst = Y->data;
+  args->src = X->data;
+  args->N = t->N;
+  args->ID = t->ID, args->IH = t->IH, args->IW = t->IW;
+  args->OD = t->OD, args->OH = t->OH, args->OW = t->OW;
+  memcpy(args->ss, xs, sizeof xs);
+  memcpy(args->sd, ys, sizeof ys);
   return TLM_OK;
 }

@@ -24,4 +24,9 @@ tlm_status tlm_validate_conv(const tlm_op *op, const tlm_tensor *in, int n_in,
                              const tlm_tensor *out, int n_out, tlm_task *task,
                              tlm_conv_args *args, char *err, int errcap);
 
+/* The same for pooling. */
+tlm_status tlm_validate_pool(const tlm_op *op, const tlm_tensor *in, int n_in,
+                             const tlm_tensor *out, int n_out, tlm_task *task,
+                             tlm_pool_args *args, char *err, int errcap);
+
 #endif

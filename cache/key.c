@@ -56,6 +56,18 @@ void tlm_key_schedule(tlm_key *k, const tlm_task *task, const tlm_target *target
     memset(t.u.row.sx, 0, sizeof t.u.row.sx);
     memset(t.u.row.sy, 0, sizeof t.u.row.sy);
     t.u.row.sg = t.u.row.sb = 0;
+    memset(t.u.row.sz, 0, sizeof t.u.row.sz);
+    put(k, &t, sizeof t);
+    put(k, sched, sizeof *sched);
+    finish(k);
+    return;
+  }
+  if (t.kind == TLM_OP_POOL) { /* run-time: N, spatial extents, strides */
+    tlm_pool_task *c = &t.u.pool;
+    c->N = c->ID = c->IH = c->IW = c->OD = c->OH = c->OW = 0;
+    memset(c->ss, 0, sizeof c->ss);
+    memset(c->sdst, 0, sizeof c->sdst);
+    c->ndim_sp = 0;
     put(k, &t, sizeof t);
     put(k, sched, sizeof *sched);
     finish(k);

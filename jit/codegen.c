@@ -526,6 +526,8 @@ static LLVMValueRef hsum(cg *g, LLVMValueRef *acc, int U, int W) {
 
 typedef struct row_ctx {
   LLVMValueRef x, y, gamma, beta; /* row pointers / vectors bases */
+  LLVMValueRef z, sz1;            /* eltwise's second input (row pointer) */
+  int uz;
   LLVMValueRef sx1, sy1, sg, sb;
   int ux, uy, ug, ub;
   LLVMValueRef lim;               /* columns in play (causal softmax) */
@@ -536,7 +538,7 @@ typedef struct row_ctx {
   LLVMValueRef a, b2;             /* per-row scalars: max/mean, 1/sum or rstd */
 } row_ctx;
 
-enum { RP_MAX, RP_EXP_SUM, RP_SCALE, RP_SUM, RP_SQDEV, RP_SUMSQ, RP_NORM };
+enum { RP_MAX, RP_EXP_SUM, RP_SCALE, RP_SUM, RP_SQDEV, RP_SUMSQ, RP_NORM, RP_ELT };
 
 /* One pass over columns [0, lim): main part W*U wide, remainder W wide
  * with masks. Reductions accumulate into acc (U vectors). */
@@ -595,6 +597,17 @@ static void row_pass(cg *g, row_ctx *rc, int kind, int pass, int W, int U, float
         LLVMBuildStore(g->b, call_intrinsic(g, "llvm.fmuladd", &vt, 1, args, 3), slot);
         break;
       }
+      case RP_ELT: {
+        const tlm_row_task *rt = &g->task->u.row;
+        v = apply_activation(g, xv, rt->act, W);
+        if (rt->binary != TLM_BINARY_NONE) {
+          LLVMValueRef zv = load_lanes(g, rc->z, c, rc->uz, rc->sz1, W, mask, nlast);
+          v = rt->binary == TLM_BINARY_ADD ? LLVMBuildFAdd(g->b, v, zv, "")
+                                           : LLVMBuildFMul(g->b, v, zv, "");
+        }
+        store_lanes(g, v, rc->y, c, rc->uy, rc->sy1, W, mask);
+        break;
+      }
       case RP_NORM: {
         LLVMValueRef gv = load_lanes(g, rc->gamma, c, rc->ug, rc->sg, W, mask, nlast);
         v = kind == TLM_OP_LAYERNORM ? LLVMBuildFSub(g->b, xv, splat(g, rc->a, W), "") : xv;
@@ -618,6 +631,10 @@ static void row_body(cg *g, const tlm_task *task, row_ctx *rc, LLVMValueRef r, i
   for (int u = 0; u < U; u++) acc[u] = alloca_of(g, vt);
   LLVMValueRef C = c64(g, t->cols);
   rc->lim = C;
+  if (task->kind == TLM_OP_ELTWISE) {
+    row_pass(g, rc, task->kind, RP_ELT, W, U, 1.0f, NULL);
+    return;
+  }
   if (task->kind == TLM_OP_SOFTMAX) {
     if (t->causal) {
       LLVMValueRef lim = add(g, LLVMBuildSRem(g->b, r, c64(g, t->mrows), ""),
@@ -687,6 +704,10 @@ int tlm_codegen_row(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule
   rc.sy1 = rc.uy ? c64(&g, 1) : arg_field(&g, args, offsetof(tlm_row_args, sy) + 8, g.i64);
   rc.sg = rc.ug ? c64(&g, 1) : arg_field(&g, args, offsetof(tlm_row_args, sg), g.i64);
   rc.sb = rc.ub ? c64(&g, 1) : arg_field(&g, args, offsetof(tlm_row_args, sb), g.i64);
+  LLVMValueRef pz = arg_field(&g, args, offsetof(tlm_row_args, z), g.ptr);
+  LLVMValueRef sz0 = arg_field(&g, args, offsetof(tlm_row_args, sz), g.i64);
+  rc.uz = (t->unit & TLM_UNIT_ROW_Z) != 0;
+  rc.sz1 = rc.uz ? c64(&g, 1) : arg_field(&g, args, offsetof(tlm_row_args, sz) + 8, g.i64);
   int W = sched->v[ROW_VEC], U = sched->v[ROW_UNROLL];
   int64_t T = sched->v[ROW_TILE];
   LLVMValueRef r0, r1;
@@ -705,6 +726,7 @@ int tlm_codegen_row(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule
   LLVMValueRef r = loop_begin(&g, &Lr, r0, r1, c64(&g, 1));
   rc.x = gep(&g, px, mul(&g, r, sx0));
   rc.y = gep(&g, py, mul(&g, r, sy0));
+  rc.z = gep(&g, pz, mul(&g, r, sz0));
   row_body(&g, task, &rc, r, W, U);
   loop_end(&g, &Lr);
   if (parallel) loop_end(&g, &Lb);

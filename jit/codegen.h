@@ -36,4 +36,10 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
                      const char *name, const char *cpu, const char *features, LLVMModuleRef *out,
                      char *err, int errcap);
 
+/* Emits `void name(const tlm_pool_args *, i64 begin, i64 end, float *)` for
+ * a pooling task and schedule (PL_* decisions). */
+int tlm_codegen_pool(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched,
+                     const char *name, const char *cpu, const char *features, LLVMModuleRef *out,
+                     char *err, int errcap);
+
 #endif

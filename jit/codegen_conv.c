@@ -1,4 +1,5 @@
-/* codegen_conv.c - convolution schedules (CV_* decisions) -> LLVM IR.
+/* codegen_conv.c - convolution (CV_* decisions) and pooling (PL_*)
+ * schedules -> LLVM IR.
  *
  * Direct convolution with register tiles over the (C axis x ow) plane of
  * one output row; see the CV_* comment in runtime/space.h for the loop
@@ -489,6 +490,127 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
   }
   loop_end(g, &Lb);
   loop_end(g, &La);
+  loop_end(g, &Lr);
+  loop_end(g, &Li);
+  return end_kernel(g, start, 0, out, err, errcap);
+}
+
+/* ---- pooling ------------------------------------------------------------------------ */
+
+/* [lo, hi) of window offsets k in [0, K) with 0 <= base + k < I */
+static void clip_window(cg *g, LLVMValueRef base, LLVMValueRef K, LLVMValueRef I, LLVMValueRef *lo,
+                        LLVMValueRef *hi) {
+  LLVMValueRef neg = LLVMBuildNeg(g->b, base, "");
+  *lo = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, neg, c64(g, 0), ""), neg, c64(g, 0), "");
+  *hi = smin(g, K, sub(g, I, base));
+}
+
+int tlm_codegen_pool(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched,
+                     const char *name, const char *cpu, const char *features, LLVMModuleRef *out,
+                     char *err, int errcap) {
+  const tlm_pool_task *t = &task->u.pool;
+  cg gg;
+  memset(&gg, 0, sizeof gg);
+  cg *g = &gg;
+  g->task = task;
+  int W = sched->v[PL_VEC], U = sched->v[PL_UNROLL], par = sched->v[PL_PARALLEL];
+  if (W < 1 || W > 16 || U < 1 || U > 4) {
+    snprintf(err, (size_t)errcap, "pool schedule out of the code generator's range");
+    return -1;
+  }
+  int is_max = t->alg == TLM_POOL_MAX;
+  LLVMBasicBlockRef start = begin_kernel(g, ctx, "tlm_pool", name, cpu, features);
+  LLVMValueRef args = LLVMGetParam(g->fn, 0);
+  LLVMValueRef begin = LLVMGetParam(g->fn, 1), end = LLVMGetParam(g->fn, 2);
+  LLVMValueRef dst = arg_field(g, args, offsetof(tlm_pool_args, dst), g->ptr);
+  LLVMValueRef src = arg_field(g, args, offsetof(tlm_pool_args, src), g->ptr);
+  LLVMValueRef N = arg_field(g, args, offsetof(tlm_pool_args, N), g->i64);
+  LLVMValueRef I[3], O[3], ss[5], sd[5];
+  I[0] = arg_field(g, args, offsetof(tlm_pool_args, ID), g->i64);
+  I[1] = arg_field(g, args, offsetof(tlm_pool_args, IH), g->i64);
+  I[2] = arg_field(g, args, offsetof(tlm_pool_args, IW), g->i64);
+  O[0] = arg_field(g, args, offsetof(tlm_pool_args, OD), g->i64);
+  O[1] = arg_field(g, args, offsetof(tlm_pool_args, OH), g->i64);
+  O[2] = arg_field(g, args, offsetof(tlm_pool_args, OW), g->i64);
+  for (int i = 0; i < 5; i++) {
+    ss[i] = arg_field(g, args, offsetof(tlm_pool_args, ss) + 8 * (size_t)i, g->i64);
+    sd[i] = arg_field(g, args, offsetof(tlm_pool_args, sd) + 8 * (size_t)i, g->i64);
+  }
+  int usrc = (t->unit & TLM_UNIT_POOL_SRC_C) != 0, udst = (t->unit & TLM_UNIT_POOL_DST_C) != 0;
+  if (usrc) ss[1] = c64(g, 1);
+  if (udst) sd[1] = c64(g, 1);
+  int32_t Kst[3] = {t->KD, t->KH, t->KW}, St[3] = {t->sd, t->sh, t->sw}, Pt[3] = {t->pd, t->ph, t->pw};
+  LLVMValueRef K[3];
+  for (int j = 0; j < 3; j++) K[j] = Kst[j] ? c64(g, Kst[j]) : I[j]; /* 0: global */
+  LLVMTypeRef vt = vtype(g, W);
+  LLVMValueRef acc[4];
+  for (int u = 0; u < U; u++) acc[u] = alloca_of(g, vt);
+  LLVMValueRef rows = mul(g, mul(g, N, O[0]), O[1]);
+  loop Li, Lr;
+  LLVMValueRef i = loop_begin(g, &Li, begin, end, c64(g, 1));
+  LLVMValueRef r = par ? loop_begin(g, &Lr, i, add(g, i, c64(g, 1)), c64(g, 1))
+                       : loop_begin(g, &Lr, c64(g, 0), rows, c64(g, 1));
+  LLVMValueRef oh = LLVMBuildSRem(g->b, r, O[1], "");
+  LLVMValueRef q = LLVMBuildSDiv(g->b, r, O[1], "");
+  LLVMValueRef od = LLVMBuildSRem(g->b, q, O[0], "");
+  LLVMValueRef n = LLVMBuildSDiv(g->b, q, O[0], "");
+  LLVMValueRef base[3], lo[3], hi[3];
+  LLVMValueRef opos[2] = {od, oh};
+  for (int j = 0; j < 2; j++) {
+    base[j] = sub(g, mul(g, opos[j], c64(g, St[j])), c64(g, Pt[j]));
+    clip_window(g, base[j], K[j], I[j], &lo[j], &hi[j]);
+  }
+  loop Lw;
+  LLVMValueRef ow = loop_begin(g, &Lw, c64(g, 0), O[2], c64(g, 1));
+  base[2] = sub(g, mul(g, ow, c64(g, St[2])), c64(g, Pt[2]));
+  clip_window(g, base[2], K[2], I[2], &lo[2], &hi[2]);
+  LLVMValueRef count = c64(g, 1);
+  for (int j = 0; j < 3; j++) count = mul(g, count, sub(g, hi[j], lo[j]));
+  LLVMValueRef inv = LLVMBuildFDiv(g->b, LLVMConstReal(g->f32, 1.0),
+                                   LLVMBuildSIToFP(g->b, count, g->f32, ""), "");
+  LLVMValueRef dbase = gep(g, dst, add(g, add(g, mul(g, n, sd[0]), mul(g, od, sd[2])),
+                                       add(g, mul(g, oh, sd[3]), mul(g, ow, sd[4]))));
+  LLVMValueRef C = c64(g, t->C), step = c64(g, (int64_t)W * U);
+  LLVMValueRef full = c64(g, t->C / ((int64_t)W * U) * ((int64_t)W * U));
+  for (int part = 0; part < 2; part++) {
+    if (part == 1 && t->C % ((int64_t)W * U) == 0) break;
+    loop Lc;
+    LLVMValueRef c0 = part == 0 ? loop_begin(g, &Lc, c64(g, 0), full, step)
+                                : loop_begin(g, &Lc, full, C, c64(g, W));
+    int nu = part == 0 ? U : 1;
+    LLVMValueRef mask = part == 1 ? lane_mask(g, 0, W, sub(g, C, c0)) : NULL;
+    LLVMValueRef nlast = c64(g, t->C - 1);
+    for (int u = 0; u < nu; u++)
+      LLVMBuildStore(g->b, is_max ? splat_f(g, -INFINITY, W) : LLVMConstNull(vt), acc[u]);
+    loop Ld, Lh, Lk;
+    LLVMValueRef kd = loop_begin(g, &Ld, lo[0], hi[0], c64(g, 1));
+    LLVMValueRef kh = loop_begin(g, &Lh, lo[1], hi[1], c64(g, 1));
+    LLVMValueRef kw = loop_begin(g, &Lk, lo[2], hi[2], c64(g, 1));
+    LLVMValueRef xoff = add(g, add(g, mul(g, n, ss[0]), mul(g, add(g, base[0], kd), ss[2])),
+                            add(g, mul(g, add(g, base[1], kh), ss[3]),
+                                mul(g, add(g, base[2], kw), ss[4])));
+    LLVMValueRef xb = gep(g, src, xoff);
+    for (int u = 0; u < nu; u++) {
+      LLVMValueRef cs = add(g, c0, c64(g, (int64_t)u * W));
+      LLVMValueRef v = load_lanes(g, xb, cs, usrc, ss[1], W, mask, nlast);
+      LLVMValueRef a = LLVMBuildLoad2(g->b, vt, acc[u], "");
+      LLVMValueRef margs[2] = {a, v};
+      LLVMValueRef res = is_max ? call_intrinsic(g, "llvm.maxnum", &vt, 1, margs, 2)
+                                : LLVMBuildFAdd(g->b, a, v, "");
+      LLVMBuildStore(g->b, res, acc[u]);
+    }
+    loop_end(g, &Lk);
+    loop_end(g, &Lh);
+    loop_end(g, &Ld);
+    for (int u = 0; u < nu; u++) {
+      LLVMValueRef cs = add(g, c0, c64(g, (int64_t)u * W));
+      LLVMValueRef v = LLVMBuildLoad2(g->b, vt, acc[u], "");
+      if (!is_max) v = LLVMBuildFMul(g->b, v, splat(g, inv, W), "");
+      store_lanes(g, v, dbase, cs, udst, sd[1], W, mask);
+    }
+    loop_end(g, &Lc);
+  }
+  loop_end(g, &Lw);
   loop_end(g, &Lr);
   loop_end(g, &Li);
   return end_kernel(g, start, 0, out, err, errcap);

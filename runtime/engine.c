@@ -104,6 +104,11 @@ static tlm_status make_module(tlm_runtime *rt, const tlm_task *task, const tlm_s
                            mod, err, errcap)
                ? TLM_ERR_JIT
                : TLM_OK;
+  if (task->kind == TLM_OP_POOL)
+    return tlm_codegen_pool(ctx, task, sched, name, tlm_jit_cpu(rt->jit),
+                            tlm_jit_features(rt->jit), mod, err, errcap)
+               ? TLM_ERR_JIT
+               : TLM_OK;
   if (task->kind == TLM_OP_CONV)
     return tlm_codegen_conv(ctx, task, sched, name, tlm_jit_cpu(rt->jit),
                             tlm_jit_features(rt->jit), mod, err, errcap)
@@ -302,8 +307,9 @@ tlm_status tlm_engine_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_sc
 /* ---- scheduling ----------------------------------------------------------------------- */
 
 int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out) {
-  /* the tensor language has no words for convolutions yet (vocabulary v3) */
-  if (rt->model && space->task.kind != TLM_OP_CONV) {
+  /* the tensor language (vocabulary v3) has words for matmul, softmax,
+   * layernorm and rmsnorm only */
+  if (rt->model && space->task.kind >= TLM_OP_MATMUL && space->task.kind <= TLM_OP_RMSNORM) {
     if (tlm_lm_decode(rt->model, space, out, NULL) == TLM_OK && tlm_space_accepts(space, out)) {
       atomic_fetch_add(&rt->decodes, 1);
       return 1;
@@ -446,6 +452,11 @@ static void exec_row_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
   ((tlm_row_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
 }
 
+static void exec_pool_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
+  exec_ctx *e = ctx;
+  ((tlm_pool_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
+}
+
 static void exec_conv_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
   exec_ctx *e = ctx;
   ((tlm_conv_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
@@ -459,6 +470,10 @@ static int64_t parallel_count(const tlm_kernel *k, const tlm_task *task) {
     return (task->u.row.rows + t - 1) / t;
   }
   if (task->kind == TLM_OP_CONV) return tlm_conv_parallel_count(task, k->sched.v);
+  if (task->kind == TLM_OP_POOL) {
+    const tlm_pool_task *p = &task->u.pool;
+    return k->sched.v[PL_PARALLEL] ? p->N * p->OD * p->OH : 1;
+  }
   return ln_parallel_count(&k->nest, task);
 }
 
@@ -484,6 +499,7 @@ static tlm_status exec_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_ta
     tlm_pool_run(rt->pool, n,
                  tlm_task_is_row(task)          ? exec_row_chunk
                  : task->kind == TLM_OP_CONV ? exec_conv_chunk
+                 : task->kind == TLM_OP_POOL ? exec_pool_chunk
                                                 : exec_chunk,
                  &e);
   return TLM_OK;

@@ -34,6 +34,8 @@ typedef struct tlm_row_args {
   const float *x, *gamma, *beta;
   int64_t rows;
   int64_t sx[2], sy[2], sg, sb;
+  const float *z;  /* eltwise's second input, or NULL */
+  int64_t sz[2];
 } tlm_row_args;
 
 /* A row kernel runs row blocks [begin, end) (all rows in one block when
@@ -53,6 +55,17 @@ typedef struct tlm_conv_args {
 } tlm_conv_args;
 
 typedef void (*tlm_conv_kernel_fn)(const tlm_conv_args *args, int64_t begin, int64_t end,
+                                   float *scratch);
+
+/* Pooling kernels: iterations [begin, end) of output rows (n, od, oh). */
+typedef struct tlm_pool_args {
+  float *dst;
+  const float *src;
+  int64_t N, ID, IH, IW, OD, OH, OW;
+  int64_t ss[5], sd[5];
+} tlm_pool_args;
+
+typedef void (*tlm_pool_kernel_fn)(const tlm_pool_args *args, int64_t begin, int64_t end,
                                    float *scratch);
 
 #endif

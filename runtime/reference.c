@@ -50,7 +50,15 @@ void tlm_ref_row(const tlm_task *task, const tlm_row_args *a) {
     const float *x = a->x + r * a->sx[0];
     float *y = a->y + r * a->sy[0];
     int64_t C = t->cols;
-    if (task->kind == TLM_OP_SOFTMAX) {
+    if (task->kind == TLM_OP_ELTWISE) {
+      const float *z = a->z ? a->z + r * a->sz[0] : NULL;
+      for (int64_t c = 0; c < C; c++) {
+        float v = tlm_ref_activation(t->act, x[c * a->sx[1]]);
+        if (t->binary == TLM_BINARY_ADD) v += z[c * a->sz[1]];
+        if (t->binary == TLM_BINARY_MUL) v *= z[c * a->sz[1]];
+        y[c * a->sy[1]] = v;
+      }
+    } else if (task->kind == TLM_OP_SOFTMAX) {
       int64_t lim = C;
       if (t->causal) {
         lim = r % t->mrows + C - t->mrows + 1;
@@ -126,4 +134,36 @@ void tlm_ref_conv(const tlm_task *task, const tlm_conv_args *a) {
               a->dst[n * a->sd[0] + off_c] = tlm_ref_activation(t->act, y);
             }
       }
+}
+
+void tlm_ref_pool(const tlm_task *task, const tlm_pool_args *a) {
+  const tlm_pool_task *t = &task->u.pool;
+  int64_t K[3] = {t->KD ? t->KD : a->ID, t->KH ? t->KH : a->IH, t->KW ? t->KW : a->IW};
+  for (int64_t n = 0; n < a->N; n++)
+    for (int64_t c = 0; c < t->C; c++)
+      for (int64_t od = 0; od < a->OD; od++)
+        for (int64_t oh = 0; oh < a->OH; oh++)
+          for (int64_t ow = 0; ow < a->OW; ow++) {
+            double acc = t->alg == TLM_POOL_MAX ? -INFINITY : 0.0;
+            int64_t count = 0;
+            for (int64_t kd = 0; kd < K[0]; kd++) {
+              int64_t id = od * t->sd - t->pd + kd;
+              if (id < 0 || id >= a->ID) continue;
+              for (int64_t kh = 0; kh < K[1]; kh++) {
+                int64_t ih = oh * t->sh - t->ph + kh;
+                if (ih < 0 || ih >= a->IH) continue;
+                for (int64_t kw = 0; kw < K[2]; kw++) {
+                  int64_t iw = ow * t->sw - t->pw + kw;
+                  if (iw < 0 || iw >= a->IW) continue;
+                  double x = a->src[n * a->ss[0] + c * a->ss[1] + id * a->ss[2] + ih * a->ss[3] +
+                                    iw * a->ss[4]];
+                  acc = t->alg == TLM_POOL_MAX ? fmax(acc, x) : acc + x;
+                  count++;
+                }
+              }
+            }
+            if (t->alg == TLM_POOL_AVG) acc /= (double)(count ? count : 1);
+            a->dst[n * a->sd[0] + c * a->sd[1] + od * a->sd[2] + oh * a->sd[3] + ow * a->sd[4]] =
+                (float)acc;
+          }
 }

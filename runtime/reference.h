@@ -13,11 +13,15 @@ float tlm_ref_activation(int act, float x);
  * `args` (args->M must equal task->u.mm.M). Accumulates in double. */
 void tlm_ref_matmul(const tlm_task *task, const tlm_mm_args *args);
 
-/* Row-wise reference (softmax, layernorm, rmsnorm) in double precision. */
+/* Row-wise reference (softmax, layernorm, rmsnorm in double precision;
+ * eltwise in float, as the activation is defined). */
 void tlm_ref_row(const tlm_task *task, const tlm_row_args *args);
 
 /* Direct convolution with the epilogue, accumulating in double (the
  * pointers, extents and strides of `args`). */
 void tlm_ref_conv(const tlm_task *task, const tlm_conv_args *args);
+
+/* Pooling reference (max, or average over in-bounds positions). */
+void tlm_ref_pool(const tlm_task *task, const tlm_pool_args *args);
 
 #endif

@@ -56,6 +56,12 @@ static const tlm_point k_row_points[ROW_NPOINTS] = {
     [ROW_PARALLEL] = {"parallel", TLM_PK_PARALLEL},
 };
 
+static const tlm_point k_pool_points[PL_NPOINTS] = {
+    [PL_VEC] = {"vec", TLM_PK_VEC},
+    [PL_UNROLL] = {"unroll", TLM_PK_UNROLL},
+    [PL_PARALLEL] = {"parallel", TLM_PK_PARALLEL},
+};
+
 static const tlm_point k_conv_points[CV_NPOINTS] = {
     [CV_AXIS] = {"vec_axis", TLM_PK_VEC_AXIS},
     [CV_VEC] = {"vec", TLM_PK_VEC},
@@ -88,6 +94,11 @@ int tlm_space_init(tlm_space *s, const tlm_task *task, const tlm_target *target)
     s->points = k_conv_points;
     return 0;
   }
+  if (task->kind == TLM_OP_POOL) {
+    s->npoints = PL_NPOINTS;
+    s->points = k_pool_points;
+    return 0;
+  }
   return -1;
 }
 
@@ -95,6 +106,8 @@ static int row_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *
 static int row_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n);
 static int conv_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c);
 static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n);
+static int pool_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c);
+static int pool_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n);
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -122,6 +135,7 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
                          int32_t *c) {
   if (tlm_task_is_row(&s->task)) return row_candidates(s, p, d, c);
   if (s->task.kind == TLM_OP_CONV) return conv_candidates(s, p, d, c);
+  if (s->task.kind == TLM_OP_POOL) return pool_candidates(s, p, d, c);
   const tlm_matmul_task *t = &s->task.u.mm;
   int64_t btot = tlm_task_batch_total(&s->task);
   int n = 0;
@@ -264,6 +278,7 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
   (void)ctx;
   if (tlm_task_is_row(&s->task)) return row_default(s, p, d, c, n);
   if (s->task.kind == TLM_OP_CONV) return conv_default(s, p, d, c, n);
+  if (s->task.kind == TLM_OP_POOL) return pool_default(s, p, d, c, n);
   const tlm_matmul_task *t = &s->task.u.mm;
   const tlm_target *tg = &s->target;
   int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 512 * 1024;
@@ -615,6 +630,44 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
      * alone, and a choice that does not depend on the image size */
     return 2;
   }
+  default: return 0;
+  }
+}
+
+/* ---- pooling -------------------------------------------------------------------- */
+
+static int pool_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c) {
+  int n = 0;
+  (void)d;
+  switch (p) {
+  case PL_VEC: {
+    static const int32_t widths[] = {1, 4, 8, 16};
+    for (int i = 0; i < 4; i++)
+      if (widths[i] <= s->target.vec_lanes) c[n++] = widths[i];
+    break;
+  }
+  case PL_UNROLL: {
+    static const int32_t u[] = {1, 2, 4};
+    for (int i = 0; i < 3; i++) c[n++] = u[i];
+    break;
+  }
+  case PL_PARALLEL:
+    c[n++] = 0;
+    c[n++] = 1;
+    break;
+  default: break;
+  }
+  return n;
+}
+
+static int pool_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
+  const tlm_pool_task *t = &s->task.u.pool;
+  int cores = s->target.cores > 0 ? s->target.cores : 1;
+  (void)c;
+  switch (p) {
+  case PL_VEC: return n - 1;
+  case PL_UNROLL: return t->C >= 4 * (int64_t)d[PL_VEC] ? 2 : t->C >= 2 * (int64_t)d[PL_VEC] ? 1 : 0;
+  case PL_PARALLEL: return cores > 1 && t->N * t->OD * t->OH > 1 ? 1 : 0;
   default: return 0;
   }
 }

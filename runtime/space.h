@@ -117,6 +117,11 @@ enum {
   CV_TILE_C2, CV_TILE_W2, CV_ORDER, CV_PARALLEL, CV_NPOINTS
 };
 
+/* Pooling decision points: vector width along the channels, vectors per
+ * step (independent accumulators), and whether output rows (n, od, oh) run
+ * in parallel. */
+enum { PL_VEC = 0, PL_UNROLL, PL_PARALLEL, PL_NPOINTS };
+
 /* C-axis and ow extents of a register tile, and of the C axis itself */
 void tlm_conv_tile_dims(const tlm_task *t, const int32_t *v, int64_t *c_t, int64_t *w_t,
                         int64_t *c_ext);

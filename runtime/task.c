@@ -12,6 +12,11 @@ int64_t tlm_task_batch_total(const tlm_task *t) {
 
 double tlm_task_flops(const tlm_task *t) {
   if (tlm_task_is_row(t)) return 5.0 * (double)t->u.row.rows * (double)t->u.row.cols;
+  if (t->kind == TLM_OP_POOL) { /* one operation per window position */
+    const tlm_pool_task *p = &t->u.pool;
+    return (double)p->N * (double)p->C * (double)(p->OD * p->OH * p->OW) *
+           (p->KD ? p->KD : p->ID) * (p->KH ? p->KH : p->IH) * (p->KW ? p->KW : p->IW);
+  }
   if (t->kind == TLM_OP_CONV) { /* every window position, padding included (benchdnn
                                    counts only the in-bounds ones) */
     const tlm_conv_task *c = &t->u.conv;
@@ -23,6 +28,24 @@ double tlm_task_flops(const tlm_task *t) {
 }
 
 char *tlm_task_str(const tlm_task *t, char *buf, int cap) {
+  if (t->kind == TLM_OP_ELTWISE) {
+    static const char *acts[] = {"none", "relu", "gelu", "silu", "relu6"};
+    static const char *bins[] = {"", "_add", "_mul"};
+    snprintf(buf, (size_t)cap, "eltwise_%s%s:%lldx%lld",
+             acts[t->u.row.act >= 0 && t->u.row.act < 5 ? t->u.row.act : 0],
+             bins[t->u.row.binary >= 0 && t->u.row.binary < 3 ? t->u.row.binary : 0],
+             (long long)t->u.row.rows, (long long)t->u.row.cols);
+    return buf;
+  }
+  if (t->kind == TLM_OP_POOL) {
+    const tlm_pool_task *p = &t->u.pool;
+    snprintf(buf, (size_t)cap, "pool_%s:mb%lldc%lld_id%lldih%lldiw%lld_od%lldoh%lldow%lld_k%dx%dx%d"
+             "_s%dx%dx%d_p%dx%dx%d", p->alg == TLM_POOL_MAX ? "max" : "avg", (long long)p->N,
+             (long long)p->C, (long long)p->ID, (long long)p->IH, (long long)p->IW,
+             (long long)p->OD, (long long)p->OH, (long long)p->OW, p->KD, p->KH, p->KW, p->sd,
+             p->sh, p->sw, p->pd, p->ph, p->pw);
+    return buf;
+  }
   if (tlm_task_is_row(t)) {
     static const char *names[] = {"", "", "softmax", "layernorm", "rmsnorm"};
     snprintf(buf, (size_t)cap, "%s:%lldx%lld%s", names[t->kind], (long long)t->u.row.rows,

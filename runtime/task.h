@@ -51,13 +51,29 @@ typedef struct tlm_row_task {
   int32_t causal;
   int32_t unit;   /* TLM_UNIT_ROW_* bits */
   float eps, scale;
+  int32_t act, binary; /* eltwise: y = act(x) (+|*) z */
   int64_t rows, cols;
   int64_t mrows;  /* R: rows per (R, C) matrix, for the causal mask */
   int64_t sx[2], sy[2]; /* row and column strides of x and y */
   int64_t sg, sb; /* gamma and beta strides (0 if absent) */
+  int64_t sz[2];  /* eltwise: z's row and column strides (0: broadcast) */
 } tlm_row_task;
 
-enum { TLM_UNIT_ROW_X = 1, TLM_UNIT_ROW_Y = 2, TLM_UNIT_ROW_G = 4, TLM_UNIT_ROW_B = 8 };
+enum { TLM_UNIT_ROW_X = 1, TLM_UNIT_ROW_Y = 2, TLM_UNIT_ROW_G = 4, TLM_UNIT_ROW_B = 8,
+       TLM_UNIT_ROW_Z = 16 };
+
+/* Pooling task (3-D form, like convolutions). Static: channels, window,
+ * strides, padding, the unit class; a window extent of 0 is global (the
+ * input extent, at run time). Run-time: N, spatial extents, strides. */
+enum { TLM_UNIT_POOL_SRC_C = 1, TLM_UNIT_POOL_DST_C = 2 };
+typedef struct tlm_pool_task {
+  int32_t alg;                    /* tlm_pool_alg */
+  int32_t KD, KH, KW, sd, sh, sw, pd, ph, pw;
+  int32_t unit, ndim_sp;
+  int64_t C;
+  int64_t N, ID, IH, IW, OD, OH, OW;
+  int64_t ss[5], sdst[5];         /* (n, c, d, h, w) */
+} tlm_pool_task;
 
 /* Unit-stride class bits of a convolution task. */
 enum {
@@ -97,11 +113,13 @@ typedef struct tlm_task {
     tlm_matmul_task mm;
     tlm_row_task row;
     tlm_conv_task conv;
+    tlm_pool_task pool;
   } u;
 } tlm_task;
 
 static inline int tlm_task_is_row(const tlm_task *t) {
-  return t->kind == TLM_OP_SOFTMAX || t->kind == TLM_OP_LAYERNORM || t->kind == TLM_OP_RMSNORM;
+  return t->kind == TLM_OP_SOFTMAX || t->kind == TLM_OP_LAYERNORM || t->kind == TLM_OP_RMSNORM ||
+         t->kind == TLM_OP_ELTWISE;
 }
 
 /* Product of the batch extents (1 when there are none). */

@@ -1,4 +1,5 @@
-/* baseline_dnnl.c - oneDNN matmul primitives for the samples' baseline. */
+/* baseline_dnnl.c - oneDNN matmul, convolution and pooling primitives for the
+ * samples' baseline. */
 #include "baseline_dnnl.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #define MAX_PRIMS 4096
+#define WIN_SLOTS 4096 /* convolution and pooling primitives: a power of two */
 
 typedef struct prim_key {
   int64_t batch, m, k, n, sa[3], sw[3], sc[3];
@@ -21,11 +23,31 @@ typedef struct prim {
   dnnl_memory_desc_t ad, wd, bd, cd;
 } prim;
 
+/* A convolution or pooling primitive, in an open-addressing hash table. */
+enum { WIN_CONV, WIN_MAX_POOL, WIN_AVG_POOL };
+
+typedef struct win_key {
+  const float *w; /* convolutions: the weights (they identify the layer); else NULL */
+  baseline_window win;
+  int kind, act, accumulate, bias;
+} win_key;
+
+typedef struct win_prim {
+  win_key key;
+  dnnl_primitive_t p; /* NULL: a free slot */
+  dnnl_memory_desc_t sd, dd, bd, wd;
+  dnnl_memory_t wm; /* convolutions: the reordered weights (wd) in wbuf */
+  void *wbuf;
+  int owns_wbuf;    /* 0: wbuf is another entry's copy of the same weights */
+} win_prim;
+
 struct dnnl_baseline {
   dnnl_engine_t eng;
   dnnl_stream_t stream;
   prim *prims;
   int n;
+  win_prim *wins;
+  int nwins;
   double create_ms;
 };
 
@@ -39,9 +61,11 @@ dnnl_baseline *dnnl_baseline_create(void) {
   dnnl_baseline *b = calloc(1, sizeof *b);
   if (!b) return NULL;
   b->prims = calloc(MAX_PRIMS, sizeof *b->prims);
-  if (!b->prims || dnnl_engine_create(&b->eng, dnnl_cpu, 0) != dnnl_success ||
+  b->wins = calloc(WIN_SLOTS, sizeof *b->wins);
+  if (!b->prims || !b->wins || dnnl_engine_create(&b->eng, dnnl_cpu, 0) != dnnl_success ||
       dnnl_stream_create(&b->stream, b->eng, dnnl_stream_default_flags) != dnnl_success) {
     free(b->prims);
+    free(b->wins);
     free(b);
     return NULL;
   }
@@ -51,6 +75,14 @@ dnnl_baseline *dnnl_baseline_create(void) {
 void dnnl_baseline_destroy(dnnl_baseline *b) {
   if (!b) return;
   for (int i = 0; i < b->n; i++) dnnl_primitive_destroy(b->prims[i].p);
+  for (int i = 0; i < WIN_SLOTS; i++) {
+    win_prim *e = &b->wins[i];
+    if (!e->p) continue;
+    dnnl_primitive_destroy(e->p);
+    if (e->wm) dnnl_memory_destroy(e->wm);
+    if (e->owns_wbuf) free(e->wbuf);
+  }
+  free(b->wins);
   dnnl_stream_destroy(b->stream);
   dnnl_engine_destroy(b->eng);
   free(b->prims);
@@ -131,9 +163,198 @@ int dnnl_baseline_matmul(dnnl_baseline *b, int64_t batch, int64_t m, int64_t k, 
   return rc;
 }
 
+/* ---- convolutions and pooling ------------------------------------------------- */
+
+static win_prim *win_slot(dnnl_baseline *b, const win_key *key) {
+  uint64_t h = 14695981039346656037ull; /* FNV-1a */
+  const unsigned char *k = (const unsigned char *)key;
+  for (size_t i = 0; i < sizeof *key; i++) h = (h ^ k[i]) * 1099511628211ull;
+  for (size_t i = h & (WIN_SLOTS - 1);; i = (i + 1) & (WIN_SLOTS - 1)) {
+    win_prim *e = &b->wins[i];
+    if (!e->p || !memcmp(&e->key, key, sizeof *key)) return e;
+  }
+}
+
+/* src and dst NHWC, spatial parameters, right padding implied by the output */
+static void win_geometry(win_prim *e, dnnl_dims_t st, dnnl_dims_t pl, dnnl_dims_t pr) {
+  const baseline_window *s = &e->key.win;
+  dnnl_dims_t sd = {s->mb, s->ic, s->ih, s->iw};
+  dnnl_dims_t dd = {s->mb, e->key.kind == WIN_CONV ? s->oc : s->ic, s->oh, s->ow};
+  dnnl_memory_desc_init_by_tag(&e->sd, 4, sd, dnnl_f32, dnnl_nhwc);
+  dnnl_memory_desc_init_by_tag(&e->dd, 4, dd, dnnl_f32, dnnl_nhwc);
+  st[0] = s->sh, st[1] = s->sw, pl[0] = s->ph, pl[1] = s->pw;
+  pr[0] = (s->oh - 1) * s->sh - s->ih + s->kh - s->ph;
+  pr[1] = (s->ow - 1) * s->sw - s->iw + s->kw - s->pw;
+}
+
+/* The weights in the primitive's layout: another window's copy of the same
+ * weights in the same layout, else a new one (one reorder from HWIO). */
+static int conv_weights(dnnl_baseline *b, win_prim *e, const dnnl_memory_desc_t *user) {
+  for (int i = 0; i < WIN_SLOTS; i++) {
+    win_prim *o = &b->wins[i];
+    if (o != e && o->p && o->key.kind == WIN_CONV && o->key.w == e->key.w &&
+        dnnl_memory_desc_equal(&o->wd, &e->wd)) {
+      e->wbuf = o->wbuf;
+      return dnnl_memory_create(&e->wm, &e->wd, b->eng, e->wbuf) == dnnl_success ? 0 : -1;
+    }
+  }
+  size_t bytes = (dnnl_memory_desc_get_size(&e->wd) + 63) / 64 * 64;
+  e->wbuf = aligned_alloc(64, bytes);
+  if (!e->wbuf) return -1;
+  e->owns_wbuf = 1;
+  dnnl_memory_t um = NULL;
+  dnnl_primitive_desc_t rpd = NULL;
+  dnnl_primitive_t reo = NULL;
+  int ok = dnnl_memory_create(&e->wm, &e->wd, b->eng, e->wbuf) == dnnl_success &&
+           dnnl_memory_create(&um, user, b->eng, (void *)e->key.w) == dnnl_success &&
+           dnnl_reorder_primitive_desc_create(&rpd, user, b->eng, &e->wd, b->eng, NULL) ==
+               dnnl_success &&
+           dnnl_primitive_create(&reo, rpd) == dnnl_success;
+  if (ok) {
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, um}, {DNNL_ARG_TO, e->wm}};
+    ok = dnnl_primitive_execute(reo, b->stream, 2, args) == dnnl_success &&
+         dnnl_stream_wait(b->stream) == dnnl_success;
+  }
+  if (reo) dnnl_primitive_destroy(reo);
+  if (rpd) dnnl_primitive_desc_destroy(rpd);
+  if (um) dnnl_memory_destroy(um);
+  return ok ? 0 : -1;
+}
+
+static int conv_create(dnnl_baseline *b, win_prim *e) {
+  const baseline_window *s = &e->key.win;
+  dnnl_dims_t st, pl, pr, dil = {0, 0}, bd = {s->oc};
+  win_geometry(e, st, pl, pr);
+  dnnl_memory_desc_init_by_tag(&e->bd, 1, bd, dnnl_f32, dnnl_a);
+  /* HWIO as oneDNN's (oc, ic, kh, kw), or (g, oc/g, ic/g, kh, kw) with groups */
+  int64_t g = s->groups, icg = s->ic / g, oc = s->oc;
+  dnnl_memory_desc_t user, any;
+  if (g == 1) {
+    dnnl_dims_t d = {oc, icg, s->kh, s->kw}, str = {1, oc, s->kw * icg * oc, icg * oc};
+    dnnl_memory_desc_init_by_strides(&user, 4, d, dnnl_f32, str);
+    dnnl_memory_desc_init_by_tag(&any, 4, d, dnnl_f32, dnnl_format_tag_any);
+  } else {
+    dnnl_dims_t d = {g, oc / g, icg, s->kh, s->kw},
+                str = {oc / g, 1, oc, s->kw * icg * oc, icg * oc};
+    dnnl_memory_desc_init_by_strides(&user, 5, d, dnnl_f32, str);
+    dnnl_memory_desc_init_by_tag(&any, 5, d, dnnl_f32, dnnl_format_tag_any);
+  }
+  dnnl_convolution_desc_t cd;
+  if (dnnl_dilated_convolution_forward_desc_init(
+          &cd, dnnl_forward_inference, dnnl_convolution_direct, &e->sd, &any,
+          e->key.bias ? &e->bd : NULL, &e->dd, st, dil, pl, pr) != dnnl_success)
+    return -1;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_post_ops_t po = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  int ok = 0;
+  dnnl_primitive_attr_create(&attr);
+  if (e->key.accumulate || e->key.act != BASELINE_ACT_NONE) {
+    dnnl_post_ops_create(&po);
+    if (e->key.accumulate) dnnl_post_ops_append_sum(po, 1.0f);
+    if (e->key.act == BASELINE_ACT_RELU)
+      dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+    else if (e->key.act == BASELINE_ACT_RELU6)
+      dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, 0.0f, 6.0f);
+    dnnl_primitive_attr_set_post_ops(attr, po);
+  }
+  if (dnnl_primitive_desc_create(&pd, &cd, attr, b->eng, NULL) == dnnl_success &&
+      dnnl_primitive_create(&e->p, pd) == dnnl_success) {
+    e->wd = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    ok = conv_weights(b, e, &user) == 0;
+  }
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (po) dnnl_post_ops_destroy(po);
+  dnnl_primitive_attr_destroy(attr);
+  return ok ? 0 : -1;
+}
+
+static int pool_create(dnnl_baseline *b, win_prim *e) {
+  const baseline_window *s = &e->key.win;
+  dnnl_dims_t st, pl, pr, dil = {0, 0}, k = {s->kh, s->kw};
+  win_geometry(e, st, pl, pr);
+  dnnl_pooling_v2_desc_t pdesc;
+  dnnl_alg_kind_t alg =
+      e->key.kind == WIN_AVG_POOL ? dnnl_pooling_avg_exclude_padding : dnnl_pooling_max;
+  if (dnnl_pooling_v2_forward_desc_init(&pdesc, dnnl_forward_inference, alg, &e->sd, &e->dd, st,
+                                        k, dil, pl, pr) != dnnl_success)
+    return -1;
+  dnnl_primitive_desc_t pd = NULL;
+  if (dnnl_primitive_desc_create(&pd, &pdesc, NULL, b->eng, NULL) == dnnl_success)
+    dnnl_primitive_create(&e->p, pd);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  return e->p ? 0 : -1;
+}
+
+/* the cached primitive of `key`, created on first use; NULL on failure */
+static win_prim *win_get(dnnl_baseline *b, const win_key *key) {
+  win_prim *e = win_slot(b, key);
+  if (e->p) return e;
+  if (b->nwins >= WIN_SLOTS / 4 * 3) return NULL; /* keep the probes short */
+  double t0 = now_ms();
+  memset(e, 0, sizeof *e);
+  e->key = *key;
+  if ((key->kind == WIN_CONV ? conv_create(b, e) : pool_create(b, e)) != 0) {
+    if (e->p) dnnl_primitive_destroy(e->p);
+    if (e->wm) dnnl_memory_destroy(e->wm);
+    if (e->owns_wbuf) free(e->wbuf);
+    memset(e, 0, sizeof *e); /* the slot is free again */
+    return NULL;
+  }
+  b->nwins++;
+  b->create_ms += now_ms() - t0;
+  return e;
+}
+
+static int win_execute(dnnl_baseline *b, const win_prim *e, const float *src, const float *bias,
+                       float *dst) {
+  dnnl_memory_t ms = NULL, md = NULL, mb = NULL;
+  dnnl_exec_arg_t args[4];
+  int nargs = 0, ok = dnnl_memory_create(&ms, &e->sd, b->eng, (void *)src) == dnnl_success &&
+                      dnnl_memory_create(&md, &e->dd, b->eng, dst) == dnnl_success &&
+                      (!bias || dnnl_memory_create(&mb, &e->bd, b->eng, (void *)bias) ==
+                                    dnnl_success);
+  if (ok) {
+    args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, ms};
+    args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_DST, md};
+    if (e->wm) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, e->wm};
+    if (mb) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, mb};
+    ok = dnnl_primitive_execute(e->p, b->stream, nargs, args) == dnnl_success &&
+         dnnl_stream_wait(b->stream) == dnnl_success;
+  }
+  if (ms) dnnl_memory_destroy(ms);
+  if (md) dnnl_memory_destroy(md);
+  if (mb) dnnl_memory_destroy(mb);
+  return ok ? 0 : -1;
+}
+
+int dnnl_baseline_conv(dnnl_baseline *b, const baseline_window *win, const float *src,
+                       const float *w, const float *bias, baseline_act act, int accumulate,
+                       float *dst) {
+  win_key key;
+  memset(&key, 0, sizeof key); /* the padding bytes too: keys are hashed and compared */
+  key.w = w;
+  key.win = *win;
+  key.kind = WIN_CONV;
+  key.act = (int)act, key.accumulate = accumulate, key.bias = bias != NULL;
+  const win_prim *e = win_get(b, &key);
+  return e ? win_execute(b, e, src, bias, dst) : -1;
+}
+
+int dnnl_baseline_pool(dnnl_baseline *b, const baseline_window *win, int avg, const float *src,
+                       float *dst) {
+  win_key key;
+  memset(&key, 0, sizeof key);
+  key.win = *win;
+  key.win.oc = key.win.groups = 0; /* not used by pooling */
+  key.kind = avg ? WIN_AVG_POOL : WIN_MAX_POOL;
+  const win_prim *e = win_get(b, &key);
+  return e ? win_execute(b, e, src, NULL, dst) : -1;
+}
+
 int dnnl_baseline_primitives(const dnnl_baseline *b, double *create_ms) {
   *create_ms = b->create_ms;
-  return b->n;
+  return b->n + b->nwins;
 }
 
 int dnnl_baseline_pin_threads(char **argv, int threads) {

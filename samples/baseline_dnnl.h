@@ -1,7 +1,7 @@
-/* baseline_dnnl.h - matmuls through oneDNN for the samples' side-by-side
- * baseline: one primitive per distinct problem (shape, strides, post-ops),
- * created on first use and cached, as an application using oneDNN directly
- * would. */
+/* baseline_dnnl.h - matmuls, convolutions and pooling through oneDNN for the
+ * samples' side-by-side baseline: one primitive per distinct problem (shape,
+ * strides, post-ops), created on first use and cached, as an application
+ * using oneDNN directly would. */
 #ifndef TLM_SAMPLES_BASELINE_DNNL_H
 #define TLM_SAMPLES_BASELINE_DNNL_H
 
@@ -21,6 +21,41 @@ int dnnl_baseline_matmul(dnnl_baseline *b, int64_t batch, int64_t m, int64_t k, 
                          const int64_t sw[3], const float *bias, int gelu, int accumulate,
                          float *c, const int64_t sc[3]);
 
+/* Activations fused into a convolution (an eltwise post-op). */
+typedef enum baseline_act {
+  BASELINE_ACT_NONE = 0,
+  BASELINE_ACT_RELU = 1, /* max(x, 0) */
+  BASELINE_ACT_RELU6 = 2 /* min(max(x, 0), 6) */
+} baseline_act;
+
+/* A 2-D window over NHWC activations: src (mb, ih, iw, ic), dst (mb, oh, ow,
+ * oc). Position o reads inputs o * stride - pad + k (k < kernel); the right
+ * and bottom padding is whatever the output extents imply (as in benchdnn).
+ * Pooling reads ic as the channels and ignores oc and groups. */
+typedef struct baseline_window {
+  int64_t mb, ic, ih, iw, oc, oh, ow;
+  int64_t kh, kw, sh, sw, ph, pw;
+  int64_t groups; /* convolutions: divides ic and oc; ic = oc = groups is depthwise */
+} baseline_window;
+
+/* dst = act(conv(src, w) + bias [+ the previous contents of dst if
+ * accumulate]): oneDNN's sum post-op, then an eltwise one. The weights are
+ * HWIO (kh, kw, ic / groups, oc), oc group-major, bias (oc), every tensor
+ * dense. The weights are identified by their address: the first call for a
+ * given (w, window, act, accumulate) creates the primitive and reorders w
+ * ONCE into the primitive's preferred layout (sharing the copy with another
+ * window of the same w whose primitive prefers the same layout); later calls
+ * reuse both, so w must not change while b lives. Returns 0, -1. */
+int dnnl_baseline_conv(dnnl_baseline *b, const baseline_window *win, const float *src,
+                       const float *w, const float *bias, baseline_act act, int accumulate,
+                       float *dst);
+
+/* Max pooling (padding positions ignored) or average pooling (padding
+ * positions not counted: dnnl_pooling_avg_exclude_padding) over NHWC
+ * tensors. Returns 0, -1. */
+int dnnl_baseline_pool(dnnl_baseline *b, const baseline_window *win, int avg, const float *src,
+                       float *dst);
+
 /* Makes oneDNN's OpenMP runtime use `threads` threads. libgomp reads
  * OMP_NUM_THREADS once, when it is loaded (before main), so setting the
  * variable later has no effect: when it differs, this sets it and re-runs
@@ -28,7 +63,8 @@ int dnnl_baseline_matmul(dnnl_baseline *b, int64_t batch, int64_t m, int64_t k, 
  * the variable already holds the value or the re-run failed (then -1). */
 int dnnl_baseline_pin_threads(char **argv, int threads);
 
-/* primitives created so far, and the wall time spent creating them (ms) */
+/* primitives created so far, and the wall time spent creating them (ms; for
+ * convolutions, the weight reorders included) */
 int dnnl_baseline_primitives(const dnnl_baseline *b, double *create_ms);
 
 #endif

@@ -16,6 +16,7 @@
 #include "api/validate.h"
 #include "check.h"
 #include "runtime/engine.h"
+#include "runtime/reference.h"
 #include "tools/conv.h"
 #include "tools/problem.h"
 
@@ -245,6 +246,108 @@ static void bad(tlm_runtime *rt) {
   tlm_conv_problem_free(&p);
 }
 
+/* pooling: max and average (padding excluded), global, 3-D and 1-D, odd
+ * extents and channel tails, both layouts, default and random schedules,
+ * against tlm_ref_pool */
+static void pooling(tlm_runtime *rt) {
+  static const struct {
+    int nd;
+    int64_t n, c, i[3], k[3], s[3], p[3];
+  } cases[] = {
+      {4, 1, 64, {1, 112, 112}, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}}, /* ResNet's stem pool */
+      {4, 2, 5, {1, 13, 11}, {1, 2, 3}, {1, 2, 1}, {0, 1, 0}},
+      {4, 1, 2048, {1, 7, 7}, {1, 0, 0}, {1, 1, 1}, {0, 0, 0}}, /* global average */
+      {4, 3, 17, {1, 9, 9}, {1, 0, 0}, {1, 1, 1}, {0, 0, 0}},
+      {5, 1, 33, {5, 6, 7}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}},
+      {3, 2, 7, {1, 1, 29}, {1, 1, 4}, {1, 1, 3}, {0, 0, 2}},
+      {4, 1, 1, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}},
+  };
+  char err[256];
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+    for (int alg = 0; alg < 2; alg++)
+      for (int lay = 0; lay < 2; lay++)
+        for (int rep = 0; rep < 3; rep++) {
+          int nd = cases[ci].nd, S = nd - 2;
+          int64_t o[3];
+          for (int j = 0; j < 3; j++) {
+            int64_t k = cases[ci].k[j] ? cases[ci].k[j] : cases[ci].i[j];
+            o[j] = cases[ci].k[j] ? (cases[ci].i[j] + 2 * cases[ci].p[j] - k) / cases[ci].s[j] + 1 : 1;
+          }
+          int64_t xs[5], ys[5];
+          int q = 0;
+          xs[q] = ys[q] = cases[ci].n, q++;
+          if (!lay) xs[q] = ys[q] = cases[ci].c, q++;
+          for (int j = 0; j < S; j++) xs[q] = cases[ci].i[3 - S + j], ys[q] = o[3 - S + j], q++;
+          if (lay) xs[q] = ys[q] = cases[ci].c, q++;
+          int64_t nx = 1, ny = 1;
+          for (int j = 0; j < nd; j++) nx *= xs[j], ny *= ys[j];
+          float *x = malloc(sizeof(float) * (size_t)nx), *y = malloc(sizeof(float) * (size_t)ny);
+          float *ref = malloc(sizeof(float) * (size_t)ny);
+          for (int64_t i = 0; i < nx; i++) x[i] = (float)((tlm_rng_next(&g_rng) >> 40) % 1000) / 100.0f - 5.0f;
+          tlm_op op = tlm_op_pool(lay ? TLM_LAYOUT_NHWC : TLM_LAYOUT_NCHW,
+                                  alg ? TLM_POOL_AVG : TLM_POOL_MAX);
+          for (int j = 0; j < 3; j++) {
+            op.u.pool.kernel[j] = (int)cases[ci].k[j];
+            op.u.pool.stride[j] = (int)cases[ci].s[j];
+            op.u.pool.pad[j] = (int)cases[ci].p[j];
+          }
+          tlm_tensor X, Y;
+          tlm_tensor_dense(&X, TLM_F32, nd, xs, x);
+          tlm_tensor_dense(&Y, TLM_F32, nd, ys, y);
+          tlm_task task;
+          tlm_pool_args args;
+          tlm_status st = tlm_validate_pool(&op, &X, 1, &Y, 1, &task, &args, err, sizeof err);
+          CHECK(st == TLM_OK, "pool case %zu: %s", ci, err);
+          if (st == TLM_OK) {
+            args.dst = ref;
+            tlm_ref_pool(&task, &args);
+            args.dst = y;
+            if (rep == 0) {
+              st = tlm_run(rt, &op, &X, 1, &Y, 1);
+              snprintf(err, sizeof err, "%s", tlm_last_error(rt));
+            } else {
+              tlm_space sp;
+              tlm_space_init(&sp, &task, &rt->target);
+              tlm_schedule sched;
+              tlm_space_sample(&sp, &g_rng, &sched);
+              tlm_kernel *k;
+              st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
+              if (st == TLM_OK) st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
+            }
+            double worst = 0;
+            for (int64_t i = 0; i < ny && st == TLM_OK; i++) {
+              double e = fabs((double)y[i] - ref[i]) / (1.0 + fabs((double)ref[i]));
+              if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+            }
+            CHECK(st == TLM_OK && worst <= (alg ? 1e-6 : 0.0), "pool case %zu alg %d layout %d "
+                  "rep %d: %s err %g", ci, alg, lay, rep, err, worst);
+          }
+          free(x), free(y), free(ref);
+        }
+  /* bad input */
+  float a[64], b[64];
+  tlm_tensor X, Y;
+  tlm_tensor_dense(&X, TLM_F32, 4, (int64_t[]){1, 1, 8, 8}, a);
+  tlm_tensor_dense(&Y, TLM_F32, 4, (int64_t[]){1, 1, 4, 4}, b);
+  tlm_op op = tlm_op_pool(TLM_LAYOUT_NCHW, TLM_POOL_MAX);
+  op.u.pool.kernel[1] = op.u.pool.kernel[2] = 2;
+  op.u.pool.stride[1] = op.u.pool.stride[2] = 2;
+  CHECK(tlm_run(rt, &op, &X, 1, &Y, 1) == TLM_OK, "2x2/2 max pool: %s", tlm_last_error(rt));
+  op.u.pool.pad[1] = 2;
+  CHECK(tlm_run(rt, &op, &X, 1, &Y, 1) == TLM_ERR_INVALID_ARGUMENT, "pad >= kernel");
+  op.u.pool.pad[1] = 0;
+  op.u.pool.kernel[1] = 0;
+  CHECK(tlm_run(rt, &op, &X, 1, &Y, 1) == TLM_ERR_SHAPE_MISMATCH, "global pool with dst extent 4");
+  op.u.pool.kernel[1] = 2;
+  tlm_tensor Yb = Y;
+  Yb.shape[2] = 9;
+  Yb.strides[1] = 36;
+  Yb.strides[0] = 36;
+  CHECK(tlm_run(rt, &op, &X, 1, &Yb, 1) != TLM_OK, "dst windows beyond the input");
+  op.u.pool.alg = (tlm_pool_alg)5;
+  CHECK(tlm_run(rt, &op, &X, 1, &Y, 1) == TLM_ERR_INVALID_ARGUMENT, "pool alg 5");
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "../shared";
   if (argc > 2) g_random = atoi(argv[2]);
@@ -259,6 +362,7 @@ int main(int argc, char **argv) {
   bad(rt);
   epilogues(rt);
   strided(rt);
+  pooling(rt);
   sizes();
   shared_files(rt, dir);
   tlm_destroy(rt);

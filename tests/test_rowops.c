@@ -84,6 +84,89 @@ static double error(const prob *p) {
 
 #define TOL 1e-4
 
+/* eltwise: every activation with no binary op, add and mul, z of x's
+ * shape or broadcast over rows, in place on x or z, default and random
+ * schedules, against tlm_ref_row */
+static void eltwise(tlm_runtime *rt, int *checked) {
+  static const int64_t shapes[][2] = {{1, 1}, {3, 17}, {5, 64}, {64, 1000}, {2, 4099}};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+    for (int act = 0; act < TLM_ACT_COUNT_; act++)
+      for (int bin = 0; bin < 3; bin++)
+        for (int variant = 0; variant < 4; variant++) {
+          int64_t R = shapes[si][0], C = shapes[si][1], n = R * C;
+          /* 0: out of place; 1: z broadcast over rows; 2: y is x; 3: y is z */
+          int bcast = variant == 1, inplace = variant >= 2;
+          float *x = malloc(sizeof(float) * (size_t)n), *z = malloc(sizeof(float) * (size_t)n);
+          float *y = malloc(sizeof(float) * (size_t)n), *ref = malloc(sizeof(float) * (size_t)n);
+          for (int64_t i = 0; i < n; i++) x[i] = 6.0f * frand(), z[i] = 2.0f * frand();
+          tlm_op op = tlm_op_eltwise((tlm_activation)act, (tlm_binary)bin);
+          tlm_tensor in[2], out;
+          tlm_tensor_dense(&in[0], TLM_F32, 2, (int64_t[]){R, C}, x);
+          if (bcast) tlm_tensor_dense(&in[1], TLM_F32, 1, &C, z);
+          else tlm_tensor_dense(&in[1], TLM_F32, 2, (int64_t[]){R, C}, z);
+          float *yp = variant == 2 ? x : variant == 3 ? (bin ? z : x) : y;
+          tlm_tensor_dense(&out, TLM_F32, 2, (int64_t[]){R, C}, yp);
+          tlm_task task;
+          tlm_row_args args;
+          char err[256];
+          tlm_status st = tlm_validate_row(&op, in, bin ? 2 : 1, &out, 1, &task, &args, err, sizeof err);
+          CHECK(st == TLM_OK, "eltwise validate: %s", err);
+          if (st == TLM_OK) {
+            args.y = ref;
+            tlm_ref_row(&task, &args);
+            st = tlm_run(rt, &op, in, bin ? 2 : 1, &out, 1);
+            double worst = 0;
+            for (int64_t i = 0; i < n && st == TLM_OK; i++) {
+              double e = fabs((double)yp[i] - ref[i]) / (1.0 + fabs((double)ref[i]));
+              if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+            }
+            CHECK(st == TLM_OK && worst <= 1e-5, "eltwise act %d bin %d %lldx%lld bcast %d "
+                  "inplace %d: %s err %g", act, bin, (long long)R, (long long)C, bcast, inplace,
+                  tlm_last_error(rt), worst);
+            (*checked)++;
+            /* a random schedule, out of place */
+            if (yp == y) {
+              tlm_space sp;
+              tlm_space_init(&sp, &task, &rt->target);
+              tlm_schedule sched;
+              tlm_space_sample(&sp, &g_rng, &sched);
+              tlm_kernel *k;
+              memset(y, 0, sizeof(float) * (size_t)n);
+              st = tlm_validate_row(&op, in, bin ? 2 : 1, &out, 1, &task, &args, err, sizeof err);
+              if (st == TLM_OK) st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
+              if (st == TLM_OK) st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
+              worst = 0;
+              for (int64_t i = 0; i < n && st == TLM_OK; i++) {
+                double e = fabs((double)y[i] - ref[i]) / (1.0 + fabs((double)ref[i]));
+                if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+              }
+              CHECK(st == TLM_OK && worst <= 1e-5, "eltwise random schedule: %s err %g", err,
+                    worst);
+              (*checked)++;
+            }
+          }
+          free(x), free(z), free(y), free(ref);
+        }
+  /* bad input: wrong input count, z of the wrong shape, y overlapping z */
+  float a[12], b[12], c[12];
+  for (int i = 0; i < 12; i++) a[i] = b[i] = frand();
+  tlm_tensor X, Z, Y, Zbad;
+  tlm_tensor_dense(&X, TLM_F32, 2, (int64_t[]){3, 4}, a);
+  tlm_tensor_dense(&Z, TLM_F32, 2, (int64_t[]){3, 4}, b);
+  tlm_tensor_dense(&Zbad, TLM_F32, 2, (int64_t[]){2, 4}, b);
+  tlm_tensor_dense(&Y, TLM_F32, 2, (int64_t[]){3, 4}, c);
+  tlm_op add = tlm_op_eltwise(TLM_ACT_NONE, TLM_BINARY_ADD);
+  CHECK(tlm_run(rt, &add, &X, 1, &Y, 1) == TLM_ERR_INVALID_ARGUMENT, "add without z");
+  tlm_tensor in2[2] = {X, Zbad};
+  CHECK(tlm_run(rt, &add, in2, 2, &Y, 1) == TLM_ERR_SHAPE_MISMATCH, "z of 2 rows for 3");
+  tlm_tensor Yz = Y;
+  Yz.data = b + 1;
+  in2[1] = Z;
+  CHECK(tlm_run(rt, &add, in2, 2, &Yz, 1) == TLM_ERR_ALIASING, "y overlapping z");
+  tlm_op bad = tlm_op_eltwise((tlm_activation)99, TLM_BINARY_NONE);
+  CHECK(tlm_run(rt, &bad, &X, 1, &Y, 1) == TLM_ERR_INVALID_ARGUMENT, "activation 99");
+}
+
 int main(void) {
   tlm_config cfg;
   tlm_config_init(&cfg);
@@ -208,6 +291,7 @@ int main(void) {
     tlm_tensor Y2 = {TLM_F32, 3, {2, 3, 8}, {0, 8, 1}, y};
     CHECK(tlm_run(rt, &op, &X, 1, &Y2, 1) != TLM_OK, "y with a zero leading stride accepted");
   }
+  eltwise(rt, &checked);
   printf("row-wise problems checked: %d\n", checked);
   tlm_destroy(rt);
   return check_report("test_rowops");
