@@ -276,14 +276,24 @@ double tlm_problem_check_sampled(const tlm_problem *p, int points, uint64_t seed
 /* `tlm run softmax:RxC` and friends: parses "OP:ROWSxCOLS"; returns 1 with
  * the kind, rows and cols, 0 if the text names no row-wise op, -1 (with a
  * message) if it does but is malformed. */
-int tlm_row_desc_parse(const char *text, tlm_op_kind *kind, int64_t *rows, int64_t *cols,
-                          char *err, int errcap) {
+int tlm_row_desc_parse(const char *text, tlm_op *op, int64_t *rows, int64_t *cols, char *err,
+                       int errcap) {
   static const struct {
     const char *name;
     tlm_op_kind kind;
-  } ops[] = {{"softmax:", TLM_OP_SOFTMAX}, {"layernorm:", TLM_OP_LAYERNORM},
-             {"rmsnorm:", TLM_OP_RMSNORM}};
-  for (size_t i = 0; i < 3; i++) {
+    tlm_activation act;
+    tlm_binary bin;
+  } ops[] = {{"softmax:", TLM_OP_SOFTMAX, TLM_ACT_NONE, TLM_BINARY_NONE},
+             {"layernorm:", TLM_OP_LAYERNORM, TLM_ACT_NONE, TLM_BINARY_NONE},
+             {"rmsnorm:", TLM_OP_RMSNORM, TLM_ACT_NONE, TLM_BINARY_NONE},
+             {"relu:", TLM_OP_ELTWISE, TLM_ACT_RELU, TLM_BINARY_NONE},
+             {"relu6:", TLM_OP_ELTWISE, TLM_ACT_RELU6, TLM_BINARY_NONE},
+             {"gelu:", TLM_OP_ELTWISE, TLM_ACT_GELU_TANH, TLM_BINARY_NONE},
+             {"silu:", TLM_OP_ELTWISE, TLM_ACT_SILU, TLM_BINARY_NONE},
+             {"swiglu:", TLM_OP_ELTWISE, TLM_ACT_SILU, TLM_BINARY_MUL},
+             {"add:", TLM_OP_ELTWISE, TLM_ACT_NONE, TLM_BINARY_ADD},
+             {"mul:", TLM_OP_ELTWISE, TLM_ACT_NONE, TLM_BINARY_MUL}};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     size_t l = strlen(ops[i].name);
     if (strncmp(text, ops[i].name, l)) continue;
     const char *q = text + l;
@@ -304,7 +314,8 @@ int tlm_row_desc_parse(const char *text, tlm_op_kind *kind, int64_t *rows, int64
                (int)(q - text) + 1);
       return -1;
     }
-    *kind = ops[i].kind;
+    *op = ops[i].kind == TLM_OP_ELTWISE ? tlm_op_eltwise(ops[i].act, ops[i].bin)
+                                        : tlm_op_rownorm(ops[i].kind);
     *rows = r;
     *cols = c;
     return 1;

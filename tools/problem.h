@@ -32,11 +32,14 @@ int tlm_mm_desc_shapes(const tlm_mm_desc *d, int64_t *sa, int64_t *sb, int64_t *
 /* "BxMxK:BxKxN" text of a descriptor. */
 char *tlm_mm_desc_str(const tlm_mm_desc *d, char *buf, int cap);
 
-/* Parses "softmax:ROWSxCOLS", "layernorm:..." or "rmsnorm:...". Returns 1
- * with the kind and extents, 0 if the text names no row-wise op, -1 with a
- * message naming the offending column when it does but is malformed. */
-int tlm_row_desc_parse(const char *text, tlm_op_kind *kind, int64_t *rows, int64_t *cols,
-                       char *err, int errcap);
+/* Parses a row-wise or elementwise op on a (ROWS, COLS) tensor:
+ * "softmax:RxC", "layernorm:", "rmsnorm:", "relu:", "relu6:", "gelu:",
+ * "silu:", "swiglu:" (silu(x) * z), "add:" (x + z), "mul:" (x * z).
+ * Returns 1 with *op (defaults of tlm_op_rownorm / tlm_op_eltwise) and
+ * the extents, 0 if the text names no such op, -1 with a message naming
+ * the offending column when it does but is malformed. */
+int tlm_row_desc_parse(const char *text, tlm_op *op, int64_t *rows, int64_t *cols, char *err,
+                       int errcap);
 
 /* A runnable problem: tensors with owned, randomly filled buffers
  * (uniform in [-1, 1) from `seed`). */

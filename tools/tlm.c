@@ -30,6 +30,8 @@ static void usage(FILE *f) {
           "commands:\n"
           "  run MATMUL_DESC   schedule, JIT-compile and time one matmul\n"
           "  run softmax:RxC | layernorm:RxC | rmsnorm:RxC   the same for a row-wise op\n"
+          "  run relu:RxC | relu6: | gelu: | silu: | swiglu: | add: | mul:   elementwise\n"
+          "                    (swiglu: silu(x) * z; add/mul: x + z, x * z)\n"
           "  run CONV_DESC     the same for a benchdnn convolution, e.g.\n"
           "                    mb1ic64ih56oc64oh56kh3ph1 (g, mb, ic/id/ih/iw, oc/od/oh/ow,\n"
           "                    kd/kh/kw, sd/sh/sw, pd/ph/pw, dd/dh/dw, n\"name\" as benchdnn)\n"
@@ -79,8 +81,9 @@ static int parse_epilogue(const char *s, tlm_matmul_desc *e) {
   return 0;
 }
 
-static int run_row(tlm_op_kind kind, int64_t R, int64_t C, int causal, float scale,
+static int run_row(tlm_op op, int64_t R, int64_t C, int causal, float scale,
                    const char *sched_text, int threads, int check, double min_time) {
+  tlm_op_kind kind = op.kind;
   tlm_config cfg;
   tlm_config_init(&cfg);
   if (threads >= 0) cfg.num_threads = threads;
@@ -107,14 +110,30 @@ static int run_row(tlm_op_kind kind, int64_t R, int64_t C, int causal, float sca
   uint64_t rng = 42;
   for (int64_t i = 0; i < n; i++) x[i] = (float)((tlm_rng_next(&rng) >> 40) % 2000) / 250.0f - 4.0f;
   for (int64_t i = 0; i < C; i++) g[i] = 1.0f, b[i] = 0.1f;
-  tlm_op op = tlm_op_rownorm(kind);
-  op.u.rownorm.causal = causal;
-  if (scale > 0) op.u.rownorm.scale = scale;
+  if (kind == TLM_OP_SOFTMAX) {
+    op.u.rownorm.causal = causal;
+    if (scale > 0) op.u.rownorm.scale = scale;
+  }
   tlm_tensor in[3], o;
   int nin = 1;
   tlm_tensor_dense(&in[0], TLM_F32, 2, (int64_t[]){R, C}, x);
-  if (kind != TLM_OP_SOFTMAX) tlm_tensor_dense(&in[nin++], TLM_F32, 1, &C, g);
-  if (kind == TLM_OP_LAYERNORM) tlm_tensor_dense(&in[nin++], TLM_F32, 1, &C, b);
+  if (kind == TLM_OP_ELTWISE) {
+    /* z: the same shape as x (the residual, or the up projection) */
+    if (op.u.eltwise.binary != TLM_BINARY_NONE) {
+      float *z = malloc(sizeof(float) * (size_t)n);
+      if (!z) {
+        fprintf(stderr, "tlm run: out of memory\n");
+        goto out;
+      }
+      for (int64_t i = 0; i < n; i++) z[i] = x[(i * 7) % n] * 0.5f;
+      free(g);
+      g = z; /* freed as g */
+      tlm_tensor_dense(&in[nin++], TLM_F32, 2, (int64_t[]){R, C}, z);
+    }
+  } else {
+    if (kind != TLM_OP_SOFTMAX) tlm_tensor_dense(&in[nin++], TLM_F32, 1, &C, g);
+    if (kind == TLM_OP_LAYERNORM) tlm_tensor_dense(&in[nin++], TLM_F32, 1, &C, b);
+  }
   tlm_tensor_dense(&o, TLM_F32, 2, (int64_t[]){R, C}, y);
   tlm_task task;
   tlm_row_args args;
@@ -234,7 +253,7 @@ static int cmd_run(int argc, char **argv) {
   }
   tlm_mm_desc d;
   char err[512];
-  tlm_op_kind rk;
+  tlm_op rk;
   int64_t rrows, rcols;
   int rr = tlm_row_desc_parse(desc_text, &rk, &rrows, &rcols, err, sizeof err);
   if (rr < 0) {
