@@ -5,7 +5,8 @@
 #include <string.h>
 #include <xxhash.h>
 
-static const char *k_kind_prefix[7] = {"vec", "tile", "unroll", "order", "pack", "par", "at"};
+static const char *k_kind_prefix[8] = {"vec",  "tile", "unroll", "order",
+                                       "pack", "par",  "at",     "axis"};
 
 static int add(tlm_vocab *v, const char *s) {
   if (v->n >= TLM_LM_MAX_VOCAB) return -1;
@@ -58,6 +59,12 @@ void tlm_vocab_build(tlm_vocab *v) {
   for (int i = 0; i < 3; i++) add_decision(v, TLM_PK_COMPUTE_AT, ats[i]);
   /* version 3: vectors along k */
   for (int i = 1; i < 4; i++) add_decision(v, TLM_PK_VEC, TLM_VEC_K + vecs[i]);
+  /* version 4: convolutions */
+  static const char *conv_words[] = {"op:conv", "act:relu6", "win:1", "win:3", "win:5", "win:7",
+                                     "win:big", "stride:1", "stride:2", "stride:big", "groups:1",
+                                     "groups:dw", "groups:some"};
+  for (size_t i = 0; i < sizeof conv_words / sizeof conv_words[0]; i++) add(v, conv_words[i]);
+  for (int i = 0; i < 3; i++) add_decision(v, TLM_PK_VEC_AXIS, i);
 }
 
 int tlm_vocab_find(const tlm_vocab *v, const char *s) {
@@ -96,11 +103,33 @@ static int extent_tokens(const tlm_vocab *v, const char *axis, int64_t e, int32_
 }
 
 void tlm_lm_prompt(const tlm_vocab *v, const tlm_task *task, const tlm_target *tg, int32_t *out) {
-  static const char *acts[] = {"act:none", "act:relu", "act:gelu", "act:silu"};
+  static const char *acts[] = {"act:none", "act:relu", "act:gelu", "act:silu", "act:relu6"};
   static const char *isas[] = {"isa:scalar", "isa:sse", "isa:avx2", "isa:avx512"};
   static const char *ops[] = {"", "op:matmul", "op:softmax", "op:layernorm", "op:rmsnorm"};
   int n = 0;
   out[n++] = TLM_TOK_BOS;
+  if (task->kind == TLM_OP_CONV) {
+    const tlm_conv_task *c = &task->u.conv;
+    out[n++] = tlm_vocab_find(v, "op:conv");
+    out[n++] = tlm_vocab_find(v, c->KH == 1   ? "win:1"
+                                 : c->KH == 3 ? "win:3"
+                                 : c->KH == 5 ? "win:5"
+                                 : c->KH == 7 ? "win:7"
+                                              : "win:big");
+    out[n++] = tlm_vocab_find(v, c->sh == 1 ? "stride:1" : c->sh == 2 ? "stride:2" : "stride:big");
+    out[n++] = tlm_vocab_find(v, c->G == 1                       ? "groups:1"
+                                 : c->ICg == 1 && c->OCg == 1 ? "groups:dw"
+                                                              : "groups:some");
+    out[n++] = tlm_vocab_find(v, acts[c->act >= 0 && c->act < 5 ? c->act : 0]);
+    out[n++] = tok(v, "uA:%lld", (c->unit & TLM_UNIT_CONV_SRC_C) != 0);
+    out[n++] = tok(v, "uB:%lld", (c->unit & TLM_UNIT_CONV_WEI_O) != 0);
+    out[n++] = tok(v, "uC:%lld", (c->unit & TLM_UNIT_CONV_DST_C) != 0);
+    n += extent_tokens(v, "b", c->N, out + n);
+    n += extent_tokens(v, "m", c->OD * c->OH * c->OW, out + n);
+    n += extent_tokens(v, "n", c->OCg, out + n);
+    n += extent_tokens(v, "k", (int64_t)c->ICg * c->KD * c->KH * c->KW, out + n);
+    goto hardware;
+  }
   out[n++] = tlm_vocab_find(v, ops[task->kind >= 1 && task->kind <= 4 ? task->kind : 1]);
   out[n++] = tlm_vocab_find(v, "dtype:f32");
   if (tlm_task_is_row(task)) {
@@ -118,7 +147,7 @@ void tlm_lm_prompt(const tlm_vocab *v, const tlm_task *task, const tlm_target *t
   } else {
     const tlm_matmul_task *m = &task->u.mm;
     out[n++] = tok(v, "bias:%lld", m->has_bias);
-    out[n++] = tlm_vocab_find(v, acts[m->act >= 0 && m->act < 4 ? m->act : 0]);
+    out[n++] = tlm_vocab_find(v, acts[m->act >= 0 && m->act < 5 ? m->act : 0]);
     out[n++] = tok(v, "res:%lld", m->has_residual);
     out[n++] = tok(v, "uA:%lld", (m->unit & TLM_UNIT_A_K) != 0);
     out[n++] = tok(v, "uB:%lld", (m->unit & TLM_UNIT_B_N) != 0);
@@ -128,6 +157,7 @@ void tlm_lm_prompt(const tlm_vocab *v, const tlm_task *task, const tlm_target *t
     n += extent_tokens(v, "n", m->N, out + n);
     n += extent_tokens(v, "k", m->K, out + n);
   }
+hardware:
   out[n++] = tlm_vocab_find(v, isas[tg->isa >= 0 && tg->isa < 4 ? tg->isa : 0]);
   out[n++] = tok(v, "vnni:%lld", tg->avx512_vnni != 0);
   out[n++] = tok(v, "cores:%lld", ilog2((uint64_t)(tg->cores > 0 ? tg->cores : 1)));
@@ -140,7 +170,7 @@ void tlm_lm_prompt(const tlm_vocab *v, const tlm_task *task, const tlm_target *t
 
 int tlm_lm_decision_token(const tlm_vocab *v, const tlm_space *s, int p, int32_t value) {
   if (p < 0 || p >= s->npoints || value < 0 || value > 4096) return -1;
-  if (s->points[p].kind < 0 || s->points[p].kind >= 7) return -1; /* no words yet */
+  if (s->points[p].kind < 0 || s->points[p].kind >= 8) return -1;
   return v->decision[s->points[p].kind][value];
 }
 

@@ -15,6 +15,13 @@
  * never spelled out: magnitude plus divisibility covers extents the model
  * never saw (37 -> mag:5 frac:0 p2:0; 11008 -> mag:13 frac:1 p2:6).
  *
+ * Convolutions (version 4) see themselves as the implicit GEMM they
+ * compute: <bos> op:conv win:<kernel h: 1|3|5|7|big> stride:<1|2|big>
+ * groups:<1|dw|some> act uA (src channels unit) uB (weights' output
+ * channels unit) uC (dst channels unit), axes b = N, m = OH*OW (one
+ * image's output pixels, D folded in), n = OC per group, k = IC per group x
+ * window, then the hardware.
+ *
  * Decision tokens are "<kind>:<value>" (vec:16, tile:8, unroll:4, order:1,
  * pack:0, par:2, at:3); tile tokens are shared by every tile point.
  * The vocabulary is rebuilt identically by every build of one
@@ -29,7 +36,7 @@
 #include "../runtime/target.h"
 #include "../runtime/task.h"
 
-#define TLM_LM_VOCAB_VERSION 3
+#define TLM_LM_VOCAB_VERSION 4
 #define TLM_LM_MAX_VOCAB 512
 #define TLM_LM_PROMPT_LEN 32
 #define TLM_LM_MAX_SEQ (TLM_LM_PROMPT_LEN + TLM_MAX_POINTS)
@@ -40,7 +47,7 @@ typedef struct tlm_vocab {
   int32_t n;
   char tok[TLM_LM_MAX_VOCAB][16];
   /* decision token of (point kind, value), -1 if none; values < 4097 */
-  int16_t decision[7][4097];
+  int16_t decision[8][4097];
 } tlm_vocab;
 
 /* Builds the vocabulary of TLM_LM_VOCAB_VERSION. Deterministic. */

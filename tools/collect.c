@@ -216,21 +216,18 @@ int tlm_cmd_collect(int argc, char **argv) {
     }
     char hw[200];
     snprintf(hw, sizeof hw, "%s; %s", tlm_jit_cpu(rt->jit), tlm_target_str(&rt->target, err, 160));
-    tlm_problem p;
-    tlm_task task;
-    tlm_mm_args args;
-    if (tlm_problem_make(&ts->d, &ts->epi, 7, &p) ||
-        tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err)) {
+    tlm_spec_problem p;
+    if (tlm_spec_problem_make(ts, 7, &p)) {
       fprintf(stderr, "tlm collect: skipping %s: cannot build it\n", ts->text);
-      tlm_problem_free(&p);
       tlm_destroy(rt);
       continue;
     }
+    const tlm_task task = p.task;
     tlm_space space;
     tlm_space_init(&space, &task, &rt->target);
     uint64_t task_seed = XXH3_64bits(ts->text, strlen(ts->text)) ^ seed;
     buf out_buf = {0};
-    double tol = tlm_problem_tolerance(task.u.mm.K);
+    double tol = tlm_spec_problem_tolerance(&p);
     double best_ns = INFINITY; /* fastest median of this task so far */
     for (int s = start; s < schedules; s++) {
       tlm_schedule sched;
@@ -256,15 +253,15 @@ int tlm_cmd_collect(int argc, char **argv) {
         status = "compile_error";
       } else {
         compile_ms = k->compile_ms;
-        if (tlm_engine_exec(rt, k, &task, &args, err, sizeof err)) {
+        if (tlm_engine_exec(rt, k, &task, p.args, err, sizeof err)) {
           status = "run_error";
         } else {
-          double e = tlm_problem_check_sampled(&p, 64, sseed);
+          double e = tlm_spec_problem_check(&p, 64, sseed);
           if (!(e >= 0 && e <= tol)) {
             status = "wrong";
           } else {
             tlm_timing tm;
-            tlm_time_kernel(rt, k, &task, &args, min_time_ms, best_ns, &tm);
+            tlm_time_kernel(rt, k, &task, p.args, min_time_ms, best_ns, &tm);
             med = tm.median_ns, lo = tm.min_ns, hi = tm.max_ns, reps = tm.reps;
             if (med < best_ns) best_ns = med;
           }
@@ -296,7 +293,7 @@ int tlm_cmd_collect(int argc, char **argv) {
       cJSON_Delete(r);
       measured++;
     }
-    tlm_problem_free(&p);
+    tlm_spec_problem_free(&p);
     tlm_destroy(rt);
     /* publish this task's records as one gzip member */
     gzFile gz = gzopen(out, "ab");

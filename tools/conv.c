@@ -217,8 +217,8 @@ static int act_shape(const tlm_conv_prb *p, int64_t n, int64_t c, const int64_t 
   return k;
 }
 
-int tlm_conv_problem_make(const tlm_conv_prb *p, tlm_layout layout, tlm_weight_layout wlayout,
-                          const tlm_conv_epi *epi, uint64_t seed, tlm_conv_problem *out) {
+int tlm_conv_problem_shapes(const tlm_conv_prb *p, tlm_layout layout, tlm_weight_layout wlayout,
+                            const tlm_conv_epi *epi, tlm_conv_problem *out) {
   memset(out, 0, sizeof *out);
   tlm_conv_epi none = {0, 0, 0, TLM_ACT_NONE};
   if (!epi) epi = &none;
@@ -249,37 +249,46 @@ int tlm_conv_problem_make(const tlm_conv_prb *p, tlm_layout layout, tlm_weight_l
   if (nx < 0 || ny < 0 || nw < 0 || nx > ((int64_t)1 << 31) || ny > ((int64_t)1 << 31) ||
       nw > ((int64_t)1 << 31))
     return -1;
-  uint64_t rng = seed;
-  int nb = 0;
-  float *x = out->bufs[nb++] = random_buffer(nx, &rng, -1.0f, 1.0f);
-  float *w = out->bufs[nb++] = random_buffer(nw, &rng, -1.0f, 1.0f);
-  float *y = out->bufs[nb++] = random_buffer(ny, &rng, -1.0f, 1.0f);
-  if (!x || !w || !y) goto fail;
-  tlm_tensor_dense(&out->in[0], TLM_F32, nd, xs, x);
-  tlm_tensor_dense(&out->in[1], TLM_F32, nd, ws, w);
-  tlm_tensor_dense(&out->out, TLM_F32, nd, ys, y);
+  tlm_tensor_dense(&out->in[0], TLM_F32, nd, xs, NULL);
+  tlm_tensor_dense(&out->in[1], TLM_F32, nd, ws, NULL);
+  tlm_tensor_dense(&out->out, TLM_F32, nd, ys, NULL);
   out->n_in = 2;
-  if (epi->bias) {
-    float *b = out->bufs[nb++] = random_buffer(p->oc, &rng, -1.0f, 1.0f);
-    if (!b) goto fail;
-    tlm_tensor_dense(&out->in[out->n_in++], TLM_F32, 1, &p->oc, b);
-  }
+  if (epi->bias) tlm_tensor_dense(&out->in[out->n_in++], TLM_F32, 1, &p->oc, NULL);
   if (epi->bn) {
-    float *sc = out->bufs[nb++] = random_buffer(p->oc, &rng, 0.5f, 1.5f);
-    float *sh = out->bufs[nb++] = random_buffer(p->oc, &rng, -0.5f, 0.5f);
-    if (!sc || !sh) goto fail;
-    tlm_tensor_dense(&out->in[out->n_in++], TLM_F32, 1, &p->oc, sc);
-    tlm_tensor_dense(&out->in[out->n_in++], TLM_F32, 1, &p->oc, sh);
+    tlm_tensor_dense(&out->in[out->n_in++], TLM_F32, 1, &p->oc, NULL);
+    tlm_tensor_dense(&out->in[out->n_in++], TLM_F32, 1, &p->oc, NULL);
   }
-  if (epi->residual) {
-    float *r = out->bufs[nb++] = random_buffer(ny, &rng, -1.0f, 1.0f);
-    if (!r) goto fail;
-    tlm_tensor_dense(&out->in[out->n_in++], TLM_F32, nd, ys, r);
+  if (epi->residual) tlm_tensor_dense(&out->in[out->n_in++], TLM_F32, nd, ys, NULL);
+  return 0;
+}
+
+static int64_t tensor_count(const tlm_tensor *t) { return prod(t->shape, t->ndim); }
+
+int tlm_conv_problem_make(const tlm_conv_prb *p, tlm_layout layout, tlm_weight_layout wlayout,
+                          const tlm_conv_epi *epi, uint64_t seed, tlm_conv_problem *out) {
+  if (tlm_conv_problem_shapes(p, layout, wlayout, epi, out)) return -1;
+  uint64_t rng = seed;
+  /* src, weights, dst, then bias, scale, shift, residual as present */
+  tlm_tensor *ts[7];
+  int nt = 0;
+  ts[nt++] = &out->in[0];
+  ts[nt++] = &out->in[1];
+  ts[nt++] = &out->out;
+  for (int i = 2; i < out->n_in; i++) ts[nt++] = &out->in[i];
+  int bn_first = epi && epi->bn ? 2 + (epi->bias ? 1 : 0) : -1;
+  for (int i = 0; i < nt; i++) {
+    int in_idx = i < 2 ? i : i == 2 ? -1 : i - 1;
+    float lo = -1.0f, hi = 1.0f;
+    if (in_idx == bn_first) lo = 0.5f, hi = 1.5f;          /* scale */
+    else if (bn_first >= 0 && in_idx == bn_first + 1) lo = -0.5f, hi = 0.5f; /* shift */
+    float *b = out->bufs[i] = random_buffer(tensor_count(ts[i]), &rng, lo, hi);
+    if (!b) {
+      tlm_conv_problem_free(out);
+      return -1;
+    }
+    ts[i]->data = b;
   }
   return 0;
-fail:
-  tlm_conv_problem_free(out);
-  return -1;
 }
 
 void tlm_conv_problem_free(tlm_conv_problem *p) {

@@ -52,6 +52,11 @@ int tlm_conv_problem_make(const tlm_conv_prb *p, tlm_layout layout, tlm_weight_l
                           const tlm_conv_epi *epi, uint64_t seed, tlm_conv_problem *out);
 void tlm_conv_problem_free(tlm_conv_problem *p);
 
+/* The op and tensor shapes of tlm_conv_problem_make without buffers (data
+ * pointers NULL, bufs empty): for canonical tasks. Returns 0 or -1. */
+int tlm_conv_problem_shapes(const tlm_conv_prb *p, tlm_layout layout, tlm_weight_layout wlayout,
+                            const tlm_conv_epi *epi, tlm_conv_problem *out);
+
 /* Largest |y - ref| / (sum |x w| + |epilogue terms| + 1e-3) over `points`
  * output elements drawn from `seed` plus every corner-adjacent element
  * (every element when points <= 0); -1 if the problem does not validate. */

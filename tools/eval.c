@@ -40,8 +40,8 @@ enum { M_TLM1, M_TLMK, M_DEFAULT, M_RAND64, M_RANDN, M_COUNT };
 static const char *const k_names[M_COUNT] = {"tlm1", "tlmk", "default", "random64", "randomN"};
 
 /* compiles, checks and times one schedule; returns median ns or INFINITY */
-static double measure(tlm_runtime *rt, const tlm_task *task, const tlm_mm_args *args,
-                      const tlm_problem *p, const tlm_schedule *s, double best, double *compile_ms,
+static double measure(tlm_runtime *rt, const tlm_task *task, const void *args,
+                      const tlm_spec_problem *p, const tlm_schedule *s, double best, double *compile_ms,
                       int *wrong) {
   tlm_kernel *k;
   char err[256];
@@ -49,8 +49,8 @@ static double measure(tlm_runtime *rt, const tlm_task *task, const tlm_mm_args *
   if (tlm_engine_kernel(rt, task, s, &k, err, sizeof err)) return INFINITY;
   *compile_ms += now_ms() - t0;
   tlm_engine_exec(rt, k, task, args, err, sizeof err);
-  double e = tlm_problem_check_sampled(p, 32, 5);
-  if (!(e >= 0 && e <= tlm_problem_tolerance(task->u.mm.K))) {
+  double e = tlm_spec_problem_check(p, 32, 5);
+  if (!(e >= 0 && e <= tlm_spec_problem_tolerance(p))) {
     (*wrong)++;
     return INFINITY;
   }
@@ -63,7 +63,8 @@ static void usage(void) {
   fprintf(stderr,
           "usage: tlm eval [--k K] [--random N] [--model MODEL] [--threads T] [--json FILE]\n"
           "                [--max-tasks N] [--heldout] [--shared DIR] [FILE...]\n"
-          "  FILE: benchdnn matmul shape files. --heldout: the held-out families of the\n"
+          "  FILE: benchdnn matmul or convolution shape files (convolutions in NHWC at\n"
+          "  minibatch 1). --heldout: the held-out families of the\n"
           "  collection's task list. Tasks above 4 GFLOP have M reduced, as in collect.\n");
 }
 
@@ -150,15 +151,12 @@ int tlm_cmd_eval(int argc, char **argv) {
       free(specs);
       return 1;
     }
-    tlm_problem p;
-    tlm_task task;
-    tlm_mm_args args;
-    if (tlm_problem_make(&specs[t].d, &specs[t].epi, 3, &p) ||
-        tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err)) {
-      tlm_problem_free(&p);
+    tlm_spec_problem p;
+    if (tlm_spec_problem_make(&specs[t], 3, &p)) {
       tlm_destroy(rt);
       continue;
     }
+    const tlm_task task = p.task;
     tlm_space s;
     tlm_space_init(&s, &task, &rt->target);
     method_result r[M_COUNT];
@@ -168,12 +166,12 @@ int tlm_cmd_eval(int argc, char **argv) {
     double t0 = now_ms();
     tlm_space_default(&s, &sched);
     r[M_DEFAULT].make_ms = now_ms() - t0;
-    r[M_DEFAULT].ns = measure(rt, &task, &args, &p, &sched, INFINITY, &r[M_DEFAULT].make_ms, &wrong);
+    r[M_DEFAULT].ns = measure(rt, &task, p.args, &p, &sched, INFINITY, &r[M_DEFAULT].make_ms, &wrong);
     /* TLM-1 */
     t0 = now_ms();
     tlm_lm_decode(rt->model, &s, &sched, NULL);
     r[M_TLM1].make_ms = now_ms() - t0;
-    r[M_TLM1].ns = measure(rt, &task, &args, &p, &sched, r[M_DEFAULT].ns, &r[M_TLM1].make_ms, &wrong);
+    r[M_TLM1].ns = measure(rt, &task, p.args, &p, &sched, r[M_DEFAULT].ns, &r[M_TLM1].make_ms, &wrong);
     /* TLM-k */
     tlm_schedule *top = malloc(sizeof *top * (size_t)k);
     t0 = now_ms();
@@ -181,7 +179,7 @@ int tlm_cmd_eval(int argc, char **argv) {
     r[M_TLMK].make_ms = now_ms() - t0;
     for (int i = 0; i < nk; i++) {
       double c = 0, st = now_ms();
-      double ns = measure(rt, &task, &args, &p, &top[i], r[M_TLMK].ns, &c, &wrong);
+      double ns = measure(rt, &task, p.args, &p, &top[i], r[M_TLMK].ns, &c, &wrong);
       r[M_TLMK].make_ms += now_ms() - st;
       if (ns < r[M_TLMK].ns) r[M_TLMK].ns = ns;
     }
@@ -193,7 +191,7 @@ int tlm_cmd_eval(int argc, char **argv) {
     for (int i = 0; i < nrand; i++) {
       tlm_space_sample(&s, &rng, &sched);
       double c = 0;
-      double ns = measure(rt, &task, &args, &p, &sched, rbest, &c, &wrong);
+      double ns = measure(rt, &task, p.args, &p, &sched, rbest, &c, &wrong);
       if (ns < rbest) rbest = ns;
       if (i == 63 || (i == nrand - 1 && nrand < 64)) {
         r[M_RAND64].ns = rbest;
@@ -224,7 +222,7 @@ int tlm_cmd_eval(int argc, char **argv) {
                 isfinite(r[m].ns) ? r[m].ns : -1.0, k_names[m], r[m].make_ms);
       fprintf(jf, "}");
     }
-    tlm_problem_free(&p);
+    tlm_spec_problem_free(&p);
     tlm_destroy(rt);
   }
   printf("\n%d tasks; geometric mean speed relative to best-of-%d random:\n", counted, nrand);

@@ -19,7 +19,7 @@ int tlm_cmp_double(const void *a, const void *b) {
 }
 
 void tlm_time_kernel(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
-                     const tlm_mm_args *args, double min_time_ms, double give_up_ns,
+                     const void *args, double min_time_ms, double give_up_ns,
                      tlm_timing *out) {
   char err[256];
   double first = tlm_now_ns();

@@ -20,7 +20,7 @@ typedef struct tlm_timing {
  * over 10x `give_up_ns` (and over 1 ms) gets a single sample: it is
  * ranked, not measured precisely. */
 void tlm_time_kernel(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
-                     const tlm_mm_args *args, double min_time_ms, double give_up_ns,
+                     const void *args, double min_time_ms, double give_up_ns,
                      tlm_timing *out);
 
 /* The kernel `tlm run --schedule S` asks for: auto (what tlm_run does),

@@ -10,6 +10,14 @@
 #include "runtime/space.h"
 
 void tlm_task_spec_text(tlm_task_spec *s) {
+  if (s->op == TLM_OP_CONV) {
+    char d[160];
+    tlm_conv_prb_str(&s->cp, d, sizeof d);
+    snprintf(s->text, sizeof s->text, "conv:%s %s bias%d bn%d act%d res%d", d,
+             s->layout == TLM_LAYOUT_NHWC ? "nhwc" : "nchw", s->cepi.bias, s->cepi.bn,
+             (int)s->cepi.act, s->cepi.residual);
+    return;
+  }
   char d[96];
   tlm_mm_desc_str(&s->d, d, sizeof d);
   snprintf(s->text, sizeof s->text, "%s tA%d tB%d bias%d act%d res%d", d, s->d.transpose_a,
@@ -18,7 +26,22 @@ void tlm_task_spec_text(tlm_task_spec *s) {
 
 int tlm_task_spec_parse(const char *text, tlm_task_spec *s) {
   memset(s, 0, sizeof *s);
-  char d[128], err[128];
+  char d[160], err[256];
+  if (!strncmp(text, "conv:", 5)) {
+    char lay[8];
+    int bias, bn, act, res;
+    if (sscanf(text + 5, "%159s %7s bias%d bn%d act%d res%d", d, lay, &bias, &bn, &act, &res) != 6)
+      return -1;
+    if (tlm_conv_prb_parse(d, &s->cp, err, sizeof err) != 1) return -1;
+    if ((bias | bn | res) & ~1 || act < 0 || act >= TLM_ACT_COUNT_) return -1;
+    if (strcmp(lay, "nhwc") && strcmp(lay, "nchw")) return -1;
+    s->op = TLM_OP_CONV;
+    s->layout = !strcmp(lay, "nhwc") ? TLM_LAYOUT_NHWC : TLM_LAYOUT_NCHW;
+    s->cepi = (tlm_conv_epi){bias, bn, res, (tlm_activation)act};
+    tlm_task_spec_text(s);
+    return 0;
+  }
+  s->op = TLM_OP_MATMUL;
   int ta, tb, bias, act, res;
   if (sscanf(text, "%127s tA%d tB%d bias%d act%d res%d", d, &ta, &tb, &bias, &act, &res) != 6)
     return -1;
@@ -53,7 +76,20 @@ static double bytes_of(const tlm_mm_desc *d) {
   return a + b + c;
 }
 
+static int add_unique(list *l, tlm_task_spec *s);
+
+static double conv_flop(const tlm_conv_prb *p) {
+  return 2.0 * (double)p->mb * (double)p->oc * (double)(p->ic / p->g) *
+         (double)(p->kd * p->kh * p->kw) * (double)(p->od * p->oh * p->ow);
+}
+
 static int add(list *l, tlm_task_spec *s) {
+  if (s->op == TLM_OP_CONV) {
+    if (conv_flop(&s->cp) > TLM_TASK_MAX_FLOP) return 0;
+    tlm_task_spec_text(s);
+    return add_unique(l, s);
+  }
+  s->op = TLM_OP_MATMUL;
   /* reduce the outer batch dim of tasks whose operands exceed the byte cap:
    * they measure memory bandwidth, slowly, whatever the schedule */
   while (bytes_of(&s->d) > TLM_TASK_MAX_BYTES && s->d.nda > 2 && s->d.a[0] > 1) {
@@ -70,6 +106,10 @@ static int add(list *l, tlm_task_spec *s) {
     *m = nm;
   }
   tlm_task_spec_text(s);
+  return add_unique(l, s);
+}
+
+static int add_unique(list *l, tlm_task_spec *s) {
   for (int i = 0; i < l->n; i++)
     if (!strcmp(l->v[i].text, s->text)) return 0;
   if (l->n == l->cap) {
@@ -114,6 +154,38 @@ static int benchdnn(list *l, const char *dir) {
       if (add(l, &s)) {
         fclose(fp);
         return -1;
+      }
+    }
+    fclose(fp);
+  }
+  return 0;
+}
+
+/* convolutions of the benchdnn conv sets at minibatch 1, in NHWC (HWIO
+ * weights) with bias and ReLU and in NCHW (OIHW) with bias */
+static int benchdnn_conv(list *l, const char *dir) {
+  static const char *const files[] = {"shapes_resnet_50", "shapes_mobilenet", "shapes_mobilenet_dw",
+                                      "shapes_efficientdet", "shapes_tails",
+                                      "shapes_regression_padding"};
+  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+    char path[1024], line[1024], err[256];
+    snprintf(path, sizeof path, "%s/workloads/benchdnn/conv/%s", dir, files[f]);
+    FILE *fp = fopen(path, "r");
+    if (!fp) continue;
+    while (fgets(line, sizeof line, fp)) {
+      tlm_task_spec s;
+      memset(&s, 0, sizeof s);
+      if (tlm_conv_prb_parse(line, &s.cp, err, sizeof err) != 1) continue;
+      s.op = TLM_OP_CONV;
+      s.cp.mb = 1;
+      snprintf(s.family, sizeof s.family, "benchdnn-conv:%s", files[f] + 7);
+      for (int lay = 0; lay < 2; lay++) {
+        s.layout = lay ? TLM_LAYOUT_NCHW : TLM_LAYOUT_NHWC;
+        s.cepi = (tlm_conv_epi){1, 0, 0, lay ? TLM_ACT_NONE : TLM_ACT_RELU};
+        if (add(l, &s)) {
+          fclose(fp);
+          return -1;
+        }
       }
     }
     fclose(fp);
@@ -217,7 +289,17 @@ int tlm_tasks_from_file(const char *path, tlm_task_spec **out, char *err, int er
     lineno++;
     tlm_task_spec s;
     memset(&s, 0, sizeof s);
-    int r = tlm_mm_desc_parse(line, &s.d, perr, sizeof perr);
+    int r = tlm_conv_prb_parse(line, &s.cp, perr, sizeof perr);
+    if (r == 1) {
+      s.op = TLM_OP_CONV;
+      s.cp.mb = 1;
+      s.layout = TLM_LAYOUT_NHWC;
+      s.cepi = (tlm_conv_epi){1, 0, 0, TLM_ACT_RELU};
+      snprintf(s.family, sizeof s.family, "file:%.40s", base);
+      if (add(&l, &s)) break;
+      continue;
+    }
+    if (r == 0) r = tlm_mm_desc_parse(line, &s.d, perr, sizeof perr);
     if (r < 0) {
       snprintf(err, (size_t)errcap, "%s:%d: %s", path, lineno, perr);
       fclose(fp);
@@ -236,7 +318,7 @@ int tlm_tasks_from_file(const char *path, tlm_task_spec **out, char *err, int er
 int tlm_tasks_build(const char *dir, uint64_t seed, tlm_task_spec **out, char *err, int errcap) {
   list l = {0};
   *out = NULL;
-  if (benchdnn(&l, dir)) goto oom;
+  if (benchdnn(&l, dir) || benchdnn_conv(&l, dir)) goto oom;
   int *ctx = NULL;
   int nctx = read_trace(dir, &ctx);
   char path[1024];
@@ -281,6 +363,19 @@ oom:
 }
 
 int tlm_task_spec_task(const tlm_task_spec *s, tlm_task *task) {
+  if (s->op == TLM_OP_CONV) {
+    tlm_conv_problem p;
+    tlm_conv_args args;
+    char err[256];
+    if (tlm_conv_problem_shapes(&s->cp, s->layout,
+                                s->layout == TLM_LAYOUT_NHWC ? TLM_WEIGHTS_HWIO : TLM_WEIGHTS_OIHW,
+                                &s->cepi, &p))
+      return -1;
+    /* placeholders 1 TiB apart: validation compares ranges, nothing reads */
+    for (int i = 0; i < p.n_in; i++) p.in[i].data = (void *)((uintptr_t)(i + 1) << 40);
+    p.out.data = (void *)((uintptr_t)7 << 40);
+    return tlm_validate_conv(&p.op, p.in, p.n_in, &p.out, 1, task, &args, err, sizeof err) ? -1 : 0;
+  }
   const tlm_mm_desc *d = &s->d;
   tlm_op op = tlm_op_matmul();
   op.u.matmul = s->epi;
@@ -322,4 +417,50 @@ int tlm_tasks_interleave(tlm_task_spec *tasks, int n) {
   free(out);
   free(rank);
   return 0;
+}
+
+int tlm_spec_problem_make(const tlm_task_spec *s, uint64_t seed, tlm_spec_problem *p) {
+  memset(p, 0, sizeof *p);
+  p->op = s->op;
+  char err[256];
+  if (s->op == TLM_OP_CONV) {
+    if (tlm_conv_problem_make(&s->cp, s->layout,
+                              s->layout == TLM_LAYOUT_NHWC ? TLM_WEIGHTS_HWIO : TLM_WEIGHTS_OIHW,
+                              &s->cepi, seed, &p->cv))
+      return -1;
+    if (tlm_validate_conv(&p->cv.op, p->cv.in, p->cv.n_in, &p->cv.out, 1, &p->task, &p->cv_args,
+                          err, sizeof err)) {
+      tlm_conv_problem_free(&p->cv);
+      return -1;
+    }
+    p->args = &p->cv_args;
+    return 0;
+  }
+  if (tlm_problem_make(&s->d, &s->epi, seed, &p->mm)) return -1;
+  if (tlm_validate_matmul(&p->mm.op, p->mm.in, p->mm.n_in, &p->mm.out, 1, &p->task, &p->mm_args,
+                          err, sizeof err)) {
+    tlm_problem_free(&p->mm);
+    return -1;
+  }
+  p->args = &p->mm_args;
+  return 0;
+}
+
+void tlm_spec_problem_free(tlm_spec_problem *p) {
+  if (p->op == TLM_OP_CONV) tlm_conv_problem_free(&p->cv);
+  else tlm_problem_free(&p->mm);
+  memset(p, 0, sizeof *p);
+}
+
+double tlm_spec_problem_check(const tlm_spec_problem *p, int points, uint64_t seed) {
+  if (p->op == TLM_OP_CONV) return tlm_conv_problem_check(&p->cv, points, seed);
+  return tlm_problem_check_sampled(&p->mm, points, seed);
+}
+
+double tlm_spec_problem_tolerance(const tlm_spec_problem *p) {
+  if (p->op == TLM_OP_CONV) {
+    const tlm_conv_task *t = &p->task.u.conv;
+    return tlm_problem_tolerance((int64_t)t->ICg * t->KD * t->KH * t->KW);
+  }
+  return tlm_problem_tolerance(p->task.u.mm.K);
 }

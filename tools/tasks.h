@@ -7,15 +7,46 @@
 
 #include <stdint.h>
 
+#include "conv.h"
 #include "problem.h"
+#include "runtime/kernel_abi.h"
 #include "runtime/task.h"
 
+/* A matmul task (op TLM_OP_MATMUL: d, epi) or a convolution (TLM_OP_CONV:
+ * cp, layout with its natural weight layout, cepi). */
 typedef struct tlm_task_spec {
+  int op;
   tlm_mm_desc d;
   tlm_matmul_desc epi;
+  tlm_conv_prb cp;
+  tlm_layout layout;
+  tlm_conv_epi cepi;
   char family[48]; /* split unit, e.g. "gpt2-124m:prefill", "benchdnn:bert" */
-  char text[160];  /* canonical text: descriptor + transposes + epilogue */
+  char text[200];  /* canonical text: descriptor + transposes + epilogue */
 } tlm_task_spec;
+
+/* A spec's runnable problem: random tensors, the canonical task and the
+ * kernel arguments. */
+typedef struct tlm_spec_problem {
+  int op;
+  tlm_problem mm;
+  tlm_conv_problem cv;
+  tlm_task task;
+  tlm_mm_args mm_args;
+  tlm_conv_args cv_args;
+  const void *args; /* &mm_args or &cv_args */
+} tlm_spec_problem;
+
+/* Builds it (random data from seed). Returns 0, -1 (too large, out of
+ * memory, or it does not validate). */
+int tlm_spec_problem_make(const tlm_task_spec *s, uint64_t seed, tlm_spec_problem *p);
+void tlm_spec_problem_free(tlm_spec_problem *p);
+/* Largest relative error of `points` sampled outputs against the
+ * reference (tlm_problem_check_sampled / tlm_conv_problem_check), -1 if
+ * it cannot be checked. */
+double tlm_spec_problem_check(const tlm_spec_problem *p, int points, uint64_t seed);
+/* Tolerance of that check (by the reduction length). */
+double tlm_spec_problem_tolerance(const tlm_spec_problem *p);
 
 /* Largest task measured, in FLOP; larger ones have M reduced to fit. */
 #define TLM_TASK_MAX_FLOP 4.0e9
@@ -28,8 +59,9 @@ typedef struct tlm_task_spec {
 int tlm_tasks_build(const char *shared_dir, uint64_t seed, tlm_task_spec **out, char *err,
                     int errcap);
 
-/* Tasks of one benchdnn matmul shape file (family "file:<name>"), reduced
- * and deduplicated like tlm_tasks_build. Returns the count or -1. */
+/* Tasks of one benchdnn matmul or convolution shape file (family
+ * "file:<name>"; convolutions in NHWC with bias and ReLU at minibatch 1),
+ * reduced and deduplicated like tlm_tasks_build. Returns the count or -1. */
 int tlm_tasks_from_file(const char *path, tlm_task_spec **out, char *err, int errcap);
 
 /* Reorders tasks round-robin over their families (first task of each

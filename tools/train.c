@@ -26,7 +26,8 @@ static double now_s(void) {
 }
 
 const char *const tlm_heldout_families[] = {"gpt2-355m:", "benchdnn:transformer",
-                                            "benchdnn:gptj-2016", NULL};
+                                            "benchdnn:gptj-2016", "benchdnn-conv:efficientdet",
+                                            NULL};
 
 int tlm_family_heldout(const char *family) {
   for (int i = 0; tlm_heldout_families[i]; i++)

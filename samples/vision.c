@@ -1,0 +1,655 @@
+/* vision.c - image classification networks served through tlm_run(), on a
+ * stream of images whose resolution changes from one image to the next.
+ *
+ * Networks, NHWC activations and HWIO weights from a fixed seed (He-uniform
+ * weights, small biases), batch normalization folded into each
+ * convolution's weights and bias as for inference:
+ *   resnet50   ResNet-50 v1 in its Caffe form, whose layers at 224x224 are
+ *              the descriptors of ../shared/workloads/benchdnn/conv/
+ *              shapes_resnet_50: conv1 7x7/2 pad 3 and ReLU, max pool 3x3/2
+ *              pad 1 (res2a reads 56x56), bottleneck blocks [3, 4, 6, 3]
+ *              with stride 2 in the first 1x1 of stages 3-5 (res3a_branch2a,
+ *              ...) and in the 1x1 projection (res3a_branch1, ...), the
+ *              residual add and ReLU fused into each block's last 1x1
+ *              (branch2c), global average pool, fully connected 2048 -> 1000.
+ *   mobilenet  MobileNet v1 (shapes_mobilenet and shapes_mobilenet_dw in the
+ *              same folder): conv 3x3/2 3 -> 32, 13 pairs of a depthwise 3x3
+ *              (groups = channels) and a pointwise 1x1, ReLU6 after each
+ *              convolution, global average pool, fully connected 1024 -> 1000.
+ * Every convolution (bias and activation, and the residual add, in its
+ * epilogue), every pooling and the fully connected layer (a matmul) is a
+ * tlm_run() call.
+ *
+ * The stream: --images minibatches per network of --mb images each (so
+ * --images images with the default minibatch of 1), of side 160, 192, 224,
+ * 256 and 288 in turn (--sizes). Each new size brings new shapes, which tlm
+ * schedules and compiles on first sight: that is the cold pass. A second
+ * pass over the same images runs on warm caches. Latencies are per
+ * minibatch.
+ *
+ * Baseline in the same run: the same networks with oneDNN primitives
+ * (convolutions with sum and eltwise post-ops, pooling, matmul), one per
+ * layer and input size, created on first use, weights reordered once, on the
+ * same number of threads, also in a cold and a warm pass. The logits of the
+ * first minibatch of every size are compared (largest difference relative to
+ * the largest logit; the run fails above 1e-3).
+ * The 1x1 "conv11" (1024 -> 5) of shapes_mobilenet is left out: the
+ * classifier here is the usual 1024 -> 1000 fully connected layer.
+ *
+ * Usage: vision [--model resnet50|mobilenet|both] [--sizes 160,192,...]
+ *               [--images N] [--mb N] [--threads N] [--json FILE]
+ *               [--no-baseline]
+ * tlm also keeps kernels in its disk cache (tlm_config.cache_dir); run with
+ * TLM_CACHE_DIR=none for a cold pass that compiles everything.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tlm.h"
+
+#ifdef TLM_HAVE_DNNL
+#include "baseline_dnnl.h"
+#endif
+
+#define NCLASS 1000
+#define MAX_LAYERS 64
+#define NBUF 6       /* activation buffers of a network; 0 holds the input */
+#define MAX_SIZES 32
+
+typedef enum layer_kind { CONV, MAX_POOL, AVG_POOL, FC } layer_kind;
+
+typedef struct layer {
+  layer_kind kind;
+  char name[32];       /* as in the benchdnn sets, e.g. res3a_branch2a */
+  int src, dst, res;   /* activation buffers; res: the residual's, or -1 */
+  int ic, oc, k, stride, pad, groups; /* pooling: ic = oc; k 0 = global */
+  tlm_activation act;
+  float *w, *b;        /* HWIO (k, k, ic / groups, oc), FC (ic, oc); bias (oc) */
+  int ih, iw, oh, ow;  /* extents at the current image size (net_plan) */
+} layer;
+
+typedef struct net {
+  const char *name, *shapes; /* shapes: the benchdnn set it follows */
+  layer l[MAX_LAYERS];
+  int n, out;                /* out: the buffer of the logits */
+  float *buf[NBUF];          /* each large enough for the largest size */
+} net;
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* uniform in [-1, 1) */
+static float frand(uint64_t *state) {
+  *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)((*state >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+}
+
+/* ---- the networks ------------------------------------------------------------ */
+
+static layer *add(net *n, layer_kind kind, const char *name, int src, int dst, int ic, int oc,
+                  int k, int stride, int pad) {
+  layer *L = &n->l[n->n++];
+  memset(L, 0, sizeof *L);
+  L->kind = kind;
+  snprintf(L->name, sizeof L->name, "%s", name);
+  L->src = src, L->dst = dst, L->res = -1;
+  L->ic = ic, L->oc = oc, L->k = k, L->stride = stride, L->pad = pad, L->groups = 1;
+  return L;
+}
+
+static layer *conv(net *n, const char *name, int src, int dst, int ic, int oc, int k, int stride,
+                   tlm_activation act) {
+  layer *L = add(n, CONV, name, src, dst, ic, oc, k, stride, k / 2);
+  L->act = act;
+  return L;
+}
+
+/* ResNet-50 v1, benchdnn's shapes_resnet_50. Buffers: 1 and 2 hold the
+ * blocks' inputs and outputs in turn, 3 and 4 the block's inner activations,
+ * 5 the projection shortcut. */
+static void build_resnet50(net *n) {
+  static const int blocks[4] = {3, 4, 6, 3};
+  n->name = "resnet50", n->shapes = "shapes_resnet_50";
+  conv(n, "conv1", 0, 3, 3, 64, 7, 2, TLM_ACT_RELU);
+  add(n, MAX_POOL, "pool1", 3, 1, 64, 64, 3, 2, 1);
+  int x = 1, c = 64;
+  char nm[32];
+  for (int s = 0; s < 4; s++) {
+    int mid = 64 << s, out = 256 << s;
+    for (int b = 0; b < blocks[s]; b++) {
+      int stride = s > 0 && b == 0 ? 2 : 1, y = 3 - x, res = x;
+      char id[16];
+      snprintf(id, sizeof id, "res%d%c", s + 2, 'a' + b);
+      if (b == 0) {
+        snprintf(nm, sizeof nm, "%s_branch1", id);
+        conv(n, nm, x, 5, c, out, 1, stride, TLM_ACT_NONE);
+        res = 5;
+      }
+      snprintf(nm, sizeof nm, "%s_branch2a", id);
+      conv(n, nm, x, 3, c, mid, 1, stride, TLM_ACT_RELU);
+      snprintf(nm, sizeof nm, "%s_branch2b", id);
+      conv(n, nm, 3, 4, mid, mid, 3, 1, TLM_ACT_RELU);
+      snprintf(nm, sizeof nm, "%s_branch2c", id);
+      conv(n, nm, 4, y, mid, out, 1, 1, TLM_ACT_RELU)->res = res;
+      x = y, c = out;
+    }
+  }
+  add(n, AVG_POOL, "pool5", x, 3, c, c, 0, 1, 0);
+  add(n, FC, "fc1000", 3, 4, c, NCLASS, 1, 1, 0);
+  n->out = 4;
+}
+
+/* MobileNet v1, benchdnn's shapes_mobilenet (pointwise) and shapes_mobilenet_dw
+ * (depthwise, named convX_Y/dw there). Buffers 1 and 2 in turn. */
+static void build_mobilenet(net *n) {
+  static const struct { const char *id; int oc, stride; } pairs[13] = {
+      {"2_1", 64, 1},  {"2_2", 128, 2}, {"3_1", 128, 1}, {"3_2", 256, 2}, {"4_1", 256, 1},
+      {"4_2", 512, 2}, {"5_1", 512, 1}, {"5_2", 512, 1}, {"5_3", 512, 1}, {"5_4", 512, 1},
+      {"5_5", 512, 1}, {"5_6", 1024, 2}, {"6", 1024, 1}};
+  n->name = "mobilenet", n->shapes = "shapes_mobilenet and shapes_mobilenet_dw";
+  conv(n, "conv1", 0, 1, 3, 32, 3, 2, TLM_ACT_RELU6);
+  int x = 1, c = 32;
+  char nm[32];
+  for (int i = 0; i < 13; i++) {
+    snprintf(nm, sizeof nm, "conv%s/dw", pairs[i].id);
+    conv(n, nm, x, 3 - x, c, c, 3, pairs[i].stride, TLM_ACT_RELU6)->groups = c;
+    snprintf(nm, sizeof nm, "conv%s/sep", pairs[i].id);
+    conv(n, nm, 3 - x, x, c, pairs[i].oc, 1, 1, TLM_ACT_RELU6);
+    c = pairs[i].oc;
+  }
+  add(n, AVG_POOL, "pool6", x, 3, c, c, 0, 1, 0);
+  add(n, FC, "fc7", 3, 4, c, NCLASS, 1, 1, 0);
+  n->out = 4;
+}
+
+/* Sets every layer's extents for input images of side `size`. */
+static void net_plan(net *n, int size) {
+  int h[NBUF] = {size}, w[NBUF] = {size};
+  for (int i = 0; i < n->n; i++) {
+    layer *L = &n->l[i];
+    L->ih = h[L->src], L->iw = w[L->src];
+    if (L->kind == FC || L->k == 0) {
+      L->oh = L->ow = 1;
+    } else {
+      L->oh = (L->ih + 2 * L->pad - L->k) / L->stride + 1;
+      L->ow = (L->iw + 2 * L->pad - L->k) / L->stride + 1;
+    }
+    h[L->dst] = L->oh, w[L->dst] = L->ow;
+  }
+}
+
+static double net_flops(const net *n, int mb) {
+  double f = 0;
+  for (int i = 0; i < n->n; i++) {
+    const layer *L = &n->l[i];
+    if (L->kind == CONV || L->kind == FC)
+      f += 2.0 * mb * L->oh * L->ow * L->oc * L->k * L->k * (L->ic / L->groups);
+  }
+  return f;
+}
+
+/* Weights from the network's seed, and the activation buffers for images of
+ * side up to max_size. Returns 0, -1. */
+static int net_alloc(net *n, uint64_t seed, int mb, int max_size) {
+  for (int i = 0; i < n->n; i++) {
+    layer *L = &n->l[i];
+    if (L->kind != CONV && L->kind != FC) continue;
+    size_t fan_in = (size_t)L->k * L->k * (size_t)(L->ic / L->groups), nw = fan_in * L->oc;
+    /* He-uniform keeps the activations' scale through the ReLUs; the layers
+     * that feed a sum or the logits get half its bound */
+    float bound = sqrtf((L->act == TLM_ACT_NONE || L->res >= 0 ? 1.5f : 6.0f) / (float)fan_in);
+    L->w = malloc(nw * sizeof(float));
+    L->b = malloc((size_t)L->oc * sizeof(float));
+    if (!L->w || !L->b) return -1;
+    for (size_t j = 0; j < nw; j++) L->w[j] = bound * frand(&seed);
+    for (int j = 0; j < L->oc; j++) L->b[j] = 0.05f * frand(&seed);
+  }
+  net_plan(n, max_size);
+  size_t elems = (size_t)max_size * max_size * 3;
+  for (int i = 0; i < n->n; i++) {
+    size_t e = (size_t)n->l[i].oh * n->l[i].ow * n->l[i].oc;
+    if (e > elems) elems = e;
+  }
+  size_t bytes = ((size_t)mb * elems * sizeof(float) + 63) / 64 * 64;
+  for (int i = 0; i < NBUF; i++)
+    if (!(n->buf[i] = aligned_alloc(64, bytes))) return -1;
+  return 0;
+}
+
+static void net_free(net *n) {
+  for (int i = 0; i < n->n; i++) free(n->l[i].w), free(n->l[i].b);
+  for (int i = 0; i < NBUF; i++) free(n->buf[i]);
+}
+
+/* ---- the tlm path ------------------------------------------------------------ */
+
+static tlm_tensor dense(float *data, int nd, const int64_t *shape) {
+  tlm_tensor t;
+  tlm_tensor_dense(&t, TLM_F32, nd, shape, data);
+  return t;
+}
+
+static int forward_tlm(tlm_runtime *rt, net *n, int mb) {
+  for (int i = 0; i < n->n; i++) {
+    const layer *L = &n->l[i];
+    float *x = n->buf[L->src], *y = n->buf[L->dst];
+    int64_t xs[4] = {mb, L->ih, L->iw, L->ic}, ys[4] = {mb, L->oh, L->ow, L->oc};
+    tlm_op op;
+    tlm_tensor in[4] = {dense(x, 4, xs)}, out = dense(y, 4, ys);
+    int nin = 1;
+    if (L->kind == CONV) {
+      op = tlm_op_conv(TLM_LAYOUT_NHWC);
+      tlm_conv_desc *c = &op.u.conv;
+      c->weight_layout = TLM_WEIGHTS_HWIO;
+      c->groups = L->groups;
+      c->stride[1] = c->stride[2] = L->stride;
+      c->pad[1] = c->pad[2] = L->pad;
+      c->has_bias = 1;
+      c->has_residual = L->res >= 0;
+      c->activation = L->act;
+      in[nin++] = dense(L->w, 4, (int64_t[]){L->k, L->k, L->ic / L->groups, L->oc});
+      in[nin++] = dense(L->b, 1, (int64_t[]){L->oc});
+      if (L->res >= 0) in[nin++] = dense(n->buf[L->res], 4, ys);
+    } else if (L->kind == FC) {
+      op = tlm_op_matmul();
+      op.u.matmul.has_bias = 1;
+      in[0] = dense(x, 2, (int64_t[]){mb, L->ic});
+      in[nin++] = dense(L->w, 2, (int64_t[]){L->ic, L->oc});
+      in[nin++] = dense(L->b, 1, (int64_t[]){L->oc});
+      out = dense(y, 2, (int64_t[]){mb, L->oc});
+    } else {
+      op = tlm_op_pool(TLM_LAYOUT_NHWC, L->kind == MAX_POOL ? TLM_POOL_MAX : TLM_POOL_AVG);
+      tlm_pool_desc *p = &op.u.pool;
+      p->kernel[1] = p->kernel[2] = L->k; /* 0: global */
+      p->stride[1] = p->stride[2] = L->stride;
+      p->pad[1] = p->pad[2] = L->pad;
+    }
+    if (tlm_run(rt, &op, in, nin, &out, 1) != TLM_OK) {
+      fprintf(stderr, "vision: tlm_run failed on %s %s (%dx%d input): %s\n", n->name, L->name,
+              L->ih, L->iw, tlm_last_error(rt));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* ---- the baseline: oneDNN ------------------------------------------------------ */
+
+#ifdef TLM_HAVE_DNNL
+static int forward_dnnl(dnnl_baseline *db, net *n, int mb) {
+  for (int i = 0; i < n->n; i++) {
+    const layer *L = &n->l[i];
+    float *x = n->buf[L->src], *y = n->buf[L->dst];
+    baseline_window win = {mb, L->ic, L->ih, L->iw, L->oc, L->oh, L->ow, L->k, L->k,
+                           L->stride, L->stride, L->pad, L->pad, L->groups};
+    int bad;
+    if (L->kind == CONV) {
+      baseline_act act = L->act == TLM_ACT_RELU    ? BASELINE_ACT_RELU
+                         : L->act == TLM_ACT_RELU6 ? BASELINE_ACT_RELU6
+                                                   : BASELINE_ACT_NONE;
+      /* the sum post-op adds into dst: write over the shortcut, which is dead
+       * after this layer, in place, and let the two buffers trade places */
+      if (L->res >= 0) y = n->buf[L->res];
+      bad = dnnl_baseline_conv(db, &win, x, L->w, L->b, act, L->res >= 0, y);
+      if (L->res >= 0) n->buf[L->res] = n->buf[L->dst], n->buf[L->dst] = y;
+    } else if (L->kind == FC) {
+      bad = dnnl_baseline_matmul(db, 1, mb, L->ic, L->oc, x, (int64_t[]){mb * L->ic, L->ic, 1},
+                                 L->w, (int64_t[]){L->ic * L->oc, L->oc, 1}, L->b, 0, 0, y,
+                                 (int64_t[]){mb * L->oc, L->oc, 1});
+    } else {
+      if (L->k == 0) win.kh = L->ih, win.kw = L->iw; /* global */
+      bad = dnnl_baseline_pool(db, &win, L->kind == AVG_POOL, x, y);
+    }
+    if (bad) {
+      fprintf(stderr, "vision: oneDNN failed on %s %s (%dx%d input)\n", n->name, L->name, L->ih,
+              L->iw);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Largest |a - b| / max |b| over the rows of NCLASS logits. */
+static double max_rel_diff(const float *a, const float *b, int rows) {
+  double worst = 0;
+  for (int r = 0; r < rows; r++) {
+    double dmax = 0, scale = 0;
+    for (int i = 0; i < NCLASS; i++) {
+      double d = fabs((double)a[r * NCLASS + i] - b[r * NCLASS + i]);
+      dmax = d > dmax || isnan(d) ? d : dmax;
+      scale = fmax(scale, fabs((double)b[r * NCLASS + i]));
+    }
+    double e = dmax / (scale > 0 ? scale : 1);
+    if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+  }
+  return worst;
+}
+#endif
+
+/* ---- replay ------------------------------------------------------------------ */
+
+typedef struct pass {
+  int batches, images;   /* minibatches run, and the images in them */
+  double wall_ms, flops; /* wall_ms: the minibatches' forward times summed */
+  double *lat;           /* per minibatch, ms */
+  tlm_stats st;          /* tlm's counters over the pass */
+  int prims;             /* baseline: primitives created in the pass */
+  double prim_ms;        /* and the time creating them */
+  int failed;
+} pass;
+
+static tlm_stats stats_since(const tlm_runtime *rt, const tlm_stats *s0) {
+  tlm_stats s;
+  tlm_get_stats(rt, &s);
+  s.runs -= s0->runs, s.cache_hits -= s0->cache_hits, s.cache_misses -= s0->cache_misses;
+  s.schedules -= s0->schedules, s.decodes -= s0->decodes, s.compiles -= s0->compiles;
+  s.compile_fail -= s0->compile_fail, s.evictions -= s0->evictions;
+  s.disk_plan_hits -= s0->disk_plan_hits, s.disk_kernel_hits -= s0->disk_kernel_hits;
+  s.schedule_ms -= s0->schedule_ms, s.compile_ms -= s0->compile_ms;
+  return s;
+}
+
+/* Runs `batches` minibatches of mb images through tlm (db NULL) or the
+ * baseline; with `sampled`, keeps the logits of the first minibatch of
+ * every size there. */
+static void replay(tlm_runtime *rt, void *db, net *n, const int *sizes, int nsizes, int batches,
+                   int mb, pass *p, float *sampled) {
+  tlm_stats s0;
+  tlm_get_stats(rt, &s0);
+#ifdef TLM_HAVE_DNNL
+  double ms0 = 0;
+  int prims0 = db ? dnnl_baseline_primitives(db, &ms0) : 0;
+#endif
+  for (int q = 0; q < batches && !p->failed; q++) {
+    int size = sizes[q % nsizes];
+    net_plan(n, size);
+    uint64_t seed = 0x5eed0000ull + (uint64_t)q; /* the images' pixels */
+    for (size_t i = 0; i < (size_t)mb * size * size * 3; i++) n->buf[0][i] = frand(&seed);
+    double t0 = now_ms();
+#ifdef TLM_HAVE_DNNL
+    p->failed = db ? forward_dnnl(db, n, mb) : forward_tlm(rt, n, mb);
+#else
+    (void)db;
+    p->failed = forward_tlm(rt, n, mb);
+#endif
+    p->lat[q] = now_ms() - t0;
+    p->batches++, p->images += mb;
+    p->wall_ms += p->lat[q];
+    p->flops += net_flops(n, mb);
+    if (sampled && q < nsizes)
+      memcpy(sampled + (size_t)q * mb * NCLASS, n->buf[n->out], sizeof(float) * mb * NCLASS);
+  }
+  p->st = stats_since(rt, &s0);
+#ifdef TLM_HAVE_DNNL
+  if (db) p->prims = dnnl_baseline_primitives(db, &p->prim_ms) - prims0, p->prim_ms -= ms0;
+#endif
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* percentile q (0..100) of n latencies, ms */
+static double percentile(const double *lat, int n, int q) {
+  double *s = n > 0 ? malloc(sizeof(double) * (size_t)n) : NULL;
+  if (!s) return NAN;
+  memcpy(s, lat, sizeof(double) * (size_t)n);
+  qsort(s, (size_t)n, sizeof(double), cmp_double);
+  int i = n * q / 100 < n ? n * q / 100 : n - 1;
+  double v = s[i];
+  free(s);
+  return v;
+}
+
+/* ---- report -------------------------------------------------------------------- */
+
+typedef struct result {
+  net *n;
+  pass t[2], d[2]; /* tlm and baseline: cold, warm */
+  int have_baseline, compared;
+  double diff;
+} result;
+
+static void print_pass(const char *what, const pass *p) {
+  printf("  %-22s %9.1f ms   %7.2f img/s  p50 %7.2f ms  p99 %7.2f ms   %6.1f GFLOPS\n", what,
+         p->wall_ms, p->images / (p->wall_ms * 1e-3), percentile(p->lat, p->batches, 50),
+         percentile(p->lat, p->batches, 99), p->flops / (p->wall_ms * 1e6));
+}
+
+static void report(const result *r, int batches, int mb) {
+  const net *n = r->n;
+  const pass *t = r->t, *d = r->d;
+  printf("\n%s (benchdnn %s): %d images in %d minibatches per pass\n", n->name, n->shapes,
+         batches * mb, batches);
+  if (t[0].failed) {
+    printf("  tlm                    FAILED (see the error above)\n");
+    return;
+  }
+  for (int k = 0; k < 2; k++) {
+    char what[32];
+    snprintf(what, sizeof what, "tlm, %s", k ? "warm" : "cold");
+    print_pass(what, &t[k]);
+    if (r->have_baseline) {
+      snprintf(what, sizeof what, "oneDNN, %s", k ? "warm" : "cold");
+      print_pass(what, &d[k]);
+    }
+  }
+  for (int k = 0; k < 2; k++) {
+    const tlm_stats *s = &t[k].st;
+    printf("  tlm %s pass: %llu tlm_run calls, %llu new shapes, %llu cache hits; schedules: "
+           "%llu decoded by the model, %llu by the rule, %llu from disk (%.1f ms); %llu JIT "
+           "compiles (%.1f ms), %llu kernels from disk; schedule + compile %.1f%% of wall\n",
+           k ? "warm" : "cold", (unsigned long long)s->runs, (unsigned long long)s->cache_misses,
+           (unsigned long long)s->cache_hits, (unsigned long long)s->decodes,
+           (unsigned long long)(s->schedules - s->decodes), (unsigned long long)s->disk_plan_hits,
+           s->schedule_ms, (unsigned long long)s->compiles, s->compile_ms,
+           (unsigned long long)s->disk_kernel_hits,
+           100.0 * (s->schedule_ms + s->compile_ms) / t[k].wall_ms);
+  }
+  if (!r->have_baseline) return;
+  printf("  oneDNN primitives      %d created in the cold pass (%.1f ms with the weight "
+         "reorders), %d in the warm one\n",
+         d[0].prims, d[0].prim_ms, d[1].prims);
+  printf("  speed vs oneDNN        cold %.2fx, warm %.2fx (tlm images/s / oneDNN images/s)\n",
+         d[0].wall_ms / t[0].wall_ms, d[1].wall_ms / t[1].wall_ms);
+  printf("  logits vs oneDNN       max rel diff %.2g on %d images (the first minibatch of every size): %s\n",
+         r->diff, r->compared, r->diff <= 1e-3 ? "PASS" : "FAIL");
+}
+
+static void json_pass(FILE *f, const char *key, const pass *p, int tlm) {
+  fprintf(f,
+          "\"%s\": {\"images\": %d, \"wall_ms\": %.3f, \"images_per_s\": %.3f, "
+          "\"minibatch_latency_p50_ms\": %.3f, \"minibatch_latency_p99_ms\": %.3f, "
+          "\"gflop_per_s\": %.2f",
+          key, p->images, p->wall_ms, p->images / (p->wall_ms * 1e-3),
+          percentile(p->lat, p->batches, 50), percentile(p->lat, p->batches, 99),
+          p->flops / (p->wall_ms * 1e6));
+  const tlm_stats *s = &p->st;
+  if (tlm)
+    fprintf(f,
+            ", \"tlm_run_calls\": %llu, \"new_shapes_cache_misses\": %llu, \"cache_hits\": %llu, "
+            "\"decodes\": %llu, \"rule_schedules\": %llu, \"disk_plan_loads\": %llu, "
+            "\"jit_compiles\": %llu, \"disk_kernel_loads\": %llu, \"schedule_ms\": %.3f, "
+            "\"compile_ms\": %.3f, \"schedule_compile_share_of_wall\": %.4f",
+            (unsigned long long)s->runs, (unsigned long long)s->cache_misses,
+            (unsigned long long)s->cache_hits, (unsigned long long)s->decodes,
+            (unsigned long long)(s->schedules - s->decodes),
+            (unsigned long long)s->disk_plan_hits, (unsigned long long)s->compiles,
+            (unsigned long long)s->disk_kernel_hits, s->schedule_ms, s->compile_ms,
+            (s->schedule_ms + s->compile_ms) / p->wall_ms);
+  else
+    fprintf(f, ", \"primitives_created\": %d, \"primitive_create_ms\": %.3f", p->prims,
+            p->prim_ms);
+  fprintf(f, "}");
+}
+
+static void write_json(const char *path, const result *r, int nres, const int *sizes, int nsizes,
+                       int batches, int mb, int threads) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "vision: cannot write %s\n", path);
+    return;
+  }
+  fprintf(f,
+          "{\"threads\": %d, \"minibatch\": %d, \"minibatches_per_pass\": %d, "
+          "\"images_per_pass\": %d, \"sizes_px\": [",
+          threads, mb, batches, batches * mb);
+  for (int i = 0; i < nsizes; i++) fprintf(f, "%s%d", i ? ", " : "", sizes[i]);
+  fprintf(f, "], \"networks\": [");
+  for (int i = 0; i < nres; i++) {
+    const result *x = &r[i];
+    fprintf(f, "%s{\"name\": \"%s\", \"tlm_ok\": %s", i ? ", " : "", x->n->name,
+            x->t[0].failed || x->t[1].failed ? "false" : "true");
+    if (!x->t[0].failed) {
+      fprintf(f, ", ");
+      json_pass(f, "tlm_cold", &x->t[0], 1);
+      fprintf(f, ", ");
+      json_pass(f, "tlm_warm", &x->t[1], 1);
+    }
+    if (x->have_baseline) {
+      fprintf(f, ", ");
+      json_pass(f, "baseline_cold", &x->d[0], 0);
+      fprintf(f, ", ");
+      json_pass(f, "baseline_warm", &x->d[1], 0);
+      fprintf(f,
+              ", \"speed_ratio_tlm_over_baseline_cold\": %.4f, "
+              "\"speed_ratio_tlm_over_baseline_warm\": %.4f, \"max_rel_diff_vs_baseline\": %.3g, "
+              "\"images_compared\": %d",
+              x->d[0].wall_ms / x->t[0].wall_ms, x->d[1].wall_ms / x->t[1].wall_ms, x->diff,
+              x->compared);
+    }
+    fprintf(f, "}");
+  }
+  fprintf(f, "]}\n");
+  fclose(f);
+}
+
+/* ---- main ------------------------------------------------------------------------ */
+
+static int parse_sizes(const char *s, int *sizes) {
+  int n = 0;
+  for (char *end; *s && n < MAX_SIZES; s = *end ? end + 1 : end) {
+    long v = strtol(s, &end, 10);
+    if (end == s || (*end && *end != ',') || v < 32 || v > 1024) return -1;
+    sizes[n++] = (int)v;
+  }
+  return *s ? -1 : n;
+}
+
+int main(int argc, char **argv) {
+  const char *model = "both", *json = NULL;
+  int sizes[MAX_SIZES] = {160, 192, 224, 256, 288}, nsizes = 5;
+  int batches = 20, mb = 1, threads = -1, baseline = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int more = i + 1 < argc;
+    if (!strcmp(a, "--model") && more) model = argv[++i];
+    else if (!strcmp(a, "--sizes") && more) nsizes = parse_sizes(argv[++i], sizes);
+    else if (!strcmp(a, "--images") && more) batches = atoi(argv[++i]);
+    else if (!strcmp(a, "--mb") && more) mb = atoi(argv[++i]);
+    else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
+    else if (!strcmp(a, "--json") && more) json = argv[++i];
+    else if (!strcmp(a, "--no-baseline")) baseline = 0;
+    else {
+      fprintf(stderr,
+              "usage: %s [--model resnet50|mobilenet|both] [--sizes 160,192,...] [--images N]\n"
+              "          [--mb N] [--threads N] [--json FILE] [--no-baseline]\n",
+              argv[0]);
+      return 2;
+    }
+  }
+  int use_resnet = !strcmp(model, "resnet50") || !strcmp(model, "both");
+  int use_mobilenet = !strcmp(model, "mobilenet") || !strcmp(model, "both");
+  if (!use_resnet && !use_mobilenet) {
+    fprintf(stderr, "vision: --model must be resnet50, mobilenet or both\n");
+    return 2;
+  }
+  if (nsizes < 1 || batches < 1 || mb < 1 || mb > 1024) {
+    fprintf(stderr, "vision: --sizes takes 1 to %d sides in 32..1024 separated by commas; "
+                    "--images and --mb must be positive\n", MAX_SIZES);
+    return 2;
+  }
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  if (threads >= 0) cfg.num_threads = threads;
+  int nthreads = cfg.num_threads > 0 ? cfg.num_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+#ifdef TLM_HAVE_DNNL
+  /* oneDNN's OpenMP runtime: the same threads (re-runs the program once) */
+  if (dnnl_baseline_pin_threads(argv, nthreads))
+    fprintf(stderr, "vision: could not set OMP_NUM_THREADS=%d for oneDNN\n", nthreads);
+#endif
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt) != TLM_OK) {
+    fprintf(stderr, "vision: %s\n", tlm_last_error(NULL));
+    return 1;
+  }
+  int max_size = 0;
+  for (int i = 0; i < nsizes; i++) max_size = sizes[i] > max_size ? sizes[i] : max_size;
+  net nets[2];
+  result res[2];
+  int nres = 0, nsamp = batches < nsizes ? batches : nsizes, ok = 1;
+  memset(nets, 0, sizeof nets);
+  memset(res, 0, sizeof res);
+  if (use_resnet) build_resnet50(&nets[nres++]);
+  if (use_mobilenet) build_mobilenet(&nets[nres++]);
+  float *sampled[2][2] = {{NULL}}; /* [network][tlm, baseline] */
+  for (int i = 0; i < nres; i++) {
+    res[i].n = &nets[i];
+    for (int k = 0; k < 2; k++) {
+      res[i].t[k].lat = calloc((size_t)batches, sizeof(double));
+      res[i].d[k].lat = calloc((size_t)batches, sizeof(double));
+      sampled[i][k] = calloc((size_t)nsamp * mb * NCLASS, sizeof(float));
+      if (!res[i].t[k].lat || !res[i].d[k].lat || !sampled[i][k]) ok = 0;
+    }
+    if (net_alloc(&nets[i], nets[i].name[0] == 'r' ? 1 : 2, mb, max_size)) ok = 0;
+  }
+  if (!ok) {
+    fprintf(stderr, "vision: out of memory\n");
+    return 1;
+  }
+  for (int i = 0; i < nres; i++) {
+    replay(rt, NULL, &nets[i], sizes, nsizes, batches, mb, &res[i].t[0], sampled[i][0]);
+    if (!res[i].t[0].failed)
+      replay(rt, NULL, &nets[i], sizes, nsizes, batches, mb, &res[i].t[1], NULL);
+    if (res[i].t[0].failed || res[i].t[1].failed) ok = 0;
+  }
+#ifdef TLM_HAVE_DNNL
+  dnnl_baseline *db = baseline ? dnnl_baseline_create() : NULL;
+  if (baseline && !db) fprintf(stderr, "vision: oneDNN could not be set up: no baseline\n");
+  for (int i = 0; db && i < nres; i++) {
+    result *r = &res[i];
+    if (r->t[0].failed) continue;
+    replay(rt, db, &nets[i], sizes, nsizes, batches, mb, &r->d[0], sampled[i][1]);
+    if (!r->d[0].failed) replay(rt, db, &nets[i], sizes, nsizes, batches, mb, &r->d[1], NULL);
+    r->have_baseline = !r->d[0].failed && !r->d[1].failed;
+    if (!r->have_baseline) ok = 0;
+    if (r->have_baseline) {
+      r->compared = nsamp * mb;
+      r->diff = max_rel_diff(sampled[i][0], sampled[i][1], r->compared);
+      if (!(r->diff <= 1e-3)) ok = 0;
+    }
+  }
+  dnnl_baseline_destroy(db);
+#else
+  (void)baseline;
+#endif
+  printf("\nvision report: NHWC f32, minibatch %d, %d threads, sizes", mb, nthreads);
+  for (int i = 0; i < nsizes; i++) printf("%s%d", i ? "," : " ", sizes[i]);
+  printf(" in turn; times are the forward passes summed\n");
+  for (int i = 0; i < nres; i++) report(&res[i], batches, mb);
+  if (json) write_json(json, res, nres, sizes, nsizes, batches, mb, nthreads);
+  for (int i = 0; i < nres; i++) {
+    net_free(&nets[i]);
+    for (int k = 0; k < 2; k++) free(res[i].t[k].lat), free(res[i].d[k].lat), free(sampled[i][k]);
+  }
+  tlm_destroy(rt);
+  return ok ? 0 : 1;
+}
