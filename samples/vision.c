@@ -444,14 +444,16 @@ static void report(const result *r, int batches, int mb) {
   }
   for (int k = 0; k < 2; k++) {
     const tlm_stats *s = &t[k].st;
-    printf("  tlm %s pass: %llu tlm_run calls, %llu new shapes, %llu cache hits; schedules: "
-           "%llu decoded by the model, %llu by the rule, %llu from disk (%.1f ms); %llu JIT "
-           "compiles (%.1f ms), %llu kernels from disk; schedule + compile %.1f%% of wall\n",
+    printf("  tlm, %s pass         %llu tlm_run calls: %llu new shapes, %llu cache hits\n",
            k ? "warm" : "cold", (unsigned long long)s->runs, (unsigned long long)s->cache_misses,
-           (unsigned long long)s->cache_hits, (unsigned long long)s->decodes,
-           (unsigned long long)(s->schedules - s->decodes), (unsigned long long)s->disk_plan_hits,
-           s->schedule_ms, (unsigned long long)s->compiles, s->compile_ms,
-           (unsigned long long)s->disk_kernel_hits,
+           (unsigned long long)s->cache_hits);
+    printf("    schedules            %llu decoded by the model, %llu by the rule, %llu from disk "
+           "(%.1f ms)\n",
+           (unsigned long long)s->decodes, (unsigned long long)(s->schedules - s->decodes),
+           (unsigned long long)s->disk_plan_hits, s->schedule_ms);
+    printf("    kernels              %llu JIT-compiled (%.1f ms), %llu loaded from disk\n",
+           (unsigned long long)s->compiles, s->compile_ms, (unsigned long long)s->disk_kernel_hits);
+    printf("    schedule + compile   %.1f%% of the pass's wall time\n",
            100.0 * (s->schedule_ms + s->compile_ms) / t[k].wall_ms);
   }
   if (!r->have_baseline) return;
@@ -460,7 +462,8 @@ static void report(const result *r, int batches, int mb) {
          d[0].prims, d[0].prim_ms, d[1].prims);
   printf("  speed vs oneDNN        cold %.2fx, warm %.2fx (tlm images/s / oneDNN images/s)\n",
          d[0].wall_ms / t[0].wall_ms, d[1].wall_ms / t[1].wall_ms);
-  printf("  logits vs oneDNN       max rel diff %.2g on %d images (the first minibatch of every size): %s\n",
+  printf("  logits vs oneDNN       max rel diff %.2g on %d images (the first minibatch of every "
+         "size): %s\n",
          r->diff, r->compared, r->diff <= 1e-3 ? "PASS" : "FAIL");
 }
 
