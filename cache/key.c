@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include "tlm.h"
+#include "../runtime/space.h"
 
 #define KEY_FORMAT 1
 
@@ -29,6 +30,7 @@ static void header(tlm_key *k, uint32_t kind, const tlm_target *target) {
   put_u32(k, KEY_FORMAT);
   put_u32(k, kind);
   put_u32(k, TLM_VERSION_NUMBER);
+  put_u32(k, TLM_CODEGEN_VERSION);
   put_u32(k, maj * 10000 + min * 100 + pat);
   put(k, target, sizeof *target); /* tlm_target has no padding holes */
 }

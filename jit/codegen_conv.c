@@ -29,14 +29,19 @@ typedef struct conv_cg {
   LLVMValueRef src, wei, dst, bias, scale, shift, res;
   LLVMValueRef N, ID, IH, IW, OD, OH, OW;
   LLVMValueRef ss[5], sw[5], sd[5], sr[5], sbias, sscale, sshift;
+  /* flat: the tile rows run over the (oh, ow) plane flattened (lane axes
+   * oc and g); otherwise over ow within one output row (lanes along ow) */
+  int flat;
+  LLVMValueRef wext; /* extent of the w axis: OH * OW (flat) or OW */
   /* the current row */
   LLVMValueRef n, other, od, oh;
-  /* the current tile */
+  /* the current tile; flat: the output row and column of each tile row */
   LLVMValueRef c0, w0, c_end, w_end;
+  LLVMValueRef ohr[CONV_ACC_MAX], owr[CONV_ACC_MAX];
   int safe;
   LLVMValueRef acc[CONV_ACC_MAX];
   /* reduction position inside the tile */
-  LLVMValueRef xoff, woff, kw, icg;
+  LLVMValueRef xoff, woff, kh, kw, icg;
 } conv_cg;
 
 /* 0 <= i < n as one unsigned compare */
@@ -62,17 +67,42 @@ static LLVMValueRef iw_of(conv_cg *cc, LLVMValueRef ow) {
   return add(g, sub(g, mul(g, ow, c64(g, t->sw)), c64(g, t->pw)), mul(g, cc->kw, c64(g, t->dw)));
 }
 
+/* Offset (elements, from cc->xoff) of tile row r's input pixel for the
+ * current (kh, kw); in the safe version *ok says whether it lies inside
+ * the input (the offset is then 0, a valid address, when it does not). */
+static LLVMValueRef row_src(conv_cg *cc, int r, LLVMValueRef *ok) {
+  cg *g = &cc->g;
+  const tlm_conv_task *t = cc->t;
+  *ok = NULL;
+  LLVMValueRef off, valid = NULL;
+  if (cc->flat) {
+    LLVMValueRef ih = add(g, sub(g, mul(g, cc->ohr[r], c64(g, t->sh)), c64(g, t->ph)),
+                          mul(g, cc->kh, c64(g, t->dh)));
+    LLVMValueRef iw = iw_of(cc, cc->owr[r]);
+    off = add(g, mul(g, ih, cc->ss[3]), mul(g, iw, cc->ss[4]));
+    if (cc->safe)
+      valid = LLVMBuildAnd(g->b, in_range(g, ih, cc->IH), in_range(g, iw, cc->IW), "");
+  } else {
+    LLVMValueRef ow = add(g, cc->w0, c64(g, r));
+    if (cc->safe) ow = smin(g, ow, sub(g, cc->w_end, c64(g, 1)));
+    LLVMValueRef iw = iw_of(cc, ow);
+    off = mul(g, iw, cc->ss[4]);
+    if (cc->safe) valid = in_range(g, iw, cc->IW);
+  }
+  if (valid) {
+    off = LLVMBuildSelect(g->b, valid, off, c64(g, 0), "");
+    *ok = valid;
+  }
+  return off;
+}
+
 /* src scalar (axis 0) at tile row r: 0 in the padding */
 static LLVMValueRef src_scalar(conv_cg *cc, LLVMValueRef xb, int r) {
   cg *g = &cc->g;
-  LLVMValueRef ow = add(g, cc->w0, c64(g, r));
-  if (!cc->safe) return load(g, g->f32, gep(g, xb, mul(g, iw_of(cc, ow), cc->ss[4])), 4);
-  ow = smin(g, ow, sub(g, cc->w_end, c64(g, 1)));
-  LLVMValueRef iw = iw_of(cc, ow);
-  LLVMValueRef ok = in_range(g, iw, cc->IW);
-  iw = LLVMBuildSelect(g->b, ok, iw, c64(g, 0), "");
-  LLVMValueRef v = load(g, g->f32, gep(g, xb, mul(g, iw, cc->ss[4])), 4);
-  return LLVMBuildSelect(g->b, ok, v, LLVMConstReal(g->f32, 0.0), "");
+  LLVMValueRef ok;
+  LLVMValueRef off = row_src(cc, r, &ok);
+  LLVMValueRef v = load(g, g->f32, gep(g, xb, off), 4);
+  return ok ? LLVMBuildSelect(g->b, ok, v, LLVMConstReal(g->f32, 0.0), "") : v;
 }
 
 /* lane mask of C-axis lanes [start, start + W) below c_end */
@@ -193,16 +223,9 @@ static void step(conv_cg *cc) {
                        sub(g, cc->c_end, c64(g, 1)));
   }
   for (int r = 0; r < cc->R; r++) {
-    LLVMValueRef ow = add(g, cc->w0, c64(g, r));
-    LLVMValueRef ok = NULL;
-    if (cc->safe) ow = smin(g, ow, sub(g, cc->w_end, c64(g, 1)));
-    LLVMValueRef iw = iw_of(cc, ow);
-    if (cc->safe) {
-      ok = in_range(g, iw, cc->IW);
-      iw = LLVMBuildSelect(g->b, ok, iw, c64(g, 0), "");
-    }
-    LLVMValueRef xb = gep(g, cc->src, add(g, add(g, cc->xoff, mul(g, cc->icg, cc->ss[1])),
-                                          mul(g, iw, cc->ss[4])));
+    LLVMValueRef ok;
+    LLVMValueRef off = row_src(cc, r, &ok);
+    LLVMValueRef xb = gep(g, cc->src, add(g, add(g, cc->xoff, mul(g, cc->icg, cc->ss[1])), off));
     for (int v = 0; v < cc->NV; v++) {
       LLVMValueRef start = add(g, cc->c0, c64(g, (int64_t)v * W));
       LLVMValueRef xv = load_lanes(g, xb, start, xunit, xstride, W, c_mask(cc, start),
@@ -244,11 +267,18 @@ static void epilogue_store(conv_cg *cc) {
   int W = cc->W;
   LLVMTypeRef vt = vtype(g, W);
   int vunit = (t->unit & TLM_UNIT_CONV_VEC) != 0;
-  LLVMValueRef rowoff_d = add(g, add(g, mul(g, cc->n, cc->sd[0]), mul(g, cc->od, cc->sd[2])),
-                              mul(g, cc->oh, cc->sd[3]));
-  LLVMValueRef rowoff_r = add(g, add(g, mul(g, cc->n, cc->sr[0]), mul(g, cc->od, cc->sr[2])),
-                              mul(g, cc->oh, cc->sr[3]));
+  LLVMValueRef base_d = add(g, mul(g, cc->n, cc->sd[0]), mul(g, cc->od, cc->sd[2]));
+  LLVMValueRef base_r = add(g, mul(g, cc->n, cc->sr[0]), mul(g, cc->od, cc->sr[2]));
   for (int r = 0; r < cc->R; r++) {
+    /* dst/residual offset of the row's pixel (flat) or output row */
+    LLVMValueRef rowoff_d, rowoff_r;
+    if (cc->flat) {
+      rowoff_d = add(g, base_d, add(g, mul(g, cc->ohr[r], cc->sd[3]), mul(g, cc->owr[r], cc->sd[4])));
+      rowoff_r = add(g, base_r, add(g, mul(g, cc->ohr[r], cc->sr[3]), mul(g, cc->owr[r], cc->sr[4])));
+    } else {
+      rowoff_d = add(g, base_d, mul(g, cc->oh, cc->sd[3]));
+      rowoff_r = add(g, base_r, mul(g, cc->oh, cc->sr[3]));
+    }
     LLVMBasicBlockRef join = NULL;
     LLVMValueRef rowpos = add(g, (cc->axis == 1 ? cc->c0 : cc->w0), c64(g, r));
     if (cc->safe)
@@ -289,8 +319,8 @@ static void epilogue_store(conv_cg *cc) {
       int ud, ur;
       if (cc->axis == 0) {
         LLVMValueRef cb = mul(g, cc->other, c64(g, t->OCg));
-        offd = add(g, add(g, rowoff_d, mul(g, rowpos, cc->sd[4])), mul(g, cb, cc->sd[1]));
-        offr = add(g, add(g, rowoff_r, mul(g, rowpos, cc->sr[4])), mul(g, cb, cc->sr[1]));
+        offd = add(g, rowoff_d, mul(g, cb, cc->sd[1]));
+        offr = add(g, rowoff_r, mul(g, cb, cc->sr[1]));
         lstride_d = cc->sd[1], lstride_r = cc->sr[1];
         ud = ur = (t->unit & TLM_UNIT_CONV_DST_C) != 0;
       } else if (cc->axis == 1) {
@@ -300,8 +330,8 @@ static void epilogue_store(conv_cg *cc) {
         lstride_d = cc->sd[4], lstride_r = cc->sr[4];
         ud = ur = (t->unit & TLM_UNIT_CONV_DST_W) != 0;
       } else {
-        offd = add(g, add(g, rowoff_d, mul(g, rowpos, cc->sd[4])), mul(g, cc->other, cc->sd[1]));
-        offr = add(g, add(g, rowoff_r, mul(g, rowpos, cc->sr[4])), mul(g, cc->other, cc->sr[1]));
+        offd = add(g, rowoff_d, mul(g, cc->other, cc->sd[1]));
+        offr = add(g, rowoff_r, mul(g, cc->other, cc->sr[1]));
         lstride_d = mul(g, c64(g, t->OCg), cc->sd[1]);
         lstride_r = mul(g, c64(g, t->OCg), cc->sr[1]);
         ud = ur = t->OCg == 1 && (t->unit & TLM_UNIT_CONV_DST_C) != 0;
@@ -323,16 +353,28 @@ static void tile_version(conv_cg *cc, int safe) {
   cc->safe = safe;
   LLVMTypeRef vt = vtype(g, cc->W);
   for (int i = 0; i < cc->R * cc->NV; i++) LLVMBuildStore(g->b, LLVMConstNull(vt), cc->acc[i]);
+  if (cc->flat) /* output row and column of each tile row (clamped into the block) */
+    for (int r = 0; r < cc->R; r++) {
+      LLVMValueRef p = add(g, cc->w0, c64(g, r));
+      if (safe) p = smin(g, p, sub(g, cc->w_end, c64(g, 1)));
+      cc->ohr[r] = LLVMBuildSDiv(g->b, p, cc->OW, "");
+      cc->owr[r] = LLVMBuildSRem(g->b, p, cc->OW, "");
+    }
   loop Ld, Lh;
   LLVMValueRef kd = loop_begin(g, &Ld, c64(g, 0), c64(g, t->KD), c64(g, 1));
   LLVMValueRef id = add(g, sub(g, mul(g, cc->od, c64(g, t->sd)), c64(g, t->pd)),
                         mul(g, kd, c64(g, t->dd)));
   LLVMBasicBlockRef jd = if_begin(g, in_range(g, id, cc->ID));
   LLVMValueRef kh = loop_begin(g, &Lh, c64(g, 0), c64(g, t->KH), c64(g, 1));
-  LLVMValueRef ih = add(g, sub(g, mul(g, cc->oh, c64(g, t->sh)), c64(g, t->ph)),
-                        mul(g, kh, c64(g, t->dh)));
-  LLVMBasicBlockRef jh = if_begin(g, in_range(g, ih, cc->IH));
-  cc->xoff = add(g, add(g, mul(g, cc->n, cc->ss[0]), mul(g, id, cc->ss[2])), mul(g, ih, cc->ss[3]));
+  cc->kh = kh;
+  LLVMBasicBlockRef jh = NULL;
+  cc->xoff = add(g, mul(g, cc->n, cc->ss[0]), mul(g, id, cc->ss[2]));
+  if (!cc->flat) { /* one output row: skip kernel rows in the padding */
+    LLVMValueRef ih = add(g, sub(g, mul(g, cc->oh, c64(g, t->sh)), c64(g, t->ph)),
+                          mul(g, kh, c64(g, t->dh)));
+    jh = if_begin(g, in_range(g, ih, cc->IH));
+    cc->xoff = add(g, cc->xoff, mul(g, ih, cc->ss[3]));
+  }
   cc->woff = add(g, mul(g, kd, cc->sw[2]), mul(g, kh, cc->sw[3]));
   if (cc->red_order == 0) {
     loop Lw;
@@ -345,7 +387,7 @@ static void tile_version(conv_cg *cc, int safe) {
     unrolled(cc, t->KW, cc->U, &cc->kw);
     loop_end(g, &Li);
   }
-  if_end(g, jh);
+  if (jh) if_end(g, jh);
   loop_end(g, &Lh);
   if_end(g, jd);
   loop_end(g, &Ld);
@@ -358,10 +400,26 @@ static void emit_tile(conv_cg *cc) {
   /* fast when full in both axes and every input column inside the row */
   LLVMValueRef full_c = LLVMBuildICmp(g->b, LLVMIntSLE, add(g, cc->c0, c64(g, cc->c_t)), cc->c_end, "");
   LLVMValueRef full_w = LLVMBuildICmp(g->b, LLVMIntSLE, add(g, cc->w0, c64(g, cc->w_t)), cc->w_end, "");
-  LLVMValueRef lo = sub(g, mul(g, cc->w0, c64(g, t->sw)), c64(g, t->pw));
-  LLVMValueRef hi = add(g, add(g, lo, c64(g, (cc->w_t - 1) * t->sw)), c64(g, (int64_t)(t->KW - 1) * t->dw));
-  LLVMValueRef inside = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSGE, lo, c64(g, 0), ""),
-                                     LLVMBuildICmp(g->b, LLVMIntSLT, hi, cc->IW, ""), "");
+  LLVMValueRef inside;
+  if (cc->flat) { /* every tile row's whole window inside the input */
+    inside = LLVMConstInt(g->i1, 1, 0);
+    for (int r = 0; r < cc->R; r++) {
+      LLVMValueRef p = add(g, cc->w0, c64(g, r));
+      LLVMValueRef ih = sub(g, mul(g, LLVMBuildSDiv(g->b, p, cc->OW, ""), c64(g, t->sh)), c64(g, t->ph));
+      LLVMValueRef iw = sub(g, mul(g, LLVMBuildSRem(g->b, p, cc->OW, ""), c64(g, t->sw)), c64(g, t->pw));
+      LLVMValueRef ok = LLVMBuildAnd(
+          g->b, in_range(g, ih, cc->IH),
+          in_range(g, add(g, ih, c64(g, (int64_t)(t->KH - 1) * t->dh)), cc->IH), "");
+      ok = LLVMBuildAnd(g->b, ok, in_range(g, iw, cc->IW), "");
+      ok = LLVMBuildAnd(g->b, ok, in_range(g, add(g, iw, c64(g, (int64_t)(t->KW - 1) * t->dw)), cc->IW), "");
+      inside = LLVMBuildAnd(g->b, inside, ok, "");
+    }
+  } else {
+    LLVMValueRef lo = sub(g, mul(g, cc->w0, c64(g, t->sw)), c64(g, t->pw));
+    LLVMValueRef hi = add(g, add(g, lo, c64(g, (cc->w_t - 1) * t->sw)), c64(g, (int64_t)(t->KW - 1) * t->dw));
+    inside = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSGE, lo, c64(g, 0), ""),
+                          LLVMBuildICmp(g->b, LLVMIntSLT, hi, cc->IW, ""), "");
+  }
   LLVMValueRef fast = LLVMBuildAnd(g->b, LLVMBuildAnd(g->b, full_c, full_w, ""), inside, "");
   LLVMBasicBlockRef bf = LLVMAppendBasicBlockInContext(g->C, g->fn, "fast");
   LLVMBasicBlockRef bs = LLVMAppendBasicBlockInContext(g->C, g->fn, "safe");
@@ -382,7 +440,7 @@ static void emit_block(conv_cg *cc, LLVMValueRef cb, LLVMValueRef wb) {
   LLVMValueRef cs = mul(g, cb, c64(g, cc->cblk));
   LLVMValueRef ws = mul(g, wb, c64(g, cc->wblk));
   cc->c_end = smin(g, add(g, cs, c64(g, cc->cblk)), c64(g, cc->c_ext));
-  cc->w_end = smin(g, add(g, ws, c64(g, cc->wblk)), cc->OW);
+  cc->w_end = smin(g, add(g, ws, c64(g, cc->wblk)), cc->wext);
   LLVMValueRef c_end = cc->c_end, w_end = cc->w_end;
   loop Lc, Lw;
   LLVMValueRef c0 = loop_begin(g, &Lc, cs, c_end, c64(g, cc->c_t));
@@ -454,26 +512,43 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
   for (int i = 0; i < cc.R * cc.NV; i++) cc.acc[i] = alloca_of(g, vt);
 
   int64_t other_ext = cc.axis == 2 ? t->OCg : t->G;
-  LLVMValueRef rows_total = mul(g, mul(g, mul(g, cc.N, c64(g, other_ext)), cc.OD), cc.OH);
+  cc.flat = cc.axis != 1;
+  cc.wext = cc.flat ? mul(g, cc.OH, cc.OW) : cc.OW;
+  /* rows: (n, other, od) when flat, (n, other, od, oh) otherwise */
+  LLVMValueRef rows_total = mul(g, mul(g, cc.N, c64(g, other_ext)), cc.OD);
+  if (!cc.flat) rows_total = mul(g, rows_total, cc.OH);
   int64_t ncb = (cc.c_ext + cc.cblk - 1) / cc.cblk;
-  LLVMValueRef nwb = LLVMBuildSDiv(g->b, add(g, cc.OW, c64(g, cc.wblk - 1)), c64(g, cc.wblk), "");
+  LLVMValueRef nwb = LLVMBuildSDiv(g->b, add(g, cc.wext, c64(g, cc.wblk - 1)), c64(g, cc.wblk), "");
   loop Li;
   LLVMValueRef i = loop_begin(g, &Li, begin, end, c64(g, 1));
-  LLVMValueRef rlo, rhi, cblo, cbhi;
+  /* iteration i: nothing split (0), a (row, w block) (1), or a (C block,
+   * row, w block), C-block major so neighbouring iterations share weights
+   * (2); see tlm_conv_parallel_count */
+  LLVMValueRef rlo, rhi, cblo, cbhi, wblo, wbhi;
   if (cc.par == 0) {
     rlo = c64(g, 0), rhi = rows_total, cblo = c64(g, 0), cbhi = c64(g, ncb);
-  } else if (cc.par == 1) {
-    rlo = i, rhi = add(g, i, c64(g, 1)), cblo = c64(g, 0), cbhi = c64(g, ncb);
-  } else { /* C-block major, so neighbouring iterations share weights */
-    cblo = LLVMBuildSDiv(g->b, i, rows_total, "");
-    cbhi = add(g, cblo, c64(g, 1));
-    rlo = LLVMBuildSRem(g->b, i, rows_total, "");
+    wblo = c64(g, 0), wbhi = nwb;
+  } else {
+    LLVMValueRef rw = i;
+    cblo = c64(g, 0), cbhi = c64(g, ncb);
+    if (cc.par == 2) {
+      LLVMValueRef per = mul(g, rows_total, nwb);
+      cblo = LLVMBuildSDiv(g->b, i, per, "");
+      cbhi = add(g, cblo, c64(g, 1));
+      rw = LLVMBuildSRem(g->b, i, per, "");
+    }
+    rlo = LLVMBuildSDiv(g->b, rw, nwb, "");
     rhi = add(g, rlo, c64(g, 1));
+    wblo = LLVMBuildSRem(g->b, rw, nwb, "");
+    wbhi = add(g, wblo, c64(g, 1));
   }
   loop Lr;
   LLVMValueRef r = loop_begin(g, &Lr, rlo, rhi, c64(g, 1));
-  cc.oh = LLVMBuildSRem(g->b, r, cc.OH, "");
-  LLVMValueRef q = LLVMBuildSDiv(g->b, r, cc.OH, "");
+  LLVMValueRef q = r;
+  if (!cc.flat) {
+    cc.oh = LLVMBuildSRem(g->b, q, cc.OH, "");
+    q = LLVMBuildSDiv(g->b, q, cc.OH, "");
+  }
   cc.od = LLVMBuildSRem(g->b, q, cc.OD, "");
   q = LLVMBuildSDiv(g->b, q, cc.OD, "");
   cc.other = LLVMBuildSRem(g->b, q, c64(g, other_ext), "");
@@ -481,10 +556,10 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
   loop La, Lb;
   if (cc.order == 0) {
     LLVMValueRef cb = loop_begin(g, &La, cblo, cbhi, c64(g, 1));
-    LLVMValueRef wb = loop_begin(g, &Lb, c64(g, 0), nwb, c64(g, 1));
+    LLVMValueRef wb = loop_begin(g, &Lb, wblo, wbhi, c64(g, 1));
     emit_block(&cc, cb, wb);
   } else {
-    LLVMValueRef wb = loop_begin(g, &La, c64(g, 0), nwb, c64(g, 1));
+    LLVMValueRef wb = loop_begin(g, &La, wblo, wbhi, c64(g, 1));
     LLVMValueRef cb = loop_begin(g, &Lb, cblo, cbhi, c64(g, 1));
     emit_block(&cc, cb, wb);
   }

@@ -479,8 +479,15 @@ void tlm_conv_tile_dims(const tlm_task *task, const int32_t *v, int64_t *c_t, in
   *w_t = axis == 1 ? v[CV_TILE_V] : v[CV_ROWS];
 }
 
+/* rows of the kernel's outer loop: (n, other, od) when the tile rows run
+ * over the flattened (oh, ow) plane (lane axes oc and g), (n, other, od,
+ * oh) when the lanes run along ow; and the extent of the w axis */
 static int64_t conv_rows_total(const tlm_conv_task *t, int axis) {
-  return t->N * (axis == 2 ? t->OCg : t->G) * t->OD * t->OH;
+  int64_t r = t->N * (axis == 2 ? t->OCg : t->G) * t->OD;
+  return axis == 1 ? r * t->OH : r;
+}
+static int64_t conv_wext(const tlm_conv_task *t, int axis) {
+  return axis == 1 ? t->OW : t->OH * t->OW;
 }
 
 int64_t tlm_conv_parallel_count(const tlm_task *task, const int32_t *v) {
@@ -488,10 +495,11 @@ int64_t tlm_conv_parallel_count(const tlm_task *task, const int32_t *v) {
   int64_t c_t, w_t, c_ext;
   tlm_conv_tile_dims(task, v, &c_t, &w_t, &c_ext);
   int64_t ncb = ceil_div(c_ext, c_t * v[CV_TILE_C2]);
+  int64_t nwb = ceil_div(conv_wext(t, v[CV_AXIS]), w_t * v[CV_TILE_W2]);
   int64_t rows = conv_rows_total(t, v[CV_AXIS]);
   switch (v[CV_PARALLEL]) {
-  case 1: return rows;
-  case 2: return rows * ncb;
+  case 1: return rows * nwb;
+  case 2: return ncb * rows * nwb;
   default: return 1;
   }
 }
@@ -499,7 +507,7 @@ int64_t tlm_conv_parallel_count(const tlm_task *task, const int32_t *v) {
 /* extent the vector lanes span, and the tile rows' extent */
 static void conv_axis_extents(const tlm_conv_task *t, int axis, int64_t *vext, int64_t *rext) {
   *vext = axis == 0 ? t->OCg : axis == 1 ? t->OW : t->G;
-  *rext = axis == 1 ? t->OCg : t->OW;
+  *rext = axis == 1 ? t->OCg : t->OH * t->OW;
 }
 
 static int conv_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c) {
@@ -545,7 +553,8 @@ static int conv_candidates(const tlm_space *s, int p, const int32_t *d, int32_t 
   case CV_TILE_W2: {
     int64_t c_t, w_t, c_ext;
     tlm_conv_tile_dims(&s->task, d, &c_t, &w_t, &c_ext);
-    int64_t ext = p == CV_TILE_C2 ? c_ext : t->OW, inner = p == CV_TILE_C2 ? c_t : w_t;
+    int64_t ext = p == CV_TILE_C2 ? c_ext : conv_wext(t, d[CV_AXIS]);
+    int64_t inner = p == CV_TILE_C2 ? c_t : w_t;
     /* ow blocks: at least the values up to 64 whatever the image width,
      * so one schedule (and kernel) can serve every image size */
     if (p == CV_TILE_W2 && ext < 64 * inner) ext = 64 * inner;
@@ -619,7 +628,11 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
     int64_t fit = (l2 / 2) / (per_c * c_t);
     return pick_at_most(c, n, fit < 1 ? 1 : pow2_floor(fit));
   }
-  case CV_TILE_W2: return n - 1;
+  case CV_TILE_W2:
+    /* lanes along ow: whole output rows; tile rows over the pixel plane:
+     * blocks of 8 tiles, enough blocks to share among the cores at any
+     * image size, and a choice that does not depend on it */
+    return d[CV_AXIS] == 1 ? n - 1 : pick_at_most(c, n, 8);
   case CV_ORDER: return 0;
   case CV_PARALLEL: {
     if (cores == 1) return 0;

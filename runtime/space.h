@@ -35,6 +35,11 @@
 #include "target.h"
 #include "task.h"
 
+/* Version of what schedules mean: bump it whenever a decision's meaning or
+ * the code generated for a schedule changes, so cached plans and kernels
+ * (cache/key.c puts it in every key) from older builds are never reused. */
+#define TLM_CODEGEN_VERSION 2
+
 #define TLM_MAX_POINTS 24
 #define TLM_MAX_CANDIDATES 64
 
@@ -90,27 +95,32 @@ enum {
 enum { ROW_VEC = 0, ROW_UNROLL, ROW_TILE, ROW_PARALLEL, ROW_NPOINTS };
 
 /* Convolution decision points (see docs/design.md, "Convolution").
- * The output of one (n, other, od, oh) row is a plane (C axis x ow) that
- * register tiles cover; the vector axis decides which of the two the SIMD
- * lanes span:
- *   axis 0 (oc): lanes along the output channels of a group, rows of the
- *          tile along ow; outer products of a broadcast src value with a
- *          weight vector (NHWC with HWIO weights). C axis = OCg.
- *   axis 1 (ow): lanes along ow, rows along output channels; broadcast
- *          weight times a src vector (NCHW). C axis = OCg.
- *   axis 2 (g): lanes along groups, rows along ow; src vector times weight
- *          vector, for depthwise convolutions in NHWC. C axis = G, and the
- *          row loop runs over OCg instead of G.
+ * Register tiles cover a plane of (C axis x pixels); the vector axis
+ * decides which of the two the SIMD lanes span:
+ *   axis 0 (oc): lanes along the output channels of a group, tile rows
+ *          along the output pixels of the (oh, ow) plane flattened (so a
+ *          tile may straddle output rows and 7x7 images have no 1-pixel
+ *          tails); outer products of a broadcast src value with a weight
+ *          vector (NHWC with HWIO weights). C axis = OCg.
+ *   axis 1 (ow): lanes along ow within one output row, tile rows along
+ *          output channels; broadcast weight times a src vector (NCHW).
+ *          C axis = OCg.
+ *   axis 2 (g): lanes along groups, tile rows along the flattened pixels;
+ *          src vector times weight vector, for depthwise convolutions in
+ *          NHWC. C axis = G, and the row loop runs over OCg instead of G.
+ * A "row" of the outer loop is (n, other, od) for axes 0 and 2 and
+ * (n, other, od, oh) for axis 1; "w" is the pixel plane or ow.
  *
- *   parallel-fuse(rows | rows x C blocks | nothing)       <- "parallel"
- *   for row (n, other, od, oh)
- *     for C blocks, for ow blocks   (or swapped)          <- "order"
- *       for C tiles, for ow tiles of the block            <- tile_c2, tile_w2
- *         register tile: for kd, kh (skipping padding rows)
+ *   parallel: nothing | (row, w block) | (C block, row, w block)
+ *             (C-block major: neighbouring iterations share weights)
+ *   for row
+ *     for C blocks, for w blocks    (or swapped)          <- "order"
+ *       for C tiles, for w tiles of the block             <- tile_c2, tile_w2
+ *         register tile: for kd (skipping padding), kh
  *           for kw, for icg  (or icg, kw)                 <- "red_order"
  *             (innermost loop unrolled by "unroll")
  *         epilogue in registers, store
- * A tile whose ow range reads only inside the input and that is full in
+ * A tile whose every row reads only inside the input and that is full in
  * both axes runs without masks or bounds checks. */
 enum {
   CV_AXIS = 0, CV_VEC, CV_TILE_V, CV_ROWS, CV_UNROLL, CV_RED_ORDER,
