@@ -39,6 +39,10 @@ typedef struct conv_cg {
   LLVMValueRef c0, w0, c_end, w_end;
   LLVMValueRef ohr[CONV_ACC_MAX], owr[CONV_ACC_MAX];
   int safe;
+  /* a zeroed global of IC floats: in the safe version, tile rows whose
+   * input pixel lies in the padding read from it instead of src, so the
+   * inner loop needs no select (NULL: selects instead) */
+  LLVMValueRef zeros;
   LLVMValueRef acc[CONV_ACC_MAX];
   /* reduction position inside the tile */
   LLVMValueRef xoff, woff, kh, kw, icg;
@@ -96,12 +100,26 @@ static LLVMValueRef row_src(conv_cg *cc, int r, LLVMValueRef *ok) {
   return off;
 }
 
-/* src scalar (axis 0) at tile row r: 0 in the padding */
-static LLVMValueRef src_scalar(conv_cg *cc, LLVMValueRef xb, int r) {
+/* Pointer to tile row r's input pixel at channel `chan` (elements past
+ * xoff + off); with the zero page, padding rows point into it instead, and
+ * *ok comes back NULL (nothing left to select). */
+static LLVMValueRef row_ptr(conv_cg *cc, int r, LLVMValueRef chan, LLVMValueRef *ok) {
+  cg *g = &cc->g;
+  LLVMValueRef off = row_src(cc, r, ok);
+  LLVMValueRef p = gep(g, cc->src, add(g, add(g, cc->xoff, off), chan));
+  if (*ok && cc->zeros) {
+    p = LLVMBuildSelect(g->b, *ok, p, cc->zeros, "");
+    *ok = NULL;
+  }
+  return p;
+}
+
+/* src scalar (axis 0) at tile row r, channel offset `chan`: 0 in the padding */
+static LLVMValueRef src_scalar(conv_cg *cc, LLVMValueRef chan, LLVMValueRef icg_off, int r) {
   cg *g = &cc->g;
   LLVMValueRef ok;
-  LLVMValueRef off = row_src(cc, r, &ok);
-  LLVMValueRef v = load(g, g->f32, gep(g, xb, off), 4);
+  LLVMValueRef p = row_ptr(cc, r, chan, &ok);
+  LLVMValueRef v = load(g, g->f32, gep(g, p, icg_off), 4);
   return ok ? LLVMBuildSelect(g->b, ok, v, LLVMConstReal(g->f32, 0.0), "") : v;
 }
 
@@ -120,8 +138,8 @@ static void step(conv_cg *cc) {
   if (cc->axis == 0) {
     /* broadcast src value per ow row x weight vector along oc */
     LLVMValueRef grp = group_of_row(cc);
-    LLVMValueRef ic = add(g, mul(g, grp, c64(g, t->ICg)), cc->icg);
-    LLVMValueRef xb = gep(g, cc->src, add(g, cc->xoff, mul(g, ic, cc->ss[1])));
+    LLVMValueRef chan = mul(g, mul(g, grp, c64(g, t->ICg)), cc->ss[1]);
+    LLVMValueRef icg_off = mul(g, cc->icg, cc->ss[1]);
     LLVMValueRef wb = gep(g, cc->wei, add(g, add(g, cc->woff, kwoff),
                                           add(g, mul(g, mul(g, grp, c64(g, t->OCg)), cc->sw[0]),
                                               mul(g, cc->icg, cc->sw[1]))));
@@ -132,7 +150,7 @@ static void step(conv_cg *cc) {
                          c_mask(cc, start), sub(g, cc->c_end, c64(g, 1)));
     }
     for (int r = 0; r < cc->R; r++) {
-      LLVMValueRef a = splat(g, src_scalar(cc, xb, r), W);
+      LLVMValueRef a = splat(g, src_scalar(cc, chan, icg_off, r), W);
       for (int v = 0; v < cc->NV; v++) {
         LLVMValueRef slot = cc->acc[r * cc->NV + v];
         LLVMBuildStore(g->b, fma_v(g, a, wv[v], LLVMBuildLoad2(g->b, vt, slot, ""), W), slot);
@@ -224,8 +242,7 @@ static void step(conv_cg *cc) {
   }
   for (int r = 0; r < cc->R; r++) {
     LLVMValueRef ok;
-    LLVMValueRef off = row_src(cc, r, &ok);
-    LLVMValueRef xb = gep(g, cc->src, add(g, add(g, cc->xoff, mul(g, cc->icg, cc->ss[1])), off));
+    LLVMValueRef xb = gep(g, row_ptr(cc, r, c64(g, 0), &ok), mul(g, cc->icg, cc->ss[1]));
     for (int v = 0; v < cc->NV; v++) {
       LLVMValueRef start = add(g, cc->c0, c64(g, (int64_t)v * W));
       LLVMValueRef xv = load_lanes(g, xb, start, xunit, xstride, W, c_mask(cc, start),
@@ -510,6 +527,15 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
   if (t->unit & TLM_UNIT_CONV_VEC) cc.sbias = cc.sscale = cc.sshift = c64(g, 1);
   LLVMTypeRef vt = vtype(g, cc.W);
   for (int i = 0; i < cc.R * cc.NV; i++) cc.acc[i] = alloca_of(g, vt);
+  int64_t IC = (int64_t)t->G * t->ICg;
+  if (cc.axis != 1 && (t->unit & TLM_UNIT_CONV_SRC_C) && IC <= 262144) {
+    LLVMTypeRef at = LLVMArrayType2(g->f32, (uint64_t)IC);
+    LLVMValueRef z = LLVMAddGlobal(g->mod, at, "tlm_conv_zeros");
+    LLVMSetInitializer(z, LLVMConstNull(at));
+    LLVMSetLinkage(z, LLVMInternalLinkage);
+    LLVMSetAlignment(z, 64);
+    cc.zeros = z;
+  }
 
   int64_t other_ext = cc.axis == 2 ? t->OCg : t->G;
   cc.flat = cc.axis != 1;
