@@ -351,7 +351,7 @@ static tlm_status build_plan(tlm_runtime *rt, tlm_plan *p, const tlm_task *task,
   }
   if (rt->cfg.verbose >= TLM_LOG_INFO)
     tlm_log(rt, TLM_LOG_INFO,
-            "create matmul %s schedule(%s%s) [%s] schedule %.3f ms kernel %s %.2f ms",
+            "new plan %s schedule(%s%s) [%s] schedule %.3f ms kernel %s %.2f ms",
             tlm_task_str(task, ts, sizeof ts), p->by_model ? "lm" : "rule",
             p->from_disk ? ", disk" : "", tlm_schedule_str(&space, &p->sched, ss, sizeof ss),
             p->schedule_ms,
