@@ -365,6 +365,8 @@ tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
   args->gamma = want >= 2 && !elt ? in[1].data : NULL;
   args->beta = want >= 3 ? in[2].data : NULL;
   args->rows = rows;
+  args->cols = C;
+  args->mrows = t->mrows;
   return TLM_OK;
 }
 

@@ -54,7 +54,7 @@ void tlm_key_schedule(tlm_key *k, const tlm_task *task, const tlm_target *target
   header(k, 2, target);
   tlm_task t = *task;
   if (tlm_task_is_row(&t)) { /* run-time: rows and the strides */
-    t.u.row.rows = 0;
+    t.u.row.rows = t.u.row.cols = t.u.row.mrows = 0;
     memset(t.u.row.sx, 0, sizeof t.u.row.sx);
     memset(t.u.row.sy, 0, sizeof t.u.row.sy);
     t.u.row.sg = t.u.row.sb = 0;

@@ -531,6 +531,7 @@ typedef struct row_ctx {
   LLVMValueRef sx1, sy1, sg, sb;
   int ux, uy, ug, ub;
   LLVMValueRef lim;               /* columns in play (causal softmax) */
+  LLVMValueRef cols, mrows;       /* run-time extents */
   LLVMValueRef shift;             /* layernorm: x[0] of the row, subtracted
                                      first (exact by Sterbenz's lemma for
                                      nearby values), so a large common
@@ -629,7 +630,7 @@ static void row_body(cg *g, const tlm_task *task, row_ctx *rc, LLVMValueRef r, i
   LLVMTypeRef vt = vtype(g, W);
   LLVMValueRef acc[4];
   for (int u = 0; u < U; u++) acc[u] = alloca_of(g, vt);
-  LLVMValueRef C = c64(g, t->cols);
+  LLVMValueRef C = rc->cols;
   rc->lim = C;
   if (task->kind == TLM_OP_ELTWISE) {
     row_pass(g, rc, task->kind, RP_ELT, W, U, 1.0f, NULL);
@@ -637,8 +638,8 @@ static void row_body(cg *g, const tlm_task *task, row_ctx *rc, LLVMValueRef r, i
   }
   if (task->kind == TLM_OP_SOFTMAX) {
     if (t->causal) {
-      LLVMValueRef lim = add(g, LLVMBuildSRem(g->b, r, c64(g, t->mrows), ""),
-                             c64(g, t->cols - t->mrows + 1));
+      LLVMValueRef lim = add(g, LLVMBuildSRem(g->b, r, rc->mrows, ""),
+                             add(g, sub(g, C, rc->mrows), c64(g, 1)));
       lim = smin(g, lim, C);
       rc->lim = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, lim, c64(g, 0), ""),
                                 c64(g, 0), lim, "");
@@ -658,7 +659,8 @@ static void row_body(cg *g, const tlm_task *task, row_ctx *rc, LLVMValueRef r, i
     }
     return;
   }
-  LLVMValueRef invc = LLVMConstReal(g->f32, 1.0 / (double)t->cols);
+  LLVMValueRef invc = LLVMBuildFDiv(g->b, LLVMConstReal(g->f32, 1.0),
+                                    LLVMBuildSIToFP(g->b, C, g->f32, ""), "");
   rc->a = LLVMConstReal(g->f32, 0.0);
   if (task->kind == TLM_OP_LAYERNORM) {
     rc->shift = load(g, g->f32, rc->x, 4);
@@ -694,6 +696,8 @@ int tlm_codegen_row(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule
   rc.gamma = arg_field(&g, args, offsetof(tlm_row_args, gamma), g.ptr);
   rc.beta = arg_field(&g, args, offsetof(tlm_row_args, beta), g.ptr);
   LLVMValueRef rows = arg_field(&g, args, offsetof(tlm_row_args, rows), g.i64);
+  rc.cols = arg_field(&g, args, offsetof(tlm_row_args, cols), g.i64);
+  rc.mrows = arg_field(&g, args, offsetof(tlm_row_args, mrows), g.i64);
   LLVMValueRef sx0 = arg_field(&g, args, offsetof(tlm_row_args, sx), g.i64);
   LLVMValueRef sy0 = arg_field(&g, args, offsetof(tlm_row_args, sy), g.i64);
   rc.ux = (t->unit & TLM_UNIT_ROW_X) != 0;

@@ -28,11 +28,13 @@ typedef struct tlm_mm_args {
 typedef void (*tlm_mm_kernel_fn)(const tlm_mm_args *args, int64_t begin,
                                  int64_t end, float *scratch);
 
-/* Row-wise kernels: rows and strides at run time, cols static. */
+/* Row-wise kernels: rows, cols, the causal mask's matrix rows and every
+ * stride at run time, so one kernel serves every length (attention scores
+ * grow by a column per decode step). */
 typedef struct tlm_row_args {
   float *y;
   const float *x, *gamma, *beta;
-  int64_t rows;
+  int64_t rows, cols, mrows;
   int64_t sx[2], sy[2], sg, sb;
   const float *z;  /* eltwise's second input, or NULL */
   int64_t sz[2];

@@ -49,7 +49,7 @@ void tlm_ref_row(const tlm_task *task, const tlm_row_args *a) {
   for (int64_t r = 0; r < t->rows; r++) {
     const float *x = a->x + r * a->sx[0];
     float *y = a->y + r * a->sy[0];
-    int64_t C = t->cols;
+    int64_t C = a->cols;
     if (task->kind == TLM_OP_ELTWISE) {
       const float *z = a->z ? a->z + r * a->sz[0] : NULL;
       for (int64_t c = 0; c < C; c++) {
@@ -61,7 +61,7 @@ void tlm_ref_row(const tlm_task *task, const tlm_row_args *a) {
     } else if (task->kind == TLM_OP_SOFTMAX) {
       int64_t lim = C;
       if (t->causal) {
-        lim = r % t->mrows + C - t->mrows + 1;
+        lim = r % a->mrows + C - a->mrows + 1;
         if (lim > C) lim = C;
         if (lim < 0) lim = 0;
       }

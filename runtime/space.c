@@ -174,15 +174,23 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
       if (c[i] * acc <= MAX_ACCUMULATORS || c[i] == 1) c[n++] = c[i];
     break;
   }
-  case MM_K1: n = tile_candidates(t->K, 1, c); break;
+  /* K block, and the level-2 blocks below: values up to a fixed size are
+   * offered whatever the extent (a block larger than the extent is one
+   * block), so a schedule need not change with M, N or K, which are
+   * run-time arguments: one kernel serves a growing attention length */
+  case MM_K1: n = tile_candidates(t->K > 256 ? t->K : 256, 1, c); break;
   case MM_UNROLL: {
     static const int32_t u[] = {1, 2, 4, 8};
     for (int i = 0; i < 4; i++)
       if (u[i] <= d[MM_K1]) c[n++] = u[i];
     break;
   }
-  case MM_N2: n = tile_candidates(t->N, d[MM_N3], c); break;
-  case MM_M2: n = tile_candidates(t->M, d[MM_M3], c); break;
+  case MM_N2: {
+    int64_t cap = 512 * (int64_t)d[MM_N3];
+    n = tile_candidates(t->N > cap ? t->N : cap, d[MM_N3], c);
+    break;
+  }
+  case MM_M2: n = tile_candidates(t->M > 64 ? t->M : 64, d[MM_M3], c); break;
   case MM_B2: n = tile_candidates(btot, d[MM_B3], c); break;
   case MM_N1: n = tile_candidates(t->N, (int64_t)d[MM_N3] * d[MM_N2], c); break;
   case MM_M1: n = tile_candidates(t->M, (int64_t)d[MM_M3] * d[MM_M2], c); break;
@@ -313,7 +321,7 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
     return pick_at_most(c, n, rows < 1 ? 1 : rows);
   }
   case MM_B3: return 0;
-  case MM_K1: return pick_at_most(c, n, pow2_floor(t->K < 256 ? t->K : 256));
+  case MM_K1: return pick_at_most(c, n, 256);
   case MM_UNROLL: return pick_at_most(c, n, 4);
   case MM_N2: {
     /* B block (k1 x n2*n3) in half of L2; enough n blocks for all cores
@@ -329,8 +337,7 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
   }
   case MM_M2: {
     int64_t want = 64 / d[MM_M3] > 0 ? 64 / d[MM_M3] : 1;
-    int64_t tiles = (t->M + d[MM_M3] - 1) / d[MM_M3];
-    return pick_at_most(c, n, pow2_floor(want < tiles ? want : tiles));
+    return pick_at_most(c, n, pow2_floor(want));
   }
   case MM_B2:
   case MM_N1:
@@ -440,7 +447,9 @@ static int row_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *
     for (int i = 0; i < 3; i++) c[n++] = u[i];
     break;
   }
-  case ROW_TILE: n = tile_candidates(t->rows, 1, c); break;
+  /* up to 16 rows per block whatever the row count, so the rule's choice
+   * (and the kernel) need not depend on it */
+  case ROW_TILE: n = tile_candidates(t->rows > 16 ? t->rows : 16, 1, c); break;
   case ROW_PARALLEL:
     c[n++] = 0;
     c[n++] = 1;
@@ -456,12 +465,9 @@ static int row_default(const tlm_space *s, int p, const int32_t *d, const int32_
   (void)d;
   switch (p) {
   case ROW_VEC: return n - 1;
-  case ROW_UNROLL: return t->cols >= 8 * (int64_t)s->target.vec_lanes ? 1 : 0;
-  case ROW_TILE: {
-    int64_t per = (t->rows + 4 * cores - 1) / (4 * cores);
-    return pick_at_most(c, n, per < 1 ? 1 : per);
-  }
-  case ROW_PARALLEL: return (cores > 1 && t->rows > 1 && t->rows * t->cols >= 16384) ? 1 : 0;
+  case ROW_UNROLL: return 1; /* two accumulators: any length, one kernel */
+  case ROW_TILE: return pick_at_most(c, n, 4); /* blocks of 4 rows, claimed dynamically */
+  case ROW_PARALLEL: return cores > 1 && t->rows > 1 ? 1 : 0;
   default: return 0;
   }
 }
