@@ -30,6 +30,7 @@
 #include "runtime/engine.h"
 #include "tools/measure.h"
 #include "tools/tasks.h"
+#include "tools/train.h"
 
 #define RECORD_VERSION 1
 
@@ -95,12 +96,19 @@ typedef struct done_count {
   char **task;
   int *count;
   int n, cap;
+  int round; /* > 0: count only the model proposals of this round */
 } done_count;
 
 static int count_record(void *ctx, const cJSON *r) {
   done_count *d = ctx;
   const cJSON *t = cJSON_GetObjectItem(r, "task");
   if (!cJSON_IsString(t)) return 0;
+  if (d->round > 0) {
+    const cJSON *k = cJSON_GetObjectItem(r, "kind"), *rd = cJSON_GetObjectItem(r, "round");
+    if (!cJSON_IsString(k) || strcmp(k->valuestring, "model") || !cJSON_IsNumber(rd) ||
+        (int)rd->valuedouble != d->round)
+      return 0;
+  }
   for (int i = 0; i < d->n; i++)
     if (!strcmp(d->task[i], t->valuestring)) {
       d->count[i]++;
@@ -145,9 +153,14 @@ static void usage(void) {
   fprintf(stderr,
           "usage: tlm collect [--shared DIR] [--out FILE] [--schedules N] [--threads N]\n"
           "                   [--min-time-ms T] [--max-tasks N] [--seed S] [--list]\n"
+          "                   [--propose MODEL [--topk K] [--round R]]\n"
           "  Measures the default and random schedules of every task drawn from\n"
           "  DIR/workloads (default ../shared) and appends JSON-lines records to FILE\n"
-          "  (default data/records.jsonl.gz). Resumes: tasks with N records are skipped.\n");
+          "  (default data/records.jsonl.gz). Resumes: tasks with N records are skipped.\n"
+          "  --propose: a fine-tuning round instead: MODEL's top-K schedules (default\n"
+          "  8) of every training task (held-out families skipped) are measured and\n"
+          "  recorded with kind \"model\" and round R (default 1); training then\n"
+          "  keeps the best schedule per task, proposals included.\n");
 }
 
 int tlm_cmd_collect(int argc, char **argv) {
@@ -155,6 +168,8 @@ int tlm_cmd_collect(int argc, char **argv) {
   int schedules = 32, threads = 2, max_tasks = 1 << 30, list = 0;
   double min_time_ms = 10;
   uint64_t seed = 1;
+  const char *propose = NULL;
+  int topk = 8, round_no = 1;
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--shared") && i + 1 < argc) shared = argv[++i];
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
@@ -164,12 +179,16 @@ int tlm_cmd_collect(int argc, char **argv) {
     else if (!strcmp(argv[i], "--max-tasks") && i + 1 < argc) max_tasks = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--list")) list = 1;
+    else if (!strcmp(argv[i], "--propose") && i + 1 < argc) propose = argv[++i];
+    else if (!strcmp(argv[i], "--topk") && i + 1 < argc) topk = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--round") && i + 1 < argc) round_no = atoi(argv[++i]);
     else {
       usage();
       return !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") ? 0 : 2;
     }
   }
-  if (schedules < 1 || threads < 1 || min_time_ms <= 0) {
+  if (propose) schedules = topk;
+  if (schedules < 1 || threads < 1 || min_time_ms <= 0 || topk < 1 || topk > 64 || round_no < 1) {
     usage();
     return 2;
   }
@@ -193,21 +212,26 @@ int tlm_cmd_collect(int argc, char **argv) {
     return 0;
   }
   done_count done = {0};
+  done.round = propose ? round_no : 0;
   int have = tlm_records_read(out, count_record, &done);
   if (have > 0) fprintf(stderr, "tlm collect: %s holds %d records; resuming\n", out, have);
   tlm_config cfg;
   tlm_config_init(&cfg);
   cfg.cache_dir = "none"; /* measure compiles, never reuse them */
   cfg.num_threads = threads;
+  cfg.model_path = propose ? propose : "none";
   int todo = 0;
   for (int i = 0; i < ntasks && i < max_tasks; i++)
-    if (done_for(&done, tasks[i].text) < schedules) todo++;
+    if (done_for(&done, tasks[i].text) < schedules &&
+        !(propose && tlm_family_heldout(tasks[i].family)))
+      todo++;
   double t_start = now_s();
   int measured = 0, tasks_done = 0;
   for (int ti = 0; ti < ntasks && ti < max_tasks; ti++) {
     tlm_task_spec *ts = &tasks[ti];
     int start = done_for(&done, ts->text);
     if (start >= schedules) continue;
+    if (propose && tlm_family_heldout(ts->family)) continue; /* never trained on */
     /* a fresh runtime per task: its JIT memory goes with it */
     tlm_runtime *rt;
     if (tlm_create(&cfg, &rt)) {
@@ -229,17 +253,33 @@ int tlm_cmd_collect(int argc, char **argv) {
     buf out_buf = {0};
     double tol = tlm_spec_problem_tolerance(&p);
     double best_ns = INFINITY; /* fastest median of this task so far */
-    for (int s = start; s < schedules; s++) {
+    /* proposal rounds: the model's top-k, distinct schedules in rank order */
+    tlm_schedule top[64];
+    int ntop = 0;
+    if (propose) {
+      if (!rt->model) {
+        fprintf(stderr, "tlm collect: cannot load the model %s\n", propose);
+        tlm_spec_problem_free(&p);
+        tlm_destroy(rt);
+        return 1;
+      }
+      ntop = tlm_lm_decode_topk(rt->model, &space, topk, top, NULL);
+      if (ntop < 0) ntop = 0;
+    }
+    int task_schedules = propose ? ntop : schedules;
+    for (int s = start; s < task_schedules; s++) {
       tlm_schedule sched;
       uint64_t sseed = task_seed + (uint64_t)s;
-      schedule_for(&space, task_seed, s, &sched);
+      if (propose) sched = top[s];
+      else schedule_for(&space, task_seed, s, &sched);
       /* compile the next schedule on the other core meanwhile; timing
        * starts only when both compiles are done */
       prefetch pf = {rt, &task, {0}, 0};
       pthread_t th;
       int started = 0;
-      if ((s - start) % 2 == 0 && s + 1 < schedules) {
-        schedule_for(&space, task_seed, s + 1, &pf.sched);
+      if ((s - start) % 2 == 0 && s + 1 < task_schedules) {
+        if (propose) pf.sched = top[s + 1];
+        else schedule_for(&space, task_seed, s + 1, &pf.sched);
         started = pthread_create(&th, NULL, prefetch_main, &pf) == 0;
       }
       tlm_kernel *k0 = NULL;
@@ -273,7 +313,8 @@ int tlm_cmd_collect(int argc, char **argv) {
       cJSON_AddNumberToObject(r, "threads", threads);
       cJSON_AddStringToObject(r, "task", ts->text);
       cJSON_AddStringToObject(r, "family", ts->family);
-      cJSON_AddStringToObject(r, "kind", s == 0 ? "default" : "random");
+      cJSON_AddStringToObject(r, "kind", propose ? "model" : s == 0 ? "default" : "random");
+      if (propose) cJSON_AddNumberToObject(r, "round", round_no);
       cJSON_AddNumberToObject(r, "seed", (double)s);
       cJSON *arr = cJSON_AddArrayToObject(r, "sched");
       for (int pnt = 0; pnt < sched.n; pnt++)
@@ -309,7 +350,7 @@ int tlm_cmd_collect(int argc, char **argv) {
     double el = now_s() - t_start, rate = measured / el;
     double eta = rate > 0 ? (double)(todo - tasks_done) * schedules / rate : 0;
     fprintf(stderr, "[%d/%d tasks] %s: %d schedules, %.1f schedules/s, ETA %.0f min\n",
-            tasks_done, todo, ts->text, schedules - start, rate, eta / 60);
+            tasks_done, todo, ts->text, task_schedules - start, rate, eta / 60);
   }
   for (int i = 0; i < done.n; i++) free(done.task[i]);
   free(done.task);
