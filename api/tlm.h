@@ -304,8 +304,9 @@ typedef enum tlm_weight_layout {
  *                shift = beta - mean * scale)
  *   5  residual  the shape of dst; only when has_residual
  * (absent inputs take no slot: the next present one moves up).
- * Output 0: dst (N, OC, OD, OH, OW) in `layout` order. It must not share
- * memory with any input.
+ * Output 0: dst (N, OC, OD, OH, OW) in `layout` order. Its address range
+ * (first to last element) must not overlap any input's, even where the
+ * elements themselves would not (a channel slice of the same buffer).
  *
  * Output extents are taken from dst: output position o reads input
  * positions o * stride - pad + k * dilation (k < kernel extent), and
@@ -341,7 +342,10 @@ typedef struct tlm_conv_desc {
  * Output extents are taken from dst, as for convolutions; every output
  * window must contain at least one input position. dst must not overlap
  * src. */
-typedef enum tlm_pool_alg { TLM_POOL_MAX = 0, TLM_POOL_AVG = 1 } tlm_pool_alg;
+typedef enum tlm_pool_alg {
+  TLM_POOL_MAX = 0, /* NaN if any position in the window is NaN */
+  TLM_POOL_AVG = 1  /* summed in double precision, then rounded once */
+} tlm_pool_alg;
 
 typedef struct tlm_pool_desc {
   tlm_layout layout;
@@ -352,10 +356,12 @@ typedef struct tlm_pool_desc {
 } tlm_pool_desc;
 
 /* Elementwise: y = act(x), then y = y + z (binary TLM_BINARY_ADD) or
- * y = y * z (TLM_BINARY_MUL); z has x's shape (or broadcasts along dims of
- * extent 1 in z). Inputs: x, and z when binary is not NONE. Output y has
- * x's shape; y may be x itself (same data and strides), otherwise it must
- * not overlap any input. Gated SiLU (SwiGLU, Shazeer 2020) is act SILU on
+ * y = y * z (TLM_BINARY_MUL). z has x's shape, or broadcasts over all of
+ * x's leading dims (one row of the last dim, e.g. a bias: shape (C) or
+ * (1, ..., 1, C); other partial broadcasts give TLM_ERR_UNSUPPORTED).
+ * Inputs: x, and z when binary is not NONE. Output y has x's shape; y may
+ * be x itself or z itself (same data, shape and strides), otherwise its
+ * address range must not overlap an input's. Gated SiLU (SwiGLU, Shazeer 2020) is act SILU on
  * the gate with binary MUL by the up projection; a residual add is act
  * NONE with binary ADD. */
 typedef enum tlm_binary { TLM_BINARY_NONE = 0, TLM_BINARY_ADD = 1, TLM_BINARY_MUL = 2 } tlm_binary;

@@ -305,7 +305,11 @@ tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
     if (first) {
       sx = X->strides[i], sy = Y->strides[i], sz = zst[i];
       first = 0;
-    } else if (X->strides[i] != px * pe || Y->strides[i] != py * pe || zst[i] != pz * pe) {
+    } else if (zst[i] != pz * pe && X->strides[i] == px * pe && Y->strides[i] == py * pe) {
+      FAIL(TLM_ERR_UNSUPPORTED, "eltwise: z must have x's shape or broadcast over all of x's "
+           "leading dims (one row); its dim %d (stride %lld) breaks the row pattern", i,
+           (long long)zst[i]);
+    } else if (X->strides[i] != px * pe || Y->strides[i] != py * pe) {
       FAIL(TLM_ERR_UNSUPPORTED, "%s: the leading dims of x and y must collapse into rows of one "
            "stride (dim %d has stride %lld/%lld, expected %lld/%lld)", name, i,
            (long long)X->strides[i], (long long)Y->strides[i], (long long)(px * pe),
@@ -322,7 +326,8 @@ tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
     FAIL(TLM_ERR_ALIASING, "y overlaps x without being x itself");
   if (Z) { /* y may also be z itself */
     int zsame = Z->data == Y->data && Z->ndim == Y->ndim;
-    for (int i = 0; i < nd && zsame; i++) zsame = Z->strides[i] == Y->strides[i] || Y->shape[i] == 1;
+    for (int i = 0; i < nd && zsame; i++)
+      zsame = Z->shape[i] == Y->shape[i] && (Z->strides[i] == Y->strides[i] || Y->shape[i] == 1);
     if (ranges_overlap(Y, Z) && !zsame) FAIL(TLM_ERR_ALIASING, "y overlaps z without being z itself");
   }
   for (int i = 1; i < want && !elt; i++)

@@ -644,8 +644,12 @@ int tlm_codegen_pool(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
   LLVMValueRef K[3];
   for (int j = 0; j < 3; j++) K[j] = Kst[j] ? c64(g, Kst[j]) : I[j]; /* 0: global */
   LLVMTypeRef vt = vtype(g, W);
+  /* average: sums in double, so windows of millions of positions (global
+   * pooling of big 3-D inputs) stay exact to float precision */
+  LLVMTypeRef f64 = LLVMDoubleTypeInContext(g->C);
+  LLVMTypeRef at = is_max ? vt : LLVMVectorType(f64, (unsigned)W);
   LLVMValueRef acc[4];
-  for (int u = 0; u < U; u++) acc[u] = alloca_of(g, vt);
+  for (int u = 0; u < U; u++) acc[u] = alloca_of(g, at);
   LLVMValueRef rows = mul(g, mul(g, N, O[0]), O[1]);
   loop Li, Lr;
   LLVMValueRef i = loop_begin(g, &Li, begin, end, c64(g, 1));
@@ -667,8 +671,8 @@ int tlm_codegen_pool(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
   clip_window(g, base[2], K[2], I[2], &lo[2], &hi[2]);
   LLVMValueRef count = c64(g, 1);
   for (int j = 0; j < 3; j++) count = mul(g, count, sub(g, hi[j], lo[j]));
-  LLVMValueRef inv = LLVMBuildFDiv(g->b, LLVMConstReal(g->f32, 1.0),
-                                   LLVMBuildSIToFP(g->b, count, g->f32, ""), "");
+  LLVMValueRef inv = LLVMBuildFDiv(g->b, LLVMConstReal(f64, 1.0),
+                                   LLVMBuildSIToFP(g->b, count, f64, ""), "");
   LLVMValueRef dbase = gep(g, dst, add(g, add(g, mul(g, n, sd[0]), mul(g, od, sd[2])),
                                        add(g, mul(g, oh, sd[3]), mul(g, ow, sd[4]))));
   LLVMValueRef C = c64(g, t->C), step = c64(g, (int64_t)W * U);
@@ -682,7 +686,7 @@ int tlm_codegen_pool(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
     LLVMValueRef mask = part == 1 ? lane_mask(g, 0, W, sub(g, C, c0)) : NULL;
     LLVMValueRef nlast = c64(g, t->C - 1);
     for (int u = 0; u < nu; u++)
-      LLVMBuildStore(g->b, is_max ? splat_f(g, -INFINITY, W) : LLVMConstNull(vt), acc[u]);
+      LLVMBuildStore(g->b, is_max ? splat_f(g, -INFINITY, W) : LLVMConstNull(at), acc[u]);
     loop Ld, Lh, Lk;
     LLVMValueRef kd = loop_begin(g, &Ld, lo[0], hi[0], c64(g, 1));
     LLVMValueRef kh = loop_begin(g, &Lh, lo[1], hi[1], c64(g, 1));
@@ -694,10 +698,11 @@ int tlm_codegen_pool(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
     for (int u = 0; u < nu; u++) {
       LLVMValueRef cs = add(g, c0, c64(g, (int64_t)u * W));
       LLVMValueRef v = load_lanes(g, xb, cs, usrc, ss[1], W, mask, nlast);
-      LLVMValueRef a = LLVMBuildLoad2(g->b, vt, acc[u], "");
+      LLVMValueRef a = LLVMBuildLoad2(g->b, at, acc[u], "");
       LLVMValueRef margs[2] = {a, v};
-      LLVMValueRef res = is_max ? call_intrinsic(g, "llvm.maxnum", &vt, 1, margs, 2)
-                                : LLVMBuildFAdd(g->b, a, v, "");
+      /* llvm.maximum propagates NaN (maxnum would drop it) */
+      LLVMValueRef res = is_max ? call_intrinsic(g, "llvm.maximum", &vt, 1, margs, 2)
+                                : LLVMBuildFAdd(g->b, a, LLVMBuildFPExt(g->b, v, at, ""), "");
       LLVMBuildStore(g->b, res, acc[u]);
     }
     loop_end(g, &Lk);
@@ -705,8 +710,14 @@ int tlm_codegen_pool(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
     loop_end(g, &Ld);
     for (int u = 0; u < nu; u++) {
       LLVMValueRef cs = add(g, c0, c64(g, (int64_t)u * W));
-      LLVMValueRef v = LLVMBuildLoad2(g->b, vt, acc[u], "");
-      if (!is_max) v = LLVMBuildFMul(g->b, v, splat(g, inv, W), "");
+      LLVMValueRef v = LLVMBuildLoad2(g->b, at, acc[u], "");
+      if (!is_max) {
+        LLVMValueRef iv = LLVMBuildInsertElement(g->b, LLVMGetUndef(at), inv, c32(g, 0), "");
+        if (W > 1)
+          iv = LLVMBuildShuffleVector(g->b, iv, LLVMGetUndef(at),
+                                      LLVMConstNull(LLVMVectorType(g->i32, (unsigned)W)), "");
+        v = LLVMBuildFPTrunc(g->b, LLVMBuildFMul(g->b, v, iv, ""), vt, "");
+      }
       store_lanes(g, v, dbase, cs, udst, sd[1], W, mask);
     }
     loop_end(g, &Lc);

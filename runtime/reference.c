@@ -157,7 +157,8 @@ void tlm_ref_pool(const tlm_task *task, const tlm_pool_args *a) {
                   if (iw < 0 || iw >= a->IW) continue;
                   double x = a->src[n * a->ss[0] + c * a->ss[1] + id * a->ss[2] + ih * a->ss[3] +
                                     iw * a->ss[4]];
-                  acc = t->alg == TLM_POOL_MAX ? fmax(acc, x) : acc + x;
+                  /* max propagates NaN, as oneDNN and PyTorch do */
+                  acc = t->alg == TLM_POOL_MAX ? (x != x || acc != acc ? NAN : fmax(acc, x)) : acc + x;
                   count++;
                 }
               }

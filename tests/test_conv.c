@@ -346,6 +346,25 @@ static void pooling(tlm_runtime *rt) {
   CHECK(tlm_run(rt, &op, &X, 1, &Yb, 1) != TLM_OK, "dst windows beyond the input");
   op.u.pool.alg = (tlm_pool_alg)5;
   CHECK(tlm_run(rt, &op, &X, 1, &Y, 1) == TLM_ERR_INVALID_ARGUMENT, "pool alg 5");
+  /* max propagates NaN; an average over 25 million positions of 1.0 (a
+   * broadcast src: stride 0) is exactly 1 (a float sum stalls at 2^24) */
+  {
+    float q[4] = {NAN, NAN, -INFINITY, 1.0f}, o[2] = {0, 0};
+    tlm_tensor Q, O;
+    tlm_tensor_dense(&Q, TLM_F32, 3, (int64_t[]){1, 1, 4}, q);
+    tlm_tensor_dense(&O, TLM_F32, 3, (int64_t[]){1, 1, 2}, o);
+    tlm_op mp = tlm_op_pool(TLM_LAYOUT_NCHW, TLM_POOL_MAX);
+    mp.u.pool.kernel[2] = mp.u.pool.stride[2] = 2;
+    CHECK(tlm_run(rt, &mp, &Q, 1, &O, 1) == TLM_OK && isnan(o[0]) && o[1] == 1.0f,
+          "max pool of {NaN, NaN} gave %g (want NaN), of {-inf, 1} %g", o[0], o[1]);
+    float one = 1.0f, avg = 0;
+    tlm_tensor B = {TLM_F32, 4, {1, 1, 5000, 5000}, {0, 0, 0, 0}, &one}, A;
+    tlm_tensor_dense(&A, TLM_F32, 4, (int64_t[]){1, 1, 1, 1}, &avg);
+    tlm_op gp = tlm_op_pool(TLM_LAYOUT_NCHW, TLM_POOL_AVG);
+    gp.u.pool.kernel[1] = gp.u.pool.kernel[2] = 0;
+    CHECK(tlm_run(rt, &gp, &B, 1, &A, 1) == TLM_OK && avg == 1.0f,
+          "global average of 25M ones is %.9g", avg);
+  }
 }
 
 int main(int argc, char **argv) {

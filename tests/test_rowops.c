@@ -163,6 +163,27 @@ static void eltwise(tlm_runtime *rt, int *checked) {
   Yz.data = b + 1;
   in2[1] = Z;
   CHECK(tlm_run(rt, &add, in2, 2, &Yz, 1) == TLM_ERR_ALIASING, "y overlapping z");
+  /* y written while a broadcast z (row 0 of y) is still being read */
+  {
+    float yy[32], xx[32];
+    for (int i = 0; i < 32; i++) xx[i] = (float)i, yy[i] = 100.0f + (float)i;
+    tlm_tensor Xb, Yb, Zb;
+    tlm_tensor_dense(&Xb, TLM_F32, 2, (int64_t[]){4, 8}, xx);
+    tlm_tensor_dense(&Yb, TLM_F32, 2, (int64_t[]){4, 8}, yy);
+    tlm_tensor_dense(&Zb, TLM_F32, 2, (int64_t[]){1, 8}, yy);
+    tlm_tensor inb[2] = {Xb, Zb};
+    CHECK(tlm_run(rt, &add, inb, 2, &Yb, 1) == TLM_ERR_ALIASING, "y over a broadcast z accepted");
+    /* z repeating every 3 of 6 rows: refused, naming z */
+    float z3[24] = {0}, x6[48] = {0}, y6[48];
+    tlm_tensor X6, Y6, Z3;
+    tlm_tensor_dense(&X6, TLM_F32, 3, (int64_t[]){2, 3, 8}, x6);
+    tlm_tensor_dense(&Y6, TLM_F32, 3, (int64_t[]){2, 3, 8}, y6);
+    tlm_tensor_dense(&Z3, TLM_F32, 2, (int64_t[]){3, 8}, z3);
+    tlm_tensor in6[2] = {X6, Z3};
+    CHECK(tlm_run(rt, &add, in6, 2, &Y6, 1) == TLM_ERR_UNSUPPORTED &&
+              strstr(tlm_last_error(rt), "z "),
+          "partial z broadcast: %s", tlm_last_error(rt));
+  }
   tlm_op bad = tlm_op_eltwise((tlm_activation)99, TLM_BINARY_NONE);
   CHECK(tlm_run(rt, &bad, &X, 1, &Y, 1) == TLM_ERR_INVALID_ARGUMENT, "activation 99");
 }

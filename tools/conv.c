@@ -2,6 +2,7 @@
  * reference check and `tlm run` for convolutions. */
 #include "tools/conv.h"
 
+#include <cjson/cJSON.h>
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -476,16 +477,29 @@ out:
   return rc;
 }
 
+/* one result as a JSON object (cJSON escapes the strings) */
 static void json_result(FILE *f, const run_result *r, const char *name, int threads, int check) {
-  fprintf(f,
-          "{\"problem\": \"%s\", \"name\": \"%s\", \"threads\": %d, \"schedule\": \"%s\", "
-          "\"schedule_ms\": %.4f, \"compile_ms\": %.3f, \"kernel_ms_median\": %.6f, "
-          "\"kernel_ms_min\": %.6f, \"kernel_ms_max\": %.6f, \"repeats\": %d, \"gflops\": %.2f",
-          r->problem, name, threads, r->schedule, r->schedule_ms, r->compile_ms, r->med_ns * 1e-6,
-          r->lo_ns * 1e-6, r->hi_ns * 1e-6, r->reps, r->gflops);
-  if (check) fprintf(f, ", \"max_rel_err\": %.4g, \"tolerance\": %.4g, \"pass\": %s", r->max_err,
-                     r->tol, r->ok ? "true" : "false");
-  fprintf(f, "}");
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "problem", r->problem);
+  cJSON_AddStringToObject(o, "name", name);
+  cJSON_AddNumberToObject(o, "threads", threads);
+  cJSON_AddStringToObject(o, "schedule", r->schedule);
+  cJSON_AddNumberToObject(o, "schedule_ms", r->schedule_ms);
+  cJSON_AddNumberToObject(o, "compile_ms", r->compile_ms);
+  cJSON_AddNumberToObject(o, "kernel_ms_median", r->med_ns * 1e-6);
+  cJSON_AddNumberToObject(o, "kernel_ms_min", r->lo_ns * 1e-6);
+  cJSON_AddNumberToObject(o, "kernel_ms_max", r->hi_ns * 1e-6);
+  cJSON_AddNumberToObject(o, "repeats", r->reps);
+  cJSON_AddNumberToObject(o, "gflops", r->gflops);
+  if (check) {
+    cJSON_AddNumberToObject(o, "max_rel_err", r->max_err);
+    cJSON_AddNumberToObject(o, "tolerance", r->tol);
+    cJSON_AddBoolToObject(o, "pass", r->ok);
+  }
+  char *text = cJSON_PrintUnformatted(o);
+  if (text) fputs(text, f);
+  free(text);
+  cJSON_Delete(o);
 }
 
 int tlm_cmd_run_conv(int argc, char **argv) {
@@ -593,10 +607,18 @@ int tlm_cmd_run_conv(int argc, char **argv) {
     rc = 2;
     goto out;
   }
-  char line[1024];
+  char *line = NULL;
+  size_t linecap = 0;
   int lineno = 0, total = 0, passed = 0, failed = 0;
-  if (jf) fprintf(jf, "{\"file\": \"%s\", \"threads\": %d, \"problems\": [\n", batch, rt->nthreads);
-  while (fgets(line, sizeof line, f)) {
+  if (jf) {
+    cJSON *fs = cJSON_CreateString(batch);
+    char *ft = fs ? cJSON_PrintUnformatted(fs) : NULL;
+    fprintf(jf, "{\"file\": %s, \"threads\": %d, \"problems\": [\n", ft ? ft : "null",
+            rt->nthreads);
+    free(ft);
+    cJSON_Delete(fs);
+  }
+  while (getline(&line, &linecap, f) > 0) {
     lineno++;
     tlm_conv_prb prb;
     int pr = tlm_conv_prb_parse(line, &prb, err, sizeof err);
@@ -627,6 +649,7 @@ int tlm_cmd_run_conv(int argc, char **argv) {
       json_result(jf, &r, prb.name, rt->nthreads, o.check);
     }
   }
+  free(line);
   fclose(f);
   if (jf) fprintf(jf, "\n], \"count\": %d, \"passed\": %d, \"failed\": %d}\n", total, passed, failed);
   printf("%d problems: %d passed, %d failed%s\n", total, passed, failed,

@@ -219,7 +219,9 @@ static int is_conv_run(int argc, char **argv) {
         i++; /* skip the option's value */
       continue;
     }
-    static const char *const starts[] = {"g", "mb", "ic", "id", "ih", "iw", "oc", "kh", "kw"};
+    static const char *const starts[] = {"g",  "mb", "ic", "id", "ih", "iw", "oc", "od",
+                                         "oh", "ow", "kd", "kh", "kw", "sd", "sh", "sw",
+                                         "pd", "ph", "pw", "dd", "dh", "dw"};
     for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++)
       if (!strncmp(argv[i], starts[k], strlen(starts[k])) && isdigit((unsigned char)argv[i][strlen(starts[k])]))
         return 1;
@@ -248,9 +250,10 @@ static int run_matmul_batch(int argc, char **argv) {
     free(rest);
     return 2;
   }
-  char line[1024], err[256];
+  char *line = NULL, err[256];
+  size_t linecap = 0;
   int total = 0, passed = 0, rc = 0;
-  while (fgets(line, sizeof line, f)) {
+  while (getline(&line, &linecap, f) > 0) {
     line[strcspn(line, "\r\n")] = 0;
     tlm_mm_desc d;
     if (tlm_mm_desc_parse(line, &d, err, sizeof err) != 1) continue;
@@ -269,6 +272,7 @@ static int run_matmul_batch(int argc, char **argv) {
     if (one == 0) passed++;
     else rc = one;
   }
+  free(line);
   fclose(f);
   free(rest);
   printf("%d problems: %d passed, %d failed\n", total, passed, total - passed);
