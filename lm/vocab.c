@@ -65,6 +65,10 @@ void tlm_vocab_build(tlm_vocab *v) {
                                      "groups:dw", "groups:some"};
   for (size_t i = 0; i < sizeof conv_words / sizeof conv_words[0]; i++) add(v, conv_words[i]);
   for (int i = 0; i < 3; i++) add_decision(v, TLM_PK_VEC_AXIS, i);
+  /* version 5: pooling and elementwise */
+  static const char *v5_words[] = {"op:pool", "op:eltwise", "pool:max", "pool:avg",
+                                   "bin:none", "bin:add", "bin:mul"};
+  for (size_t i = 0; i < sizeof v5_words / sizeof v5_words[0]; i++) add(v, v5_words[i]);
 }
 
 int tlm_vocab_find(const tlm_vocab *v, const char *s) {
@@ -108,6 +112,44 @@ void tlm_lm_prompt(const tlm_vocab *v, const tlm_task *task, const tlm_target *t
   static const char *ops[] = {"", "op:matmul", "op:softmax", "op:layernorm", "op:rmsnorm"};
   int n = 0;
   out[n++] = TLM_TOK_BOS;
+  if (task->kind == TLM_OP_POOL) {
+    const tlm_pool_task *p = &task->u.pool;
+    out[n++] = tlm_vocab_find(v, "op:pool");
+    out[n++] = tlm_vocab_find(v, p->alg == TLM_POOL_MAX ? "pool:max" : "pool:avg");
+    out[n++] = tlm_vocab_find(v, p->KH == 1   ? "win:1"
+                                 : p->KH == 3 ? "win:3"
+                                 : p->KH == 5 ? "win:5"
+                                 : p->KH == 7 ? "win:7"
+                                              : "win:big");
+    out[n++] = tlm_vocab_find(v, p->sh == 1 ? "stride:1" : p->sh == 2 ? "stride:2" : "stride:big");
+    out[n++] = tlm_vocab_find(v, "act:none");
+    out[n++] = tok(v, "uA:%lld", (p->unit & TLM_UNIT_POOL_SRC_C) != 0);
+    out[n++] = tok(v, "uB:%lld", 0);
+    out[n++] = tok(v, "uC:%lld", (p->unit & TLM_UNIT_POOL_DST_C) != 0);
+    n += extent_tokens(v, "b", p->N, out + n);
+    n += extent_tokens(v, "m", p->OD * p->OH * p->OW, out + n);
+    n += extent_tokens(v, "n", p->C, out + n);
+    n += extent_tokens(v, "k", (int64_t)(p->KD ? p->KD : p->ID) * (p->KH ? p->KH : p->IH) *
+                                   (p->KW ? p->KW : p->IW), out + n);
+    goto hardware;
+  }
+  if (task->kind == TLM_OP_ELTWISE) {
+    const tlm_row_task *r = &task->u.row;
+    static const char *bins[] = {"bin:none", "bin:add", "bin:mul"};
+    out[n++] = tlm_vocab_find(v, "op:eltwise");
+    out[n++] = tlm_vocab_find(v, "dtype:f32");
+    out[n++] = tlm_vocab_find(v, bins[r->binary >= 0 && r->binary < 3 ? r->binary : 0]);
+    out[n++] = tlm_vocab_find(v, acts[r->act >= 0 && r->act < 5 ? r->act : 0]);
+    out[n++] = tok(v, "causal:%lld", 0);
+    out[n++] = tok(v, "uA:%lld", (r->unit & TLM_UNIT_ROW_X) != 0);
+    out[n++] = tok(v, "uB:%lld", (r->unit & TLM_UNIT_ROW_Z) != 0);
+    out[n++] = tok(v, "uC:%lld", (r->unit & TLM_UNIT_ROW_Y) != 0);
+    n += extent_tokens(v, "b", 1, out + n);
+    n += extent_tokens(v, "m", r->rows, out + n);
+    n += extent_tokens(v, "n", r->cols, out + n);
+    n += extent_tokens(v, "k", 1, out + n);
+    goto hardware;
+  }
   if (task->kind == TLM_OP_CONV) {
     const tlm_conv_task *c = &task->u.conv;
     out[n++] = tlm_vocab_find(v, "op:conv");

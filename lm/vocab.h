@@ -22,6 +22,12 @@
  * image's output pixels, D folded in), n = OC per group, k = IC per group x
  * window, then the hardware.
  *
+ * Pooling (version 5): <bos> op:pool pool:<max|avg> win:<kernel h, "big" for
+ * global> stride:<..> act:none uA (src channels unit) uB:0 uC (dst channels
+ * unit), axes b = N, m = output pixels, n = C, k = window positions.
+ * Elementwise (version 5) as row-wise operators with op:eltwise, bin:<none|
+ * add|mul> in the bias slot, the activation, and uB = z's unit flag.
+ *
  * Decision tokens are "<kind>:<value>" (vec:16, tile:8, unroll:4, order:1,
  * pack:0, par:2, at:3); tile tokens are shared by every tile point.
  * The vocabulary is rebuilt identically by every build of one
@@ -36,7 +42,7 @@
 #include "../runtime/target.h"
 #include "../runtime/task.h"
 
-#define TLM_LM_VOCAB_VERSION 4
+#define TLM_LM_VOCAB_VERSION 5
 #define TLM_LM_MAX_VOCAB 512
 #define TLM_LM_PROMPT_LEN 32
 #define TLM_LM_MAX_SEQ (TLM_LM_PROMPT_LEN + TLM_MAX_POINTS)

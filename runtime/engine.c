@@ -307,9 +307,8 @@ tlm_status tlm_engine_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_sc
 /* ---- scheduling ----------------------------------------------------------------------- */
 
 int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out) {
-  /* the tensor language (vocabulary v4) has words for matmul, softmax,
-   * layernorm, rmsnorm and convolution; pooling and eltwise use the rule */
-  if (rt->model && space->task.kind >= TLM_OP_MATMUL && space->task.kind <= TLM_OP_CONV) {
+  /* the tensor language (vocabulary v5) has words for every operator */
+  if (rt->model && space->task.kind >= TLM_OP_MATMUL && space->task.kind <= TLM_OP_ELTWISE) {
     if (tlm_lm_decode(rt->model, space, out, NULL) == TLM_OK && tlm_space_accepts(space, out)) {
       atomic_fetch_add(&rt->decodes, 1);
       return 1;

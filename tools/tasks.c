@@ -1,15 +1,32 @@
 /* tasks.c - task list from the shared workloads. */
 #include "tasks.h"
 
+#include <math.h>
+
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/validate.h"
+#include "runtime/reference.h"
 #include "runtime/space.h"
 
 void tlm_task_spec_text(tlm_task_spec *s) {
+  if (s->op == TLM_OP_POOL) {
+    const tlm_pool_spec *p = &s->pool;
+    snprintf(s->text, sizeof s->text,
+             "pool:%s n%lld c%lld ih%lld iw%lld oh%lld ow%lld kh%d kw%d sh%d sw%d ph%d pw%d %s",
+             p->alg == TLM_POOL_MAX ? "max" : "avg", (long long)p->n, (long long)p->c,
+             (long long)p->ih, (long long)p->iw, (long long)p->oh, (long long)p->ow, p->kh, p->kw,
+             p->sh, p->sw, p->ph, p->pw, s->layout == TLM_LAYOUT_NHWC ? "nhwc" : "nchw");
+    return;
+  }
+  if (s->op == TLM_OP_ELTWISE) {
+    snprintf(s->text, sizeof s->text, "eltwise:act%d bin%d %lldx%lld", s->act, s->bin,
+             (long long)s->rows, (long long)s->cols);
+    return;
+  }
   if (s->op == TLM_OP_CONV) {
     char d[160];
     tlm_conv_prb_str(&s->cp, d, sizeof d);
@@ -27,6 +44,36 @@ void tlm_task_spec_text(tlm_task_spec *s) {
 int tlm_task_spec_parse(const char *text, tlm_task_spec *s) {
   memset(s, 0, sizeof *s);
   char d[160], err[256];
+  if (!strncmp(text, "pool:", 5)) {
+    tlm_pool_spec *p = &s->pool;
+    char alg[4], lay[5];
+    long long n, c, ih, iw, oh, ow;
+    if (sscanf(text + 5, "%3s n%lld c%lld ih%lld iw%lld oh%lld ow%lld kh%d kw%d sh%d sw%d ph%d pw%d %4s",
+               alg, &n, &c, &ih, &iw, &oh, &ow, &p->kh, &p->kw, &p->sh, &p->sw, &p->ph, &p->pw,
+               lay) != 14)
+      return -1;
+    if (strcmp(alg, "max") && strcmp(alg, "avg")) return -1;
+    if (strcmp(lay, "nhwc") && strcmp(lay, "nchw")) return -1;
+    if (n < 1 || c < 1 || ih < 1 || iw < 1 || oh < 1 || ow < 1 || n * c * ih * iw > (1ll << 31))
+      return -1;
+    p->alg = strcmp(alg, "max") ? TLM_POOL_AVG : TLM_POOL_MAX;
+    p->n = n, p->c = c, p->ih = ih, p->iw = iw, p->oh = oh, p->ow = ow;
+    s->op = TLM_OP_POOL;
+    s->layout = strcmp(lay, "nhwc") ? TLM_LAYOUT_NCHW : TLM_LAYOUT_NHWC;
+    tlm_task_spec_text(s);
+    return 0;
+  }
+  if (!strncmp(text, "eltwise:", 8)) {
+    long long r, c;
+    if (sscanf(text + 8, "act%d bin%d %lldx%lld", &s->act, &s->bin, &r, &c) != 4) return -1;
+    if (s->act < 0 || s->act >= TLM_ACT_COUNT_ || s->bin < 0 || s->bin > TLM_BINARY_MUL || r < 1 ||
+        c < 1 || r * c > (1ll << 31))
+      return -1;
+    s->op = TLM_OP_ELTWISE;
+    s->rows = r, s->cols = c;
+    tlm_task_spec_text(s);
+    return 0;
+  }
   if (!strncmp(text, "conv:", 5)) {
     char lay[8];
     int bias, bn, act, res;
@@ -84,6 +131,10 @@ static double conv_flop(const tlm_conv_prb *p) {
 }
 
 static int add(list *l, tlm_task_spec *s) {
+  if (s->op == TLM_OP_POOL || s->op == TLM_OP_ELTWISE) {
+    tlm_task_spec_text(s);
+    return add_unique(l, s);
+  }
   if (s->op == TLM_OP_CONV) {
     if (conv_flop(&s->cp) > TLM_TASK_MAX_FLOP) return 0;
     tlm_task_spec_text(s);
@@ -270,6 +321,52 @@ static int model_tasks(list *l, const char *name, const cJSON *m, const int *ctx
     set_mm(&s, heads, M, L, hd, 0);
     if (add(l, &s)) return -1;
   }
+  /* elementwise layers (the MLP activation when not fused, gated SiLU, the
+   * residual add) at the first 4 prefill and 2 decode lengths; no random
+   * draws, so the matmul tasks above stay the same */
+  for (int i = 0; i < nm; i++) {
+    if (!(i < 4 || (i >= nprefill && i < nprefill + 2))) continue;
+    tlm_task_spec e;
+    memset(&e, 0, sizeof e);
+    e.op = TLM_OP_ELTWISE;
+    snprintf(e.family, sizeof e.family, "%s:eltwise", name);
+    e.rows = ms[i];
+    e.cols = ff;
+    e.act = silu || gated ? TLM_ACT_SILU : TLM_ACT_GELU_TANH;
+    e.bin = gated ? TLM_BINARY_MUL : TLM_BINARY_NONE;
+    if (add(l, &e)) return -1;
+    e.cols = d;
+    e.act = TLM_ACT_NONE;
+    e.bin = TLM_BINARY_ADD;
+    if (add(l, &e)) return -1;
+  }
+  return 0;
+}
+
+/* the vision networks' pooling layers (ResNet-50's 3x3/2 stem pool and
+ * global average, MobileNet's global average) at image sizes 160..288,
+ * in both layouts */
+static int pool_tasks(list *l) {
+  static const int sizes[] = {160, 192, 224, 256, 288};
+  for (int si = 0; si < 5; si++)
+    for (int lay = 0; lay < 2; lay++) {
+      int64_t r = sizes[si];
+      tlm_task_spec s;
+      memset(&s, 0, sizeof s);
+      s.op = TLM_OP_POOL;
+      s.layout = lay ? TLM_LAYOUT_NCHW : TLM_LAYOUT_NHWC;
+      snprintf(s.family, sizeof s.family, "pool:resnet50");
+      int64_t stem = (r + 1) / 2; /* after conv1 (7x7/2, pad 3) */
+      s.pool = (tlm_pool_spec){TLM_POOL_MAX, 1, 64, stem, stem, (stem + 1) / 2, (stem + 1) / 2,
+                               3, 3, 2, 2, 1, 1};
+      if (add(l, &s)) return -1;
+      int64_t last = (r + 31) / 32;
+      s.pool = (tlm_pool_spec){TLM_POOL_AVG, 1, 2048, last, last, 1, 1, 0, 0, 1, 1, 0, 0};
+      if (add(l, &s)) return -1;
+      snprintf(s.family, sizeof s.family, "pool:mobilenet");
+      s.pool.c = 1024;
+      if (add(l, &s)) return -1;
+    }
   return 0;
 }
 
@@ -318,7 +415,7 @@ int tlm_tasks_from_file(const char *path, tlm_task_spec **out, char *err, int er
 int tlm_tasks_build(const char *dir, uint64_t seed, tlm_task_spec **out, char *err, int errcap) {
   list l = {0};
   *out = NULL;
-  if (benchdnn(&l, dir) || benchdnn_conv(&l, dir)) goto oom;
+  if (benchdnn(&l, dir) || benchdnn_conv(&l, dir) || pool_tasks(&l)) goto oom;
   int *ctx = NULL;
   int nctx = read_trace(dir, &ctx);
   char path[1024];
@@ -362,7 +459,49 @@ oom:
   return -1;
 }
 
+/* op and tensors of a pooling or eltwise spec, data pointers from ptr[]
+ * (x, z, y) */
+static int small_op(const tlm_task_spec *s, void *const ptr[3], tlm_op *op, tlm_tensor in[2],
+                    int *n_in, tlm_tensor *out) {
+  if (s->op == TLM_OP_POOL) {
+    const tlm_pool_spec *p = &s->pool;
+    *op = tlm_op_pool(s->layout, (tlm_pool_alg)p->alg);
+    op->u.pool.kernel[1] = p->kh, op->u.pool.kernel[2] = p->kw;
+    op->u.pool.stride[1] = p->sh, op->u.pool.stride[2] = p->sw;
+    op->u.pool.pad[1] = p->ph, op->u.pool.pad[2] = p->pw;
+    int nhwc = s->layout == TLM_LAYOUT_NHWC;
+    int64_t xs[4] = {p->n, nhwc ? p->ih : p->c, nhwc ? p->iw : p->ih, nhwc ? p->c : p->iw};
+    int64_t ys[4] = {p->n, nhwc ? p->oh : p->c, nhwc ? p->ow : p->oh, nhwc ? p->c : p->ow};
+    tlm_tensor_dense(&in[0], TLM_F32, 4, xs, ptr[0]);
+    tlm_tensor_dense(out, TLM_F32, 4, ys, ptr[2]);
+    *n_in = 1;
+    return 0;
+  }
+  *op = tlm_op_eltwise((tlm_activation)s->act, (tlm_binary)s->bin);
+  int64_t sh[2] = {s->rows, s->cols};
+  tlm_tensor_dense(&in[0], TLM_F32, 2, sh, ptr[0]);
+  tlm_tensor_dense(&in[1], TLM_F32, 2, sh, ptr[1]);
+  tlm_tensor_dense(out, TLM_F32, 2, sh, ptr[2]);
+  *n_in = s->bin ? 2 : 1;
+  return 0;
+}
+
 int tlm_task_spec_task(const tlm_task_spec *s, tlm_task *task) {
+  if (s->op == TLM_OP_POOL || s->op == TLM_OP_ELTWISE) {
+    void *const ptr[3] = {(void *)((uintptr_t)1 << 40), (void *)((uintptr_t)2 << 40),
+                          (void *)((uintptr_t)3 << 40)};
+    tlm_op op;
+    tlm_tensor in[2], out;
+    int n_in;
+    char err[256];
+    small_op(s, ptr, &op, in, &n_in, &out);
+    if (s->op == TLM_OP_POOL) {
+      tlm_pool_args a;
+      return tlm_validate_pool(&op, in, n_in, &out, 1, task, &a, err, sizeof err) ? -1 : 0;
+    }
+    tlm_row_args a;
+    return tlm_validate_row(&op, in, n_in, &out, 1, task, &a, err, sizeof err) ? -1 : 0;
+  }
   if (s->op == TLM_OP_CONV) {
     tlm_conv_problem p;
     tlm_conv_args args;
@@ -423,6 +562,51 @@ int tlm_spec_problem_make(const tlm_task_spec *s, uint64_t seed, tlm_spec_proble
   memset(p, 0, sizeof *p);
   p->op = s->op;
   char err[256];
+  if (s->op == TLM_OP_POOL || s->op == TLM_OP_ELTWISE) {
+    int64_t nx, ny;
+    if (s->op == TLM_OP_POOL) {
+      nx = s->pool.n * s->pool.c * s->pool.ih * s->pool.iw;
+      ny = s->pool.n * s->pool.c * s->pool.oh * s->pool.ow;
+    } else {
+      nx = ny = s->rows * s->cols;
+    }
+    uint64_t rng = seed;
+    int64_t sizes[4] = {nx, s->op == TLM_OP_ELTWISE ? nx : 1, ny, ny};
+    for (int i = 0; i < 4; i++) {
+      p->buf[i] = malloc(sizeof(float) * (size_t)sizes[i]);
+      if (!p->buf[i]) {
+        tlm_spec_problem_free(p);
+        return -1;
+      }
+      for (int64_t j = 0; j < sizes[i]; j++)
+        p->buf[i][j] = (float)((tlm_rng_next(&rng) >> 40) & 0xffff) / 8192.0f - 4.0f;
+    }
+    p->nout = ny;
+    tlm_op op;
+    tlm_tensor in[2], out;
+    int n_in;
+    void *const ptr[3] = {p->buf[0], p->buf[1], p->buf[2]};
+    small_op(s, ptr, &op, in, &n_in, &out);
+    int bad;
+    if (s->op == TLM_OP_POOL) {
+      bad = tlm_validate_pool(&op, in, n_in, &out, 1, &p->task, &p->pool_args, err, sizeof err);
+      p->args = &p->pool_args;
+      tlm_pool_args ra = p->pool_args;
+      ra.dst = p->buf[3];
+      if (!bad) tlm_ref_pool(&p->task, &ra);
+    } else {
+      bad = tlm_validate_row(&op, in, n_in, &out, 1, &p->task, &p->row_args, err, sizeof err);
+      p->args = &p->row_args;
+      tlm_row_args ra = p->row_args;
+      ra.y = p->buf[3];
+      if (!bad) tlm_ref_row(&p->task, &ra);
+    }
+    if (bad) {
+      tlm_spec_problem_free(p);
+      return -1;
+    }
+    return 0;
+  }
   if (s->op == TLM_OP_CONV) {
     if (tlm_conv_problem_make(&s->cp, s->layout,
                               s->layout == TLM_LAYOUT_NHWC ? TLM_WEIGHTS_HWIO : TLM_WEIGHTS_OIHW,
@@ -448,16 +632,27 @@ int tlm_spec_problem_make(const tlm_task_spec *s, uint64_t seed, tlm_spec_proble
 
 void tlm_spec_problem_free(tlm_spec_problem *p) {
   if (p->op == TLM_OP_CONV) tlm_conv_problem_free(&p->cv);
-  else tlm_problem_free(&p->mm);
+  else if (p->op == TLM_OP_MATMUL) tlm_problem_free(&p->mm);
+  for (int i = 0; i < 4; i++) free(p->buf[i]);
   memset(p, 0, sizeof *p);
 }
 
 double tlm_spec_problem_check(const tlm_spec_problem *p, int points, uint64_t seed) {
+  if (p->op == TLM_OP_POOL || p->op == TLM_OP_ELTWISE) { /* every output, vs the reference */
+    (void)points, (void)seed;
+    double worst = 0;
+    for (int64_t i = 0; i < p->nout; i++) {
+      double e = fabs((double)p->buf[2][i] - p->buf[3][i]) / (1.0 + fabs((double)p->buf[3][i]));
+      if (!(e <= worst)) worst = e != e ? INFINITY : e;
+    }
+    return worst;
+  }
   if (p->op == TLM_OP_CONV) return tlm_conv_problem_check(&p->cv, points, seed);
   return tlm_problem_check_sampled(&p->mm, points, seed);
 }
 
 double tlm_spec_problem_tolerance(const tlm_spec_problem *p) {
+  if (p->op == TLM_OP_POOL || p->op == TLM_OP_ELTWISE) return 1e-5;
   if (p->op == TLM_OP_CONV) {
     const tlm_conv_task *t = &p->task.u.conv;
     return tlm_problem_tolerance((int64_t)t->ICg * t->KD * t->KH * t->KW);

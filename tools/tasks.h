@@ -12,8 +12,17 @@
 #include "runtime/kernel_abi.h"
 #include "runtime/task.h"
 
-/* A matmul task (op TLM_OP_MATMUL: d, epi) or a convolution (TLM_OP_CONV:
- * cp, layout with its natural weight layout, cepi). */
+/* 2-D pooling of N x C images (kernel 0: global along that axis). */
+typedef struct tlm_pool_spec {
+  int alg; /* tlm_pool_alg */
+  int64_t n, c, ih, iw, oh, ow;
+  int kh, kw, sh, sw, ph, pw;
+} tlm_pool_spec;
+
+/* A matmul task (op TLM_OP_MATMUL: d, epi), a convolution (TLM_OP_CONV:
+ * cp, layout with its natural weight layout, cepi), a pooling (TLM_OP_POOL:
+ * pool, layout) or an elementwise op (TLM_OP_ELTWISE: rows x cols, act,
+ * bin; z of x's shape). */
 typedef struct tlm_task_spec {
   int op;
   tlm_mm_desc d;
@@ -21,6 +30,9 @@ typedef struct tlm_task_spec {
   tlm_conv_prb cp;
   tlm_layout layout;
   tlm_conv_epi cepi;
+  tlm_pool_spec pool;
+  int64_t rows, cols;
+  int act, bin;
   char family[48]; /* split unit, e.g. "gpt2-124m:prefill", "benchdnn:bert" */
   char text[200];  /* canonical text: descriptor + transposes + epilogue */
 } tlm_task_spec;
@@ -31,10 +43,14 @@ typedef struct tlm_spec_problem {
   int op;
   tlm_problem mm;
   tlm_conv_problem cv;
+  float *buf[4];    /* pooling and eltwise: x, z, y, reference */
+  int64_t nout;     /* their output elements */
   tlm_task task;
   tlm_mm_args mm_args;
   tlm_conv_args cv_args;
-  const void *args; /* &mm_args or &cv_args */
+  tlm_pool_args pool_args;
+  tlm_row_args row_args;
+  const void *args; /* the one of the op */
 } tlm_spec_problem;
 
 /* Builds it (random data from seed). Returns 0, -1 (too large, out of
