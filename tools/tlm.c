@@ -48,7 +48,7 @@ static void usage(FILE *f) {
           "                    the rule; the default), rule (the hand rule), random:SEED\n"
           "                    (uniform over the space), or the decisions as printed,\n"
           "                    e.g. \"vec=16 tile_n3=32 ...\"\n"
-          "      --epilogue E  comma list of bias, relu, gelu, silu, residual\n"
+          "      --epilogue E  comma list of bias, relu, relu6, gelu, silu, residual\n"
           "      --transpose-a, --transpose-b   transposed storage of A or B\n"
           "      --threads N   worker threads (default: TLM_NUM_THREADS or all CPUs)\n"
           "      --min-time S  seconds of timed repeats (default 0.3)\n"
@@ -74,8 +74,9 @@ static int parse_epilogue(const char *s, tlm_matmul_desc *e) {
     else if (!strcmp(tok, "relu")) e->activation = TLM_ACT_RELU;
     else if (!strcmp(tok, "gelu")) e->activation = TLM_ACT_GELU_TANH;
     else if (!strcmp(tok, "silu")) e->activation = TLM_ACT_SILU;
+    else if (!strcmp(tok, "relu6")) e->activation = TLM_ACT_RELU6;
     else {
-      fprintf(stderr, "tlm: unknown epilogue '%s' (bias, relu, gelu, silu, residual)\n", tok);
+      fprintf(stderr, "tlm: unknown epilogue '%s' (bias, relu, relu6, gelu, silu, residual)\n", tok);
       return -1;
     }
   }
