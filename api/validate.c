@@ -551,6 +551,12 @@ tlm_status tlm_validate_conv(const tlm_op *op, const tlm_tensor *in, int n_in,
   for (int i = 0; i < 3; i++)
     if (vec[i] && OC > 1 && vs[i] != 1) vec_unit = 0;
   if (vec_unit) unit |= TLM_UNIT_CONV_VEC;
+  int plane = ke[0] == 1 && ke[1] == 1 && ke[2] == 1 && sv[1] == 1 && sv[2] == 1 &&
+              pv[1] == 0 && pv[2] == 0 && xe[2] == 1 && ye[2] == 1 && xe[3] == ye[3] &&
+              xe[4] == ye[4] && (unit & TLM_UNIT_CONV_SRC_W) && (unit & TLM_UNIT_CONV_DST_W) &&
+              (xe[3] == 1 || xs[3] == xe[4]) && (ye[3] == 1 || ys[3] == ye[4]) &&
+              (!R || ye[3] == 1 || rs[3] == ye[4]);
+  if (plane) unit |= TLM_UNIT_CONV_PLANE;
   t->unit = unit;
 
   args->dst = Y->data;

@@ -31,7 +31,7 @@ typedef struct conv_cg {
   LLVMValueRef ss[5], sw[5], sd[5], sr[5], sbias, sscale, sshift;
   /* flat: the tile rows run over the (oh, ow) plane flattened (lane axes
    * oc and g); otherwise over ow within one output row (lanes along ow) */
-  int flat;
+  int flat, plane;
   LLVMValueRef wext; /* extent of the w axis: OH * OW (flat) or OW */
   /* the current row */
   LLVMValueRef n, other, od, oh;
@@ -185,7 +185,9 @@ static void step(conv_cg *cc) {
                                           LLVMConstNull(LLVMVectorType(g->i32, (unsigned)W)), ""),
                                       "");
       LLVMValueRef mask = NULL;
-      if (cc->safe) {
+      if (cc->safe && cc->plane) { /* no padding: only the block's tail */
+        mask = lane_mask(g, 0, W, sub(g, cc->w_end, ow0));
+      } else if (cc->safe) {
         LLVMValueRef iwlim = LLVMBuildShuffleVector(
             g->b, LLVMBuildInsertElement(g->b, LLVMGetUndef(vi), cc->IW, c32(g, 0), ""),
             LLVMGetUndef(vi), LLVMConstNull(LLVMVectorType(g->i32, (unsigned)W)), "");
@@ -289,7 +291,10 @@ static void epilogue_store(conv_cg *cc) {
   for (int r = 0; r < cc->R; r++) {
     /* dst/residual offset of the row's pixel (flat) or output row */
     LLVMValueRef rowoff_d, rowoff_r;
-    if (cc->flat) {
+    if (cc->plane) { /* lanes carry the pixel: p * stride_w = its offset in the plane */
+      rowoff_d = base_d;
+      rowoff_r = base_r;
+    } else if (cc->flat) {
       rowoff_d = add(g, base_d, add(g, mul(g, cc->ohr[r], cc->sd[3]), mul(g, cc->owr[r], cc->sd[4])));
       rowoff_r = add(g, base_r, add(g, mul(g, cc->ohr[r], cc->sr[3]), mul(g, cc->owr[r], cc->sr[4])));
     } else {
@@ -370,7 +375,7 @@ static void tile_version(conv_cg *cc, int safe) {
   cc->safe = safe;
   LLVMTypeRef vt = vtype(g, cc->W);
   for (int i = 0; i < cc->R * cc->NV; i++) LLVMBuildStore(g->b, LLVMConstNull(vt), cc->acc[i]);
-  if (cc->flat) /* output row and column of each tile row (clamped into the block) */
+  if (cc->flat && !cc->plane) /* output row and column of each tile row (clamped) */
     for (int r = 0; r < cc->R; r++) {
       LLVMValueRef p = add(g, cc->w0, c64(g, r));
       if (safe) p = smin(g, p, sub(g, cc->w_end, c64(g, 1)));
@@ -418,7 +423,9 @@ static void emit_tile(conv_cg *cc) {
   LLVMValueRef full_c = LLVMBuildICmp(g->b, LLVMIntSLE, add(g, cc->c0, c64(g, cc->c_t)), cc->c_end, "");
   LLVMValueRef full_w = LLVMBuildICmp(g->b, LLVMIntSLE, add(g, cc->w0, c64(g, cc->w_t)), cc->w_end, "");
   LLVMValueRef inside;
-  if (cc->flat) { /* every tile row's whole window inside the input */
+  if (cc->plane) { /* 1x1, no padding: always inside */
+    inside = LLVMConstInt(g->i1, 1, 0);
+  } else if (cc->flat) { /* every tile row's whole window inside the input */
     inside = LLVMConstInt(g->i1, 1, 0);
     for (int r = 0; r < cc->R; r++) {
       LLVMValueRef p = add(g, cc->w0, c64(g, r));
@@ -538,7 +545,9 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
   }
 
   int64_t other_ext = cc.axis == 2 ? t->OCg : t->G;
-  cc.flat = cc.axis != 1;
+  /* lanes along ow over a dense 1x1 plane: the plane flattened too */
+  cc.plane = cc.axis == 1 && (t->unit & TLM_UNIT_CONV_PLANE);
+  cc.flat = cc.axis != 1 || cc.plane;
   cc.wext = cc.flat ? mul(g, cc.OH, cc.OW) : cc.OW;
   /* rows: (n, other, od) when flat, (n, other, od, oh) otherwise */
   LLVMValueRef rows_total = mul(g, mul(g, cc.N, c64(g, other_ext)), cc.OD);

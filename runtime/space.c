@@ -488,12 +488,15 @@ void tlm_conv_tile_dims(const tlm_task *task, const int32_t *v, int64_t *c_t, in
 /* rows of the kernel's outer loop: (n, other, od) when the tile rows run
  * over the flattened (oh, ow) plane (lane axes oc and g), (n, other, od,
  * oh) when the lanes run along ow; and the extent of the w axis */
+static int conv_flat(const tlm_conv_task *t, int axis) {
+  return axis != 1 || (t->unit & TLM_UNIT_CONV_PLANE); /* lanes over the dense pixel plane */
+}
 static int64_t conv_rows_total(const tlm_conv_task *t, int axis) {
   int64_t r = t->N * (axis == 2 ? t->OCg : t->G) * t->OD;
-  return axis == 1 ? r * t->OH : r;
+  return conv_flat(t, axis) ? r : r * t->OH;
 }
 static int64_t conv_wext(const tlm_conv_task *t, int axis) {
-  return axis == 1 ? t->OW : t->OH * t->OW;
+  return conv_flat(t, axis) ? t->OH * t->OW : t->OW;
 }
 
 int64_t tlm_conv_parallel_count(const tlm_task *task, const int32_t *v) {
@@ -512,7 +515,7 @@ int64_t tlm_conv_parallel_count(const tlm_task *task, const int32_t *v) {
 
 /* extent the vector lanes span, and the tile rows' extent */
 static void conv_axis_extents(const tlm_conv_task *t, int axis, int64_t *vext, int64_t *rext) {
-  *vext = axis == 0 ? t->OCg : axis == 1 ? t->OW : t->G;
+  *vext = axis == 0 ? t->OCg : axis == 1 ? conv_wext(t, 1) : t->G;
   *rext = axis == 1 ? t->OCg : t->OH * t->OW;
 }
 
@@ -638,7 +641,7 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
     /* lanes along ow: whole output rows; tile rows over the pixel plane:
      * blocks of 8 tiles, enough blocks to share among the cores at any
      * image size, and a choice that does not depend on it */
-    return d[CV_AXIS] == 1 ? n - 1 : pick_at_most(c, n, 8);
+    return conv_flat(t, d[CV_AXIS]) ? pick_at_most(c, n, 8) : n - 1;
   case CV_ORDER: return 0;
   case CV_PARALLEL: {
     if (cores == 1) return 0;

@@ -82,7 +82,10 @@ enum {
   TLM_UNIT_CONV_WEI_O = 1 << 2, /* weights' output channels adjacent (HWIO) */
   TLM_UNIT_CONV_DST_C = 1 << 3, /* dst (and residual) channels adjacent */
   TLM_UNIT_CONV_DST_W = 1 << 4, /* dst (and residual) columns adjacent */
-  TLM_UNIT_CONV_VEC = 1 << 5    /* bias, scale and shift contiguous */
+  TLM_UNIT_CONV_VEC = 1 << 5,   /* bias, scale and shift contiguous */
+  TLM_UNIT_CONV_PLANE = 1 << 6  /* 1x1, stride 1, no padding, 2-D, and the (h, w) planes of
+                                   src, dst (and residual) dense with w unit-stride: pixel p
+                                   of the plane is at p for every tensor */
 };
 
 /* Convolution task, always in 3-D form (a 2-D one has D = KD = 1).
