@@ -200,6 +200,31 @@ static void step(conv_cg *cc) {
         xv[v] = call_intrinsic(g, "llvm.masked.load", ovl, 2, args, 4);
         continue;
       }
+      if (t->sw <= 4 && (t->unit & TLM_UNIT_CONV_SRC_W)) {
+        /* stride 2..4 with unit-stride input columns: one wide masked load
+         * of S*W elements with only every S-th enabled (nothing past the
+         * last lane is touched), then a shuffle picks them: no gather */
+        int S = t->sw, SW = S * W;
+        LLVMTypeRef wt = vtype(g, SW);
+        LLVMValueRef em[64], idxs[64], pick[16];
+        for (int j = 0; j < SW; j++) {
+          em[j] = LLVMConstInt(g->i1, j % S == 0, 0);
+          idxs[j] = c32(g, j / S);
+        }
+        LLVMValueRef wmask = LLVMConstVector(em, (unsigned)SW);
+        if (mask) /* lane l's validity onto element l * S */
+          wmask = LLVMBuildAnd(g->b, wmask,
+                               LLVMBuildShuffleVector(g->b, mask, LLVMGetUndef(LLVMTypeOf(mask)),
+                                                      LLVMConstVector(idxs, (unsigned)SW), ""),
+                               "");
+        LLVMTypeRef ovl[2] = {wt, g->ptr};
+        LLVMValueRef args[4] = {gep(g, xb, iw0), c32(g, 4), wmask, LLVMConstNull(wt)};
+        LLVMValueRef wide = call_intrinsic(g, "llvm.masked.load", ovl, 2, args, 4);
+        for (int l = 0; l < W; l++) pick[l] = c32(g, l * S);
+        xv[v] = LLVMBuildShuffleVector(g->b, wide, LLVMGetUndef(wt),
+                                       LLVMConstVector(pick, (unsigned)W), "");
+        continue;
+      }
       LLVMValueRef sv = LLVMBuildShuffleVector(
           g->b, LLVMBuildInsertElement(g->b, LLVMGetUndef(vi), cc->ss[4], c32(g, 0), ""),
           LLVMGetUndef(vi), LLVMConstNull(LLVMVectorType(g->i32, (unsigned)W)), "");
