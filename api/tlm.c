@@ -479,5 +479,6 @@ tlm_status tlm_get_stats(const tlm_runtime *rt, tlm_stats *out) {
   pthread_rwlock_unlock(&r->map_lock);
   out->schedule_ms = atomic_load(&r->schedule_ms);
   out->compile_ms = atomic_load(&r->compile_ms);
+  out->disk_load_ms = atomic_load(&r->disk_load_ms);
   return TLM_OK;
 }

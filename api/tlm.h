@@ -457,6 +457,8 @@ typedef struct tlm_stats {
   uint64_t code_bytes_resident; /* their object code, bytes */
   double schedule_ms;        /* total wall time choosing schedules */
   double compile_ms;         /* total wall time JIT-compiling */
+  double disk_load_ms;       /* total wall time loading kernels from the disk cache (read,
+                                verify, link); a warm start's cost */
 } tlm_stats;
 
 /* Copies the runtime's counters into *out. Counters only grow.

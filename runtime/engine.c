@@ -150,6 +150,7 @@ static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, char *err, int er
     k->fn = fn;
     k->compile_ms = now_ms() - t0;
     atomic_fetch_add(&rt->disk_kernel_hits, 1);
+    atomic_add_double(&rt->disk_load_ms, k->compile_ms);
     return TLM_OK;
   }
   free(obj);

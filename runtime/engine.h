@@ -91,7 +91,7 @@ struct tlm_runtime {
   /* statistics */
   atomic_uint_fast64_t runs, hits, misses, decodes, rule_schedules, compiles, compile_fail,
       evictions, disk_plan_hits, disk_kernel_hits;
-  _Atomic double schedule_ms, compile_ms;
+  _Atomic double schedule_ms, compile_ms, disk_load_ms;
 };
 
 /* Logs a formatted line at `level` through the runtime's sink. */
