@@ -69,6 +69,8 @@ void tlm_vocab_build(tlm_vocab *v) {
   static const char *v5_words[] = {"op:pool", "op:eltwise", "pool:max", "pool:avg",
                                    "bin:none", "bin:add", "bin:mul"};
   for (size_t i = 0; i < sizeof v5_words / sizeof v5_words[0]; i++) add(v, v5_words[i]);
+  /* version 6: the rule's decisions in the prompt */
+  add(v, "<rule>");
 }
 
 int tlm_vocab_find(const tlm_vocab *v, const char *s) {
@@ -207,6 +209,18 @@ hardware:
   out[n++] = tok(v, "l2:%lld", ilog2((uint64_t)(tg->l2_bytes / 1024 + 1)));
   out[n++] = tok(v, "l3:%lld", ilog2((uint64_t)(tg->l3_bytes / 1024 + 1)));
   out[n++] = TLM_TOK_SEP;
+  while (n < TLM_LM_TASK_LEN) out[n++] = TLM_TOK_PAD;
+  /* the hand rule's schedule, which the decisions then edit */
+  out[n++] = tlm_vocab_find(v, "<rule>");
+  tlm_space sp;
+  tlm_schedule rule;
+  if (tlm_space_init(&sp, task, tg) == 0) {
+    tlm_space_default(&sp, &rule);
+    for (int p = 0; p < sp.npoints && n < TLM_LM_PROMPT_LEN; p++) {
+      int t = tlm_lm_decision_token(v, &sp, p, rule.v[p]);
+      out[n++] = t >= 0 ? t : TLM_TOK_PAD;
+    }
+  }
   while (n < TLM_LM_PROMPT_LEN) out[n++] = TLM_TOK_PAD;
 }
 

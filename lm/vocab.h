@@ -28,6 +28,13 @@
  * Elementwise (version 5) as row-wise operators with op:eltwise, bin:<none|
  * add|mul> in the bias slot, the activation, and uB = z's unit flag.
  *
+ * Rule (version 6): after the TLM_LM_TASK_LEN task tokens, <rule> and the
+ * decisions of the hand rule (tlm_space_default) for this task, padded to
+ * TLM_MAX_POINTS. The model so learns schedules as edits of the rule's: on
+ * a task unlike its training tasks it can fall back to copying the rule,
+ * and where measured search beat the rule on similar tasks it learns the
+ * change (the rule is the prior; the measurements are the correction).
+ *
  * Decision tokens are "<kind>:<value>" (vec:16, tile:8, unroll:4, order:1,
  * pack:0, par:2, at:3); tile tokens are shared by every tile point.
  * The vocabulary is rebuilt identically by every build of one
@@ -42,9 +49,10 @@
 #include "../runtime/target.h"
 #include "../runtime/task.h"
 
-#define TLM_LM_VOCAB_VERSION 5
+#define TLM_LM_VOCAB_VERSION 6
 #define TLM_LM_MAX_VOCAB 512
-#define TLM_LM_PROMPT_LEN 32
+#define TLM_LM_TASK_LEN 32 /* task and hardware words, <sep>, padding */
+#define TLM_LM_PROMPT_LEN (TLM_LM_TASK_LEN + 1 + TLM_MAX_POINTS)
 #define TLM_LM_MAX_SEQ (TLM_LM_PROMPT_LEN + TLM_MAX_POINTS)
 
 enum { TLM_TOK_PAD = 0, TLM_TOK_BOS = 1, TLM_TOK_SEP = 2, TLM_TOK_EOS = 3 };
@@ -62,7 +70,8 @@ void tlm_vocab_build(tlm_vocab *v);
 /* Token id of a string, -1 if absent. */
 int tlm_vocab_find(const tlm_vocab *v, const char *s);
 
-/* Writes the TLM_LM_PROMPT_LEN prompt tokens of a task on a target. */
+/* Writes the TLM_LM_PROMPT_LEN prompt tokens of a task on a target (task
+ * words, then the rule's decisions when the task has a schedule space). */
 void tlm_lm_prompt(const tlm_vocab *v, const tlm_task *task, const tlm_target *target,
                    int32_t *out);
 

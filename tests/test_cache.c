@@ -262,7 +262,7 @@ int main(int argc, char **argv) {
   {
     static tlm_vocab v;
     tlm_vocab_build(&v);
-    tlm_gpt2_config c = {v.n, 64, 1, 2, 32};
+    tlm_gpt2_config c = {v.n, TLM_LM_MAX_SEQ, 1, 2, 32};
     tlm_gpt2 m;
     char err[256];
     tlm_gpt2_init(&m, &c, 3);

@@ -96,7 +96,8 @@ typedef struct done_count {
   char **task;
   int *count;
   int n, cap;
-  int round; /* > 0: count only the model proposals of this round */
+  int round;        /* > 0: count only the records of this round and kind */
+  const char *kind; /* "model" or "mutant" when round > 0 */
 } done_count;
 
 static int count_record(void *ctx, const cJSON *r) {
@@ -105,7 +106,7 @@ static int count_record(void *ctx, const cJSON *r) {
   if (!cJSON_IsString(t)) return 0;
   if (d->round > 0) {
     const cJSON *k = cJSON_GetObjectItem(r, "kind"), *rd = cJSON_GetObjectItem(r, "round");
-    if (!cJSON_IsString(k) || strcmp(k->valuestring, "model") || !cJSON_IsNumber(rd) ||
+    if (!cJSON_IsString(k) || strcmp(k->valuestring, d->kind) || !cJSON_IsNumber(rd) ||
         (int)rd->valuedouble != d->round)
       return 0;
   }
@@ -149,18 +150,159 @@ static void buf_add(buf *b, const char *s) {
   b->len += n;
 }
 
+/* ---- local search: mutants of a task's best measured schedules ---------------- */
+
+/* every measured schedule of the training split, for --mutate */
+typedef struct measured {
+  char *task;
+  tlm_schedule sched;
+  double ns; /* INFINITY unless status ok */
+} measured;
+
+typedef struct measured_set {
+  measured *v;
+  int n, cap;
+} measured_set;
+
+static int measured_record(void *ctx, const cJSON *r) {
+  measured_set *m = ctx;
+  const cJSON *task = cJSON_GetObjectItem(r, "task"), *fam = cJSON_GetObjectItem(r, "family");
+  const cJSON *status = cJSON_GetObjectItem(r, "status"), *ns = cJSON_GetObjectItem(r, "ns");
+  const cJSON *sched = cJSON_GetObjectItem(r, "sched");
+  if (!cJSON_IsString(task) || !cJSON_IsString(fam) || !cJSON_IsString(status) ||
+      !cJSON_IsNumber(ns) || !cJSON_IsArray(sched) || tlm_family_heldout(fam->valuestring))
+    return 0;
+  if (m->n == m->cap) {
+    int cap = m->cap ? m->cap * 2 : 4096;
+    measured *nv = realloc(m->v, (size_t)cap * sizeof *nv);
+    if (!nv) return 1;
+    m->v = nv, m->cap = cap;
+  }
+  measured *e = &m->v[m->n];
+  memset(e, 0, sizeof *e);
+  for (const cJSON *x = sched->child; x && e->sched.n < TLM_MAX_POINTS; x = x->next)
+    e->sched.v[e->sched.n++] = (int32_t)x->valueint;
+  e->ns = !strcmp(status->valuestring, "ok") && ns->valuedouble > 0 ? ns->valuedouble : INFINITY;
+  e->task = strdup(task->valuestring);
+  if (!e->task) return 1;
+  m->n++;
+  return 0;
+}
+
+/* one task's search state: measured schedules (ranked by ns) and their hashes */
+typedef struct search_pool {
+  tlm_schedule *sched;
+  double *ns;
+  uint64_t *hash;
+  int n, cap;
+} search_pool;
+
+static uint64_t sched_hash(const tlm_schedule *s) {
+  return XXH3_64bits(s->v, sizeof s->v[0] * (size_t)s->n);
+}
+
+static int pool_has(const search_pool *p, uint64_t h) {
+  for (int i = 0; i < p->n; i++)
+    if (p->hash[i] == h) return 1;
+  return 0;
+}
+
+/* adds a measured schedule, keeping the pool sorted by ns (ties: older first) */
+static void pool_add(search_pool *p, const tlm_schedule *s, double ns) {
+  if (p->n == p->cap) {
+    int cap = p->cap ? p->cap * 2 : 64;
+    tlm_schedule *a = realloc(p->sched, (size_t)cap * sizeof *a);
+    if (a) p->sched = a;
+    double *b = realloc(p->ns, (size_t)cap * sizeof *b);
+    if (b) p->ns = b;
+    uint64_t *c = realloc(p->hash, (size_t)cap * sizeof *c);
+    if (c) p->hash = c;
+    if (!a || !b || !c) return;
+    p->cap = cap;
+  }
+  int i = p->n++;
+  while (i > 0 && p->ns[i - 1] > ns) {
+    p->sched[i] = p->sched[i - 1], p->ns[i] = p->ns[i - 1], p->hash[i] = p->hash[i - 1];
+    i--;
+  }
+  p->sched[i] = *s, p->ns[i] = ns, p->hash[i] = sched_hash(s);
+}
+
+static void pool_free(search_pool *p) {
+  free(p->sched);
+  free(p->ns);
+  free(p->hash);
+  memset(p, 0, sizeof *p);
+}
+
+typedef struct mutant_ctx {
+  const tlm_schedule *parent;
+  uint8_t change[TLM_MAX_POINTS];
+  uint64_t *rng;
+} mutant_ctx;
+
+/* keeps the parent's value where it is still a candidate; at a changed
+ * point moves one candidate up or down (half the time) or jumps anywhere;
+ * where the parent's value is no longer valid, takes the nearest one */
+static int choose_mutant(void *ctx, const tlm_space *s, int p, const int32_t *d,
+                         const int32_t *c, int n) {
+  (void)s, (void)d;
+  mutant_ctx *m = ctx;
+  int32_t want = p < m->parent->n ? m->parent->v[p] : c[0];
+  int keep = -1, near = 0;
+  for (int i = 0; i < n; i++) {
+    if (c[i] == want) keep = i;
+    if (llabs((long long)c[i] - want) < llabs((long long)c[near] - want)) near = i;
+  }
+  if (keep < 0) return near;
+  if (!m->change[p] || n < 2) return keep;
+  uint64_t r = tlm_rng_next(m->rng);
+  if (r & 1) { /* a step to a neighbouring candidate */
+    if (keep == 0) return 1;
+    if (keep == n - 1) return n - 2;
+    return (r & 2) ? keep + 1 : keep - 1;
+  }
+  int i = (int)((r >> 2) % (uint64_t)(n - 1));
+  return i >= keep ? i + 1 : i;
+}
+
+/* a schedule not measured yet, 1-3 decisions away from one of the four
+ * best of the pool (the best most often); 0, or -1 when none was found */
+static int make_mutant(const tlm_space *space, const search_pool *pool, uint64_t *rng,
+                       tlm_schedule *out) {
+  if (pool->n == 0 || !isfinite(pool->ns[0])) return -1;
+  int top = 0;
+  while (top < pool->n && top < 4 && isfinite(pool->ns[top])) top++;
+  static const int rank_of[8] = {0, 0, 0, 0, 1, 1, 2, 3};
+  for (int attempt = 0; attempt < 200; attempt++) {
+    int r = rank_of[tlm_rng_next(rng) % 8];
+    if (r >= top) r = 0;
+    mutant_ctx m = {&pool->sched[r], {0}, rng};
+    uint64_t u = tlm_rng_next(rng) % 10;
+    int changes = u < 6 ? 1 : u < 9 ? 2 : 3;
+    for (int c = 0; c < changes; c++) m.change[tlm_rng_next(rng) % (uint64_t)space->npoints] = 1;
+    tlm_space_walk(space, choose_mutant, &m, out);
+    if (!pool_has(pool, sched_hash(out))) return 0;
+  }
+  return -1;
+}
+
 static void usage(void) {
   fprintf(stderr,
           "usage: tlm collect [--shared DIR] [--out FILE] [--schedules N] [--threads N]\n"
           "                   [--min-time-ms T] [--max-tasks N] [--seed S] [--list]\n"
           "                   [--propose MODEL [--topk K] [--round R]]\n"
+          "                   [--mutate N [--round R]]\n"
           "  Measures the default and random schedules of every task drawn from\n"
           "  DIR/workloads (default ../shared) and appends JSON-lines records to FILE\n"
           "  (default data/records.jsonl.gz). Resumes: tasks with N records are skipped.\n"
           "  --propose: a fine-tuning round instead: MODEL's top-K schedules (default\n"
           "  8) of every training task (held-out families skipped) are measured and\n"
           "  recorded with kind \"model\" and round R (default 1); training then\n"
-          "  keeps the best schedule per task, proposals included.\n");
+          "  keeps the best schedule per task, proposals included.\n"
+          "  --mutate: a local-search round instead: N new schedules per training task,\n"
+          "  each 1-3 decisions away from one of the task's four best measured so far\n"
+          "  (the records, then this round's own), kind \"mutant\" and round R.\n");
 }
 
 int tlm_cmd_collect(int argc, char **argv) {
@@ -169,7 +311,7 @@ int tlm_cmd_collect(int argc, char **argv) {
   double min_time_ms = 10;
   uint64_t seed = 1;
   const char *propose = NULL;
-  int topk = 8, round_no = 1;
+  int topk = 8, round_no = 1, mutate = 0;
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--shared") && i + 1 < argc) shared = argv[++i];
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
@@ -182,13 +324,15 @@ int tlm_cmd_collect(int argc, char **argv) {
     else if (!strcmp(argv[i], "--propose") && i + 1 < argc) propose = argv[++i];
     else if (!strcmp(argv[i], "--topk") && i + 1 < argc) topk = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--round") && i + 1 < argc) round_no = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--mutate") && i + 1 < argc) mutate = atoi(argv[++i]);
     else {
       usage();
       return !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") ? 0 : 2;
     }
   }
   if (propose) schedules = topk;
-  if (schedules < 1 || threads < 1 || min_time_ms <= 0 || topk < 1 || topk > 64 || round_no < 1) {
+  if (mutate) schedules = mutate;
+  if ((propose && mutate) || mutate < 0 || schedules < 1 || threads < 1 || min_time_ms <= 0 || topk < 1 || topk > 64 || round_no < 1) {
     usage();
     return 2;
   }
@@ -212,9 +356,17 @@ int tlm_cmd_collect(int argc, char **argv) {
     return 0;
   }
   done_count done = {0};
-  done.round = propose ? round_no : 0;
+  int search = propose || mutate; /* a round over the training tasks only */
+  done.round = search ? round_no : 0;
+  done.kind = propose ? "model" : "mutant";
   int have = tlm_records_read(out, count_record, &done);
   if (have > 0) fprintf(stderr, "tlm collect: %s holds %d records; resuming\n", out, have);
+  measured_set known = {0};
+  if (mutate && tlm_records_read(out, measured_record, &known) < 0) {
+    fprintf(stderr, "tlm collect: --mutate needs the records in %s\n", out);
+    free(tasks);
+    return 1;
+  }
   tlm_config cfg;
   tlm_config_init(&cfg);
   cfg.cache_dir = "none"; /* measure compiles, never reuse them */
@@ -223,7 +375,7 @@ int tlm_cmd_collect(int argc, char **argv) {
   int todo = 0;
   for (int i = 0; i < ntasks && i < max_tasks; i++)
     if (done_for(&done, tasks[i].text) < schedules &&
-        !(propose && tlm_family_heldout(tasks[i].family)))
+        !(search && tlm_family_heldout(tasks[i].family)))
       todo++;
   double t_start = now_s();
   int measured = 0, tasks_done = 0;
@@ -231,7 +383,7 @@ int tlm_cmd_collect(int argc, char **argv) {
     tlm_task_spec *ts = &tasks[ti];
     int start = done_for(&done, ts->text);
     if (start >= schedules) continue;
-    if (propose && tlm_family_heldout(ts->family)) continue; /* never trained on */
+    if (search && tlm_family_heldout(ts->family)) continue; /* never trained on */
     /* a fresh runtime per task: its JIT memory goes with it */
     tlm_runtime *rt;
     if (tlm_create(&cfg, &rt)) {
@@ -266,21 +418,54 @@ int tlm_cmd_collect(int argc, char **argv) {
       ntop = tlm_lm_decode_topk(rt->model, &space, topk, top, NULL);
       if (ntop < 0) ntop = 0;
     }
+    /* local search: this task's measured schedules seed the pool */
+    search_pool pool = {0};
+    uint64_t mrng = task_seed ^ ((uint64_t)round_no << 32);
+    for (int i = 0; mutate && i < known.n; i++)
+      if (!strcmp(known.v[i].task, ts->text) && tlm_space_accepts(&space, &known.v[i].sched))
+        pool_add(&pool, &known.v[i].sched, known.v[i].ns);
+    if (mutate && (pool.n == 0 || !isfinite(pool.ns[0]))) {
+      pool_free(&pool);
+      tlm_spec_problem_free(&p);
+      tlm_destroy(rt);
+      continue; /* nothing measured to search from */
+    }
+    if (mutate) best_ns = pool.ns[0];
+    tlm_schedule next_mutant;
+    int have_next = 0;
     int task_schedules = propose ? ntop : schedules;
     for (int s = start; s < task_schedules; s++) {
       tlm_schedule sched;
       uint64_t sseed = task_seed + (uint64_t)s;
-      if (propose) sched = top[s];
-      else schedule_for(&space, task_seed, s, &sched);
+      if (propose) {
+        sched = top[s];
+      } else if (mutate) {
+        if (have_next) {
+          sched = next_mutant, have_next = 0; /* already in the pool */
+        } else if (make_mutant(&space, &pool, &mrng, &sched)) {
+          break; /* the neighbourhood is exhausted */
+        } else {
+          pool_add(&pool, &sched, INFINITY); /* taken: the pair's other one differs */
+        }
+      } else {
+        schedule_for(&space, task_seed, s, &sched);
+      }
       /* compile the next schedule on the other core meanwhile; timing
        * starts only when both compiles are done */
       prefetch pf = {rt, &task, {0}, 0};
       pthread_t th;
       int started = 0;
       if ((s - start) % 2 == 0 && s + 1 < task_schedules) {
-        if (propose) pf.sched = top[s + 1];
-        else schedule_for(&space, task_seed, s + 1, &pf.sched);
-        started = pthread_create(&th, NULL, prefetch_main, &pf) == 0;
+        if (propose) {
+          pf.sched = top[s + 1];
+        } else if (mutate) {
+          have_next = make_mutant(&space, &pool, &mrng, &next_mutant) == 0;
+          if (have_next) pool_add(&pool, &next_mutant, INFINITY);
+          pf.sched = next_mutant;
+        } else {
+          schedule_for(&space, task_seed, s + 1, &pf.sched);
+        }
+        if (!mutate || have_next) started = pthread_create(&th, NULL, prefetch_main, &pf) == 0;
       }
       tlm_kernel *k0 = NULL;
       tlm_engine_kernel(rt, &task, &sched, &k0, err, sizeof err); /* result reused below */
@@ -307,14 +492,29 @@ int tlm_cmd_collect(int argc, char **argv) {
           }
         }
       }
+      if (mutate) { /* the placeholder of this schedule now has its time */
+        uint64_t h = sched_hash(&sched);
+        for (int i = 0; i < pool.n; i++)
+          if (pool.hash[i] == h) {
+            memmove(pool.sched + i, pool.sched + i + 1, sizeof *pool.sched * (size_t)(pool.n - i - 1));
+            memmove(pool.ns + i, pool.ns + i + 1, sizeof *pool.ns * (size_t)(pool.n - i - 1));
+            memmove(pool.hash + i, pool.hash + i + 1, sizeof *pool.hash * (size_t)(pool.n - i - 1));
+            pool.n--;
+            break;
+          }
+        pool_add(&pool, &sched, med > 0 && !strcmp(status, "ok") ? med : INFINITY);
+      }
       cJSON *r = cJSON_CreateObject();
       cJSON_AddNumberToObject(r, "v", RECORD_VERSION);
       cJSON_AddStringToObject(r, "hw", hw);
       cJSON_AddNumberToObject(r, "threads", threads);
       cJSON_AddStringToObject(r, "task", ts->text);
       cJSON_AddStringToObject(r, "family", ts->family);
-      cJSON_AddStringToObject(r, "kind", propose ? "model" : s == 0 ? "default" : "random");
-      if (propose) cJSON_AddNumberToObject(r, "round", round_no);
+      cJSON_AddStringToObject(r, "kind", propose  ? "model"
+                                         : mutate ? "mutant"
+                                         : s == 0 ? "default"
+                                                  : "random");
+      if (search) cJSON_AddNumberToObject(r, "round", round_no);
       cJSON_AddNumberToObject(r, "seed", (double)s);
       cJSON *arr = cJSON_AddArrayToObject(r, "sched");
       for (int pnt = 0; pnt < sched.n; pnt++)
@@ -334,6 +534,7 @@ int tlm_cmd_collect(int argc, char **argv) {
       cJSON_Delete(r);
       measured++;
     }
+    pool_free(&pool);
     tlm_spec_problem_free(&p);
     tlm_destroy(rt);
     /* publish this task's records as one gzip member */
@@ -352,6 +553,8 @@ int tlm_cmd_collect(int argc, char **argv) {
     fprintf(stderr, "[%d/%d tasks] %s: %d schedules, %.1f schedules/s, ETA %.0f min\n",
             tasks_done, todo, ts->text, task_schedules - start, rate, eta / 60);
   }
+  for (int i = 0; i < known.n; i++) free(known.v[i].task);
+  free(known.v);
   for (int i = 0; i < done.n; i++) free(done.task[i]);
   free(done.task);
   free(done.count);

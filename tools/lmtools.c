@@ -182,7 +182,7 @@ int tlm_cmd_bench_decode(int argc, char **argv) {
         if (tlm_task_spec_parse(best[i].task, &spec) || tlm_task_spec_task(&spec, &task)) continue;
         tlm_space_init(&s, &task, &tg);
         if (!tlm_space_accepts(&s, &best[i].sched)) continue;
-        int32_t toks[TLM_LM_MAX_SEQ];
+        int32_t toks[TLM_LM_MAX_SEQ] = {0}; /* padding past short sentences */
         int n = tlm_lm_sentence(&m.vocab, &s, &best[i].sched, toks, NULL);
         tlm_gpt2_forward(&fm, toks, NULL, NULL);
         const float *fl = tlm_gpt2_logits(&fm);

@@ -26,7 +26,7 @@ void tlm_time_kernel(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
   tlm_engine_exec(rt, k, task, args, err, sizeof err);
   first = tlm_now_ns() - first;
   int batch = first >= 20000 ? 1 : (int)(20000 / (first + 1)) + 1;
-  int hopeless = first > 10 * give_up_ns && first > 1e6;
+  int hopeless = first > 3 * give_up_ns && first > 2e5;
   double times[200];
   int reps = 0;
   double t0 = tlm_now_ns();

@@ -17,7 +17,7 @@ typedef struct tlm_timing {
 /* Times warm calls of k: one untimed call, then samples of back-to-back
  * calls lasting >= 20 us each, until >= 3 samples and min_time_ms have
  * passed (at most 200 samples or 2 s). A kernel whose first call takes
- * over 10x `give_up_ns` (and over 1 ms) gets a single sample: it is
+ * over 3x `give_up_ns` (and over 0.2 ms) gets a single sample: it is
  * ranked, not measured precisely. */
 void tlm_time_kernel(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
                      const void *args, double min_time_ms, double give_up_ns,

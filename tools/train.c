@@ -104,7 +104,12 @@ static int dataset_add(dataset *d, const tlm_vocab *v, const tlm_space *s,
                        const tlm_schedule *sched) {
   int32_t toks[TLM_LM_MAX_SEQ];
   uint64_t allowed[TLM_LM_MAX_SEQ][TLM_LM_MAX_VOCAB / 64];
-  if (tlm_lm_sentence(v, s, sched, toks, allowed) != SEQ) return -1;
+  /* sentences of operators with fewer decision points than matmul end
+   * early: the rest is padding that carries no loss (attention is causal,
+   * so it never reaches the real positions) */
+  int len = tlm_lm_sentence(v, s, sched, toks, allowed);
+  if (len < TLM_LM_PROMPT_LEN + 1 || len > SEQ) return -1;
+  for (int t = len; t < SEQ; t++) toks[t] = TLM_TOK_PAD;
   int i = d->n++;
   d->tokens = realloc(d->tokens, sizeof *d->tokens * (size_t)d->n);
   d->targets = realloc(d->targets, sizeof *d->targets * (size_t)d->n);
@@ -114,7 +119,7 @@ static int dataset_add(dataset *d, const tlm_vocab *v, const tlm_space *s,
   memset(d->allowed[i], 0, sizeof d->allowed[i]);
   for (int t = 0; t < SEQ; t++) {
     /* position t predicts token t + 1; only decisions carry loss */
-    int is_decision = t + 1 >= TLM_LM_PROMPT_LEN && t + 1 < SEQ;
+    int is_decision = t + 1 >= TLM_LM_PROMPT_LEN && t + 1 < len;
     d->targets[i][t] = is_decision ? toks[t + 1] : -1;
     if (is_decision) memcpy(d->allowed[i][t], allowed[t + 1], sizeof d->allowed[i][t]);
   }
@@ -237,7 +242,7 @@ int tlm_cmd_train(int argc, char **argv) {
   (void)shared;
   fprintf(stderr, "tlm train: %d training tasks with a best schedule (%d pretraining sentences)\n",
           fine.n, pre.n);
-  tlm_gpt2_config mc = {vocab.n, 64, layers, heads, width};
+  tlm_gpt2_config mc = {vocab.n, TLM_LM_MAX_SEQ, layers, heads, width};
   tlm_gpt2 m;
   int rc = 1;
   if (fine.n == 0 || tlm_gpt2_init(&m, &mc, seed) || tlm_gpt2_train_init(&m, batch, SEQ, rt)) {
