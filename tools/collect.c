@@ -106,7 +106,10 @@ static int count_record(void *ctx, const cJSON *r) {
   if (!cJSON_IsString(t)) return 0;
   if (d->round > 0) {
     const cJSON *k = cJSON_GetObjectItem(r, "kind"), *rd = cJSON_GetObjectItem(r, "round");
-    if (!cJSON_IsString(k) || strcmp(k->valuestring, d->kind) || !cJSON_IsNumber(rd) ||
+    int kind_ok = cJSON_IsString(k) && (!strcmp(k->valuestring, d->kind) ||
+                                        /* a local-search round measures the rule too */
+                                        (!strcmp(d->kind, "mutant") && !strcmp(k->valuestring, "default")));
+    if (!kind_ok || !cJSON_IsNumber(rd) ||
         (int)rd->valuedouble != d->round)
       return 0;
   }
@@ -431,14 +434,22 @@ int tlm_cmd_collect(int argc, char **argv) {
       continue; /* nothing measured to search from */
     }
     if (mutate) best_ns = pool.ns[0];
-    tlm_schedule next_mutant;
+    tlm_schedule next_mutant, rule;
     int have_next = 0;
+    /* the rule of this code may differ from the one measured when the task
+     * was collected: measure it first (training compares against it) */
+    tlm_space_default(&space, &rule);
+    int need_rule = mutate && !pool_has(&pool, sched_hash(&rule));
     int task_schedules = propose ? ntop : schedules;
     for (int s = start; s < task_schedules; s++) {
       tlm_schedule sched;
       uint64_t sseed = task_seed + (uint64_t)s;
+      int is_rule = 0;
       if (propose) {
         sched = top[s];
+      } else if (mutate && need_rule) {
+        sched = rule, need_rule = 0, is_rule = 1;
+        pool_add(&pool, &sched, INFINITY);
       } else if (mutate) {
         if (have_next) {
           sched = next_mutant, have_next = 0; /* already in the pool */
@@ -511,7 +522,8 @@ int tlm_cmd_collect(int argc, char **argv) {
       cJSON_AddStringToObject(r, "task", ts->text);
       cJSON_AddStringToObject(r, "family", ts->family);
       cJSON_AddStringToObject(r, "kind", propose  ? "model"
-                                         : mutate ? "mutant"
+                                         : is_rule ? "default"
+                                         : mutate  ? "mutant"
                                          : s == 0 ? "default"
                                                   : "random");
       if (search) cJSON_AddNumberToObject(r, "round", round_no);

@@ -10,7 +10,9 @@
  * the methods that measure). */
 #include "eval.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +41,10 @@ typedef struct method_result {
 enum { M_TLM1, M_TLMK, M_DEFAULT, M_RAND64, M_RANDN, M_COUNT };
 static const char *const k_names[M_COUNT] = {"tlm1", "tlmk", "default", "random64", "randomN"};
 
-/* compiles, checks and times one schedule; returns median ns or INFINITY */
+/* compiles, checks and times one schedule; returns median ns or INFINITY.
+ * The first call is timed: a kernel over 3x `best` (and over 0.2 ms) cannot
+ * win, so that single time is returned unchecked (pass INFINITY to always
+ * check and time it fully). */
 static double measure(tlm_runtime *rt, const tlm_task *task, const void *args,
                       const tlm_spec_problem *p, const tlm_schedule *s, double best, double *compile_ms,
                       int *wrong) {
@@ -48,7 +53,10 @@ static double measure(tlm_runtime *rt, const tlm_task *task, const void *args,
   double t0 = now_ms();
   if (tlm_engine_kernel(rt, task, s, &k, err, sizeof err)) return INFINITY;
   *compile_ms += now_ms() - t0;
-  tlm_engine_exec(rt, k, task, args, err, sizeof err);
+  double first = tlm_now_ns();
+  if (tlm_engine_exec(rt, k, task, args, err, sizeof err)) return INFINITY;
+  first = tlm_now_ns() - first;
+  if (first > 3 * best && first > 2e5) return first;
   double e = tlm_spec_problem_check(p, 32, 5);
   if (!(e >= 0 && e <= tlm_spec_problem_tolerance(p))) {
     (*wrong)++;
@@ -59,18 +67,143 @@ static double measure(tlm_runtime *rt, const tlm_task *task, const void *args,
   return tm.median_ns;
 }
 
+/* compiles a schedule on another core while this one compiles its pair */
+typedef struct precompile {
+  tlm_runtime *rt;
+  const tlm_task *task;
+  tlm_schedule sched;
+} precompile;
+
+static void *precompile_main(void *arg) {
+  precompile *p = arg;
+  tlm_kernel *k;
+  char err[256];
+  tlm_engine_kernel(p->rt, p->task, &p->sched, &k, err, sizeof err);
+  return NULL;
+}
+
+/* Random search: up to n distinct schedules of the space (fewer when it
+ * has fewer; 50 draws in a row that repeat end it), compiled two at a time
+ * on both cores and then checked and timed one by one. Writes the best
+ * median after 64 and after all; returns how many were measured. */
+static int random_search(tlm_runtime *rt, const tlm_task *task, const tlm_spec_problem *p,
+                         const tlm_space *s, uint64_t seed, int n, double *best64,
+                         double *bestn, int *wrong) {
+  uint64_t rng = seed, *seen = malloc(sizeof *seen * (size_t)n);
+  int nseen = 0, repeats = 0;
+  double best = INFINITY;
+  *best64 = *bestn = INFINITY;
+  tlm_schedule batch[2];
+  while (seen && nseen < n && repeats < 50) {
+    int nb = 0;
+    while (nb < 2 && nseen < n && repeats < 50) {
+      tlm_space_sample(s, &rng, &batch[nb]);
+      uint64_t h = XXH3_64bits(batch[nb].v, sizeof batch[nb].v[0] * (size_t)batch[nb].n);
+      int dup = 0;
+      for (int i = 0; i < nseen && !dup; i++) dup = seen[i] == h;
+      if (dup) {
+        repeats++;
+        continue;
+      }
+      repeats = 0;
+      seen[nseen++] = h;
+      nb++;
+    }
+    pthread_t th;
+    precompile pc = {rt, task, nb == 2 ? batch[1] : batch[0]};
+    int started = nb == 2 && pthread_create(&th, NULL, precompile_main, &pc) == 0;
+    for (int i = 0; i < nb; i++) {
+      if (i == 1 && started) pthread_join(th, NULL), started = 0;
+      double c = 0;
+      double ns = measure(rt, task, p->args, p, &batch[i], best, &c, wrong);
+      if (ns < best) best = ns;
+      if (nseen - nb + i + 1 == 64) *best64 = best;
+    }
+    if (started) pthread_join(th, NULL);
+  }
+  if (nseen < 64) *best64 = best;
+  *bestn = best;
+  free(seen);
+  return nseen;
+}
+
+/* --random-cache: random-search results kept per (task, N, hardware), so
+ * evaluating another model does not repeat the 1,000-schedule searches */
+typedef struct rcache {
+  cJSON *root; /* array of {"task","random","hw","best64_ns","bestn_ns","measured","make_ms"} */
+  const char *path;
+} rcache;
+
+static const cJSON *rcache_find(const rcache *c, const char *task, int n, const char *hw) {
+  const cJSON *e;
+  cJSON_ArrayForEach(e, c->root) {
+    const cJSON *t = cJSON_GetObjectItem(e, "task"), *r = cJSON_GetObjectItem(e, "random"),
+                *h = cJSON_GetObjectItem(e, "hw");
+    if (cJSON_IsString(t) && cJSON_IsNumber(r) && cJSON_IsString(h) &&
+        !strcmp(t->valuestring, task) && r->valueint == n && !strcmp(h->valuestring, hw) &&
+        cJSON_IsNumber(cJSON_GetObjectItem(e, "best64_ns")) &&
+        cJSON_IsNumber(cJSON_GetObjectItem(e, "bestn_ns")) &&
+        cJSON_IsNumber(cJSON_GetObjectItem(e, "make_ms")))
+      return e;
+  }
+  return NULL;
+}
+
+static void rcache_load(rcache *c, const char *path) {
+  c->path = path;
+  c->root = NULL;
+  FILE *f = path ? fopen(path, "rb") : NULL;
+  if (f) {
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = len > 0 ? malloc((size_t)len + 1) : NULL;
+    if (text && fread(text, 1, (size_t)len, f) == (size_t)len) {
+      text[len] = 0;
+      c->root = cJSON_Parse(text);
+    }
+    free(text);
+    fclose(f);
+    if (!c->root || !cJSON_IsArray(c->root)) {
+      fprintf(stderr, "tlm eval: %s is not a random-search cache; starting a new one\n", path);
+      cJSON_Delete(c->root);
+      c->root = NULL;
+    }
+  }
+  if (!c->root) c->root = cJSON_CreateArray();
+}
+
+/* writes the cache whole to a temporary file, then renames it over */
+static void rcache_save(const rcache *c) {
+  if (!c->path) return;
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", c->path);
+  char *text = cJSON_Print(c->root);
+  FILE *f = text ? fopen(tmp, "wb") : NULL;
+  int ok = f && fputs(text, f) >= 0;
+  if (f) ok = fclose(f) == 0 && ok;
+  if (ok) ok = rename(tmp, c->path) == 0;
+  if (!ok) fprintf(stderr, "tlm eval: cannot write %s\n", c->path), remove(tmp);
+  free(text);
+}
+
 static void usage(void) {
   fprintf(stderr,
           "usage: tlm eval [--k K] [--random N] [--model MODEL] [--threads T] [--json FILE]\n"
-          "                [--max-tasks N] [--heldout] [--shared DIR] [FILE...]\n"
+          "                [--max-tasks N] [--heldout] [--shared DIR] [--random-cache F]\n"
+          "                [FILE...]\n"
           "  FILE: benchdnn matmul or convolution shape files (convolutions in NHWC at\n"
           "  minibatch 1). --heldout: the held-out families of the\n"
-          "  collection's task list. Tasks above 4 GFLOP have M reduced, as in collect.\n");
+          "  collection's task list. Tasks above 4 GFLOP have M reduced, as in collect.\n"
+          "  Random search measures N distinct schedules (fewer when the space is\n"
+          "  smaller). --random-cache F: reuse (and add to) random-search results in F\n"
+          "  (JSON) for the same task, N and machine; their times then come from the\n"
+          "  run that measured them, not from this one.\n");
 }
 
 int tlm_cmd_eval(int argc, char **argv) {
   int k = 10, nrand = 64, threads = 2, max_tasks = 1 << 30, heldout = 0;
-  const char *model = NULL, *json = NULL, *shared = "../shared";
+  const char *model = NULL, *json = NULL, *shared = "../shared", *rcache_path = NULL;
   const char *files[64];
   int nfiles = 0;
   for (int i = 0; i < argc; i++) {
@@ -84,6 +217,7 @@ int tlm_cmd_eval(int argc, char **argv) {
     else if (!strcmp(a, "--max-tasks") && more) max_tasks = atoi(argv[++i]);
     else if (!strcmp(a, "--shared") && more) shared = argv[++i];
     else if (!strcmp(a, "--heldout")) heldout = 1;
+    else if (!strcmp(a, "--random-cache") && more) rcache_path = argv[++i];
     else if (a[0] == '-') {
       usage();
       return !strcmp(a, "--help") ? 0 : 2;
@@ -136,7 +270,15 @@ int tlm_cmd_eval(int argc, char **argv) {
   FILE *jf = json ? fopen(json, "w") : NULL;
   if (jf) fprintf(jf, "{\"k\": %d, \"random\": %d, \"threads\": %d, \"tasks\": [", k, nrand, threads);
   double logsum[M_COUNT] = {0}, make_sum[M_COUNT] = {0};
-  int counted = 0, tlm_beats_default = 0, wrong = 0;
+  int counted = 0, tlm_beats_default = 0, wrong = 0, cached = 0;
+  rcache rc;
+  rcache_load(&rc, rcache_path);
+  /* per family: sums of log speed vs random-N and counts */
+  enum { MAX_FAM = 64 };
+  char fam_name[MAX_FAM][40];
+  double fam_log[MAX_FAM][M_COUNT];
+  int fam_n[MAX_FAM], fam_beats[MAX_FAM], nfam = 0;
+  memset(fam_log, 0, sizeof fam_log);
   printf("%-44s %9s %9s %9s %9s   (speed vs best-of-%d random; 1.00 = equal)\n", "task", "tlm1",
          "tlmk", "default", "rand64", nrand);
   for (int t = 0; t < n; t++) {
@@ -171,7 +313,7 @@ int tlm_cmd_eval(int argc, char **argv) {
     t0 = now_ms();
     tlm_lm_decode(rt->model, &s, &sched, NULL);
     r[M_TLM1].make_ms = now_ms() - t0;
-    r[M_TLM1].ns = measure(rt, &task, p.args, &p, &sched, r[M_DEFAULT].ns, &r[M_TLM1].make_ms, &wrong);
+    r[M_TLM1].ns = measure(rt, &task, p.args, &p, &sched, INFINITY, &r[M_TLM1].make_ms, &wrong);
     /* TLM-k */
     tlm_schedule *top = malloc(sizeof *top * (size_t)k);
     t0 = now_ms();
@@ -185,21 +327,35 @@ int tlm_cmd_eval(int argc, char **argv) {
     }
     free(top);
     /* random search */
-    uint64_t rng = XXH3_64bits(specs[t].text, strlen(specs[t].text));
-    double rbest = INFINITY;
-    t0 = now_ms();
-    for (int i = 0; i < nrand; i++) {
-      tlm_space_sample(&s, &rng, &sched);
-      double c = 0;
-      double ns = measure(rt, &task, p.args, &p, &sched, rbest, &c, &wrong);
-      if (ns < rbest) rbest = ns;
-      if (i == 63 || (i == nrand - 1 && nrand < 64)) {
-        r[M_RAND64].ns = rbest;
-        r[M_RAND64].make_ms = now_ms() - t0;
+    char hw[200];
+    snprintf(hw, sizeof hw, "%s; %d threads", tlm_jit_cpu(rt->jit), threads);
+    const cJSON *hit = rcache_find(&rc, specs[t].text, nrand, hw);
+    if (hit) {
+      r[M_RAND64].ns = cJSON_GetObjectItem(hit, "best64_ns")->valuedouble;
+      r[M_RANDN].ns = cJSON_GetObjectItem(hit, "bestn_ns")->valuedouble;
+      r[M_RAND64].make_ms = r[M_RANDN].make_ms = cJSON_GetObjectItem(hit, "make_ms")->valuedouble;
+      if (r[M_RAND64].ns <= 0) r[M_RAND64].ns = INFINITY;
+      if (r[M_RANDN].ns <= 0) r[M_RANDN].ns = INFINITY;
+      cached++;
+    } else {
+      t0 = now_ms();
+      int got = random_search(rt, &task, &p, &s, XXH3_64bits(specs[t].text, strlen(specs[t].text)),
+                              nrand, &r[M_RAND64].ns, &r[M_RANDN].ns, &wrong);
+      r[M_RANDN].make_ms = now_ms() - t0;
+      r[M_RAND64].make_ms = r[M_RANDN].make_ms * (got < 64 ? 1.0 : 64.0 / got);
+      if (rcache_path) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "task", specs[t].text);
+        cJSON_AddNumberToObject(e, "random", nrand);
+        cJSON_AddStringToObject(e, "hw", hw);
+        cJSON_AddNumberToObject(e, "measured", got);
+        cJSON_AddNumberToObject(e, "best64_ns", isfinite(r[M_RAND64].ns) ? r[M_RAND64].ns : -1);
+        cJSON_AddNumberToObject(e, "bestn_ns", isfinite(r[M_RANDN].ns) ? r[M_RANDN].ns : -1);
+        cJSON_AddNumberToObject(e, "make_ms", r[M_RANDN].make_ms);
+        cJSON_AddItemToArray(rc.root, e);
+        rcache_save(&rc);
       }
     }
-    r[M_RANDN].ns = rbest;
-    r[M_RANDN].make_ms = now_ms() - t0;
     double ref = r[M_RANDN].ns;
     char label[48];
     snprintf(label, sizeof label, "%.43s", specs[t].text);
@@ -213,6 +369,18 @@ int tlm_cmd_eval(int argc, char **argv) {
         make_sum[m] += r[m].make_ms;
       }
       tlm_beats_default += r[M_TLM1].ns < r[M_DEFAULT].ns;
+      int f = 0;
+      while (f < nfam && strcmp(fam_name[f], specs[t].family)) f++;
+      if (f == nfam && nfam < MAX_FAM) {
+        snprintf(fam_name[f], sizeof fam_name[f], "%s", specs[t].family);
+        fam_n[f] = fam_beats[f] = 0;
+        nfam++;
+      }
+      if (f < nfam) {
+        fam_n[f]++;
+        fam_beats[f] += r[M_TLM1].ns < r[M_DEFAULT].ns;
+        for (int m = 0; m < M_COUNT; m++) fam_log[f][m] += log(ref / r[m].ns);
+      }
     }
     if (jf) {
       fprintf(jf, "%s{\"task\": \"%s\", \"family\": \"%s\"", t ? ", " : "", specs[t].text,
@@ -231,6 +399,16 @@ int tlm_cmd_eval(int argc, char **argv) {
            counted ? exp(logsum[m] / counted) : 0, counted ? make_sum[m] / counted : 0);
   printf("  TLM-1 faster than the default rule on %d of %d tasks (%.0f%%)\n", tlm_beats_default,
          counted, counted ? 100.0 * tlm_beats_default / counted : 0);
+  printf("\nper family (geometric mean speed vs best-of-%d random; TLM-1 faster than rule):\n",
+         nrand);
+  printf("  %-28s %5s %7s %7s %7s %7s %s\n", "family", "tasks", "tlm1", "tlmk", "rule", "rand64",
+         "tlm1>rule");
+  for (int f = 0; f < nfam; f++)
+    printf("  %-28s %5d %7.3f %7.3f %7.3f %7.3f %d/%d\n", fam_name[f], fam_n[f],
+           exp(fam_log[f][M_TLM1] / fam_n[f]), exp(fam_log[f][M_TLMK] / fam_n[f]),
+           exp(fam_log[f][M_DEFAULT] / fam_n[f]), exp(fam_log[f][M_RAND64] / fam_n[f]),
+           fam_beats[f], fam_n[f]);
+  if (cached) printf("  (random search of %d tasks reused from %s)\n", cached, rcache_path);
   if (wrong) printf("  WARNING: %d kernels failed the reference check\n", wrong);
   if (jf) {
     fprintf(jf, "], \"counted\": %d", counted);
@@ -238,10 +416,20 @@ int tlm_cmd_eval(int argc, char **argv) {
       fprintf(jf, ", \"%s_geomean_speed_vs_random\": %.4f, \"%s_make_ms_mean\": %.2f", k_names[m],
               counted ? exp(logsum[m] / counted) : 0, k_names[m],
               counted ? make_sum[m] / counted : 0);
-    fprintf(jf, ", \"tlm1_faster_than_default_fraction\": %.4f, \"wrong_kernels\": %d}\n",
+    fprintf(jf, ", \"tlm1_faster_than_default_fraction\": %.4f, \"wrong_kernels\": %d",
             counted ? (double)tlm_beats_default / counted : 0, wrong);
+    fprintf(jf, ", \"random_searches_reused\": %d, \"families\": [", cached);
+    for (int f = 0; f < nfam; f++) {
+      fprintf(jf, "%s{\"family\": \"%s\", \"tasks\": %d, \"tlm1_faster_than_default\": %d", f ? ", " : "",
+              fam_name[f], fam_n[f], fam_beats[f]);
+      for (int m = 0; m < M_COUNT; m++)
+        fprintf(jf, ", \"%s_geomean_speed_vs_random\": %.4f", k_names[m], exp(fam_log[f][m] / fam_n[f]));
+      fprintf(jf, "}");
+    }
+    fprintf(jf, "]}\n");
     fclose(jf);
   }
+  cJSON_Delete(rc.root);
   free(specs);
   return wrong ? 1 : 0;
 }

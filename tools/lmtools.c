@@ -218,7 +218,7 @@ int tlm_cmd_bench_decode(int argc, char **argv) {
     } else {
       fprintf(stderr, "tlm bench decode: agreement skipped: %s\n", err);
     }
-    free(best);
+    tlm_best_free(best, nb);
     tlm_destroy(rt);
   }
   if (json) {

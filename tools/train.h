@@ -17,11 +17,20 @@ typedef struct tlm_best {
   double ns;         /* best median time */
   double default_ns; /* the default rule's, INFINITY if not measured */
   int records;
+  /* every ok measurement of the task (schedule, median ns), malloc'd */
+  tlm_schedule *all;
+  double *all_ns;
+  int nall, capall;
 } tlm_best;
 
 /* Best schedule per task; split 0 = training families, 1 = held out,
- * -1 = all. Returns the count (*out malloc'd), -1 if unreadable. */
+ * -1 = all. Returns the count (*out malloc'd; free with tlm_best_free), -1
+ * if unreadable. */
 int tlm_best_load(const char *records, int split, tlm_best **out);
+void tlm_best_free(tlm_best *b, int n);
+
+/* Fastest measured time of exactly `sched` in b (INFINITY if never measured). */
+double tlm_best_time_of(const tlm_best *b, const tlm_schedule *sched);
 
 int tlm_cmd_train(int argc, char **argv);
 int tlm_cmd_quantize(int argc, char **argv);
