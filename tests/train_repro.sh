@@ -1,6 +1,8 @@
 #!/bin/sh
 # `tlm train` reproduces a model bit for bit from the same records and seed,
 # and a different seed gives a different model; `tlm quantize` likewise.
+# A local-search round (`collect --mutate`) adds only schedules not measured
+# before, measures the rule, and resumes without measuring anything twice.
 # Usage: train_repro.sh TLM_BINARY SHARED_DIR
 set -eu
 tlm=$1
@@ -18,8 +20,24 @@ done
 "$tlm" train --records "$tmp/r.jsonl.gz" --out "$tmp/c.ckpt" --steps 6 --pretrain 4 \
   --batch 4 --layers 1 --heads 2 --width 32 --seed 6 2>/dev/null
 fail=0
+"$tlm" collect --shared "$shared" --out "$tmp/r.jsonl.gz" --max-tasks 6 --mutate 3 --round 1 \
+  --min-time-ms 1 2>/dev/null || { echo "collect --mutate failed"; fail=$((fail + 1)); }
+"$tlm" collect --shared "$shared" --out "$tmp/r.jsonl.gz" --max-tasks 6 --mutate 3 --round 1 \
+  --min-time-ms 1 2>"$tmp/resume.log" || { echo "collect --mutate resume failed"; fail=$((fail + 1)); }
+grep -q "collect: 0 schedules measured" "$tmp/resume.log" ||
+  { echo "a finished round measured again"; fail=$((fail + 1)); }
+gzip -dc "$tmp/r.jsonl.gz" > "$tmp/r.jsonl"
+nmut=$(grep -c '"kind":"mutant"' "$tmp/r.jsonl" || true)
+[ "$nmut" -ge 6 ] || { echo "only $nmut mutants"; fail=$((fail + 1)); }
+# every mutant's (task, schedule) occurs once in the whole file
+dups=$(sed -n 's/.*"task":"\([^"]*\)".*"kind":"\([a-z]*\)".*"sched":\(\[[^]]*\]\).*/\2 \1 \3/p' "$tmp/r.jsonl" |
+  awk '{k = substr($0, index($0, " ") + 1); n[k]++; if ($1 == "mutant") m[k] = 1}
+       END {d = 0; for (k in m) if (n[k] > 1) d++; print d}')
+[ "$dups" = 0 ] || { echo "$dups mutants repeat a measured schedule"; fail=$((fail + 1)); }
+"$tlm" train --records "$tmp/r.jsonl.gz" --out "$tmp/d.ckpt" --steps 2 --batch 4 --layers 1 \
+  --heads 2 --width 32 2>/dev/null || { echo "train on mutated records failed"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.ckpt" "$tmp/b.ckpt" || { echo "same seed, different checkpoints"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.tlmq" "$tmp/b.tlmq" || { echo "same seed, different int8 models"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.ckpt" "$tmp/c.ckpt" && { echo "different seeds, same checkpoint"; fail=$((fail + 1)); }
-echo "train_repro: $((3 - fail)) passed, $fail failed"
+echo "train_repro: $((9 - fail)) passed, $fail failed"
 [ "$fail" -eq 0 ]
