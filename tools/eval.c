@@ -190,7 +190,8 @@ static void rcache_save(const rcache *c) {
 static void usage(void) {
   fprintf(stderr,
           "usage: tlm eval [--k K] [--random N] [--model MODEL] [--threads T] [--json FILE]\n"
-          "                [--max-tasks N] [--heldout] [--shared DIR] [--random-cache F]\n"
+          "                [--max-tasks N] [--max-gflop G] [--heldout] [--shared DIR]\n"
+          "                [--random-cache F]\n"
           "                [FILE...]\n"
           "  FILE: benchdnn matmul or convolution shape files (convolutions in NHWC at\n"
           "  minibatch 1). --heldout: the held-out families of the\n"
@@ -198,11 +199,13 @@ static void usage(void) {
           "  Random search measures N distinct schedules (fewer when the space is\n"
           "  smaller). --random-cache F: reuse (and add to) random-search results in F\n"
           "  (JSON) for the same task, N and machine; their times then come from the\n"
-          "  run that measured them, not from this one.\n");
+          "  run that measured them, not from this one. --max-gflop G: leave out tasks\n"
+          "  above G GFLOP (before --max-tasks).\n");
 }
 
 int tlm_cmd_eval(int argc, char **argv) {
   int k = 10, nrand = 64, threads = 2, max_tasks = 1 << 30, heldout = 0;
+  double max_gflop = 0; /* 0: no limit */
   const char *model = NULL, *json = NULL, *shared = "../shared", *rcache_path = NULL;
   const char *files[64];
   int nfiles = 0;
@@ -218,6 +221,7 @@ int tlm_cmd_eval(int argc, char **argv) {
     else if (!strcmp(a, "--shared") && more) shared = argv[++i];
     else if (!strcmp(a, "--heldout")) heldout = 1;
     else if (!strcmp(a, "--random-cache") && more) rcache_path = argv[++i];
+    else if (!strcmp(a, "--max-gflop") && more) max_gflop = atof(argv[++i]);
     else if (a[0] == '-') {
       usage();
       return !strcmp(a, "--help") ? 0 : 2;
@@ -260,6 +264,13 @@ int tlm_cmd_eval(int argc, char **argv) {
     fprintf(stderr, "tlm eval: no tasks\n");
     free(specs);
     return 1;
+  }
+  if (max_gflop > 0) { /* keep the tasks a 1,000-schedule search can afford */
+    int kept = 0;
+    for (int i = 0; i < n; i++)
+      if (tlm_task_spec_flop(&specs[i]) <= max_gflop * 1e9) specs[kept++] = specs[i];
+    if (kept < n) printf("%d of %d tasks above %g GFLOP left out\n", n - kept, n, max_gflop);
+    n = kept;
   }
   if (n > max_tasks) n = max_tasks;
   tlm_config cfg;

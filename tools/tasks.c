@@ -130,6 +130,17 @@ static double conv_flop(const tlm_conv_prb *p) {
          (double)(p->kd * p->kh * p->kw) * (double)(p->od * p->oh * p->ow);
 }
 
+double tlm_task_spec_flop(const tlm_task_spec *s) {
+  if (s->op == TLM_OP_CONV) return conv_flop(&s->cp);
+  if (s->op == TLM_OP_ELTWISE) return (double)s->rows * (double)s->cols;
+  if (s->op == TLM_OP_POOL) {
+    const tlm_pool_spec *p = &s->pool;
+    return (double)p->n * (double)p->c * (double)p->oh * (double)p->ow *
+           (double)(p->kh ? p->kh : p->ih) * (double)(p->kw ? p->kw : p->iw);
+  }
+  return flop_of(&s->d);
+}
+
 static int add(list *l, tlm_task_spec *s) {
   if (s->op == TLM_OP_POOL || s->op == TLM_OP_ELTWISE) {
     tlm_task_spec_text(s);

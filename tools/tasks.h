@@ -39,6 +39,10 @@ typedef struct tlm_task_spec {
 
 /* A spec's runnable problem: random tensors, the canonical task and the
  * kernel arguments. */
+/* Floating-point operations of a task (pooling: one per window element
+ * read; elementwise: one per element). */
+double tlm_task_spec_flop(const tlm_task_spec *s);
+
 typedef struct tlm_spec_problem {
   int op;
   tlm_problem mm;
