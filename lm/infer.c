@@ -374,13 +374,16 @@ const float *tlm_lm_step(tlm_lm_state *s, int32_t token) {
 
 /* ---- constrained decoding ------------------------------------------------------ */
 
-/* masked log-softmax of the candidates' tokens */
-static void candidate_logp(const float *logits, const int *toks, int n, double *logp) {
+/* masked log-softmax of the candidates' tokens; the candidate equal to
+ * the rule's value (rule_value, -1: none) gets `bonus` added */
+static void candidate_logp(const float *logits, const int *toks, const int32_t *cands, int n,
+                           int32_t rule_value, double bonus, double *logp) {
   double mx = -INFINITY, sum = 0;
   for (int i = 0; i < n; i++)
     if (logits[toks[i]] > mx) mx = logits[toks[i]];
   for (int i = 0; i < n; i++) sum += exp(logits[toks[i]] - mx);
-  for (int i = 0; i < n; i++) logp[i] = logits[toks[i]] - mx - log(sum);
+  for (int i = 0; i < n; i++)
+    logp[i] = logits[toks[i]] - mx - log(sum) + (cands[i] == rule_value ? bonus : 0.0);
 }
 
 static const float *feed_prompt(tlm_lm_state *st, const tlm_space *s) {
@@ -399,6 +402,8 @@ tlm_status tlm_lm_decode(const tlm_lm_model *m, const tlm_space *s, tlm_schedule
   out->n = s->npoints;
   tlm_status status = TLM_OK;
   const float *lg = feed_prompt(&st, s);
+  tlm_schedule rule;
+  tlm_space_default(s, &rule);
   int32_t cands[TLM_MAX_CANDIDATES];
   int toks[TLM_MAX_CANDIDATES];
   double lp[TLM_MAX_CANDIDATES];
@@ -413,12 +418,12 @@ tlm_status tlm_lm_decode(const tlm_lm_model *m, const tlm_space *s, tlm_schedule
       if (toks[i] < 0) status = TLM_ERR_INTERNAL;
     }
     if (status) break;
-    candidate_logp(lg, toks, n, lp);
+    candidate_logp(lg, toks, cands, n, rule.v[p], m->rule_bonus, lp);
     int best = 0;
     for (int i = 1; i < n; i++)
       if (lp[i] > lp[best]) best = i;
     out->v[p] = cands[best];
-    if (prob) prob[p] = (float)exp(lp[best]);
+    if (prob) prob[p] = (float)exp(lp[best] - (cands[best] == rule.v[p] ? m->rule_bonus : 0.0));
     if (p + 1 < s->npoints) lg = tlm_lm_step(&st, toks[best]);
   }
   tlm_lm_state_free(&st);
@@ -446,6 +451,8 @@ int tlm_lm_decode_topk(const tlm_lm_model *m, const tlm_space *s, int k, tlm_sch
   if (!cur || !next || !pool || tlm_lm_state_init(&cur[0].st, m)) goto done;
   cur[0].alive = 1;
   cur[0].sched.n = s->npoints;
+  tlm_schedule rule;
+  tlm_space_default(s, &rule);
   feed_prompt(&cur[0].st, s);
   int alive = 1;
   for (int p = 0; p < s->npoints; p++) {
@@ -459,7 +466,7 @@ int tlm_lm_decode_topk(const tlm_lm_model *m, const tlm_space *s, int k, tlm_sch
         toks[i] = tlm_lm_decision_token(&m->vocab, s, p, cands[i]);
         if (toks[i] < 0) goto done;
       }
-      candidate_logp(cur[b].st.logits, toks, n, lp);
+      candidate_logp(cur[b].st.logits, toks, cands, n, rule.v[p], m->rule_bonus, lp);
       for (int i = 0; i < n; i++)
         pool[np++] = (cand){cur[b].logp + lp[i], b, toks[i], cands[i]};
     }

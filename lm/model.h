@@ -70,7 +70,19 @@ typedef struct tlm_lm_model {
   void *mem;
   /* VNNI layouts: wte, then per layer qkv, proj, fc, fcproj (1 + 4L) */
   tlm_q8_packed *packed;
+  /* rule-anchored decoding: added to the log-probability of the hand
+   * rule's value at each decision (TLM_LM_RULE_BONUS when loaded); 0 =
+   * plain greedy. Part of what a schedule key means: change it only with
+   * TLM_CODEGEN_VERSION, or in tools that use no cache. */
+  double rule_bonus;
 } tlm_lm_model;
+
+/* The decoder keeps the rule's value at a decision unless the model ranks
+ * another candidate more than e^TLM_LM_RULE_BONUS times as probable (ln 2:
+ * twice). The model learned schedules as edits of the rule's (the rule is
+ * in its prompt), so a low-confidence edit, typical on tasks unlike the
+ * training tasks, falls back to the rule. */
+#define TLM_LM_RULE_BONUS 0.6931471805599453
 
 /* Builds m->packed from the row-major blocks. Returns 0, -1. */
 int tlm_lm_pack(tlm_lm_model *m);
@@ -127,7 +139,8 @@ const float *tlm_lm_step(tlm_lm_state *s, int32_t token);
 
 /* Greedy constrained decoding: at each decision point only its candidates
  * may be chosen (logits of all other tokens masked); the most probable
- * candidate wins, ties to the earlier candidate. Writes the schedule and,
+ * candidate wins (the rule's value with m->rule_bonus added to its
+ * log-probability), ties to the earlier candidate. Writes the schedule and,
  * if prob is not NULL, the probability of each decision under the masked
  * softmax. Deterministic. Returns TLM_OK or TLM_ERR_INTERNAL (a candidate
  * without a token, context too short). */
@@ -135,7 +148,8 @@ tlm_status tlm_lm_decode(const tlm_lm_model *m, const tlm_space *s, tlm_schedule
                          float *prob);
 
 /* The k most probable distinct schedules (beam search of width k over the
- * masked log-probabilities), best first. Returns how many were found
+ * masked log-probabilities, the rule's values favoured by m->rule_bonus as
+ * in greedy decoding), best first. Returns how many were found
  * (<= k; fewer when the space is smaller), or -1. logp may be NULL. */
 int tlm_lm_decode_topk(const tlm_lm_model *m, const tlm_space *s, int k, tlm_schedule *out,
                        double *logp);

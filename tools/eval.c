@@ -191,7 +191,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: tlm eval [--k K] [--random N] [--model MODEL] [--threads T] [--json FILE]\n"
           "                [--max-tasks N] [--max-gflop G] [--heldout] [--shared DIR]\n"
-          "                [--random-cache F]\n"
+          "                [--random-cache F] [--rule-bonus B]\n"
           "                [FILE...]\n"
           "  FILE: benchdnn matmul or convolution shape files (convolutions in NHWC at\n"
           "  minibatch 1). --heldout: the held-out families of the\n"
@@ -200,12 +200,14 @@ static void usage(void) {
           "  smaller). --random-cache F: reuse (and add to) random-search results in F\n"
           "  (JSON) for the same task, N and machine; their times then come from the\n"
           "  run that measured them, not from this one. --max-gflop G: leave out tasks\n"
-          "  above G GFLOP (before --max-tasks).\n");
+          "  above G GFLOP (before --max-tasks). --rule-bonus B: decode with B added to\n"
+          "  the log-probability of the rule's value (0: plain greedy; default ln 2).\n");
 }
 
 int tlm_cmd_eval(int argc, char **argv) {
   int k = 10, nrand = 64, threads = 2, max_tasks = 1 << 30, heldout = 0;
   double max_gflop = 0; /* 0: no limit */
+  double rule_bonus = -1; /* < 0: the model's own (TLM_LM_RULE_BONUS) */
   const char *model = NULL, *json = NULL, *shared = "../shared", *rcache_path = NULL;
   const char *files[64];
   int nfiles = 0;
@@ -222,6 +224,7 @@ int tlm_cmd_eval(int argc, char **argv) {
     else if (!strcmp(a, "--heldout")) heldout = 1;
     else if (!strcmp(a, "--random-cache") && more) rcache_path = argv[++i];
     else if (!strcmp(a, "--max-gflop") && more) max_gflop = atof(argv[++i]);
+    else if (!strcmp(a, "--rule-bonus") && more) rule_bonus = atof(argv[++i]);
     else if (a[0] == '-') {
       usage();
       return !strcmp(a, "--help") ? 0 : 2;
@@ -279,7 +282,9 @@ int tlm_cmd_eval(int argc, char **argv) {
   cfg.num_threads = threads;
   if (model) cfg.model_path = model;
   FILE *jf = json ? fopen(json, "w") : NULL;
-  if (jf) fprintf(jf, "{\"k\": %d, \"random\": %d, \"threads\": %d, \"tasks\": [", k, nrand, threads);
+  if (jf)
+    fprintf(jf, "{\"k\": %d, \"random\": %d, \"threads\": %d, \"rule_bonus\": %.4f, \"tasks\": [", k,
+            nrand, threads, rule_bonus >= 0 ? rule_bonus : TLM_LM_RULE_BONUS);
   double logsum[M_COUNT] = {0}, make_sum[M_COUNT] = {0};
   int counted = 0, tlm_beats_default = 0, wrong = 0, cached = 0;
   rcache rc;
@@ -304,6 +309,7 @@ int tlm_cmd_eval(int argc, char **argv) {
       free(specs);
       return 1;
     }
+    if (rule_bonus >= 0) rt->model->rule_bonus = rule_bonus;
     tlm_spec_problem p;
     if (tlm_spec_problem_make(&specs[t], 3, &p)) {
       tlm_destroy(rt);

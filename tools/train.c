@@ -88,10 +88,16 @@ static int best_record(void *ctx, const cJSON *r) {
     if (a) e->all = a;
     double *t = realloc(e->all_ns, sizeof *t * (size_t)cap);
     if (t) e->all_ns = t;
-    if (!a || !t) return 1;
+    double *sp = realloc(e->all_spread, sizeof *sp * (size_t)cap);
+    if (sp) e->all_spread = sp;
+    if (!a || !t || !sp) return 1;
     e->capall = cap;
   }
+  const cJSON *lo = cJSON_GetObjectItem(r, "ns_min"), *hi = cJSON_GetObjectItem(r, "ns_max");
   e->all[e->nall] = rs;
+  e->all_spread[e->nall] = cJSON_IsNumber(lo) && cJSON_IsNumber(hi) && hi->valuedouble >= lo->valuedouble
+                               ? (hi->valuedouble - lo->valuedouble) / ns->valuedouble
+                               : 0;
   e->all_ns[e->nall++] = ns->valuedouble;
   return 0;
 }
@@ -100,16 +106,19 @@ void tlm_best_free(tlm_best *b, int n) {
   for (int i = 0; i < n && b; i++) {
     free(b[i].all);
     free(b[i].all_ns);
+    free(b[i].all_spread);
   }
   free(b);
 }
 
-double tlm_best_time_of(const tlm_best *b, const tlm_schedule *sched) {
+double tlm_best_time_of(const tlm_best *b, const tlm_schedule *sched, double *spread) {
   double t = INFINITY;
   for (int i = 0; i < b->nall; i++)
     if (b->all[i].n == sched->n && !memcmp(b->all[i].v, sched->v, sizeof sched->v[0] * (size_t)sched->n) &&
-        b->all_ns[i] < t)
+        b->all_ns[i] < t) {
       t = b->all_ns[i];
+      if (spread) *spread = b->all_spread[i];
+    }
   return t;
 }
 
@@ -174,8 +183,9 @@ static void usage_train(void) {
           "  every training task in the records (held-out families excluded), after\n"
           "  --pretrain steps on random schedules of the same tasks. Deterministic for\n"
           "  the same data, seed and machine. A task whose rule schedule (the\n"
-          "  prompt's) measured within --rule-margin (default 0.03 = 3%%) of its best\n"
-          "  is taught the rule: a smaller gain is measurement noise.\n");
+          "  prompt's) measured within --rule-margin (default 0.03 = 3%%) of its best,\n"
+          "  or within the spread of the rule's own samples, is taught the rule: a\n"
+          "  smaller gain is measurement noise.\n");
 }
 
 static void run_steps(tlm_gpt2 *m, dataset *d, int steps, int64_t step0, int64_t total, float lr,
@@ -271,10 +281,13 @@ int tlm_cmd_train(int argc, char **argv) {
     if (!tlm_space_accepts(&s, &best[i].sched)) continue; /* another machine's record */
     tlm_schedule rule;
     tlm_space_default(&s, &rule);
-    double rule_ns = tlm_best_time_of(&best[i], &rule);
+    double rule_spread = 0;
+    double rule_ns = tlm_best_time_of(&best[i], &rule, &rule_spread);
+    /* a gain within the rule's own spread between samples is noise */
+    double margin = rule_margin > rule_spread ? rule_margin : rule_spread;
     const tlm_schedule *target = &best[i].sched;
     if (!isfinite(rule_ns)) no_rule++;
-    else if (rule_ns <= best[i].ns * (1 + rule_margin)) target = &rule, taught_rule++;
+    else if (rule_ns <= best[i].ns * (1 + margin)) target = &rule, taught_rule++;
     else beat_rule++;
     dataset_add(&fine, &vocab, &s, target);
     for (int r = 0; r < 8 && pretrain > 0; r++) {
@@ -287,7 +300,7 @@ int tlm_cmd_train(int argc, char **argv) {
   fprintf(stderr, "tlm train: %d training tasks with a best schedule (%d pretraining sentences)\n",
           fine.n, pre.n);
   fprintf(stderr,
-          "tlm train: targets: the rule on %d tasks (within %.0f%% of the best), a schedule "
+          "tlm train: targets: the rule on %d tasks (within %.0f%% or its spread of the best), a schedule "
           "beating it on %d, the best (rule not measured) on %d\n",
           taught_rule, rule_margin * 100, beat_rule, no_rule);
   tlm_gpt2_config mc = {vocab.n, TLM_LM_MAX_SEQ, layers, heads, width};

@@ -19,7 +19,7 @@ typedef struct tlm_best {
   int records;
   /* every ok measurement of the task (schedule, median ns), malloc'd */
   tlm_schedule *all;
-  double *all_ns;
+  double *all_ns, *all_spread; /* median ns; (max - min) / median of its samples */
   int nall, capall;
 } tlm_best;
 
@@ -29,8 +29,9 @@ typedef struct tlm_best {
 int tlm_best_load(const char *records, int split, tlm_best **out);
 void tlm_best_free(tlm_best *b, int n);
 
-/* Fastest measured time of exactly `sched` in b (INFINITY if never measured). */
-double tlm_best_time_of(const tlm_best *b, const tlm_schedule *sched);
+/* Fastest measured time of exactly `sched` in b (INFINITY if never
+ * measured); *spread (if not NULL) gets that measurement's relative spread. */
+double tlm_best_time_of(const tlm_best *b, const tlm_schedule *sched, double *spread);
 
 int tlm_cmd_train(int argc, char **argv);
 int tlm_cmd_quantize(int argc, char **argv);
