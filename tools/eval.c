@@ -291,7 +291,7 @@ int tlm_cmd_eval(int argc, char **argv) {
   rcache_load(&rc, rcache_path);
   /* per family: sums of log speed vs random-N and counts */
   enum { MAX_FAM = 64 };
-  char fam_name[MAX_FAM][40];
+  char fam_name[MAX_FAM][48]; /* as tlm_task_spec.family */
   double fam_log[MAX_FAM][M_COUNT];
   int fam_n[MAX_FAM], fam_beats[MAX_FAM], nfam = 0;
   memset(fam_log, 0, sizeof fam_log);
