@@ -3,6 +3,8 @@
 # and a different seed gives a different model; `tlm quantize` likewise.
 # A local-search round (`collect --mutate`) adds only schedules not measured
 # before, measures the rule, and resumes without measuring anything twice.
+# A verification round (`collect --verify`) re-times the rule and each
+# task's fastest schedules, resumes, and training takes its targets from it.
 # Usage: train_repro.sh TLM_BINARY SHARED_DIR
 set -eu
 tlm=$1
@@ -36,8 +38,25 @@ dups=$(sed -n 's/.*"task":"\([^"]*\)".*"kind":"\([a-z]*\)".*"sched":\(\[[^]]*\]\
 [ "$dups" = 0 ] || { echo "$dups mutants repeat a measured schedule"; fail=$((fail + 1)); }
 "$tlm" train --records "$tmp/r.jsonl.gz" --out "$tmp/d.ckpt" --steps 2 --batch 4 --layers 1 \
   --heads 2 --width 32 2>/dev/null || { echo "train on mutated records failed"; fail=$((fail + 1)); }
+"$tlm" collect --shared "$shared" --out "$tmp/r.jsonl.gz" --max-tasks 6 --verify 2 --round 1 \
+  --min-time-ms 1 2>/dev/null || { echo "collect --verify failed"; fail=$((fail + 1)); }
+"$tlm" collect --shared "$shared" --out "$tmp/r.jsonl.gz" --max-tasks 6 --verify 2 --round 1 \
+  --min-time-ms 1 2>"$tmp/vresume.log" || { echo "collect --verify resume failed"; fail=$((fail + 1)); }
+grep -q "collect: 0 schedules measured" "$tmp/vresume.log" ||
+  { echo "a finished verification round measured again"; fail=$((fail + 1)); }
+gzip -dc "$tmp/r.jsonl.gz" > "$tmp/r.jsonl"
+nver=$(grep -c '"kind":"verify"' "$tmp/r.jsonl" || true)
+nrule=$(grep '"kind":"verify"' "$tmp/r.jsonl" | grep -c '"rule":true' || true)
+ntask=$(grep '"kind":"verify"' "$tmp/r.jsonl" | sed 's/.*"task":"\([^"]*\)".*/\1/' | sort -u | wc -l)
+# each verified task: its rule once, plus up to 2 others
+[ "$nrule" -ge 1 ] && [ "$nrule" = "$ntask" ] && [ "$nver" -gt "$nrule" ] && [ "$nver" -le $((3 * nrule)) ] ||
+  { echo "verify: $nver records, $nrule rules, $ntask tasks"; fail=$((fail + 1)); }
+"$tlm" train --records "$tmp/r.jsonl.gz" --out "$tmp/e.ckpt" --steps 2 --batch 4 --layers 1 \
+  --heads 2 --width 32 2>"$tmp/vtrain.log" || { echo "train on verified records failed"; fail=$((fail + 1)); }
+grep -q "^tlm train: $ntask tasks' targets from a verification round" "$tmp/vtrain.log" ||
+  { echo "training ignored the verification round"; cat "$tmp/vtrain.log"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.ckpt" "$tmp/b.ckpt" || { echo "same seed, different checkpoints"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.tlmq" "$tmp/b.tlmq" || { echo "same seed, different int8 models"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.ckpt" "$tmp/c.ckpt" && { echo "different seeds, same checkpoint"; fail=$((fail + 1)); }
-echo "train_repro: $((9 - fail)) passed, $fail failed"
+echo "train_repro: $((14 - fail)) passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -10,7 +10,8 @@
  *
  * Record (one JSON object per line):
  *   {"v":1,"hw":"...","threads":2,"task":"<task text>","family":"...",
- *    "kind":"default"|"random","seed":N,"sched":[...],"status":"ok"|
+ *    "kind":"default"|"random"|"model"|"mutant"|"verify","round":R (search
+ *    rounds),"rule":true|false (verify),"seed":N,"sched":[...],"status":"ok"|
  *    "compile_error"|"wrong"|"run_error","ns":median,"ns_min":..,"ns_max":..,
  *    "reps":N,"compile_ms":..}
  */
@@ -290,12 +291,121 @@ static int make_mutant(const tlm_space *space, const search_pool *pool, uint64_t
   return -1;
 }
 
+/* ---- verification: the best candidates re-timed side by side ------------------ */
+
+/* One task of a --verify round: the rule and the task's `k` fastest distinct
+ * measured schedules are compiled (two at a time), checked, and re-timed
+ * side by side (tlm_time_side_by_side, 5 rounds), so that the training
+ * targets compare times from one run rather than records taken hours apart
+ * under different load. Appends the records to *ob; returns how many. */
+static int verify_task(tlm_runtime *rt, const tlm_task_spec *ts, const tlm_spec_problem *p,
+                       const tlm_space *space, const measured_set *known, int k, int round_no,
+                       int threads, double min_time_ms, const char *hw, buf *ob) {
+  const tlm_task task = p->task;
+  /* each distinct schedule ranked by its fastest record */
+  search_pool pool = {0};
+  for (int i = 0; i < known->n; i++) {
+    const measured *m = &known->v[i];
+    if (strcmp(m->task, ts->text) || !isfinite(m->ns) || !tlm_space_accepts(space, &m->sched)) continue;
+    uint64_t h = sched_hash(&m->sched);
+    int j = 0;
+    while (j < pool.n && pool.hash[j] != h) j++;
+    if (j < pool.n && pool.ns[j] <= m->ns) continue;
+    if (j < pool.n) { /* faster again: re-rank it */
+      memmove(pool.sched + j, pool.sched + j + 1, sizeof *pool.sched * (size_t)(pool.n - j - 1));
+      memmove(pool.ns + j, pool.ns + j + 1, sizeof *pool.ns * (size_t)(pool.n - j - 1));
+      memmove(pool.hash + j, pool.hash + j + 1, sizeof *pool.hash * (size_t)(pool.n - j - 1));
+      pool.n--;
+    }
+    pool_add(&pool, &m->sched, m->ns);
+  }
+  tlm_schedule cand[TLM_SIDE_MAX];
+  int nc = 0;
+  tlm_space_default(space, &cand[nc++]);
+  uint64_t rule_h = sched_hash(&cand[0]);
+  for (int i = 0; i < pool.n && nc < k + 1 && nc < TLM_SIDE_MAX; i++)
+    if (pool.hash[i] != rule_h) cand[nc++] = pool.sched[i];
+  pool_free(&pool);
+  /* compile in pairs on both cores */
+  const char *status[TLM_SIDE_MAX];
+  double compile_ms[TLM_SIDE_MAX] = {0};
+  const tlm_kernel *ok_k[TLM_SIDE_MAX];
+  int ok_i[TLM_SIDE_MAX], nok = 0;
+  char err[256];
+  for (int i = 0; i < nc; i += 2) {
+    prefetch pf = {rt, &task, {0}, 0};
+    pthread_t th;
+    int started = 0;
+    if (i + 1 < nc) {
+      pf.sched = cand[i + 1];
+      started = pthread_create(&th, NULL, prefetch_main, &pf) == 0;
+    }
+    tlm_kernel *kk;
+    tlm_engine_kernel(rt, &task, &cand[i], &kk, err, sizeof err);
+    if (started) pthread_join(th, NULL);
+  }
+  double tol = tlm_spec_problem_tolerance(p);
+  for (int i = 0; i < nc; i++) {
+    tlm_kernel *kk;
+    status[i] = "ok";
+    if (tlm_engine_kernel(rt, &task, &cand[i], &kk, err, sizeof err)) {
+      status[i] = "compile_error";
+      continue;
+    }
+    compile_ms[i] = kk->compile_ms;
+    if (tlm_engine_exec(rt, kk, &task, p->args, err, sizeof err)) {
+      status[i] = "run_error";
+      continue;
+    }
+    double e = tlm_spec_problem_check(p, 64, 11 + (uint64_t)i);
+    if (!(e >= 0 && e <= tol)) {
+      status[i] = "wrong";
+      continue;
+    }
+    ok_k[nok] = kk;
+    ok_i[nok++] = i;
+  }
+  tlm_timing tm[TLM_SIDE_MAX];
+  tlm_time_side_by_side(rt, ok_k, nok, &task, p->args, 5, min_time_ms / 5, tm);
+  for (int i = 0; i < nc; i++) {
+    tlm_timing t = {0, 0, 0, 0};
+    for (int j = 0; j < nok; j++)
+      if (ok_i[j] == i) t = tm[j];
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "v", RECORD_VERSION);
+    cJSON_AddStringToObject(r, "hw", hw);
+    cJSON_AddNumberToObject(r, "threads", threads);
+    cJSON_AddStringToObject(r, "task", ts->text);
+    cJSON_AddStringToObject(r, "family", ts->family);
+    cJSON_AddStringToObject(r, "kind", "verify");
+    cJSON_AddNumberToObject(r, "round", round_no);
+    cJSON_AddNumberToObject(r, "seed", i); /* 0: the rule */
+    cJSON_AddBoolToObject(r, "rule", i == 0);
+    cJSON *arr = cJSON_AddArrayToObject(r, "sched");
+    for (int pnt = 0; pnt < cand[i].n; pnt++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(cand[i].v[pnt]));
+    cJSON_AddStringToObject(r, "status", status[i]);
+    cJSON_AddNumberToObject(r, "ns", round(t.median_ns));
+    cJSON_AddNumberToObject(r, "ns_min", round(t.reps ? t.min_ns : 0));
+    cJSON_AddNumberToObject(r, "ns_max", round(t.max_ns));
+    cJSON_AddNumberToObject(r, "reps", t.reps);
+    cJSON_AddNumberToObject(r, "compile_ms", round(compile_ms[i] * 100) / 100);
+    char *line = cJSON_PrintUnformatted(r);
+    if (line) {
+      buf_add(ob, line);
+      buf_add(ob, "\n");
+    }
+    free(line);
+    cJSON_Delete(r);
+  }
+  return nc;
+}
+
 static void usage(void) {
   fprintf(stderr,
           "usage: tlm collect [--shared DIR] [--out FILE] [--schedules N] [--threads N]\n"
           "                   [--min-time-ms T] [--max-tasks N] [--seed S] [--list]\n"
           "                   [--propose MODEL [--topk K] [--round R]]\n"
-          "                   [--mutate N [--round R]]\n"
+          "                   [--mutate N [--round R]] [--verify K [--round R]]\n"
           "  Measures the default and random schedules of every task drawn from\n"
           "  DIR/workloads (default ../shared) and appends JSON-lines records to FILE\n"
           "  (default data/records.jsonl.gz). Resumes: tasks with N records are skipped.\n"
@@ -305,7 +415,11 @@ static void usage(void) {
           "  keeps the best schedule per task, proposals included.\n"
           "  --mutate: a local-search round instead: N new schedules per training task,\n"
           "  each 1-3 decisions away from one of the task's four best measured so far\n"
-          "  (the records, then this round's own), kind \"mutant\" and round R.\n");
+          "  (the records, then this round's own), kind \"mutant\" and round R.\n"
+          "  --verify: a verification round: the rule and the K fastest distinct\n"
+          "  schedules recorded for each training task are re-timed side by side (5\n"
+          "  interleaved rounds, --min-time-ms in all per schedule), kind \"verify\"\n"
+          "  and round R; training prefers these times to the separate records'.\n");
 }
 
 int tlm_cmd_collect(int argc, char **argv) {
@@ -314,7 +428,7 @@ int tlm_cmd_collect(int argc, char **argv) {
   double min_time_ms = 10;
   uint64_t seed = 1;
   const char *propose = NULL;
-  int topk = 8, round_no = 1, mutate = 0;
+  int topk = 8, round_no = 1, mutate = 0, verify = 0;
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--shared") && i + 1 < argc) shared = argv[++i];
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
@@ -328,6 +442,7 @@ int tlm_cmd_collect(int argc, char **argv) {
     else if (!strcmp(argv[i], "--topk") && i + 1 < argc) topk = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--round") && i + 1 < argc) round_no = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--mutate") && i + 1 < argc) mutate = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--verify") && i + 1 < argc) verify = atoi(argv[++i]);
     else {
       usage();
       return !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") ? 0 : 2;
@@ -335,7 +450,9 @@ int tlm_cmd_collect(int argc, char **argv) {
   }
   if (propose) schedules = topk;
   if (mutate) schedules = mutate;
-  if ((propose && mutate) || mutate < 0 || schedules < 1 || threads < 1 || min_time_ms <= 0 || topk < 1 || topk > 64 || round_no < 1) {
+  if (verify) schedules = 1; /* a task is done once verified in this round */
+  if ((propose && mutate) || (verify && (propose || mutate)) || verify < 0 || verify >= TLM_SIDE_MAX ||
+      mutate < 0 || schedules < 1 || threads < 1 || min_time_ms <= 0 || topk < 1 || topk > 64 || round_no < 1) {
     usage();
     return 2;
   }
@@ -359,14 +476,14 @@ int tlm_cmd_collect(int argc, char **argv) {
     return 0;
   }
   done_count done = {0};
-  int search = propose || mutate; /* a round over the training tasks only */
+  int search = propose || mutate || verify; /* a round over the training tasks only */
   done.round = search ? round_no : 0;
-  done.kind = propose ? "model" : "mutant";
+  done.kind = propose ? "model" : verify ? "verify" : "mutant";
   int have = tlm_records_read(out, count_record, &done);
   if (have > 0) fprintf(stderr, "tlm collect: %s holds %d records; resuming\n", out, have);
   measured_set known = {0};
-  if (mutate && tlm_records_read(out, measured_record, &known) < 0) {
-    fprintf(stderr, "tlm collect: --mutate needs the records in %s\n", out);
+  if ((mutate || verify) && tlm_records_read(out, measured_record, &known) < 0) {
+    fprintf(stderr, "tlm collect: --mutate and --verify need the records in %s\n", out);
     free(tasks);
     return 1;
   }
@@ -408,6 +525,12 @@ int tlm_cmd_collect(int argc, char **argv) {
     buf out_buf = {0};
     double tol = tlm_spec_problem_tolerance(&p);
     double best_ns = INFINITY; /* fastest median of this task so far */
+    int task_count = 0;          /* schedules measured for this task */
+    if (verify) {
+      task_count = verify_task(rt, ts, &p, &space, &known, verify, round_no, threads, min_time_ms, hw, &out_buf);
+      measured += task_count;
+      goto publish;
+    }
     /* proposal rounds: the model's top-k, distinct schedules in rank order */
     tlm_schedule top[64];
     int ntop = 0;
@@ -545,8 +668,10 @@ int tlm_cmd_collect(int argc, char **argv) {
       free(line);
       cJSON_Delete(r);
       measured++;
+      task_count++;
     }
     pool_free(&pool);
+  publish:
     tlm_spec_problem_free(&p);
     tlm_destroy(rt);
     /* publish this task's records as one gzip member */
@@ -561,9 +686,9 @@ int tlm_cmd_collect(int argc, char **argv) {
     free(out_buf.p);
     tasks_done++;
     double el = now_s() - t_start, rate = measured / el;
-    double eta = rate > 0 ? (double)(todo - tasks_done) * schedules / rate : 0;
+    double eta = (double)(todo - tasks_done) * el / tasks_done;
     fprintf(stderr, "[%d/%d tasks] %s: %d schedules, %.1f schedules/s, ETA %.0f min\n",
-            tasks_done, todo, ts->text, task_schedules - start, rate, eta / 60);
+            tasks_done, todo, ts->text, task_count, rate, eta / 60);
   }
   for (int i = 0; i < known.n; i++) free(known.v[i].task);
   free(known.v);

@@ -44,6 +44,30 @@ void tlm_time_kernel(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
   out->reps = reps;
 }
 
+void tlm_time_side_by_side(tlm_runtime *rt, const tlm_kernel *const *k, int n,
+                           const tlm_task *task, const void *args, int rounds, double round_ms,
+                           tlm_timing *out) {
+  if (n > TLM_SIDE_MAX) n = TLM_SIDE_MAX;
+  if (rounds > TLM_SIDE_ROUNDS) rounds = TLM_SIDE_ROUNDS;
+  if (rounds < 1) rounds = 1;
+  double med[TLM_SIDE_MAX][TLM_SIDE_ROUNDS];
+  for (int i = 0; i < n; i++) out[i] = (tlm_timing){0, INFINITY, 0, 0};
+  for (int r = 0; r < rounds; r++)
+    for (int j = 0; j < n; j++) {
+      int i = (j + r) % n;
+      tlm_timing tm;
+      tlm_time_kernel(rt, k[i], task, args, round_ms, INFINITY, &tm);
+      med[i][r] = tm.median_ns;
+      if (tm.min_ns < out[i].min_ns) out[i].min_ns = tm.min_ns;
+      if (tm.max_ns > out[i].max_ns) out[i].max_ns = tm.max_ns;
+      out[i].reps += tm.reps;
+    }
+  for (int i = 0; i < n; i++) {
+    qsort(med[i], (size_t)rounds, sizeof(double), tlm_cmp_double);
+    out[i].median_ns = rounds % 2 ? med[i][rounds / 2] : 0.5 * (med[i][rounds / 2 - 1] + med[i][rounds / 2]);
+  }
+}
+
 /* The kernel `tlm run --schedule S` asks for: auto (what tlm_run does),
  * rule, random:SEED or explicit decisions. Prints its own error; returns
  * the status (TLM_ERR_INVALID_ARGUMENT for a bad S). */

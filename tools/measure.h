@@ -23,6 +23,19 @@ void tlm_time_kernel(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
                      const void *args, double min_time_ms, double give_up_ns,
                      tlm_timing *out);
 
+/* Side-by-side timing of n kernels of one task (n <= TLM_SIDE_MAX): `rounds`
+ * rounds (<= TLM_SIDE_ROUNDS), each timing every kernel for round_ms with
+ * tlm_time_kernel (no give-up), in an order rotated by one per round so
+ * that no kernel always follows the same one. out[i].median_ns is the
+ * median of kernel i's per-round medians, min/max over all its samples,
+ * reps the samples summed. Drift of the machine (another process, clock
+ * changes) then hits every kernel alike, which separately timed kernels
+ * do not get (design/MEASURING.md: compare side by side in one run). */
+enum { TLM_SIDE_MAX = 32, TLM_SIDE_ROUNDS = 15 };
+void tlm_time_side_by_side(tlm_runtime *rt, const tlm_kernel *const *k, int n,
+                           const tlm_task *task, const void *args, int rounds, double round_ms,
+                           tlm_timing *out);
+
 /* The kernel `tlm run --schedule S` asks for: auto (what tlm_run does),
  * rule, random:SEED or explicit decisions. Prints its own error to stderr;
  * returns the status (TLM_ERR_INVALID_ARGUMENT for a bad S). */

@@ -3,7 +3,9 @@
  * Training data: per task of the records' training split, the sentence of
  * its best measured schedule (fine-tuning), optionally preceded by
  * --pretrain steps on random valid schedules of the collection's tasks
- * (unmeasured: they teach the grammar). Held-out families never enter. */
+ * (unmeasured: they teach the grammar). Held-out families never enter.
+ * Targets come from the latest verification round (schedules re-timed side
+ * by side) where a task has one, else from the separate records. */
 #include "train.h"
 
 #include <math.h>
@@ -53,7 +55,9 @@ static int best_record(void *ctx, const cJSON *r) {
     return 0;
   int held = tlm_family_heldout(fam->valuestring);
   if (b->split >= 0 && held != b->split) return 0;
-  if (strcmp(status->valuestring, "ok") || ns->valuedouble <= 0) return 0;
+  const cJSON *kind = cJSON_GetObjectItem(r, "kind"), *round_no = cJSON_GetObjectItem(r, "round");
+  int verified = cJSON_IsString(kind) && !strcmp(kind->valuestring, "verify") && cJSON_IsNumber(round_no);
+  if (!verified && (strcmp(status->valuestring, "ok") || ns->valuedouble <= 0)) return 0;
   int i;
   for (i = 0; i < b->n; i++)
     if (!strcmp(b->v[i].task, task->valuestring)) break;
@@ -72,12 +76,28 @@ static int best_record(void *ctx, const cJSON *r) {
     b->n++;
   }
   tlm_best *e = &b->v[i];
-  e->records++;
-  const cJSON *kind = cJSON_GetObjectItem(r, "kind");
-  if (cJSON_IsString(kind) && !strcmp(kind->valuestring, "default")) e->default_ns = ns->valuedouble;
   tlm_schedule rs = {0};
   for (const cJSON *x = sched->child; x && rs.n < TLM_MAX_POINTS; x = x->next)
     rs.v[rs.n++] = (int32_t)x->valueint;
+  if (verified) { /* kept apart: only the latest round's */
+    int rd = (int)round_no->valuedouble;
+    if (rd < e->ver_round) return 0;
+    if (rd > e->ver_round) e->nver = 0, e->ver_round = rd;
+    if (e->nver == e->capver) {
+      int cap = e->capver ? e->capver * 2 : 8;
+      tlm_schedule *a = realloc(e->ver, sizeof *a * (size_t)cap);
+      if (a) e->ver = a;
+      double *t = realloc(e->ver_ns, sizeof *t * (size_t)cap);
+      if (t) e->ver_ns = t;
+      if (!a || !t) return 1;
+      e->capver = cap;
+    }
+    e->ver[e->nver] = rs;
+    e->ver_ns[e->nver++] = !strcmp(status->valuestring, "ok") && ns->valuedouble > 0 ? ns->valuedouble : INFINITY;
+    if (strcmp(status->valuestring, "ok") || ns->valuedouble <= 0) return 0;
+  }
+  e->records++;
+  if (cJSON_IsString(kind) && !strcmp(kind->valuestring, "default")) e->default_ns = ns->valuedouble;
   if (ns->valuedouble < e->ns) {
     e->ns = ns->valuedouble;
     e->sched = rs;
@@ -107,6 +127,8 @@ void tlm_best_free(tlm_best *b, int n) {
     free(b[i].all);
     free(b[i].all_ns);
     free(b[i].all_spread);
+    free(b[i].ver);
+    free(b[i].ver_ns);
   }
   free(b);
 }
@@ -120,6 +142,13 @@ double tlm_best_time_of(const tlm_best *b, const tlm_schedule *sched, double *sp
       if (spread) *spread = b->all_spread[i];
     }
   return t;
+}
+
+double tlm_best_verified_time_of(const tlm_best *b, const tlm_schedule *sched) {
+  for (int i = 0; i < b->nver; i++)
+    if (b->ver[i].n == sched->n && !memcmp(b->ver[i].v, sched->v, sizeof sched->v[0] * (size_t)sched->n))
+      return b->ver_ns[i];
+  return INFINITY;
 }
 
 int tlm_best_load(const char *path, int split, tlm_best **out) {
@@ -185,7 +214,9 @@ static void usage_train(void) {
           "  the same data, seed and machine. A task whose rule schedule (the\n"
           "  prompt's) measured within --rule-margin (default 0.03 = 3%%) of its best,\n"
           "  or within the spread of the rule's own samples, is taught the rule: a\n"
-          "  smaller gain is measurement noise.\n");
+          "  smaller gain is measurement noise. Where a task has a verification round\n"
+          "  (collect --verify), its latest one decides instead: the fastest schedule\n"
+          "  of that side-by-side timing, or the rule if within --rule-margin of it.\n");
 }
 
 static void run_steps(tlm_gpt2 *m, dataset *d, int steps, int64_t step0, int64_t total, float lr,
@@ -270,7 +301,7 @@ int tlm_cmd_train(int argc, char **argv) {
   }
   dataset fine = {0}, pre = {0};
   uint64_t rng = seed;
-  int taught_rule = 0, beat_rule = 0, no_rule = 0;
+  int taught_rule = 0, beat_rule = 0, no_rule = 0, verified_tasks = 0;
   for (int i = 0; i < nbest; i++) {
     tlm_task_spec spec;
     tlm_task task;
@@ -286,7 +317,15 @@ int tlm_cmd_train(int argc, char **argv) {
     /* a gain within the rule's own spread between samples is noise */
     double margin = rule_margin > rule_spread ? rule_margin : rule_spread;
     const tlm_schedule *target = &best[i].sched;
-    if (!isfinite(rule_ns)) no_rule++;
+    double vrule = tlm_best_verified_time_of(&best[i], &rule);
+    if (isfinite(vrule)) { /* timed side by side: the fastest of that round */
+      int vb = -1;
+      for (int j = 0; j < best[i].nver; j++)
+        if (tlm_space_accepts(&s, &best[i].ver[j]) && (vb < 0 || best[i].ver_ns[j] < best[i].ver_ns[vb])) vb = j;
+      verified_tasks++;
+      if (vb < 0 || vrule <= best[i].ver_ns[vb] * (1 + rule_margin)) target = &rule, taught_rule++;
+      else target = &best[i].ver[vb], beat_rule++;
+    } else if (!isfinite(rule_ns)) no_rule++;
     else if (rule_ns <= best[i].ns * (1 + margin)) target = &rule, taught_rule++;
     else beat_rule++;
     dataset_add(&fine, &vocab, &s, target);
@@ -303,6 +342,8 @@ int tlm_cmd_train(int argc, char **argv) {
           "tlm train: targets: the rule on %d tasks (within %.0f%% or its spread of the best), a schedule "
           "beating it on %d, the best (rule not measured) on %d\n",
           taught_rule, rule_margin * 100, beat_rule, no_rule);
+  fprintf(stderr, "tlm train: %d tasks' targets from a verification round (timed side by side)\n",
+          verified_tasks);
   tlm_gpt2_config mc = {vocab.n, TLM_LM_MAX_SEQ, layers, heads, width};
   tlm_gpt2 m;
   int rc = 1;

@@ -21,6 +21,11 @@ typedef struct tlm_best {
   tlm_schedule *all;
   double *all_ns, *all_spread; /* median ns; (max - min) / median of its samples */
   int nall, capall;
+  /* the records of the task's latest --verify round (timed side by side),
+   * malloc'd; nver = 0 when it has none */
+  tlm_schedule *ver;
+  double *ver_ns; /* median ns, INFINITY when not ok */
+  int nver, capver, ver_round;
 } tlm_best;
 
 /* Best schedule per task; split 0 = training families, 1 = held out,
@@ -32,6 +37,9 @@ void tlm_best_free(tlm_best *b, int n);
 /* Fastest measured time of exactly `sched` in b (INFINITY if never
  * measured); *spread (if not NULL) gets that measurement's relative spread. */
 double tlm_best_time_of(const tlm_best *b, const tlm_schedule *sched, double *spread);
+
+/* The same from the latest verification round only (INFINITY if absent). */
+double tlm_best_verified_time_of(const tlm_best *b, const tlm_schedule *sched);
 
 int tlm_cmd_train(int argc, char **argv);
 int tlm_cmd_quantize(int argc, char **argv);
