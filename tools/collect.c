@@ -291,6 +291,45 @@ static int make_mutant(const tlm_space *space, const search_pool *pool, uint64_t
   return -1;
 }
 
+/* removes entry j of the pool */
+static void pool_remove(search_pool *p, int j) {
+  memmove(p->sched + j, p->sched + j + 1, sizeof *p->sched * (size_t)(p->n - j - 1));
+  memmove(p->ns + j, p->ns + j + 1, sizeof *p->ns * (size_t)(p->n - j - 1));
+  memmove(p->hash + j, p->hash + j + 1, sizeof *p->hash * (size_t)(p->n - j - 1));
+  p->n--;
+}
+
+/* appends one record line to *ob (format: the comment at the top) */
+static void record_add(buf *ob, const char *hw, int threads, const tlm_task_spec *ts, const char *kind,
+                       int round_no, int seed, int rule, const tlm_schedule *sched, const char *status,
+                       double med, double lo, double hi, int reps, double compile_ms) {
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddNumberToObject(r, "v", RECORD_VERSION);
+  cJSON_AddStringToObject(r, "hw", hw);
+  cJSON_AddNumberToObject(r, "threads", threads);
+  cJSON_AddStringToObject(r, "task", ts->text);
+  cJSON_AddStringToObject(r, "family", ts->family);
+  cJSON_AddStringToObject(r, "kind", kind);
+  if (round_no > 0) cJSON_AddNumberToObject(r, "round", round_no);
+  cJSON_AddNumberToObject(r, "seed", seed);
+  if (rule >= 0) cJSON_AddBoolToObject(r, "rule", rule);
+  cJSON *arr = cJSON_AddArrayToObject(r, "sched");
+  for (int pnt = 0; pnt < sched->n; pnt++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(sched->v[pnt]));
+  cJSON_AddStringToObject(r, "status", status);
+  cJSON_AddNumberToObject(r, "ns", round(med));
+  cJSON_AddNumberToObject(r, "ns_min", round(lo));
+  cJSON_AddNumberToObject(r, "ns_max", round(hi));
+  cJSON_AddNumberToObject(r, "reps", reps);
+  cJSON_AddNumberToObject(r, "compile_ms", round(compile_ms * 100) / 100);
+  char *line = cJSON_PrintUnformatted(r);
+  if (line) {
+    buf_add(ob, line);
+    buf_add(ob, "\n");
+  }
+  free(line);
+  cJSON_Delete(r);
+}
+
 /* ---- verification: the best candidates re-timed side by side ------------------ */
 
 /* One task of a --verify round: the rule and the task's `k` fastest distinct
@@ -311,12 +350,7 @@ static int verify_task(tlm_runtime *rt, const tlm_task_spec *ts, const tlm_spec_
     int j = 0;
     while (j < pool.n && pool.hash[j] != h) j++;
     if (j < pool.n && pool.ns[j] <= m->ns) continue;
-    if (j < pool.n) { /* faster again: re-rank it */
-      memmove(pool.sched + j, pool.sched + j + 1, sizeof *pool.sched * (size_t)(pool.n - j - 1));
-      memmove(pool.ns + j, pool.ns + j + 1, sizeof *pool.ns * (size_t)(pool.n - j - 1));
-      memmove(pool.hash + j, pool.hash + j + 1, sizeof *pool.hash * (size_t)(pool.n - j - 1));
-      pool.n--;
-    }
+    if (j < pool.n) pool_remove(&pool, j); /* faster again: re-rank it */
     pool_add(&pool, &m->sched, m->ns);
   }
   tlm_schedule cand[TLM_SIDE_MAX];
@@ -371,31 +405,8 @@ static int verify_task(tlm_runtime *rt, const tlm_task_spec *ts, const tlm_spec_
     tlm_timing t = {0, 0, 0, 0};
     for (int j = 0; j < nok; j++)
       if (ok_i[j] == i) t = tm[j];
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddNumberToObject(r, "v", RECORD_VERSION);
-    cJSON_AddStringToObject(r, "hw", hw);
-    cJSON_AddNumberToObject(r, "threads", threads);
-    cJSON_AddStringToObject(r, "task", ts->text);
-    cJSON_AddStringToObject(r, "family", ts->family);
-    cJSON_AddStringToObject(r, "kind", "verify");
-    cJSON_AddNumberToObject(r, "round", round_no);
-    cJSON_AddNumberToObject(r, "seed", i); /* 0: the rule */
-    cJSON_AddBoolToObject(r, "rule", i == 0);
-    cJSON *arr = cJSON_AddArrayToObject(r, "sched");
-    for (int pnt = 0; pnt < cand[i].n; pnt++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(cand[i].v[pnt]));
-    cJSON_AddStringToObject(r, "status", status[i]);
-    cJSON_AddNumberToObject(r, "ns", round(t.median_ns));
-    cJSON_AddNumberToObject(r, "ns_min", round(t.reps ? t.min_ns : 0));
-    cJSON_AddNumberToObject(r, "ns_max", round(t.max_ns));
-    cJSON_AddNumberToObject(r, "reps", t.reps);
-    cJSON_AddNumberToObject(r, "compile_ms", round(compile_ms[i] * 100) / 100);
-    char *line = cJSON_PrintUnformatted(r);
-    if (line) {
-      buf_add(ob, line);
-      buf_add(ob, "\n");
-    }
-    free(line);
-    cJSON_Delete(r);
+    record_add(ob, hw, threads, ts, "verify", round_no, i, i == 0, &cand[i], status[i], t.median_ns,
+               t.reps ? t.min_ns : 0, t.max_ns, t.reps, compile_ms[i]);
   }
   return nc;
 }
@@ -630,43 +641,14 @@ int tlm_cmd_collect(int argc, char **argv) {
         uint64_t h = sched_hash(&sched);
         for (int i = 0; i < pool.n; i++)
           if (pool.hash[i] == h) {
-            memmove(pool.sched + i, pool.sched + i + 1, sizeof *pool.sched * (size_t)(pool.n - i - 1));
-            memmove(pool.ns + i, pool.ns + i + 1, sizeof *pool.ns * (size_t)(pool.n - i - 1));
-            memmove(pool.hash + i, pool.hash + i + 1, sizeof *pool.hash * (size_t)(pool.n - i - 1));
-            pool.n--;
+            pool_remove(&pool, i);
             break;
           }
         pool_add(&pool, &sched, med > 0 && !strcmp(status, "ok") ? med : INFINITY);
       }
-      cJSON *r = cJSON_CreateObject();
-      cJSON_AddNumberToObject(r, "v", RECORD_VERSION);
-      cJSON_AddStringToObject(r, "hw", hw);
-      cJSON_AddNumberToObject(r, "threads", threads);
-      cJSON_AddStringToObject(r, "task", ts->text);
-      cJSON_AddStringToObject(r, "family", ts->family);
-      cJSON_AddStringToObject(r, "kind", propose  ? "model"
-                                         : is_rule ? "default"
-                                         : mutate  ? "mutant"
-                                         : s == 0 ? "default"
-                                                  : "random");
-      if (search) cJSON_AddNumberToObject(r, "round", round_no);
-      cJSON_AddNumberToObject(r, "seed", (double)s);
-      cJSON *arr = cJSON_AddArrayToObject(r, "sched");
-      for (int pnt = 0; pnt < sched.n; pnt++)
-        cJSON_AddItemToArray(arr, cJSON_CreateNumber(sched.v[pnt]));
-      cJSON_AddStringToObject(r, "status", status);
-      cJSON_AddNumberToObject(r, "ns", round(med));
-      cJSON_AddNumberToObject(r, "ns_min", round(lo));
-      cJSON_AddNumberToObject(r, "ns_max", round(hi));
-      cJSON_AddNumberToObject(r, "reps", reps);
-      cJSON_AddNumberToObject(r, "compile_ms", round(compile_ms * 100) / 100);
-      char *line = cJSON_PrintUnformatted(r);
-      if (line) {
-        buf_add(&out_buf, line);
-        buf_add(&out_buf, "\n");
-      }
-      free(line);
-      cJSON_Delete(r);
+      record_add(&out_buf, hw, threads, ts,
+                 propose ? "model" : is_rule ? "default" : mutate ? "mutant" : s == 0 ? "default" : "random",
+                 search ? round_no : 0, s, -1, &sched, status, med, lo, hi, reps, compile_ms);
       measured++;
       task_count++;
     }
