@@ -309,7 +309,6 @@ int tlm_cmd_train(int argc, char **argv) {
     if (tlm_task_spec_parse(best[i].task, &spec) || tlm_task_spec_task(&spec, &task) ||
         tlm_space_init(&s, &task, &rt->target))
       continue;
-    if (!tlm_space_accepts(&s, &best[i].sched)) continue; /* another machine's record */
     tlm_schedule rule;
     tlm_space_default(&s, &rule);
     double rule_spread = 0;
@@ -325,6 +324,8 @@ int tlm_cmd_train(int argc, char **argv) {
       verified_tasks++;
       if (vb < 0 || vrule <= best[i].ver_ns[vb] * (1 + rule_margin)) target = &rule, taught_rule++;
       else target = &best[i].ver[vb], beat_rule++;
+    } else if (!tlm_space_accepts(&s, &best[i].sched)) {
+      continue; /* another machine's record, or a point the space no longer offers */
     } else if (!isfinite(rule_ns)) no_rule++;
     else if (rule_ns <= best[i].ns * (1 + margin)) target = &rule, taught_rule++;
     else beat_rule++;
