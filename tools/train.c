@@ -79,19 +79,21 @@ static int best_record(void *ctx, const cJSON *r) {
   tlm_schedule rs = {0};
   for (const cJSON *x = sched->child; x && rs.n < TLM_MAX_POINTS; x = x->next)
     rs.v[rs.n++] = (int32_t)x->valueint;
-  if (verified) { /* kept apart: only the latest round's */
+  if (verified) { /* kept apart, with their round */
     int rd = (int)round_no->valuedouble;
-    if (rd < e->ver_round) return 0;
-    if (rd > e->ver_round) e->nver = 0, e->ver_round = rd;
+    if (rd > e->ver_round) e->ver_round = rd;
     if (e->nver == e->capver) {
       int cap = e->capver ? e->capver * 2 : 8;
       tlm_schedule *a = realloc(e->ver, sizeof *a * (size_t)cap);
       if (a) e->ver = a;
       double *t = realloc(e->ver_ns, sizeof *t * (size_t)cap);
       if (t) e->ver_ns = t;
-      if (!a || !t) return 1;
+      int *rr = realloc(e->ver_rd, sizeof *rr * (size_t)cap);
+      if (rr) e->ver_rd = rr;
+      if (!a || !t || !rr) return 1;
       e->capver = cap;
     }
+    e->ver_rd[e->nver] = rd;
     e->ver[e->nver] = rs;
     e->ver_ns[e->nver++] = !strcmp(status->valuestring, "ok") && ns->valuedouble > 0 ? ns->valuedouble : INFINITY;
     if (strcmp(status->valuestring, "ok") || ns->valuedouble <= 0) return 0;
@@ -129,6 +131,7 @@ void tlm_best_free(tlm_best *b, int n) {
     free(b[i].all_spread);
     free(b[i].ver);
     free(b[i].ver_ns);
+    free(b[i].ver_rd);
   }
   free(b);
 }
@@ -146,7 +149,8 @@ double tlm_best_time_of(const tlm_best *b, const tlm_schedule *sched, double *sp
 
 double tlm_best_verified_time_of(const tlm_best *b, const tlm_schedule *sched) {
   for (int i = 0; i < b->nver; i++)
-    if (b->ver[i].n == sched->n && !memcmp(b->ver[i].v, sched->v, sizeof sched->v[0] * (size_t)sched->n))
+    if (b->ver_rd[i] == b->ver_round && b->ver[i].n == sched->n &&
+        !memcmp(b->ver[i].v, sched->v, sizeof sched->v[0] * (size_t)sched->n))
       return b->ver_ns[i];
   return INFINITY;
 }
@@ -207,7 +211,7 @@ static void usage_train(void) {
   fprintf(stderr,
           "usage: tlm train --records FILE --out CKPT [--steps N] [--pretrain N] [--batch B]\n"
           "                 [--layers L] [--heads H] [--width C] [--lr LR] [--seed S]\n"
-          "                 [--shared DIR] [--threads N] [--rule-margin F]\n"
+          "                 [--shared DIR] [--threads N] [--rule-margin F] [--targets latest|mean]\n"
           "  Trains the tensor language model (fp32) on the best measured schedule of\n"
           "  every training task in the records (held-out families excluded), after\n"
           "  --pretrain steps on random schedules of the same tasks. Deterministic for\n"
@@ -216,7 +220,9 @@ static void usage_train(void) {
           "  or within the spread of the rule's own samples, is taught the rule: a\n"
           "  smaller gain is measurement noise. Where a task has a verification round\n"
           "  (collect --verify), its latest one decides instead: the fastest schedule\n"
-          "  of that side-by-side timing, or the rule if within --rule-margin of it.\n");
+          "  of that side-by-side timing, or the rule if within --rule-margin of it.\n"
+          "  --targets mean: rank by the mean over all verification rounds of each\n"
+          "  schedule's time relative to the rule's in the same round instead.\n");
 }
 
 static void run_steps(tlm_gpt2 *m, dataset *d, int steps, int64_t step0, int64_t total, float lr,
@@ -254,6 +260,7 @@ int tlm_cmd_train(int argc, char **argv) {
   int steps = 2000, pretrain = 0, batch = 32, layers = 4, heads = 4, width = 128, threads = 2;
   float lr = 1e-3f;
   double rule_margin = 0.03;
+  int mean_targets = 0; /* --targets mean: over every verification round */
   uint64_t seed = 1;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
@@ -270,6 +277,8 @@ int tlm_cmd_train(int argc, char **argv) {
     else if (!strcmp(a, "--threads") && v) threads = atoi(argv[++i]);
     else if (!strcmp(a, "--lr") && v) lr = (float)atof(argv[++i]);
     else if (!strcmp(a, "--rule-margin") && v) rule_margin = atof(argv[++i]);
+    else if (!strcmp(a, "--targets") && v && (!strcmp(argv[i + 1], "latest") || !strcmp(argv[i + 1], "mean")))
+      mean_targets = !strcmp(argv[++i], "mean");
     else if (!strcmp(a, "--seed") && v) seed = strtoull(argv[++i], NULL, 10);
     else {
       usage_train();
@@ -318,12 +327,37 @@ int tlm_cmd_train(int argc, char **argv) {
     const tlm_schedule *target = &best[i].sched;
     double vrule = tlm_best_verified_time_of(&best[i], &rule);
     if (isfinite(vrule)) { /* timed side by side: the fastest of that round */
+      const tlm_best *e = &best[i];
       int vb = -1;
-      for (int j = 0; j < best[i].nver; j++)
-        if (tlm_space_accepts(&s, &best[i].ver[j]) && (vb < 0 || best[i].ver_ns[j] < best[i].ver_ns[vb])) vb = j;
+      double vb_score = 0; /* log(time / the rule's time): < 0 is faster */
+      for (int j = 0; j < e->nver; j++) {
+        if (!tlm_space_accepts(&s, &e->ver[j]) || !isfinite(e->ver_ns[j])) continue;
+        if (!mean_targets && e->ver_rd[j] != e->ver_round) continue;
+        /* over the rounds that timed this schedule (only the latest one
+         * unless --targets mean): its mean log ratio to that round's rule */
+        double sum = 0;
+        int cnt = 0, first = 1;
+        for (int q = 0; q < e->nver && first; q++)
+          if (q < j && !memcmp(e->ver[q].v, e->ver[j].v, sizeof e->ver[j].v[0] * (size_t)e->ver[j].n) &&
+              e->ver[q].n == e->ver[j].n && (mean_targets || e->ver_rd[q] == e->ver_round))
+            first = 0; /* scored at its first record */
+        if (!first) continue;
+        for (int q = 0; q < e->nver; q++) {
+          if (e->ver[q].n != e->ver[j].n || memcmp(e->ver[q].v, e->ver[j].v, sizeof e->ver[j].v[0] * (size_t)e->ver[j].n) ||
+              !isfinite(e->ver_ns[q]) || (!mean_targets && e->ver_rd[q] != e->ver_round))
+            continue;
+          double rr = INFINITY;
+          for (int u = 0; u < e->nver; u++)
+            if (e->ver_rd[u] == e->ver_rd[q] && !memcmp(e->ver[u].v, rule.v, sizeof rule.v[0] * (size_t)rule.n) &&
+                e->ver[u].n == rule.n)
+              rr = e->ver_ns[u];
+          if (isfinite(rr)) sum += log(e->ver_ns[q] / rr), cnt++;
+        }
+        if (cnt && (vb < 0 || sum / cnt < vb_score)) vb = j, vb_score = sum / cnt;
+      }
       verified_tasks++;
-      if (vb < 0 || vrule <= best[i].ver_ns[vb] * (1 + rule_margin)) target = &rule, taught_rule++;
-      else target = &best[i].ver[vb], beat_rule++;
+      if (vb < 0 || vb_score >= -log1p(rule_margin)) target = &rule, taught_rule++;
+      else target = &e->ver[vb], beat_rule++;
     } else if (!tlm_space_accepts(&s, &best[i].sched)) {
       continue; /* another machine's record, or a point the space no longer offers */
     } else if (!isfinite(rule_ns)) no_rule++;

@@ -21,10 +21,11 @@ typedef struct tlm_best {
   tlm_schedule *all;
   double *all_ns, *all_spread; /* median ns; (max - min) / median of its samples */
   int nall, capall;
-  /* the records of the task's latest --verify round (timed side by side),
-   * malloc'd; nver = 0 when it has none */
+  /* the records of the task's --verify rounds (timed side by side),
+   * malloc'd; nver = 0 when it has none; ver_round: the latest round */
   tlm_schedule *ver;
   double *ver_ns; /* median ns, INFINITY when not ok */
+  int *ver_rd;    /* each record's round */
   int nver, capver, ver_round;
 } tlm_best;
 
