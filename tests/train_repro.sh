@@ -4,7 +4,8 @@
 # A local-search round (`collect --mutate`) adds only schedules not measured
 # before, measures the rule, and resumes without measuring anything twice.
 # A verification round (`collect --verify`) re-times the rule and each
-# task's fastest schedules, resumes, and training takes its targets from it.
+# task's fastest schedules, resumes, and training takes its targets from it
+# (from the latest round, or averaged over two rounds with --targets mean).
 # Usage: train_repro.sh TLM_BINARY SHARED_DIR
 set -eu
 tlm=$1
@@ -55,8 +56,14 @@ ntask=$(grep '"kind":"verify"' "$tmp/r.jsonl" | sed 's/.*"task":"\([^"]*\)".*/\1
   --heads 2 --width 32 2>"$tmp/vtrain.log" || { echo "train on verified records failed"; fail=$((fail + 1)); }
 grep -q "^tlm train: $ntask tasks' targets from a verification round" "$tmp/vtrain.log" ||
   { echo "training ignored the verification round"; cat "$tmp/vtrain.log"; fail=$((fail + 1)); }
+"$tlm" collect --shared "$shared" --out "$tmp/r.jsonl.gz" --max-tasks 6 --verify 2 --round 2 \
+  --min-time-ms 1 2>/dev/null || { echo "collect --verify round 2 failed"; fail=$((fail + 1)); }
+"$tlm" train --records "$tmp/r.jsonl.gz" --out "$tmp/f.ckpt" --steps 2 --batch 4 --layers 1 \
+  --heads 2 --width 32 --targets mean 2>"$tmp/mtrain.log" &&
+  grep -q "^tlm train: $ntask tasks' targets from a verification round" "$tmp/mtrain.log" ||
+  { echo "train --targets mean over two rounds failed"; cat "$tmp/mtrain.log"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.ckpt" "$tmp/b.ckpt" || { echo "same seed, different checkpoints"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.tlmq" "$tmp/b.tlmq" || { echo "same seed, different int8 models"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.ckpt" "$tmp/c.ckpt" && { echo "different seeds, same checkpoint"; fail=$((fail + 1)); }
-echo "train_repro: $((14 - fail)) passed, $fail failed"
+echo "train_repro: $((16 - fail)) passed, $fail failed"
 [ "$fail" -eq 0 ]
