@@ -131,6 +131,46 @@ int64_t tlm_mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
   return bblock * s->v[MM_N2] * (int64_t)s->v[MM_N3] * s->v[MM_K1] * 4;
 }
 
+/* Level-0 block counts (b, m, n) of a matmul schedule whose points before
+ * `upto` are decided; the level-1 factors not decided yet count as 1 (the
+ * most blocks they can leave). */
+static void mm_level0_blocks(const tlm_space *s, const int32_t *d, int upto, int64_t cnt[3]) {
+  const tlm_matmul_task *t = &s->task.u.mm;
+  int64_t b1 = upto > MM_B1 ? d[MM_B1] : 1, m1 = upto > MM_M1 ? d[MM_M1] : 1;
+  int64_t n1 = upto > MM_N1 ? d[MM_N1] : 1;
+  cnt[0] = ceil_div(tlm_task_batch_total(&s->task), (int64_t)d[MM_B3] * d[MM_B2] * b1);
+  cnt[1] = ceil_div(t->M, (int64_t)d[MM_M3] * d[MM_M2] * m1);
+  cnt[2] = ceil_div(t->N, (int64_t)d[MM_N3] * d[MM_N2] * n1);
+}
+
+/* The parallel work a matmul schedule may leave: at least min(cores, the
+ * level-0 blocks its level-2 tiles allow) blocks, so no schedule puts a
+ * core-sized problem on one core by an outer tile as large as the problem.
+ * Such schedules (e.g. 35x4096:4096x1024 with tile_n1 = 2: one block,
+ * 4x slower than the rule on 2 cores) never won a verification round
+ * and were the largest losses of the session-4 models (models/README.md). */
+static int64_t mm_parallel_floor(const tlm_space *s, const int32_t *d) {
+  int64_t cnt[3];
+  mm_level0_blocks(s, d, MM_N1, cnt);
+  int64_t most = cnt[0] * cnt[1] * cnt[2];
+  int64_t cores = s->target.cores > 0 ? s->target.cores : 1;
+  return most < cores ? most : cores;
+}
+
+/* blocks of the first `fused` level-0 loops in their order (b when batched,
+ * then m and n as order0 says): the iterations a parallel loop shares out */
+static int64_t mm_fused_blocks(const tlm_space *s, const int32_t *d, int fused) {
+  int64_t cnt[3];
+  mm_level0_blocks(s, d, MM_NPOINTS, cnt);
+  int64_t order[3], nl = 0;
+  if (tlm_task_batch_total(&s->task) > 1) order[nl++] = cnt[0];
+  order[nl++] = d[MM_ORDER0] ? cnt[2] : cnt[1];
+  order[nl++] = d[MM_ORDER0] ? cnt[1] : cnt[2];
+  int64_t r = 1;
+  for (int i = 0; i < fused && i < nl; i++) r *= order[i];
+  return r;
+}
+
 int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
                          int32_t *c) {
   if (tlm_task_is_row(&s->task)) return row_candidates(s, p, d, c);
@@ -202,9 +242,23 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
   }
   case MM_M2: n = tile_candidates(t->M > 64 ? t->M : 64, d[MM_M3], c); break;
   case MM_B2: n = tile_candidates(btot, d[MM_B3], c); break;
-  case MM_N1: n = tile_candidates(t->N, (int64_t)d[MM_N3] * d[MM_N2], c); break;
-  case MM_M1: n = tile_candidates(t->M, (int64_t)d[MM_M3] * d[MM_M2], c); break;
-  case MM_B1: n = tile_candidates(btot, (int64_t)d[MM_B3] * d[MM_B2], c); break;
+  case MM_N1:
+  case MM_M1:
+  case MM_B1: {
+    int m = p == MM_N1   ? tile_candidates(t->N, (int64_t)d[MM_N3] * d[MM_N2], c)
+            : p == MM_M1 ? tile_candidates(t->M, (int64_t)d[MM_M3] * d[MM_M2], c)
+                         : tile_candidates(btot, (int64_t)d[MM_B3] * d[MM_B2], c);
+    int64_t floor_blocks = mm_parallel_floor(s, d);
+    int32_t dd[MM_NPOINTS];
+    memcpy(dd, d, sizeof(int32_t) * (size_t)p);
+    for (int i = 0; i < m; i++) {
+      dd[p] = c[i];
+      int64_t cnt[3];
+      mm_level0_blocks(s, dd, p + 1, cnt);
+      if (c[i] == 1 || cnt[0] * cnt[1] * cnt[2] >= floor_blocks) c[n++] = c[i];
+    }
+    break;
+  }
   case MM_ORDER0:
   case MM_ORDER1:
   case MM_ORDER2:
@@ -222,8 +276,16 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
     break;
   }
   case MM_PARALLEL: { /* level-0 loops: b0 (when batched), m0, n0 */
+    /* serial, or fused loops sharing at least min(cores, all the level-0
+     * blocks) among the threads: a parallel loop of fewer would idle a
+     * core for nothing */
     int loops = (btot > 1 ? 1 : 0) + 2;
-    for (int i = 0; i <= loops; i++) c[n++] = i;
+    int64_t all = mm_fused_blocks(s, d, loops);
+    int64_t cores = s->target.cores > 0 ? s->target.cores : 1;
+    int64_t want = all < cores ? all : cores;
+    c[n++] = 0;
+    for (int i = 1; i <= loops; i++)
+      if (mm_fused_blocks(s, d, i) >= want) c[n++] = i;
     break;
   }
   case MM_EPILOGUE_AT:
@@ -371,9 +433,11 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
     int64_t nb = (t->N + (int64_t)d[MM_N3] * d[MM_N2] - 1) / ((int64_t)d[MM_N3] * d[MM_N2]);
     int64_t first = d[MM_ORDER0] ? nb : mb;
     int want = (btot > 1 ? 1 : 0);
-    if (btot >= 2 * cores) return want < n ? want : n - 1;
-    want += (btot * first >= 2 * cores) ? 1 : 2;
-    return want < n ? want : n - 1;
+    if (btot < 2 * cores) want += (btot * first >= 2 * cores) ? 1 : 2;
+    /* the fewest fused loops the space offers from `want` on */
+    for (int i = 0; i < n; i++)
+      if (c[i] >= want) return i;
+    return n - 1;
   }
   case MM_EPILOGUE_AT: return n - 1; /* in registers */
   default: return 0;

@@ -10,6 +10,7 @@
 #include "api/validate.h"
 #include "check.h"
 #include "runtime/engine.h"
+#include "runtime/loopnest.h"
 #include "tools/problem.h"
 
 #define MAX_SHAPES 256
@@ -124,6 +125,20 @@ int main(int argc, char **argv) {
           tlm_space_sample(&space, &rng, &sched);
           tlm_schedule_str(&space, &sched, ss, sizeof ss);
           CHECK(tlm_space_accepts(&space, &sched), "%s: sampled schedule rejected: %s", ds, ss);
+          /* a parallel schedule shares at least min(cores, the most level-0
+           * blocks its level-2 tiles allow) among the threads */
+          if (sched.v[MM_PARALLEL] > 0) {
+            tlm_schedule most = sched;
+            most.v[MM_N1] = most.v[MM_M1] = most.v[MM_B1] = 1;
+            most.v[MM_PARALLEL] = 3;
+            ln_nest nest, nest_most;
+            if (!ln_lower_matmul(&task, &sched, &nest) && !ln_lower_matmul(&task, &most, &nest_most)) {
+              int64_t got = ln_parallel_count(&nest, &task), all = ln_parallel_count(&nest_most, &task);
+              int64_t want = all < rt->target.cores ? all : rt->target.cores;
+              CHECK(got >= want, "%s [%s]: %lld parallel blocks, %lld possible", ds, ss,
+                    (long long)got, (long long)all);
+            }
+          }
           tlm_kernel *k;
           st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
           CHECK(st == TLM_OK, "%s [%s]: compile: %s", ds, ss, err);

@@ -259,7 +259,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: tlm eval [--k K] [--random N] [--model MODEL] [--threads T] [--json FILE]\n"
           "                [--max-tasks N] [--max-gflop G] [--heldout] [--shared DIR]\n"
-          "                [--random-cache F] [--rule-bonus B]\n"
+          "                [--random-cache F] [--rule-bonus B] [--skip N] [--rounds R]\n"
           "                [FILE...]\n"
           "  FILE: benchdnn matmul or convolution shape files (convolutions in NHWC at\n"
           "  minibatch 1). --heldout: the held-out families of the\n"
@@ -269,11 +269,16 @@ static void usage(void) {
           "  (JSON) for the same task, N and machine; their times then come from the\n"
           "  run that measured them, not from this one. --max-gflop G: leave out tasks\n"
           "  above G GFLOP (before --max-tasks). --rule-bonus B: decode with B added to\n"
-          "  the log-probability of the rule's value (0: plain greedy; default ln 2).\n");
+          "  the log-probability of the rule's value (0: plain greedy; default ln 2).\n"
+          "  --random 0: no random search; speeds are then relative to the rule (a\n"
+          "  head-to-head of TLM-1 and the rule that affords every held-out task).\n"
+          "  --k 0: no TLM-k. --skip N: leave out the first N tasks (after\n"
+          "  --max-gflop; e.g. a validation set first, a test set after it).\n"
+          "  --rounds R: rounds of the side-by-side final (default 7, at most 15).\n");
 }
 
 int tlm_cmd_eval(int argc, char **argv) {
-  int k = 10, nrand = 64, threads = 2, max_tasks = 1 << 30, heldout = 0;
+  int k = 10, nrand = 64, threads = 2, max_tasks = 1 << 30, skip = 0, heldout = 0, rounds = 7;
   double max_gflop = 0; /* 0: no limit */
   double rule_bonus = -1; /* < 0: the model's own (TLM_LM_RULE_BONUS) */
   const char *model = NULL, *json = NULL, *shared = "../shared", *rcache_path = NULL;
@@ -288,6 +293,8 @@ int tlm_cmd_eval(int argc, char **argv) {
     else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
     else if (!strcmp(a, "--json") && more) json = argv[++i];
     else if (!strcmp(a, "--max-tasks") && more) max_tasks = atoi(argv[++i]);
+    else if (!strcmp(a, "--skip") && more) skip = atoi(argv[++i]);
+    else if (!strcmp(a, "--rounds") && more) rounds = atoi(argv[++i]);
     else if (!strcmp(a, "--shared") && more) shared = argv[++i];
     else if (!strcmp(a, "--heldout")) heldout = 1;
     else if (!strcmp(a, "--random-cache") && more) rcache_path = argv[++i];
@@ -298,7 +305,8 @@ int tlm_cmd_eval(int argc, char **argv) {
       return !strcmp(a, "--help") ? 0 : 2;
     } else if (nfiles < 64) files[nfiles++] = a;
   }
-  if (k < 1 || nrand < 1 || threads < 1 || (!heldout && !nfiles)) {
+  if (k < 0 || nrand < 0 || threads < 1 || skip < 0 || rounds < 1 || rounds > TLM_SIDE_ROUNDS ||
+      (!heldout && !nfiles)) {
     usage();
     return 2;
   }
@@ -343,7 +351,18 @@ int tlm_cmd_eval(int argc, char **argv) {
     if (kept < n) printf("%d of %d tasks above %g GFLOP left out\n", n - kept, n, max_gflop);
     n = kept;
   }
+  if (skip > 0) { /* e.g. a validation set of the first tasks, a test set after them */
+    if (skip > n) skip = n;
+    memmove(specs, specs + skip, sizeof *specs * (size_t)(n - skip));
+    n -= skip;
+  }
   if (n > max_tasks) n = max_tasks;
+  /* with --random 0 the rule is the reference every speed is relative to */
+  const int ref_m = nrand ? M_RANDN : M_DEFAULT;
+  const char *ref_key = nrand ? "random" : "default";
+  int used[M_COUNT]; /* the methods this run measures */
+  for (int m = 0; m < M_COUNT; m++)
+    used[m] = m == M_TLMK ? k > 0 : (m == M_RAND64 || m == M_RANDN) ? nrand > 0 : 1;
   tlm_config cfg;
   tlm_config_init(&cfg);
   cfg.cache_dir = "none"; /* measure compiles, never reuse them */
@@ -351,11 +370,12 @@ int tlm_cmd_eval(int argc, char **argv) {
   if (model) cfg.model_path = model;
   FILE *jf = json ? fopen(json, "w") : NULL;
   if (jf)
-    fprintf(jf, "{\"k\": %d, \"random\": %d, \"threads\": %d, \"rule_bonus\": %.4f, \"tasks\": [", k,
-            nrand, threads, rule_bonus >= 0 ? rule_bonus : TLM_LM_RULE_BONUS);
+    fprintf(jf, "{\"k\": %d, \"random\": %d, \"threads\": %d, \"final_rounds\": %d, \"skipped_tasks\": %d, \"rule_bonus\": %.4f, \"tasks\": [", k,
+            nrand, threads, rounds, skip, rule_bonus >= 0 ? rule_bonus : TLM_LM_RULE_BONUS);
   double logsum[M_COUNT] = {0}, make_sum[M_COUNT] = {0};
   int counted = 0, tlm_beats_default = 0, tlm_same_default = 0, wrong = 0, cached = 0;
   int tlm_near_default = 0; /* different schedule, within 2% of the rule's time either way */
+  int tlm_win2 = 0, tlm_loss2 = 0; /* TLM-1 faster / slower than the rule by more than 2% */
   rcache rc;
   rcache_load(&rc, rcache_path);
   /* per family: sums of log speed vs random-N and counts */
@@ -364,8 +384,11 @@ int tlm_cmd_eval(int argc, char **argv) {
   double fam_log[MAX_FAM][M_COUNT];
   int fam_n[MAX_FAM], fam_beats[MAX_FAM], nfam = 0;
   memset(fam_log, 0, sizeof fam_log);
-  printf("%-44s %9s %9s %9s %9s   (speed vs best-of-%d random; 1.00 = equal)\n", "task", "tlm1",
-         "tlmk", "default", "rand64", nrand);
+  if (nrand)
+    printf("%-44s %9s %9s %9s %9s   (speed vs best-of-%d random; 1.00 = equal)\n", "task", "tlm1",
+           "tlmk", "default", "rand64", nrand);
+  else
+    printf("%-44s %9s %9s   (speed vs the default rule; 1.00 = equal)\n", "task", "tlm1", "tlmk");
   for (int t = 0; t < n; t++) {
     tlm_runtime *rt;
     if (tlm_create(&cfg, &rt)) {
@@ -409,7 +432,7 @@ int tlm_cmd_eval(int argc, char **argv) {
     finalist_add(fin, &nfin, &rule, M_DEFAULT);
     finalist_add(fin, &nfin, &sched, M_TLM1);
     /* TLM-k: its two fastest by screening go to the final */
-    tlm_schedule *top = malloc(sizeof *top * (size_t)k);
+    tlm_schedule *top = k ? malloc(sizeof *top * (size_t)k) : NULL;
     t0 = now_ms();
     int nk = top ? tlm_lm_decode_topk(rt->model, &s, k, top, NULL) : 0;
     r[M_TLMK].make_ms = now_ms() - t0;
@@ -430,7 +453,7 @@ int tlm_cmd_eval(int argc, char **argv) {
     /* random search */
     char hw[200];
     snprintf(hw, sizeof hw, "%s; %d threads", tlm_jit_cpu(rt->jit), threads);
-    const cJSON *hit = rcache_find(&rc, specs[t].text, nrand, hw);
+    const cJSON *hit = nrand ? rcache_find(&rc, specs[t].text, nrand, hw) : NULL;
     rand_top rtop;
     memset(&rtop, 0, sizeof rtop);
     if (hit) {
@@ -445,7 +468,7 @@ int tlm_cmd_eval(int argc, char **argv) {
       }
       if (sched_from_json(cJSON_GetObjectItem(hit, "best64"), &s, &rtop.best64)) rtop.best64.n = 0;
       cached++;
-    } else {
+    } else if (nrand) {
       t0 = now_ms();
       int got = random_search(rt, &task, &p, &s, XXH3_64bits(specs[t].text, strlen(specs[t].text)),
                               nrand, &r[M_RAND64].ns, &r[M_RANDN].ns, &rtop, &wrong);
@@ -489,27 +512,33 @@ int tlm_cmd_eval(int argc, char **argv) {
       fi[nf++] = i;
     }
     tlm_timing ftm[TLM_SIDE_MAX];
-    tlm_time_side_by_side(rt, fk, nf, &task, p.args, 7, 4.0, ftm);
+    tlm_time_side_by_side(rt, fk, nf, &task, p.args, rounds, 4.0, ftm);
     for (int m = 0; m < M_COUNT; m++) {
       r[m].ns = INFINITY;
       for (int j = 0; j < nf; j++)
         if ((fin[fi[j]].methods >> m & 1) && ftm[j].median_ns < r[m].ns) r[m].ns = ftm[j].median_ns;
     }
-    double ref = r[M_RANDN].ns;
+    double ref = r[ref_m].ns;
     char label[48];
     snprintf(label, sizeof label, "%.43s", specs[t].text);
     printf("%-44s", label);
-    for (int m = 0; m < M_COUNT - 1; m++) printf(" %9.2f", ref / r[m].ns);
+    for (int m = 0; m < (nrand ? M_COUNT - 1 : M_DEFAULT); m++)
+      if (isfinite(r[m].ns)) printf(" %9.2f", ref / r[m].ns);
+      else printf(" %9s", "-");
     printf("\n");
+    fflush(stdout);
     if (isfinite(ref)) {
       counted++;
-      for (int m = 0; m < M_COUNT; m++) {
-        logsum[m] += log(ref / r[m].ns);
-        make_sum[m] += r[m].make_ms;
-      }
+      for (int m = 0; m < M_COUNT; m++)
+        if (used[m]) {
+          logsum[m] += log(ref / r[m].ns);
+          make_sum[m] += r[m].make_ms;
+        }
       tlm_beats_default += r[M_TLM1].ns < r[M_DEFAULT].ns;
       tlm_same_default += same;
       tlm_near_default += !same && fabs(r[M_TLM1].ns / r[M_DEFAULT].ns - 1) <= 0.02;
+      tlm_win2 += r[M_DEFAULT].ns > 1.02 * r[M_TLM1].ns;
+      tlm_loss2 += r[M_TLM1].ns > 1.02 * r[M_DEFAULT].ns;
       int f = 0;
       while (f < nfam && strcmp(fam_name[f], specs[t].family)) f++;
       if (f == nfam && nfam < MAX_FAM) {
@@ -520,14 +549,16 @@ int tlm_cmd_eval(int argc, char **argv) {
       if (f < nfam) {
         fam_n[f]++;
         fam_beats[f] += r[M_TLM1].ns < r[M_DEFAULT].ns;
-        for (int m = 0; m < M_COUNT; m++) fam_log[f][m] += log(ref / r[m].ns);
+        for (int m = 0; m < M_COUNT; m++)
+          if (used[m]) fam_log[f][m] += log(ref / r[m].ns);
       }
     }
     if (jf) {
       fprintf(jf, "%s{\"task\": \"%s\", \"family\": \"%s\", \"tlm1_is_default\": %s", t ? ", " : "",
               specs[t].text, specs[t].family, same ? "true" : "false");
       for (int m = 0; m < M_COUNT; m++)
-        fprintf(jf, ", \"%s_ns\": %.1f, \"%s_screen_ns\": %.1f, \"%s_make_ms\": %.2f", k_names[m],
+        if (used[m])
+          fprintf(jf, ", \"%s_ns\": %.1f, \"%s_screen_ns\": %.1f, \"%s_make_ms\": %.2f", k_names[m],
                 isfinite(r[m].ns) ? r[m].ns : -1.0, k_names[m],
                 isfinite(screen[m].ns) ? screen[m].ns : -1.0, k_names[m], r[m].make_ms);
       fprintf(jf, "}");
@@ -535,41 +566,53 @@ int tlm_cmd_eval(int argc, char **argv) {
     tlm_spec_problem_free(&p);
     tlm_destroy(rt);
   }
-  printf("\n%d tasks; geometric mean speed relative to best-of-%d random:\n", counted, nrand);
+  if (nrand) printf("\n%d tasks; geometric mean speed relative to best-of-%d random:\n", counted, nrand);
+  else printf("\n%d tasks; geometric mean speed relative to the default rule:\n", counted);
   for (int m = 0; m < M_COUNT; m++)
-    printf("  %-9s %.3f   (%.1f ms per task to make the kernel)\n", k_names[m],
+    if (used[m])
+      printf("  %-9s %.3f   (%.1f ms per task to make the kernel)\n", k_names[m],
            counted ? exp(logsum[m] / counted) : 0, counted ? make_sum[m] / counted : 0);
   printf("  TLM-1 faster than the default rule on %d of %d tasks (%.0f%%); the rule's own schedule on %d;\n"
          "  another schedule within 2%% of the rule's time on %d\n",
          tlm_beats_default, counted, counted ? 100.0 * tlm_beats_default / counted : 0,
          tlm_same_default, tlm_near_default);
-  printf("\nper family (geometric mean speed vs best-of-%d random; TLM-1 faster than rule):\n",
-         nrand);
+  printf("  TLM-1 faster than the rule by more than 2%% on %d, slower by more than 2%% on %d\n",
+         tlm_win2, tlm_loss2);
+  printf("\nper family (geometric mean speed vs %s; TLM-1 faster than rule):\n",
+         nrand ? "best-of-N random" : "the rule");
   printf("  %-28s %5s %7s %7s %7s %7s %s\n", "family", "tasks", "tlm1", "tlmk", "rule", "rand64",
          "tlm1>rule");
-  for (int f = 0; f < nfam; f++)
-    printf("  %-28s %5d %7.3f %7.3f %7.3f %7.3f %d/%d\n", fam_name[f], fam_n[f],
-           exp(fam_log[f][M_TLM1] / fam_n[f]), exp(fam_log[f][M_TLMK] / fam_n[f]),
-           exp(fam_log[f][M_DEFAULT] / fam_n[f]), exp(fam_log[f][M_RAND64] / fam_n[f]),
-           fam_beats[f], fam_n[f]);
+  for (int f = 0; f < nfam; f++) {
+    printf("  %-28s %5d", fam_name[f], fam_n[f]);
+    const int cols[4] = {M_TLM1, M_TLMK, M_DEFAULT, M_RAND64};
+    for (int c = 0; c < 4; c++)
+      if (used[cols[c]]) printf(" %7.3f", exp(fam_log[f][cols[c]] / fam_n[f]));
+      else printf(" %7s", "-");
+    printf(" %d/%d\n", fam_beats[f], fam_n[f]);
+  }
   if (cached) printf("  (random search of %d tasks reused from %s)\n", cached, rcache_path);
   if (wrong) printf("  WARNING: %d kernels failed the reference check\n", wrong);
   if (jf) {
     fprintf(jf, "], \"counted\": %d", counted);
     for (int m = 0; m < M_COUNT; m++)
-      fprintf(jf, ", \"%s_geomean_speed_vs_random\": %.4f, \"%s_make_ms_mean\": %.2f", k_names[m],
-              counted ? exp(logsum[m] / counted) : 0, k_names[m],
-              counted ? make_sum[m] / counted : 0);
+      if (used[m])
+        fprintf(jf, ", \"%s_geomean_speed_vs_%s\": %.4f, \"%s_make_ms_mean\": %.2f", k_names[m],
+                ref_key, counted ? exp(logsum[m] / counted) : 0, k_names[m],
+                counted ? make_sum[m] / counted : 0);
     fprintf(jf, ", \"tlm1_faster_than_default_fraction\": %.4f, \"wrong_kernels\": %d",
             counted ? (double)tlm_beats_default / counted : 0, wrong);
     fprintf(jf, ", \"tlm1_same_schedule_as_default\": %d", tlm_same_default);
     fprintf(jf, ", \"tlm1_within_2pct_of_default\": %d", tlm_near_default);
+    fprintf(jf, ", \"tlm1_faster_by_2pct_than_default\": %d, \"tlm1_slower_by_2pct_than_default\": %d",
+            tlm_win2, tlm_loss2);
     fprintf(jf, ", \"random_searches_reused\": %d, \"families\": [", cached);
     for (int f = 0; f < nfam; f++) {
       fprintf(jf, "%s{\"family\": \"%s\", \"tasks\": %d, \"tlm1_faster_than_default\": %d", f ? ", " : "",
               fam_name[f], fam_n[f], fam_beats[f]);
       for (int m = 0; m < M_COUNT; m++)
-        fprintf(jf, ", \"%s_geomean_speed_vs_random\": %.4f", k_names[m], exp(fam_log[f][m] / fam_n[f]));
+        if (used[m])
+          fprintf(jf, ", \"%s_geomean_speed_vs_%s\": %.4f", k_names[m], ref_key,
+                  exp(fam_log[f][m] / fam_n[f]));
       fprintf(jf, "}");
     }
     fprintf(jf, "]}\n");
