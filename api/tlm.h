@@ -8,7 +8,10 @@
  * configured, otherwise the deterministic default rule), lowers it to a loop
  * nest, JIT-compiles it to native code with LLVM ORC and caches the kernel
  * under an XXH3-128 key. Later calls with the same shape are a hash lookup
- * and a native call.
+ * and a native call. Kernels take M, N, K (and image sizes) at run time, so
+ * a new shape often reuses a kernel compiled for a nearby one: the model's
+ * decoding keeps such a kernel's decisions unless it ranks another value
+ * more than 4 times as probable (lm/model.h, TLM_LM_REUSE_BONUS).
  *
  * Conventions used throughout this header:
  *   - Shapes are written in (rows, cols) notation, outermost first, e.g. A is

@@ -396,6 +396,13 @@ static const float *feed_prompt(tlm_lm_state *st, const tlm_space *s) {
 
 tlm_status tlm_lm_decode(const tlm_lm_model *m, const tlm_space *s, tlm_schedule *out,
                          float *prob) {
+  return tlm_lm_decode_anchored(m, s, NULL, 0, out, prob);
+}
+
+tlm_status tlm_lm_decode_anchored(const tlm_lm_model *m, const tlm_space *s,
+                                  const tlm_schedule *anchor, double anchor_bonus,
+                                  tlm_schedule *out, float *prob) {
+  int follow = anchor && anchor->n == s->npoints; /* prefix equal to the anchor's so far */
   tlm_lm_state st;
   if (tlm_lm_state_init(&st, m)) return TLM_ERR_OUT_OF_MEMORY;
   memset(out, 0, sizeof *out);
@@ -419,11 +426,17 @@ tlm_status tlm_lm_decode(const tlm_lm_model *m, const tlm_space *s, tlm_schedule
     }
     if (status) break;
     candidate_logp(lg, toks, cands, n, rule.v[p], m->rule_bonus, lp);
+    for (int i = 0; i < n && follow; i++)
+      if (cands[i] == anchor->v[p]) lp[i] += anchor_bonus;
     int best = 0;
     for (int i = 1; i < n; i++)
       if (lp[i] > lp[best]) best = i;
     out->v[p] = cands[best];
-    if (prob) prob[p] = (float)exp(lp[best] - (cands[best] == rule.v[p] ? m->rule_bonus : 0.0));
+    int anchored = follow && cands[best] == anchor->v[p];
+    if (prob)
+      prob[p] = (float)exp(lp[best] - (cands[best] == rule.v[p] ? m->rule_bonus : 0.0) -
+                           (anchored ? anchor_bonus : 0.0));
+    follow = anchored;
     if (p + 1 < s->npoints) lg = tlm_lm_step(&st, toks[best]);
   }
   tlm_lm_state_free(&st);

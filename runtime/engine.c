@@ -11,6 +11,7 @@
 #include "engine.h"
 
 #include <llvm-c/Core.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -307,10 +308,56 @@ tlm_status tlm_engine_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_sc
 
 /* ---- scheduling ----------------------------------------------------------------------- */
 
+static double log_gap(int64_t a, int64_t b) {
+  return fabs(log((double)(a > 0 ? a : 1)) - log((double)(b > 0 ? b : 1)));
+}
+
+/* how far apart two tasks of one kernel family are: the sum of |log ratio|
+ * of their run-time extents */
+static double extent_distance(const tlm_task *a, const tlm_task *b) {
+  if (tlm_task_is_row(a))
+    return log_gap(a->u.row.rows, b->u.row.rows) + log_gap(a->u.row.cols, b->u.row.cols);
+  if (a->kind == TLM_OP_POOL)
+    return log_gap(a->u.pool.N * a->u.pool.OD * a->u.pool.OH * a->u.pool.OW,
+                   b->u.pool.N * b->u.pool.OD * b->u.pool.OH * b->u.pool.OW);
+  if (a->kind == TLM_OP_CONV)
+    return log_gap(a->u.conv.N * a->u.conv.OD * a->u.conv.OH * a->u.conv.OW,
+                   b->u.conv.N * b->u.conv.OD * b->u.conv.OH * b->u.conv.OW);
+  return log_gap(a->u.mm.M, b->u.mm.M) + log_gap(a->u.mm.N, b->u.mm.N) +
+         log_gap(a->u.mm.K, b->u.mm.K);
+}
+
+/* The schedule of a kernel this runtime already has for the same operator
+ * at other extents (the kernel takes them at run time), the nearest in
+ * extents among those the space accepts. Returns 1 and fills *anchor, or 0. */
+static int find_sibling(tlm_runtime *rt, const tlm_space *space, tlm_schedule *anchor) {
+  tlm_schedule none;
+  memset(&none, 0, sizeof none);
+  tlm_key fam, kf;
+  tlm_key_schedule(&fam, &space->task, &rt->target, &none);
+  int found = 0;
+  double best = 0;
+  pthread_rwlock_rdlock(&rt->map_lock);
+  for (size_t i = 0; i < rt->nkernels; i++) {
+    const tlm_kernel *k = rt->kernel_list[i];
+    if (atomic_load(&k->state) == TLM_ENTRY_FAILED) continue;
+    tlm_key_schedule(&kf, &k->task, &rt->target, &none);
+    if (!tlm_key_equal(&fam, &kf) || !tlm_space_accepts(space, &k->sched)) continue;
+    double dist = extent_distance(&space->task, &k->task);
+    if (!found || dist < best) *anchor = k->sched, best = dist, found = 1;
+  }
+  pthread_rwlock_unlock(&rt->map_lock);
+  return found;
+}
+
 int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out) {
   /* the tensor language (vocabulary v5) has words for every operator */
   if (rt->model && space->task.kind >= TLM_OP_MATMUL && space->task.kind <= TLM_OP_ELTWISE) {
-    if (tlm_lm_decode(rt->model, space, out, NULL) == TLM_OK && tlm_space_accepts(space, out)) {
+    tlm_schedule sibling;
+    int has_sibling = find_sibling(rt, space, &sibling);
+    if (tlm_lm_decode_anchored(rt->model, space, has_sibling ? &sibling : NULL, TLM_LM_REUSE_BONUS,
+                               out, NULL) == TLM_OK &&
+        tlm_space_accepts(space, out)) {
       atomic_fetch_add(&rt->decodes, 1);
       return 1;
     }

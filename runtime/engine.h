@@ -133,7 +133,11 @@ tlm_status tlm_engine_ir(tlm_runtime *rt, const tlm_task *task, const tlm_schedu
 
 /* Chooses the schedule of a task: the language model when one is loaded
  * (falling back to the rule if decoding fails), else the default rule.
- * Returns 1 if the model chose it. */
+ * With the model, a kernel this runtime already has for the same operator
+ * at other extents anchors the decoding (TLM_LM_REUSE_BONUS, lm/model.h;
+ * the nearest in extents), so the schedule, and with it the kernel, may
+ * depend on the shapes run before: the same calls in the same order give
+ * the same schedules. Returns 1 if the model chose it. */
 int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out);
 
 /* Compiles a standalone kernel (not cached; the caller frees it with

@@ -274,6 +274,21 @@ int main(void) {
       /* a beam of width 1 is greedy decoding */
       CHECK(tlm_lm_decode_topk(&qm, &s, 1, &one, NULL) == 1 && !memcmp(&one, &greedy, sizeof one),
             "top-1 beam differs from greedy");
+      /* anchored decoding: bonus 0 or no anchor is greedy; a large bonus
+       * returns the anchor (a valid schedule) unchanged; the greedy
+       * schedule as its own anchor stays */
+      tlm_schedule anch, got;
+      uint64_t arng = 99;
+      tlm_space_sample(&s, &arng, &anch);
+      CHECK(tlm_lm_decode_anchored(&qm, &s, &anch, 0, &got, NULL) == TLM_OK &&
+                !memcmp(&got, &greedy, sizeof got), "anchor with bonus 0 differs from greedy");
+      CHECK(tlm_lm_decode_anchored(&qm, &s, NULL, 50, &got, NULL) == TLM_OK &&
+                !memcmp(&got, &greedy, sizeof got), "no anchor differs from greedy");
+      CHECK(tlm_lm_decode_anchored(&qm, &s, &anch, 1e3, &got, NULL) == TLM_OK &&
+                !memcmp(got.v, anch.v, sizeof got.v[0] * (size_t)anch.n),
+            "a large anchor bonus does not keep the anchor");
+      CHECK(tlm_lm_decode_anchored(&qm, &s, &greedy, TLM_LM_REUSE_BONUS, &got, NULL) == TLM_OK &&
+                !memcmp(&got, &greedy, sizeof got), "greedy as anchor changed");
       for (int i = 0; i < n; i++) {
         CHECK(tlm_space_accepts(&s, &top[i]), "top-k %d invalid", i);
         for (int j = 0; j < i; j++) CHECK(memcmp(&top[i], &top[j], sizeof top[i]), "dup %d %d", i, j);

@@ -269,7 +269,7 @@ static void usage(void) {
           "  (JSON) for the same task, N and machine; their times then come from the\n"
           "  run that measured them, not from this one. --max-gflop G: leave out tasks\n"
           "  above G GFLOP (before --max-tasks). --rule-bonus B: decode with B added to\n"
-          "  the log-probability of the rule's value (0: plain greedy; default ln 2).\n"
+          "  the log-probability of the rule's value (default TLM_LM_RULE_BONUS, 0: plain greedy).\n"
           "  --random 0: no random search; speeds are then relative to the rule (a\n"
           "  head-to-head of TLM-1 and the rule that affords every held-out task).\n"
           "  --k 0: no TLM-k. --skip N: leave out the first N tasks (after\n"
@@ -554,8 +554,11 @@ int tlm_cmd_eval(int argc, char **argv) {
       }
     }
     if (jf) {
+      char s1[512], s0[512];
       fprintf(jf, "%s{\"task\": \"%s\", \"family\": \"%s\", \"tlm1_is_default\": %s", t ? ", " : "",
               specs[t].text, specs[t].family, same ? "true" : "false");
+      fprintf(jf, ", \"tlm1_schedule\": \"%s\", \"default_schedule\": \"%s\"",
+              tlm_schedule_str(&s, &sched, s1, sizeof s1), tlm_schedule_str(&s, &rule, s0, sizeof s0));
       for (int m = 0; m < M_COUNT; m++)
         if (used[m])
           fprintf(jf, ", \"%s_ns\": %.1f, \"%s_screen_ns\": %.1f, \"%s_make_ms\": %.2f", k_names[m],

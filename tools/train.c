@@ -222,7 +222,9 @@ static void usage_train(void) {
           "  (collect --verify), its latest one decides instead: the fastest schedule\n"
           "  of that side-by-side timing, or the rule if within --rule-margin of it.\n"
           "  --targets mean: rank by the mean over all verification rounds of each\n"
-          "  schedule's time relative to the rule's in the same round instead.\n");
+          "  schedule's time relative to the rule's in the same round instead.\n"
+          "  --near F (e.g. 0.02): also teach every verified schedule within F of the\n"
+          "  task's best that beats the rule by --rule-margin (its equals in noise).\n");
 }
 
 static void run_steps(tlm_gpt2 *m, dataset *d, int steps, int64_t step0, int64_t total, float lr,
@@ -261,6 +263,7 @@ int tlm_cmd_train(int argc, char **argv) {
   float lr = 1e-3f;
   double rule_margin = 0.03;
   int mean_targets = 0; /* --targets mean: over every verification round */
+  double near = 0;      /* --near F: also teach verified schedules within F of the best */
   uint64_t seed = 1;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
@@ -280,12 +283,14 @@ int tlm_cmd_train(int argc, char **argv) {
     else if (!strcmp(a, "--targets") && v && (!strcmp(argv[i + 1], "latest") || !strcmp(argv[i + 1], "mean")))
       mean_targets = !strcmp(argv[++i], "mean");
     else if (!strcmp(a, "--seed") && v) seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(a, "--near") && v) near = atof(argv[++i]);
     else {
       usage_train();
       return !strcmp(a, "--help") || !strcmp(a, "-h") ? 0 : 2;
     }
   }
-  if (!records || !out || steps < 0 || pretrain < 0 || batch < 1 || !(rule_margin >= 0)) {
+  if (!records || !out || steps < 0 || pretrain < 0 || batch < 1 || !(rule_margin >= 0) ||
+      !(near >= 0 && near < 1)) {
     usage_train();
     return 2;
   }
@@ -310,7 +315,7 @@ int tlm_cmd_train(int argc, char **argv) {
   }
   dataset fine = {0}, pre = {0};
   uint64_t rng = seed;
-  int taught_rule = 0, beat_rule = 0, no_rule = 0, verified_tasks = 0;
+  int taught_rule = 0, beat_rule = 0, no_rule = 0, verified_tasks = 0, near_extra = 0;
   for (int i = 0; i < nbest; i++) {
     tlm_task_spec spec;
     tlm_task task;
@@ -328,9 +333,11 @@ int tlm_cmd_train(int argc, char **argv) {
     double vrule = tlm_best_verified_time_of(&best[i], &rule);
     if (isfinite(vrule)) { /* timed side by side: the fastest of that round */
       const tlm_best *e = &best[i];
+      double *score = malloc(sizeof *score * (size_t)(e->nver > 0 ? e->nver : 1));
       int vb = -1;
       double vb_score = 0; /* log(time / the rule's time): < 0 is faster */
       for (int j = 0; j < e->nver; j++) {
+        if (score) score[j] = NAN;
         if (!tlm_space_accepts(&s, &e->ver[j]) || !isfinite(e->ver_ns[j])) continue;
         if (!mean_targets && e->ver_rd[j] != e->ver_round) continue;
         /* over the rounds that timed this schedule (only the latest one
@@ -353,11 +360,23 @@ int tlm_cmd_train(int argc, char **argv) {
               rr = e->ver_ns[u];
           if (isfinite(rr)) sum += log(e->ver_ns[q] / rr), cnt++;
         }
+        if (cnt && score) score[j] = sum / cnt;
         if (cnt && (vb < 0 || sum / cnt < vb_score)) vb = j, vb_score = sum / cnt;
       }
       verified_tasks++;
       if (vb < 0 || vb_score >= -log1p(rule_margin)) target = &rule, taught_rule++;
       else target = &e->ver[vb], beat_rule++;
+      /* --near: the schedules within `near` of the winner are its equals
+       * within the timing noise; each is taught as well, so the model
+       * learns what they share rather than one round's luckiest */
+      if (target != &rule && near > 0 && score)
+        for (int j = 0; j < e->nver; j++)
+          if (j != vb && !isnan(score[j]) && score[j] <= vb_score + log1p(near) &&
+              score[j] < -log1p(rule_margin)) {
+            dataset_add(&fine, &vocab, &s, &e->ver[j]);
+            near_extra++;
+          }
+      free(score);
     } else if (!tlm_space_accepts(&s, &best[i].sched)) {
       continue; /* another machine's record, or a point the space no longer offers */
     } else if (!isfinite(rule_ns)) no_rule++;
@@ -372,13 +391,16 @@ int tlm_cmd_train(int argc, char **argv) {
   }
   (void)shared;
   fprintf(stderr, "tlm train: %d training tasks with a best schedule (%d pretraining sentences)\n",
-          fine.n, pre.n);
+          fine.n - near_extra, pre.n);
   fprintf(stderr,
           "tlm train: targets: the rule on %d tasks (within %.0f%% or its spread of the best), a schedule "
           "beating it on %d, the best (rule not measured) on %d\n",
           taught_rule, rule_margin * 100, beat_rule, no_rule);
   fprintf(stderr, "tlm train: %d tasks' targets from a verification round (timed side by side)\n",
           verified_tasks);
+  if (near > 0)
+    fprintf(stderr, "tlm train: %d more sentences: verified schedules within %.0f%% of their task's best\n",
+            near_extra, near * 100);
   tlm_gpt2_config mc = {vocab.n, TLM_LM_MAX_SEQ, layers, heads, width};
   tlm_gpt2 m;
   int rc = 1;
