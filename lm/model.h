@@ -75,6 +75,10 @@ typedef struct tlm_lm_model {
    * plain greedy. Part of what a schedule key means: change it only with
    * TLM_CODEGEN_VERSION, or in tools that use no cache. */
   double rule_bonus;
+  /* kernel reuse: added to the log-probability of an already compiled
+   * sibling kernel's values (TLM_LM_REUSE_BONUS when loaded; 0 = none).
+   * Same caveat as rule_bonus. */
+  double reuse_bonus;
 } tlm_lm_model;
 
 /* Added to the log-probability of the rule's value at each decision when

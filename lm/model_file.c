@@ -283,6 +283,7 @@ static tlm_status point_q8(tlm_lm_model *q) {
 tlm_status tlm_lm_load(tlm_lm_model *q, const char *path, char *err, int errcap) {
   memset(q, 0, sizeof *q);
   q->rule_bonus = TLM_LM_RULE_BONUS;
+  q->reuse_bonus = TLM_LM_REUSE_BONUS;
   uint8_t *d;
   rbuf r;
   tlm_status st = open_model(path, TLM_LM_KIND_INT8, &d, &r, &q->cfg, &q->vocab, &q->step,

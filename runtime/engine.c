@@ -355,7 +355,7 @@ int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *o
   if (rt->model && space->task.kind >= TLM_OP_MATMUL && space->task.kind <= TLM_OP_ELTWISE) {
     tlm_schedule sibling;
     int has_sibling = find_sibling(rt, space, &sibling);
-    if (tlm_lm_decode_anchored(rt->model, space, has_sibling ? &sibling : NULL, TLM_LM_REUSE_BONUS,
+    if (tlm_lm_decode_anchored(rt->model, space, has_sibling ? &sibling : NULL, rt->model->reuse_bonus,
                                out, NULL) == TLM_OK &&
         tlm_space_accepts(space, out)) {
       atomic_fetch_add(&rt->decodes, 1);

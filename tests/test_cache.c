@@ -288,6 +288,59 @@ int main(int argc, char **argv) {
          (unsigned long long)s1.compiles, (unsigned long long)s1.decodes,
          (unsigned long long)s2.compiles, (unsigned long long)s2.decodes);
 
+  /* kernel reuse: shapes of one operator that differ only in M. A model
+   * with strong, prompt-dependent preferences (random weights scaled up)
+   * decodes different schedules for them on its own (reuse bonus 0); with
+   * a large bonus every later shape keeps the first one's kernel. */
+  {
+    char strong[640];
+    snprintf(strong, sizeof strong, "%s.strong", g_model);
+    static tlm_vocab v;
+    tlm_vocab_build(&v);
+    tlm_gpt2_config c = {v.n, TLM_LM_MAX_SEQ, 1, 2, 32};
+    tlm_gpt2 m;
+    char err[256];
+    tlm_gpt2_init(&m, &c, 11);
+    for (size_t w = 0; w < m.nparams; w++) m.mem[w] *= 20.0f;
+    CHECK(tlm_lm_quantize(&m, &v, 11, strong, err, sizeof err) == TLM_OK, "%s", err);
+    tlm_gpt2_free(&m);
+    static const char *ms[] = {"40x64:64x48", "41x64:64x48", "97x64:64x48", "64x64:64x48",
+                               "200x64:64x48"};
+    uint64_t compiles[2] = {0, 0};
+    for (int pass = 0; pass < 2; pass++) {
+      tlm_runtime *rt = make_rt_model("none", 0, strong);
+      if (rt && rt->model) rt->model->reuse_bonus = pass ? 1e3 : 0;
+      int wrong = 0;
+      for (int i = 0; rt && i < 5; i++) {
+        tlm_mm_desc d;
+        tlm_mm_desc_parse(ms[i], &d, err, sizeof err);
+        tlm_matmul_desc epi = {0, 0, 1, TLM_ACT_RELU, 0};
+        tlm_problem p;
+        if (tlm_problem_make(&d, &epi, (uint64_t)i, &p)) {
+          wrong++;
+          continue;
+        }
+        if (tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1) != TLM_OK ||
+            !(tlm_problem_check(&p) <= tlm_problem_tolerance(64)))
+          wrong++;
+        tlm_problem_free(&p);
+      }
+      tlm_stats s;
+      memset(&s, 0, sizeof s);
+      if (rt) tlm_get_stats(rt, &s);
+      CHECK(rt && wrong == 0 && s.decodes == 5, "reuse pass %d: %d wrong, %llu decodes", pass, wrong,
+            (unsigned long long)s.decodes);
+      compiles[pass] = s.compiles;
+      tlm_destroy(rt);
+    }
+    CHECK(compiles[0] > 1, "reuse: the strong model alone compiled %llu kernels for 5 shapes "
+          "(the check needs it to differ)", (unsigned long long)compiles[0]);
+    CHECK(compiles[1] == 1, "reuse: %llu kernels for 5 shapes with reuse", (unsigned long long)compiles[1]);
+    printf("reuse: 5 shapes, %llu kernels without reuse, %llu with\n",
+           (unsigned long long)compiles[0], (unsigned long long)compiles[1]);
+    unlink(strong);
+  }
+
   /* corrupted and unsafe entries */
   corruption_case("truncated object", dmg_truncate);
   corruption_case("flipped bytes", dmg_flip);
