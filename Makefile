@@ -5,6 +5,8 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 SHARED ?= $(abspath ../shared)
+# no "Entering directory" lines from the sub-makes cmake --build runs
+MAKEFLAGS += --no-print-directory
 
 .PHONY: all deps build run test test-fast test-asan test-tsan bench clean
 

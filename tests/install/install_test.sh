@@ -7,6 +7,10 @@ build=$1
 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# the programs keep their disk cache here, not in the user's ~/.cache/tlm
+mkdir -m 700 "$tmp/cache"
+TLM_CACHE_DIR="$tmp/cache"
+export TLM_CACHE_DIR
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 libdir=$(find "$tmp/prefix" -name tlm.pc -path '*pkgconfig*' -exec dirname {} \; | head -n 1)
 PKG_CONFIG_PATH="$libdir" pkg-config --exists tlm
