@@ -269,7 +269,8 @@ static void usage(void) {
           "  (JSON) for the same task, N and machine; their times then come from the\n"
           "  run that measured them, not from this one. --max-gflop G: leave out tasks\n"
           "  above G GFLOP (before --max-tasks). --rule-bonus B: decode with B added to\n"
-          "  the log-probability of the rule's value (default TLM_LM_RULE_BONUS, 0: plain greedy).\n"
+          "  the log-probability of the rule's value (default TLM_LM_RULE_BONUS, 0: plain greedy,\n"
+          "  < 0: a penalty on the rule's values).\n"
           "  --random 0: no random search; speeds are then relative to the rule (a\n"
           "  head-to-head of TLM-1 and the rule that affords every held-out task).\n"
           "  --k 0: no TLM-k. --skip N: leave out the first N tasks (after\n"
@@ -280,7 +281,7 @@ static void usage(void) {
 int tlm_cmd_eval(int argc, char **argv) {
   int k = 10, nrand = 64, threads = 2, max_tasks = 1 << 30, skip = 0, heldout = 0, rounds = 7;
   double max_gflop = 0; /* 0: no limit */
-  double rule_bonus = -1; /* < 0: the model's own (TLM_LM_RULE_BONUS) */
+  double rule_bonus = NAN; /* NAN: the model's own (TLM_LM_RULE_BONUS); < 0 penalizes the rule */
   const char *model = NULL, *json = NULL, *shared = "../shared", *rcache_path = NULL;
   const char *files[64];
   int nfiles = 0;
@@ -306,6 +307,7 @@ int tlm_cmd_eval(int argc, char **argv) {
     } else if (nfiles < 64) files[nfiles++] = a;
   }
   if (k < 0 || nrand < 0 || threads < 1 || skip < 0 || rounds < 1 || rounds > TLM_SIDE_ROUNDS ||
+      isinf(rule_bonus) ||
       (!heldout && !nfiles)) {
     usage();
     return 2;
@@ -371,7 +373,7 @@ int tlm_cmd_eval(int argc, char **argv) {
   FILE *jf = json ? fopen(json, "w") : NULL;
   if (jf)
     fprintf(jf, "{\"k\": %d, \"random\": %d, \"threads\": %d, \"final_rounds\": %d, \"skipped_tasks\": %d, \"rule_bonus\": %.4f, \"tasks\": [", k,
-            nrand, threads, rounds, skip, rule_bonus >= 0 ? rule_bonus : TLM_LM_RULE_BONUS);
+            nrand, threads, rounds, skip, !isnan(rule_bonus) ? rule_bonus : TLM_LM_RULE_BONUS);
   double logsum[M_COUNT] = {0}, make_sum[M_COUNT] = {0};
   int counted = 0, tlm_beats_default = 0, tlm_same_default = 0, wrong = 0, cached = 0;
   int tlm_near_default = 0; /* different schedule, within 2% of the rule's time either way */
@@ -401,7 +403,7 @@ int tlm_cmd_eval(int argc, char **argv) {
       free(specs);
       return 1;
     }
-    if (rule_bonus >= 0) rt->model->rule_bonus = rule_bonus;
+    if (!isnan(rule_bonus)) rt->model->rule_bonus = rule_bonus;
     tlm_spec_problem p;
     if (tlm_spec_problem_make(&specs[t], 3, &p)) {
       tlm_destroy(rt);
