@@ -338,6 +338,7 @@ int main(int argc, char **argv) {
     CHECK(compiles[1] == 1, "reuse: %llu kernels for 5 shapes with reuse", (unsigned long long)compiles[1]);
     printf("reuse: 5 shapes, %llu kernels without reuse, %llu with\n",
            (unsigned long long)compiles[0], (unsigned long long)compiles[1]);
+    fflush(stdout); /* before the forks below, or each child repeats the line */
     unlink(strong);
   }
 
