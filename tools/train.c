@@ -45,6 +45,10 @@ typedef struct best_set {
   int split; /* 0 train, 1 held out, -1 both */
 } best_set;
 
+/* verification rounds after this one are left out (tlm train --max-round):
+ * the data as it was before them */
+static int g_max_verify_round = 1 << 30;
+
 static int best_record(void *ctx, const cJSON *r) {
   best_set *b = ctx;
   const cJSON *task = cJSON_GetObjectItem(r, "task"), *fam = cJSON_GetObjectItem(r, "family");
@@ -57,6 +61,7 @@ static int best_record(void *ctx, const cJSON *r) {
   if (b->split >= 0 && held != b->split) return 0;
   const cJSON *kind = cJSON_GetObjectItem(r, "kind"), *round_no = cJSON_GetObjectItem(r, "round");
   int verified = cJSON_IsString(kind) && !strcmp(kind->valuestring, "verify") && cJSON_IsNumber(round_no);
+  if (verified && round_no->valuedouble > g_max_verify_round) return 0;
   if (!verified && (strcmp(status->valuestring, "ok") || ns->valuedouble <= 0)) return 0;
   int i;
   for (i = 0; i < b->n; i++)
@@ -224,7 +229,8 @@ static void usage_train(void) {
           "  --targets mean: rank by the mean over all verification rounds of each\n"
           "  schedule's time relative to the rule's in the same round instead.\n"
           "  --near F (e.g. 0.02): also teach every verified schedule within F of the\n"
-          "  task's best that beats the rule by --rule-margin (its equals in noise).\n");
+          "  task's best that beats the rule by --rule-margin (its equals in noise).\n"
+          "  --max-round R: leave out verification rounds after R.\n");
 }
 
 static void run_steps(tlm_gpt2 *m, dataset *d, int steps, int64_t step0, int64_t total, float lr,
@@ -284,6 +290,7 @@ int tlm_cmd_train(int argc, char **argv) {
       mean_targets = !strcmp(argv[++i], "mean");
     else if (!strcmp(a, "--seed") && v) seed = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(a, "--near") && v) near = atof(argv[++i]);
+    else if (!strcmp(a, "--max-round") && v) g_max_verify_round = atoi(argv[++i]);
     else {
       usage_train();
       return !strcmp(a, "--help") || !strcmp(a, "-h") ? 0 : 2;
