@@ -254,21 +254,26 @@ static long rss_kib(void) {
   return res * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+/* writes a small random int8 model (1 layer, width 32) to path; weights
+ * scaled by `scale` (large: strong, prompt-dependent preferences) */
+static void write_random_model(const char *path, uint64_t seed, float scale) {
+  static tlm_vocab v;
+  tlm_vocab_build(&v);
+  tlm_gpt2_config c = {v.n, TLM_LM_MAX_SEQ, 1, 2, 32};
+  tlm_gpt2 m;
+  char err[256];
+  tlm_gpt2_init(&m, &c, seed);
+  for (size_t w = 0; w < m.nparams; w++) m.mem[w] *= scale;
+  CHECK(tlm_lm_quantize(&m, &v, seed, path, err, sizeof err) == TLM_OK, "%s", err);
+  tlm_gpt2_free(&m);
+}
+
 int main(int argc, char **argv) {
   const char *work = argc > 1 ? argv[1] : "/tmp";
   snprintf(g_dir, sizeof g_dir, "%s/tlm_test_cache_%d", work, (int)getpid());
   snprintf(g_model, sizeof g_model, "%s.model", g_dir);
   /* a small random model, so that plans are decoded by the language model */
-  {
-    static tlm_vocab v;
-    tlm_vocab_build(&v);
-    tlm_gpt2_config c = {v.n, TLM_LM_MAX_SEQ, 1, 2, 32};
-    tlm_gpt2 m;
-    char err[256];
-    tlm_gpt2_init(&m, &c, 3);
-    CHECK(tlm_lm_quantize(&m, &v, 3, g_model, err, sizeof err) == TLM_OK, "%s", err);
-    tlm_gpt2_free(&m);
-  }
+  write_random_model(g_model, 3, 1.0f);
 
   /* restart: the second process compiles and decodes nothing */
   clear_dir(g_dir);
@@ -295,15 +300,8 @@ int main(int argc, char **argv) {
   {
     char strong[640];
     snprintf(strong, sizeof strong, "%s.strong", g_model);
-    static tlm_vocab v;
-    tlm_vocab_build(&v);
-    tlm_gpt2_config c = {v.n, TLM_LM_MAX_SEQ, 1, 2, 32};
-    tlm_gpt2 m;
+    write_random_model(strong, 11, 20.0f);
     char err[256];
-    tlm_gpt2_init(&m, &c, 11);
-    for (size_t w = 0; w < m.nparams; w++) m.mem[w] *= 20.0f;
-    CHECK(tlm_lm_quantize(&m, &v, 11, strong, err, sizeof err) == TLM_OK, "%s", err);
-    tlm_gpt2_free(&m);
     static const char *ms[] = {"40x64:64x48", "41x64:64x48", "97x64:64x48", "64x64:64x48",
                                "200x64:64x48"};
     uint64_t compiles[2] = {0, 0};
