@@ -92,6 +92,7 @@ tlm_status tlm_config_init(tlm_config *c) {
     c->cache_capacity = (size_t)x;
   if (env_int("TLM_CACHE_CAPACITY_BYTES", 0, (long long)1 << 50, &x) == 0)
     c->cache_capacity_bytes = (size_t)x;
+  if (env_int("TLM_KERNEL_REUSE", 0, 1, &x) == 0) c->disable_kernel_reuse = x == 0;
   const char *d = getenv("TLM_CACHE_DIR");
   if (d && *d) c->cache_dir = d;
   const char *m = getenv("TLM_MODEL");
@@ -101,9 +102,9 @@ tlm_status tlm_config_init(tlm_config *c) {
 
 static void warn_bad_env(const tlm_runtime *rt) {
   static const char *const names[] = {"TLM_NUM_THREADS", "TLM_VERBOSE", "TLM_CACHE_CAPACITY",
-                                      "TLM_CACHE_CAPACITY_BYTES"};
-  static const long long hi[] = {1024, 4, (long long)1 << 40, (long long)1 << 50};
-  for (int i = 0; i < 4; i++) {
+                                      "TLM_CACHE_CAPACITY_BYTES", "TLM_KERNEL_REUSE"};
+  static const long long hi[] = {1024, 4, (long long)1 << 40, (long long)1 << 50, 1};
+  for (int i = 0; i < 5; i++) {
     long long x;
     if (env_int(names[i], 0, hi[i], &x) < 0)
       tlm_log(rt, TLM_LOG_WARN, "ignoring %s='%s': expected an integer in 0..%lld", names[i],

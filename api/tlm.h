@@ -134,6 +134,14 @@ typedef struct tlm_config {
   /* Most bytes of object code kept in memory (same eviction); 0 =
    * unlimited. Environment: TLM_CACHE_CAPACITY_BYTES. */
   size_t cache_capacity_bytes;
+  /* 0 (default): a new shape's schedule follows a kernel this runtime
+   * already has for the same operator at other extents unless the model
+   * ranks another decision over 4x as probable (fewer compiles; the
+   * schedule then depends on the shapes run before). 1: every shape is
+   * decoded on its own. No effect with the default rule, whose blocks do
+   * not depend on the extents. Part of the disk cache's plan keys.
+   * Environment: TLM_KERNEL_REUSE=0 sets it to 1. */
+  int disable_kernel_reuse;
 } tlm_config;
 
 /* Fills *config with the defaults, then applies the environment variables

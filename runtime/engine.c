@@ -350,11 +350,18 @@ static int find_sibling(tlm_runtime *rt, const tlm_space *space, tlm_schedule *a
   return found;
 }
 
+/* what decides a shape's schedule, for the plan keys: the model (by its
+ * file checksum) and whether kernel reuse anchors its decoding */
+static uint64_t scheduler_id(const tlm_runtime *rt) {
+  if (!rt->model) return 0;
+  return rt->model->checksum ^ (rt->cfg.disable_kernel_reuse ? 0x9e3779b97f4a7c15ull : 0);
+}
+
 int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out) {
   /* the tensor language (vocabulary v5) has words for every operator */
   if (rt->model && space->task.kind >= TLM_OP_MATMUL && space->task.kind <= TLM_OP_ELTWISE) {
     tlm_schedule sibling;
-    int has_sibling = find_sibling(rt, space, &sibling);
+    int has_sibling = !rt->cfg.disable_kernel_reuse && find_sibling(rt, space, &sibling);
     if (tlm_lm_decode_anchored(rt->model, space, has_sibling ? &sibling : NULL, rt->model->reuse_bonus,
                                out, NULL) == TLM_OK &&
         tlm_space_accepts(space, out)) {
@@ -465,7 +472,7 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
 tlm_status tlm_engine_plan(tlm_runtime *rt, const tlm_task *task, const tlm_plan **out,
                            char *err, int errcap) {
   tlm_key key;
-  tlm_key_shape(&key, task, &rt->target, rt->model ? rt->model->checksum : 0);
+  tlm_key_shape(&key, task, &rt->target, scheduler_id(rt));
   for (;;) {
     pthread_rwlock_rdlock(&rt->map_lock);
     tlm_plan *p = tlm_map_get(&rt->plans, &key);
@@ -578,7 +585,7 @@ int tlm_engine_rerun(tlm_runtime *rt, tlm_plan *plan, uint64_t epoch, const tlm_
 tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const void *args,
                           tlm_plan **plan_out, uint64_t *epoch_out, char *err, int errcap) {
   tlm_key key;
-  tlm_key_shape(&key, task, &rt->target, rt->model ? rt->model->checksum : 0);
+  tlm_key_shape(&key, task, &rt->target, scheduler_id(rt));
   int built = 0;
   for (;;) {
     pthread_rwlock_rdlock(&rt->map_lock);

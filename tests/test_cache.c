@@ -24,9 +24,12 @@ static const char *k_shapes[] = {"17x64:64x48", "1x64:64x48", "33x40:40x7", "5x3
                                  "128x96:96x96", "2x7:7x130"};
 #define NSHAPES ((int)(sizeof k_shapes / sizeof k_shapes[0]))
 
+static int g_no_reuse; /* tlm_config.disable_kernel_reuse of the next runtimes */
+
 static tlm_runtime *make_rt_model(const char *dir, size_t capacity, const char *model) {
   tlm_config cfg;
   tlm_config_init(&cfg);
+  cfg.disable_kernel_reuse = g_no_reuse;
   cfg.num_threads = 2;
   cfg.cache_dir = dir;
   cfg.model_path = model;
@@ -304,10 +307,14 @@ int main(int argc, char **argv) {
     char err[256];
     static const char *ms[] = {"40x64:64x48", "41x64:64x48", "97x64:64x48", "64x64:64x48",
                                "200x64:64x48"};
-    uint64_t compiles[2] = {0, 0};
-    for (int pass = 0; pass < 2; pass++) {
+    uint64_t compiles[4] = {0, 0, 0, 0};
+    /* passes: reuse bonus 0; a large one; the default with reuse switched
+     * off in the config; the default */
+    for (int pass = 0; pass < 4; pass++) {
+      g_no_reuse = pass == 2;
       tlm_runtime *rt = make_rt_model("none", 0, strong);
-      if (rt && rt->model) rt->model->reuse_bonus = pass ? 1e3 : 0;
+      g_no_reuse = 0;
+      if (rt && rt->model && pass < 2) rt->model->reuse_bonus = pass ? 1e3 : 0;
       int wrong = 0;
       for (int i = 0; rt && i < 5; i++) {
         tlm_mm_desc d;
@@ -334,8 +341,13 @@ int main(int argc, char **argv) {
     CHECK(compiles[0] > 1, "reuse: the strong model alone compiled %llu kernels for 5 shapes "
           "(the check needs it to differ)", (unsigned long long)compiles[0]);
     CHECK(compiles[1] == 1, "reuse: %llu kernels for 5 shapes with reuse", (unsigned long long)compiles[1]);
-    printf("reuse: 5 shapes, %llu kernels without reuse, %llu with\n",
-           (unsigned long long)compiles[0], (unsigned long long)compiles[1]);
+    CHECK(compiles[2] == compiles[0], "reuse switched off: %llu kernels, %llu without the bonus",
+          (unsigned long long)compiles[2], (unsigned long long)compiles[0]);
+    CHECK(compiles[3] <= compiles[0], "default reuse: %llu kernels, more than without (%llu)",
+          (unsigned long long)compiles[3], (unsigned long long)compiles[0]);
+    printf("reuse: 5 shapes, %llu kernels without reuse, %llu with, %llu switched off, %llu by default\n",
+           (unsigned long long)compiles[0], (unsigned long long)compiles[1],
+           (unsigned long long)compiles[2], (unsigned long long)compiles[3]);
     fflush(stdout); /* before the forks below, or each child repeats the line */
     unlink(strong);
   }
