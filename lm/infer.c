@@ -443,6 +443,42 @@ tlm_status tlm_lm_decode_anchored(const tlm_lm_model *m, const tlm_space *s,
   return status;
 }
 
+tlm_status tlm_lm_score(const tlm_lm_model *m, const tlm_space *s, const tlm_schedule *sched,
+                        double *logp) {
+  *logp = -INFINITY;
+  if (sched->n != s->npoints) return TLM_ERR_INVALID_ARGUMENT;
+  tlm_lm_state st;
+  if (tlm_lm_state_init(&st, m)) return TLM_ERR_OUT_OF_MEMORY;
+  tlm_status status = TLM_OK;
+  const float *lg = feed_prompt(&st, s);
+  int32_t cands[TLM_MAX_CANDIDATES];
+  int toks[TLM_MAX_CANDIDATES];
+  double lp[TLM_MAX_CANDIDATES], sum = 0;
+  for (int p = 0; p < s->npoints && status == TLM_OK; p++) {
+    if (!lg) {
+      status = TLM_ERR_INTERNAL;
+      break;
+    }
+    int n = tlm_space_candidates(s, p, sched->v, cands), at = -1;
+    for (int i = 0; i < n; i++) {
+      toks[i] = tlm_lm_decision_token(&m->vocab, s, p, cands[i]);
+      if (toks[i] < 0) status = TLM_ERR_INTERNAL;
+      if (cands[i] == sched->v[p]) at = i;
+    }
+    if (status) break;
+    if (at < 0) {
+      status = TLM_ERR_INVALID_ARGUMENT; /* not a point of this space */
+      break;
+    }
+    candidate_logp(lg, toks, cands, n, -1, 0.0, lp);
+    sum += lp[at];
+    if (p + 1 < s->npoints) lg = tlm_lm_step(&st, toks[at]);
+  }
+  tlm_lm_state_free(&st);
+  if (status == TLM_OK) *logp = sum;
+  return status;
+}
+
 typedef struct beam {
   tlm_lm_state st;
   tlm_schedule sched;

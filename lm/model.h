@@ -171,6 +171,14 @@ tlm_status tlm_lm_decode_anchored(const tlm_lm_model *m, const tlm_space *s,
                                   const tlm_schedule *anchor, double anchor_bonus,
                                   tlm_schedule *out, float *prob);
 
+/* The model's log-probability (natural log) of `sched` in space s: the sum
+ * over decisions of the masked log-softmax of its value among that
+ * decision's candidates (no rule bonus). Sets *logp (-INFINITY on error).
+ * Returns TLM_OK, TLM_ERR_INVALID_ARGUMENT (sched is not a point of s),
+ * TLM_ERR_OUT_OF_MEMORY or TLM_ERR_INTERNAL. */
+tlm_status tlm_lm_score(const tlm_lm_model *m, const tlm_space *s, const tlm_schedule *sched,
+                        double *logp);
+
 /* The k most probable distinct schedules (beam search of width k over the
  * masked log-probabilities, the rule's values favoured by m->rule_bonus as
  * in greedy decoding), best first. Returns how many were found

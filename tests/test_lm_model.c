@@ -293,7 +293,19 @@ int main(void) {
         CHECK(tlm_space_accepts(&s, &top[i]), "top-k %d invalid", i);
         for (int j = 0; j < i; j++) CHECK(memcmp(&top[i], &top[j], sizeof top[i]), "dup %d %d", i, j);
         if (i) CHECK(lp[i] <= lp[i - 1], "not sorted at %d", i);
+        /* scoring a schedule gives the beam's log-probability (no rule bonus here) */
+        double sc;
+        CHECK(qm.rule_bonus != 0 || (tlm_lm_score(&qm, &s, &top[i], &sc) == TLM_OK &&
+                                     fabs(sc - lp[i]) <= 1e-9 * (1 + fabs(lp[i]))),
+              "score of top-k %d: %g, beam %g", i, sc, lp[i]);
       }
+      double sc;
+      CHECK(tlm_lm_score(&qm, &s, &anch, &sc) == TLM_OK && sc <= 0 && isfinite(sc),
+            "score of a sampled schedule %g", sc);
+      tlm_schedule bad = anch;
+      bad.n = anch.n - 1;
+      CHECK(tlm_lm_score(&qm, &s, &bad, &sc) == TLM_ERR_INVALID_ARGUMENT && sc == -INFINITY,
+            "a schedule of another space was scored");
       tlm_problem_free(&p);
     }
   }

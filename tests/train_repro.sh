@@ -17,7 +17,7 @@ export TLM_CACHE_DIR=none
   --min-time-ms 1 2>/dev/null
 for run in a b; do
   "$tlm" train --records "$tmp/r.jsonl.gz" --out "$tmp/$run.ckpt" --steps 6 --pretrain 4 \
-    --batch 4 --layers 1 --heads 2 --width 32 --seed 5 2>/dev/null
+    --batch 4 --layers 1 --heads 2 --width 32 --seed 5 2>"$tmp/$run.trainlog"
   "$tlm" quantize "$tmp/$run.ckpt" "$tmp/$run.tlmq" 2>/dev/null
 done
 "$tlm" train --records "$tmp/r.jsonl.gz" --out "$tmp/c.ckpt" --steps 6 --pretrain 4 \
@@ -62,8 +62,23 @@ grep -q "^tlm train: $ntask tasks' targets from a verification round" "$tmp/vtra
   --heads 2 --width 32 --targets mean 2>"$tmp/mtrain.log" &&
   grep -q "^tlm train: $ntask tasks' targets from a verification round" "$tmp/mtrain.log" ||
   { echo "train --targets mean over two rounds failed"; cat "$tmp/mtrain.log"; fail=$((fail + 1)); }
+# target picking among a task's equals, and pretraining on scaled copies of
+# the tasks: both run, say what they did, and stay deterministic
+for run in g h; do
+  "$tlm" train --records "$tmp/r.jsonl.gz" --out "$tmp/$run.ckpt" --steps 2 --pretrain 2 --batch 4 \
+    --layers 1 --heads 2 --width 32 --targets mean --equal-within 0.5 --rule-margin 0 \
+    --pick consensus --pretrain-variants 2 2>"$tmp/$run.log" ||
+    { echo "train --pick consensus failed"; cat "$tmp/$run.log"; fail=$((fail + 1)); }
+done
+grep -q "targets moved to an equal within 50.0% with more agreement with its family" "$tmp/g.log" ||
+  { echo "--pick consensus said nothing"; cat "$tmp/g.log"; fail=$((fail + 1)); }
+pre0=$(sed -n 's/.*(\([0-9]*\) pretraining sentences).*/\1/p' "$tmp/a.trainlog")
+pre1=$(sed -n 's/.*(\([0-9]*\) pretraining sentences).*/\1/p' "$tmp/g.log")
+[ -n "$pre1" ] && [ "$pre1" -gt "${pre0:-0}" ] ||
+  { echo "--pretrain-variants added no sentences ($pre0 -> $pre1)"; fail=$((fail + 1)); }
+cmp -s "$tmp/g.ckpt" "$tmp/h.ckpt" || { echo "--pick consensus is not deterministic"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.ckpt" "$tmp/b.ckpt" || { echo "same seed, different checkpoints"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.tlmq" "$tmp/b.tlmq" || { echo "same seed, different int8 models"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.ckpt" "$tmp/c.ckpt" && { echo "different seeds, same checkpoint"; fail=$((fail + 1)); }
-echo "train_repro: $((16 - fail)) passed, $fail failed"
+echo "train_repro: $((19 - fail)) passed, $fail failed"
 [ "$fail" -eq 0 ]

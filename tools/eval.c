@@ -260,7 +260,7 @@ static void usage(void) {
           "usage: tlm eval [--k K] [--random N] [--model MODEL] [--threads T] [--json FILE]\n"
           "                [--max-tasks N] [--max-gflop G] [--heldout] [--shared DIR]\n"
           "                [--random-cache F] [--rule-bonus B] [--skip N] [--rounds R]\n"
-          "                [FILE...]\n"
+          "                [--family TEXT] [FILE...]\n"
           "  FILE: benchdnn matmul or convolution shape files (convolutions in NHWC at\n"
           "  minibatch 1). --heldout: the held-out families of the\n"
           "  collection's task list. Tasks above 4 GFLOP have M reduced, as in collect.\n"
@@ -275,7 +275,8 @@ static void usage(void) {
           "  head-to-head of TLM-1 and the rule that affords every held-out task).\n"
           "  --k 0: no TLM-k. --skip N: leave out the first N tasks (after\n"
           "  --max-gflop; e.g. a validation set first, a test set after it).\n"
-          "  --rounds R: rounds of the side-by-side final (default 7, at most 15).\n");
+          "  --rounds R: rounds of the side-by-side final (default 7, at most 15).\n"
+          "  --family TEXT: only the tasks whose family contains TEXT (first).\n");
 }
 
 int tlm_cmd_eval(int argc, char **argv) {
@@ -283,6 +284,7 @@ int tlm_cmd_eval(int argc, char **argv) {
   double max_gflop = 0; /* 0: no limit */
   double rule_bonus = NAN; /* NAN: the model's own (TLM_LM_RULE_BONUS); < 0 penalizes the rule */
   const char *model = NULL, *json = NULL, *shared = "../shared", *rcache_path = NULL;
+  const char *family = NULL;
   const char *files[64];
   int nfiles = 0;
   for (int i = 0; i < argc; i++) {
@@ -298,6 +300,7 @@ int tlm_cmd_eval(int argc, char **argv) {
     else if (!strcmp(a, "--rounds") && more) rounds = atoi(argv[++i]);
     else if (!strcmp(a, "--shared") && more) shared = argv[++i];
     else if (!strcmp(a, "--heldout")) heldout = 1;
+    else if (!strcmp(a, "--family") && more) family = argv[++i];
     else if (!strcmp(a, "--random-cache") && more) rcache_path = argv[++i];
     else if (!strcmp(a, "--max-gflop") && more) max_gflop = atof(argv[++i]);
     else if (!strcmp(a, "--rule-bonus") && more) rule_bonus = atof(argv[++i]);
@@ -345,6 +348,12 @@ int tlm_cmd_eval(int argc, char **argv) {
     fprintf(stderr, "tlm eval: no tasks\n");
     free(specs);
     return 1;
+  }
+  if (family) {
+    int kept = 0;
+    for (int i = 0; i < n; i++)
+      if (strstr(specs[i].family, family)) specs[kept++] = specs[i];
+    n = kept;
   }
   if (max_gflop > 0) { /* keep the tasks a 1,000-schedule search can afford */
     int kept = 0;
@@ -515,10 +524,13 @@ int tlm_cmd_eval(int argc, char **argv) {
     }
     tlm_timing ftm[TLM_SIDE_MAX];
     tlm_time_side_by_side(rt, fk, nf, &task, p.args, rounds, 4.0, ftm);
+    int win[M_COUNT]; /* the finalist each method's time comes from (-1: none) */
     for (int m = 0; m < M_COUNT; m++) {
       r[m].ns = INFINITY;
+      win[m] = -1;
       for (int j = 0; j < nf; j++)
-        if ((fin[fi[j]].methods >> m & 1) && ftm[j].median_ns < r[m].ns) r[m].ns = ftm[j].median_ns;
+        if ((fin[fi[j]].methods >> m & 1) && ftm[j].median_ns < r[m].ns)
+          r[m].ns = ftm[j].median_ns, win[m] = fi[j];
     }
     double ref = r[ref_m].ns;
     char label[48];
@@ -561,6 +573,13 @@ int tlm_cmd_eval(int argc, char **argv) {
               specs[t].text, specs[t].family, same ? "true" : "false");
       fprintf(jf, ", \"tlm1_schedule\": \"%s\", \"default_schedule\": \"%s\"",
               tlm_schedule_str(&s, &sched, s1, sizeof s1), tlm_schedule_str(&s, &rule, s0, sizeof s0));
+      /* how sure the model is: natural-log probabilities of both schedules */
+      double lp1, lp0;
+      if (tlm_lm_score(rt->model, &s, &sched, &lp1) == TLM_OK &&
+          tlm_lm_score(rt->model, &s, &rule, &lp0) == TLM_OK)
+        fprintf(jf, ", \"tlm1_logp\": %.4f, \"default_logp\": %.4f", lp1, lp0);
+      if (used[M_TLMK] && win[M_TLMK] >= 0)
+        fprintf(jf, ", \"tlmk_schedule\": \"%s\"", tlm_schedule_str(&s, &fin[win[M_TLMK]].sched, s1, sizeof s1));
       for (int m = 0; m < M_COUNT; m++)
         if (used[m])
           fprintf(jf, ", \"%s_ns\": %.1f, \"%s_screen_ns\": %.1f, \"%s_make_ms\": %.2f", k_names[m],

@@ -212,6 +212,107 @@ static void dataset_free(dataset *d) {
   memset(d, 0, sizeof *d);
 }
 
+/* decisions in which a differs from b */
+static int edits(const tlm_schedule *a, const tlm_schedule *b) {
+  int d = a->n > b->n ? a->n - b->n : b->n - a->n;
+  for (int i = 0; i < a->n && i < b->n; i++) d += a->v[i] != b->v[i];
+  return d;
+}
+
+/* an extent scaled by 2^u, u uniform in [-1.5, 1.5], at least 1 */
+static int64_t scale_extent(int64_t e, uint64_t *rng) {
+  double u = (double)(tlm_rng_next(rng) >> 11) / 9007199254740992.0 * 3.0 - 1.5;
+  double x = floor((double)e * pow(2.0, u) + 0.5);
+  return x < 1 ? 1 : (int64_t)x;
+}
+
+/* --pretrain-variants: a task of the same operator and epilogue with its
+ * extents scaled (matmul M, N, K; convolution image, channels; pooling
+ * image and channels; elementwise rows and columns). Returns 0, or -1 when
+ * the variant is not a valid problem. */
+static int spec_variant(const tlm_task_spec *in, uint64_t *rng, tlm_task_spec *out) {
+  *out = *in;
+  if (in->op == TLM_OP_CONV) {
+    tlm_conv_prb *c = &out->cp;
+    int64_t ih = scale_extent(c->ih, rng);
+    c->iw = c->iw == c->ih ? ih : scale_extent(c->iw, rng);
+    c->ih = ih;
+    if (c->g > 1 && c->ic == c->g && c->oc == c->g) c->g = c->ic = c->oc = scale_extent(c->g, rng);
+    else if (c->g == 1) c->ic = scale_extent(c->ic, rng), c->oc = scale_extent(c->oc, rng);
+    int64_t eh = (c->kh - 1) * (c->dh + 1) + 1, ew = (c->kw - 1) * (c->dw + 1) + 1;
+    if (c->ih + 2 * c->ph < eh || c->iw + 2 * c->pw < ew) return -1;
+    c->oh = (c->ih + 2 * c->ph - eh) / c->sh + 1;
+    c->ow = (c->iw + 2 * c->pw - ew) / c->sw + 1;
+  } else if (in->op == TLM_OP_POOL || in->op == TLM_OP_ELTWISE) {
+    return -1; /* few decisions: the training tasks' own sentences cover them */
+  } else {
+    tlm_mm_desc *d = &out->d;
+    int64_t M = scale_extent(d->a[d->nda - 2], rng), K = scale_extent(d->a[d->nda - 1], rng);
+    d->a[d->nda - 2] = M;
+    d->a[d->nda - 1] = d->b[d->ndb - 2] = K;
+    d->b[d->ndb - 1] = scale_extent(d->b[d->ndb - 1], rng);
+  }
+  if (out->cp.ih * out->cp.iw > ((int64_t)1 << 24)) return -1;
+  tlm_task t;
+  return tlm_task_spec_task(out, &t);
+}
+
+/* --pick consensus: a task's equals in noise, the first its fastest */
+#define PEND_MAX 24
+typedef struct pend {
+  int task; /* index into best */
+  int neq, pick;
+  tlm_schedule eq[PEND_MAX];
+  double eqscore[PEND_MAX]; /* mean log time ratio to the rule */
+} pend;
+
+static pend *pend_new(pend **a, int *n, int *cap) {
+  if (*n == *cap) {
+    int nc = *cap ? 2 * *cap : 256;
+    pend *na = realloc(*a, sizeof *na * (size_t)nc);
+    if (!na) return NULL;
+    *a = na, *cap = nc;
+  }
+  pend *p = &(*a)[(*n)++];
+  memset(p, 0, sizeof *p);
+  return p;
+}
+
+/* Three rounds of voting: each task picks, of its equals, the one whose
+ * decisions agree most often with those of the other tasks of its family
+ * (all their equals, weighted 1/count, in the first round; their picks
+ * after). Ties go to the faster. Hard EM with the family's per-decision
+ * value counts as the prior: the targets of similar tasks then agree, so
+ * greedy decoding does not fall back to the rule's value where the gains
+ * are spread over different decisions. */
+static void vote(pend *p, int n, const tlm_best *best) {
+  double *agree = malloc(sizeof *agree * PEND_MAX);
+  if (!agree) return;
+  for (int round = 0; round < 3; round++) {
+    for (int a = 0; a < n; a++) {
+      for (int j = 0; j < p[a].neq; j++) agree[j] = 0;
+      for (int b = 0; b < n; b++) {
+        if (b == a || strcmp(best[p[a].task].family, best[p[b].task].family) || p[b].eq[0].n != p[a].eq[0].n)
+          continue;
+        int lo = round ? p[b].pick : 0, hi = round ? p[b].pick + 1 : p[b].neq;
+        double w = 1.0 / (hi - lo);
+        for (int j = 0; j < p[a].neq; j++)
+          for (int q = lo; q < hi; q++) {
+            int same = 0;
+            for (int d = 0; d < p[a].eq[j].n; d++) same += p[a].eq[j].v[d] == p[b].eq[q].v[d];
+            agree[j] += w * same;
+          }
+      }
+      int pick = 0;
+      for (int j = 1; j < p[a].neq; j++)
+        if (agree[j] > agree[pick] || (agree[j] == agree[pick] && p[a].eqscore[j] < p[a].eqscore[pick]))
+          pick = j;
+      p[a].pick = pick; /* Gauss-Seidel: later tasks see this round's pick */
+    }
+  }
+  free(agree);
+}
+
 static void usage_train(void) {
   fprintf(stderr,
           "usage: tlm train --records FILE --out CKPT [--steps N] [--pretrain N] [--batch B]\n"
@@ -230,7 +331,16 @@ static void usage_train(void) {
           "  schedule's time relative to the rule's in the same round instead.\n"
           "  --near F (e.g. 0.02): also teach every verified schedule within F of the\n"
           "  task's best that beats the rule by --rule-margin (its equals in noise).\n"
-          "  --max-round R: leave out verification rounds after R.\n");
+          "  --max-round R: leave out verification rounds after R.\n"
+          "  --pretrain-variants V: pretrain also on V copies of each matmul and\n"
+          "  convolution task with its extents scaled by 2^u, u in [-1.5, 1.5]\n"
+          "  (unmeasured: random schedules only).\n"
+          "  --equal-within F (e.g. 0.02): the verified schedules within F of the task's\n"
+          "  best that beat the rule by --rule-margin are its equals in noise; of them\n"
+          "  teach the one with the fewest decisions changed from the rule\n"
+          "  (--pick edits, the default) or the one whose decisions agree most\n"
+          "  with the picks of the other tasks of its family (--pick consensus:\n"
+          "  three rounds of voting); ties: the faster.\n");
 }
 
 static void run_steps(tlm_gpt2 *m, dataset *d, int steps, int64_t step0, int64_t total, float lr,
@@ -265,11 +375,14 @@ static void run_steps(tlm_gpt2 *m, dataset *d, int steps, int64_t step0, int64_t
 
 int tlm_cmd_train(int argc, char **argv) {
   const char *records = NULL, *out = NULL, *shared = "../shared";
+  int variants = 0; /* --pretrain-variants V: V scaled copies of each task for pretraining */
   int steps = 2000, pretrain = 0, batch = 32, layers = 4, heads = 4, width = 128, threads = 2;
   float lr = 1e-3f;
   double rule_margin = 0.03;
   int mean_targets = 0; /* --targets mean: over every verification round */
   double near = 0;      /* --near F: also teach verified schedules within F of the best */
+  double min_edit = 0;  /* --equal-within F: the best's equals in noise */
+  int consensus = 0;             /* --pick consensus: the equals agreeing most with the family's */
   uint64_t seed = 1;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
@@ -279,6 +392,7 @@ int tlm_cmd_train(int argc, char **argv) {
     else if (!strcmp(a, "--shared") && v) shared = argv[++i];
     else if (!strcmp(a, "--steps") && v) steps = atoi(argv[++i]);
     else if (!strcmp(a, "--pretrain") && v) pretrain = atoi(argv[++i]);
+    else if (!strcmp(a, "--pretrain-variants") && v) variants = atoi(argv[++i]);
     else if (!strcmp(a, "--batch") && v) batch = atoi(argv[++i]);
     else if (!strcmp(a, "--layers") && v) layers = atoi(argv[++i]);
     else if (!strcmp(a, "--heads") && v) heads = atoi(argv[++i]);
@@ -290,14 +404,17 @@ int tlm_cmd_train(int argc, char **argv) {
       mean_targets = !strcmp(argv[++i], "mean");
     else if (!strcmp(a, "--seed") && v) seed = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(a, "--near") && v) near = atof(argv[++i]);
+    else if (!strcmp(a, "--equal-within") && v) min_edit = atof(argv[++i]);
+    else if (!strcmp(a, "--pick") && v && !strcmp(argv[i + 1], "edits")) i++;
+    else if (!strcmp(a, "--pick") && v && !strcmp(argv[i + 1], "consensus")) consensus = 1, i++;
     else if (!strcmp(a, "--max-round") && v) g_max_verify_round = atoi(argv[++i]);
     else {
       usage_train();
       return !strcmp(a, "--help") || !strcmp(a, "-h") ? 0 : 2;
     }
   }
-  if (!records || !out || steps < 0 || pretrain < 0 || batch < 1 || !(rule_margin >= 0) ||
-      !(near >= 0 && near < 1)) {
+  if (!records || !out || steps < 0 || pretrain < 0 || variants < 0 || variants > 64 || batch < 1 || !(rule_margin >= 0) ||
+      !(near >= 0 && near < 1) || !(min_edit >= 0 && min_edit < 1)) {
     usage_train();
     return 2;
   }
@@ -321,8 +438,11 @@ int tlm_cmd_train(int argc, char **argv) {
     return 1;
   }
   dataset fine = {0}, pre = {0};
+  pend *pending = NULL;
+  int npending = 0, cappending = 0;
   uint64_t rng = seed;
   int taught_rule = 0, beat_rule = 0, no_rule = 0, verified_tasks = 0, near_extra = 0;
+  int min_edit_moved = 0;
   for (int i = 0; i < nbest; i++) {
     tlm_task_spec spec;
     tlm_task task;
@@ -373,6 +493,32 @@ int tlm_cmd_train(int argc, char **argv) {
       verified_tasks++;
       if (vb < 0 || vb_score >= -log1p(rule_margin)) target = &rule, taught_rule++;
       else target = &e->ver[vb], beat_rule++;
+      /* --equal-within: the schedules within min_edit of the winner are
+       * its equals in noise; of them, the one closest to the rule says
+       * most plainly which decisions make the gain */
+      if (target != &rule && min_edit > 0 && score && consensus) {
+        pend *pe = pend_new(&pending, &npending, &cappending);
+        if (pe) {
+          pe->task = i;
+          pe->eq[pe->neq] = e->ver[vb], pe->eqscore[pe->neq++] = vb_score;
+          for (int j = 0; j < e->nver && pe->neq < PEND_MAX; j++)
+            if (j != vb && !isnan(score[j]) && score[j] <= vb_score + log1p(min_edit) &&
+                score[j] < -log1p(rule_margin))
+              pe->eq[pe->neq] = e->ver[j], pe->eqscore[pe->neq++] = score[j];
+          target = NULL; /* added after the vote */
+        }
+      } else if (target != &rule && min_edit > 0 && score) {
+        int bd = edits(&e->ver[vb], &rule);
+        int pick = vb;
+        for (int j = 0; j < e->nver; j++) {
+          if (isnan(score[j]) || score[j] > vb_score + log1p(min_edit) || score[j] >= -log1p(rule_margin))
+            continue;
+          int d = edits(&e->ver[j], &rule);
+          if (d < bd || (d == bd && score[j] < score[pick])) bd = d, pick = j;
+        }
+        if (pick != vb) min_edit_moved++;
+        target = &e->ver[pick];
+      }
       /* --near: the schedules within `near` of the winner are its equals
        * within the timing noise; each is taught as well, so the model
        * learns what they share rather than one round's luckiest */
@@ -389,13 +535,40 @@ int tlm_cmd_train(int argc, char **argv) {
     } else if (!isfinite(rule_ns)) no_rule++;
     else if (rule_ns <= best[i].ns * (1 + margin)) target = &rule, taught_rule++;
     else beat_rule++;
-    dataset_add(&fine, &vocab, &s, target);
+    if (target) dataset_add(&fine, &vocab, &s, target);
     for (int r = 0; r < 8 && pretrain > 0; r++) {
       tlm_schedule rs;
       tlm_space_sample(&s, &rng, &rs);
       dataset_add(&pre, &vocab, &s, &rs);
     }
+    for (int vi = 0; vi < variants && pretrain > 0; vi++) {
+      tlm_task_spec vs;
+      tlm_task vt;
+      tlm_space vsp;
+      if (spec_variant(&spec, &rng, &vs) || tlm_task_spec_task(&vs, &vt) ||
+          tlm_space_init(&vsp, &vt, &rt->target))
+        continue;
+      for (int r = 0; r < 8; r++) {
+        tlm_schedule rs;
+        tlm_space_sample(&vsp, &rng, &rs);
+        dataset_add(&pre, &vocab, &vsp, &rs);
+      }
+    }
   }
+  if (npending) {
+    vote(pending, npending, best);
+    for (int q = 0; q < npending; q++) {
+      tlm_task_spec spec;
+      tlm_task task;
+      tlm_space s;
+      if (tlm_task_spec_parse(best[pending[q].task].task, &spec) || tlm_task_spec_task(&spec, &task) ||
+          tlm_space_init(&s, &task, &rt->target))
+        continue;
+      dataset_add(&fine, &vocab, &s, &pending[q].eq[pending[q].pick]);
+      min_edit_moved += pending[q].pick != 0;
+    }
+  }
+  free(pending);
   (void)shared;
   fprintf(stderr, "tlm train: %d training tasks with a best schedule (%d pretraining sentences)\n",
           fine.n - near_extra, pre.n);
@@ -405,6 +578,10 @@ int tlm_cmd_train(int argc, char **argv) {
           taught_rule, rule_margin * 100, beat_rule, no_rule);
   fprintf(stderr, "tlm train: %d tasks' targets from a verification round (timed side by side)\n",
           verified_tasks);
+  if (min_edit > 0)
+    fprintf(stderr, "tlm train: %d targets moved to an equal within %.1f%% with %s\n", min_edit_moved,
+            min_edit * 100,
+            consensus ? "more agreement with its family" : "fewer edits of the rule");
   if (near > 0)
     fprintf(stderr, "tlm train: %d more sentences: verified schedules within %.0f%% of their task's best\n",
             near_extra, near * 100);
