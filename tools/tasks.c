@@ -281,7 +281,7 @@ static int read_trace(const char *dir, int **out) {
 }
 
 static int model_tasks(list *l, const char *name, const cJSON *m, const int *ctx, int nctx,
-                       uint64_t *rng) {
+                       uint64_t *rng, int nprefill_want, int ndecode) {
   int d = cJSON_GetObjectItem(m, "d_model")->valueint;
   int ff = cJSON_GetObjectItem(m, "d_ff")->valueint;
   int heads = cJSON_GetObjectItem(m, "n_head")->valueint;
@@ -293,10 +293,10 @@ static int model_tasks(list *l, const char *name, const cJSON *m, const int *ctx
   int hd = d / heads;
   int64_t ms[40];
   int nm = 0;
-  for (int i = 0; i < 20 && nctx > 0; i++) /* prefill lengths from the trace */
+  for (int i = 0; i < nprefill_want && nctx > 0; i++) /* prefill lengths from the trace */
     ms[nm++] = ctx[tlm_rng_next(rng) % (uint64_t)nctx];
   int nprefill = nm;
-  for (int i = 0; i < 12; i++) ms[nm++] = 1 + (int64_t)(tlm_rng_next(rng) % 64); /* decode */
+  for (int i = 0; i < ndecode; i++) ms[nm++] = 1 + (int64_t)(tlm_rng_next(rng) % 64); /* decode */
   for (int i = 0; i < nm; i++) {
     const char *phase = i < nprefill ? "prefill" : "decode";
     tlm_task_spec s;
@@ -423,6 +423,48 @@ int tlm_tasks_from_file(const char *path, tlm_task_spec **out, char *err, int er
   return l.n;
 }
 
+static int g_synthetic; /* tlm_tasks_set_synthetic */
+
+void tlm_tasks_set_synthetic(int n) { g_synthetic = n < 0 ? 0 : n > 64 ? 64 : n; }
+
+/* n synthetic transformer models: head size 64, 80, 96 or 128, 4-40
+ * heads (d_model 256-6144), MLP 4 d (GELU) or gated SiLU at 8/3 d rounded
+ * to 64, bias or not, QKV fused or not; 6 prefill lengths from the trace and 4 decode
+ * lengths each. A model whose d_model, MLP width or head size equals a
+ * held-out one's (1024, 4096 and 16384, head size 256: GPT-2-355M and
+ * GPT-J) is drawn again, so no held-out layer is trained on in disguise.
+ * Own generator: the other tasks do not move. */
+static int synthetic_models(list *l, int n, const int *ctx, int nctx) {
+  uint64_t rng = 0x73796e7468ull; /* "synth" */
+  static const int hds[] = {64, 80, 96, 128};
+  for (int i = 0; i < n; i++) {
+    int hd, heads, d, ff, gated, bias, fused;
+    do {
+      hd = hds[tlm_rng_next(&rng) % 4];
+      heads = 4 + (int)(tlm_rng_next(&rng) % 37);
+      d = hd * heads;
+      gated = (int)(tlm_rng_next(&rng) % 2);
+      bias = (int)(tlm_rng_next(&rng) % 2);
+      fused = (int)(tlm_rng_next(&rng) % 2);
+      ff = gated ? (8 * d / 3 + 63) / 64 * 64 : 4 * d;
+    } while (d < 256 || d > 6144 || d == 1024 || d == 4096 || ff == 4096 || ff == 16384);
+    cJSON *m = cJSON_CreateObject();
+    if (!m || !cJSON_AddNumberToObject(m, "d_model", d) || !cJSON_AddNumberToObject(m, "d_ff", ff) ||
+        !cJSON_AddNumberToObject(m, "n_head", heads) || !cJSON_AddBoolToObject(m, "bias", bias) ||
+        !cJSON_AddBoolToObject(m, "qkv_fused", fused) ||
+        !cJSON_AddStringToObject(m, "act", gated ? "gated-silu" : "gelu")) {
+      cJSON_Delete(m);
+      return -1;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "synth%d-d%d", i, d);
+    int rc = model_tasks(l, name, m, ctx, nctx, &rng, 6, 4);
+    cJSON_Delete(m);
+    if (rc) return -1;
+  }
+  return 0;
+}
+
 int tlm_tasks_build(const char *dir, uint64_t seed, tlm_task_spec **out, char *err, int errcap) {
   list l = {0};
   *out = NULL;
@@ -443,7 +485,7 @@ int tlm_tasks_build(const char *dir, uint64_t seed, tlm_task_spec **out, char *e
       uint64_t rng = seed;
       for (cJSON *m = root ? root->child : NULL; m; m = m->next) {
         if (!cJSON_IsObject(m) || !cJSON_GetObjectItem(m, "d_model")) continue;
-        if (model_tasks(&l, m->string, m, ctx, nctx, &rng)) {
+        if (model_tasks(&l, m->string, m, ctx, nctx, &rng, 20, 12)) {
           cJSON_Delete(root);
           free(buf);
           fclose(fp);
@@ -455,6 +497,10 @@ int tlm_tasks_build(const char *dir, uint64_t seed, tlm_task_spec **out, char *e
     }
     free(buf);
     fclose(fp);
+  }
+  if (g_synthetic > 0 && synthetic_models(&l, g_synthetic, ctx, nctx)) {
+    free(ctx);
+    goto oom;
   }
   free(ctx);
   if (l.n == 0) {

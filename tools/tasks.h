@@ -75,7 +75,11 @@ double tlm_spec_problem_tolerance(const tlm_spec_problem *p);
 #define TLM_TASK_MAX_BYTES (64.0 * 1024 * 1024)
 
 /* Builds the list (deterministic for a seed). *out is malloc'd. Returns the
- * count, or -1 with a message. */
+ * count, or -1 with a message. With tlm_tasks_set_synthetic(n) before, the
+ * layers of n synthetic transformer models follow (families
+ * "synth<i>-d<d_model>:<phase>", training families; tools/tasks.c says how
+ * they are drawn). Not thread-safe. */
+void tlm_tasks_set_synthetic(int n);
 int tlm_tasks_build(const char *shared_dir, uint64_t seed, tlm_task_spec **out, char *err,
                     int errcap);
 
