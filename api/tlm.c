@@ -93,6 +93,7 @@ tlm_status tlm_config_init(tlm_config *c) {
   if (env_int("TLM_CACHE_CAPACITY_BYTES", 0, (long long)1 << 50, &x) == 0)
     c->cache_capacity_bytes = (size_t)x;
   if (env_int("TLM_KERNEL_REUSE", 0, 1, &x) == 0) c->disable_kernel_reuse = x == 0;
+  if (env_int("TLM_CONV_AS_MATMUL", 0, 1, &x) == 0) c->disable_conv_as_matmul = x == 0;
   const char *d = getenv("TLM_CACHE_DIR");
   if (d && *d) c->cache_dir = d;
   const char *m = getenv("TLM_MODEL");
@@ -450,7 +451,18 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
     st = tlm_validate_conv(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
                            sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
-    st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
+    tlm_op mop;
+    tlm_tensor min[4], mout;
+    int mn;
+    tlm_mm_args margs;
+    tlm_task mtask;
+    char merr[TLM_ERRMSG];
+    if (!rt->cfg.disable_conv_as_matmul &&
+        tlm_conv_as_matmul(&task, op, inputs, outputs, &mop, min, &mn, &mout) &&
+        tlm_validate_matmul(&mop, min, mn, &mout, 1, &mtask, &margs, merr, sizeof merr) == TLM_OK)
+      st = tlm_engine_run(rt, &mtask, &margs, &plan, &epoch, err, sizeof err);
+    else
+      st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
   } else {
     snprintf(err, sizeof err, "unknown operator kind %d", (int)op->kind);

@@ -402,6 +402,59 @@ static void act_view(const tlm_tensor *t, int layout, int64_t ext[5], int64_t st
     if (ext[i] == 1) str[i] = 0; /* canonical: a stride of extent 1 is never used */
 }
 
+/* a 2-D (rows, cols) view with the given strides; a stride of an extent
+ * of 1 is made the dense one */
+static void view2(tlm_tensor *v, void *data, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  memset(v, 0, sizeof *v);
+  v->dtype = TLM_F32;
+  v->ndim = 2;
+  v->shape[0] = rows, v->shape[1] = cols;
+  v->strides[1] = cols == 1 ? 1 : cs;
+  v->strides[0] = rows == 1 ? cols * v->strides[1] : rs;
+  v->data = data;
+}
+
+int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
+                       const tlm_tensor *out, tlm_op *mop, tlm_tensor min[4], int *n_min,
+                       tlm_tensor *mout) {
+  const tlm_conv_task *t = &task->u.conv;
+  if (task->kind != TLM_OP_CONV || t->G != 1 || t->KD != 1 || t->KH != 1 || t->KW != 1 ||
+      t->pd || t->ph || t->pw || t->has_ss || t->ID != 1 || t->IH != 1 || t->IW != 1 ||
+      t->OD != 1 || t->OH != 1 || t->OW != 1 || (t->has_residual && t->act != TLM_ACT_NONE))
+    return 0; /* (the matmul epilogue adds the residual after the activation) */
+  const tlm_conv_desc *d = &op->u.conv;
+  const tlm_tensor *X = &in[0], *Wt = &in[1], *Y = &out[0];
+  int64_t xe[5], xs[5], ye[5], ys[5];
+  act_view(X, d->layout, xe, xs);
+  act_view(Y, d->layout, ye, ys);
+  int64_t N = xe[0], IC = xe[1], OC = ye[1];
+  int S = Wt->ndim - 2;
+  int n = 0;
+  *mop = tlm_op_matmul();
+  view2(&min[n++], X->data, N, IC, xs[0], xs[1]);
+  if (d->weight_layout == TLM_WEIGHTS_OIHW) { /* (OC, IC): B stored transposed */
+    mop->u.matmul.transpose_b = 1;
+    view2(&min[n++], Wt->data, OC, IC, Wt->strides[0], Wt->strides[1]);
+  } else { /* (..., IC, OC) */
+    view2(&min[n++], Wt->data, IC, OC, Wt->strides[S], Wt->strides[S + 1]);
+  }
+  int next = 2;
+  if (d->has_bias) {
+    min[n++] = in[next++];
+    mop->u.matmul.has_bias = 1;
+  }
+  if (d->has_residual) {
+    int64_t re[5], rs[5];
+    act_view(&in[next], d->layout, re, rs);
+    view2(&min[n++], in[next].data, N, OC, rs[0], rs[1]);
+    mop->u.matmul.has_residual = 1;
+  }
+  mop->u.matmul.activation = d->activation;
+  view2(mout, Y->data, N, OC, ys[0], ys[1]);
+  *n_min = n;
+  return 1;
+}
+
 tlm_status tlm_validate_conv(const tlm_op *op, const tlm_tensor *in, int n_in,
                              const tlm_tensor *out, int n_out, tlm_task *task,
                              tlm_conv_args *args, char *err, int errcap) {

@@ -24,6 +24,22 @@ tlm_status tlm_validate_conv(const tlm_op *op, const tlm_tensor *in, int n_in,
                              const tlm_tensor *out, int n_out, tlm_task *task,
                              tlm_conv_args *args, char *err, int errcap);
 
+/* A validated convolution (task from tlm_validate_conv) that is a matrix
+ * product: one group, a 1x1 kernel, no padding, no scale/shift, not both
+ * a residual and an activation (the two epilogues differ in their order
+ * there), and one input and one output pixel: the squeeze-and-excitation convolutions of
+ * EfficientNet and MobileNetV3. Then dst (N, OC) = src (N, IC) x W + bias,
+ * activation, + residual, with W the weights as (IC, OC) (HWIO) or their
+ * transpose (OIHW, transpose_b). Fills the matmul op, its inputs (A, B,
+ * bias, residual as present; 2-D views of the caller's memory) and output.
+ * Returns 1 when it applies, 0 otherwise (nothing filled). Why: with one
+ * pixel, lanes along the pixels of NCHW have nothing to fill, and lanes
+ * along OC gather OIHW weights; the matmul space has 8- and 16-lane dot
+ * products along IC for this. */
+int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
+                       const tlm_tensor *out, tlm_op *mop, tlm_tensor min[4], int *n_min,
+                       tlm_tensor *mout);
+
 /* The same for pooling. */
 tlm_status tlm_validate_pool(const tlm_op *op, const tlm_tensor *in, int n_in,
                              const tlm_tensor *out, int n_out, tlm_task *task,

@@ -121,7 +121,9 @@ static void shared_files(tlm_runtime *rt, const char *dir) {
 static void epilogues(tlm_runtime *rt) {
   const char *descs[] = {"mb2ic7ih11oc13oh11kh3ph1", "mb1ic16ih9oc5oh5kh3sh2ph1",
                          "g3mb1ic6ih10oc9oh10kh3ph1dh1", "g8mb1ic8ih7oc8oh7kh3ph1",
-                         "mb1ic5iw17oc3ow17kw3pw1", "mb1ic2id5ih5iw5oc3od5oh5ow5kd3kh3kw3pd1ph1pw1"};
+                         "mb1ic5iw17oc3ow17kw3pw1", "mb1ic2id5ih5iw5oc3od5oh5ow5kd3kh3kw3pd1ph1pw1",
+                         /* one pixel: run as a matmul (tlm_conv_as_matmul) */
+                         "mb1ic10ih1iw1oc24oh1ow1kh1kw1", "mb3ic17ih1iw1oc5oh1ow1kh1kw1sh2sw2"};
   char err[256], what[256];
   for (size_t i = 0; i < sizeof descs / sizeof descs[0]; i++) {
     tlm_conv_prb prb;
@@ -169,6 +171,68 @@ static void strided(tlm_runtime *rt) {
   memcpy(x->strides, xst2, sizeof xst2);
   run_check(rt, &p, "NHWC memory through NCHW strides", NULL);
   free(big), free(wt), free(y);
+}
+
+/* squeeze-and-excitation convolutions (one pixel, 1x1 kernel) run as the
+ * matrix product: the same product as a matmul afterwards is a hit of the
+ * same kernel; with disable_conv_as_matmul it is not; a channel slice of a
+ * wider NCHW buffer (strided src) gives the right result either way */
+static void as_matmul(void) {
+  for (int off = 0; off < 2; off++) {
+    tlm_config cfg;
+    tlm_config_init(&cfg);
+    cfg.cache_dir = "none";
+    cfg.disable_conv_as_matmul = off;
+    tlm_runtime *rt;
+    if (tlm_create(&cfg, &rt)) return;
+    int64_t IC = 40, OC = 96, C = 64;
+    float *src = malloc(sizeof(float) * (size_t)C), *wt = malloc(sizeof(float) * (size_t)(OC * IC));
+    float *bias = malloc(sizeof(float) * (size_t)OC), *y = malloc(sizeof(float) * (size_t)OC);
+    float *ref = malloc(sizeof(float) * (size_t)OC), *y2 = malloc(sizeof(float) * (size_t)OC);
+    for (int64_t i = 0; i < C; i++) src[i] = (float)((i * 13) % 11) / 5.0f - 1.0f;
+    for (int64_t i = 0; i < OC * IC; i++) wt[i] = (float)((i * 7) % 17) / 8.0f - 1.0f;
+    for (int64_t i = 0; i < OC; i++) bias[i] = (float)(i % 5) - 2.0f;
+    for (int64_t o = 0; o < OC; o++) {
+      double acc = bias[o];
+      for (int64_t c = 0; c < IC; c++) acc += (double)wt[o * IC + c] * src[8 + c];
+      ref[o] = acc > 0 ? (float)acc : 0.0f;
+    }
+    tlm_op op = tlm_op_conv(TLM_LAYOUT_NCHW);
+    op.u.conv.has_bias = 1;
+    op.u.conv.activation = TLM_ACT_RELU;
+    tlm_tensor in[3], out;
+    /* channels 8..47 of a 64-channel one-pixel image, through strides */
+    in[0].dtype = TLM_F32, in[0].ndim = 4, in[0].data = src + 8;
+    int64_t xs[4] = {1, IC, 1, 1}, xst[4] = {C, 1, 1, 1};
+    memcpy(in[0].shape, xs, sizeof xs), memcpy(in[0].strides, xst, sizeof xst);
+    tlm_tensor_dense(&in[1], TLM_F32, 4, (int64_t[]){OC, IC, 1, 1}, wt);
+    tlm_tensor_dense(&in[2], TLM_F32, 1, &OC, bias);
+    tlm_tensor_dense(&out, TLM_F32, 4, (int64_t[]){1, OC, 1, 1}, y);
+    CHECK(tlm_run(rt, &op, in, 3, &out, 1) == TLM_OK, "SE conv (as matmul %d): %s", !off,
+          tlm_last_error(rt));
+    double e = 0;
+    for (int64_t o = 0; o < OC; o++) {
+      double d = fabs((double)y[o] - ref[o]) / (1 + fabs(ref[o]));
+      if (d > e) e = d;
+    }
+    CHECK(e <= 1e-5, "SE conv (as matmul %d): max rel err %.3g", !off, e);
+    tlm_stats s0, s1;
+    tlm_get_stats(rt, &s0);
+    tlm_op mm = tlm_op_matmul();
+    mm.u.matmul.transpose_b = 1, mm.u.matmul.has_bias = 1, mm.u.matmul.activation = TLM_ACT_RELU;
+    tlm_tensor min[3], mout;
+    tlm_tensor_dense(&min[0], TLM_F32, 2, (int64_t[]){1, IC}, src + 8);
+    tlm_tensor_dense(&min[1], TLM_F32, 2, (int64_t[]){OC, IC}, wt);
+    min[2] = in[2];
+    tlm_tensor_dense(&mout, TLM_F32, 2, (int64_t[]){1, OC}, y2);
+    CHECK(tlm_run(rt, &mm, min, 3, &mout, 1) == TLM_OK, "matmul: %s", tlm_last_error(rt));
+    tlm_get_stats(rt, &s1);
+    CHECK((s1.compiles == s0.compiles) == !off, "as matmul %d: the matmul compiled %llu kernels", !off,
+          (unsigned long long)(s1.compiles - s0.compiles));
+    CHECK(!memcmp(y, y2, sizeof(float) * (size_t)OC) || off, "conv and matmul results differ");
+    free(src), free(wt), free(bias), free(y), free(ref), free(y2);
+    tlm_destroy(rt);
+  }
 }
 
 /* a ResNet layer at five image sizes: one compile when the rule's
@@ -381,6 +445,7 @@ int main(int argc, char **argv) {
   bad(rt);
   epilogues(rt);
   strided(rt);
+  as_matmul();
   pooling(rt);
   sizes();
   shared_files(rt, dir);
