@@ -420,7 +420,8 @@ int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor 
   const tlm_conv_task *t = &task->u.conv;
   if (task->kind != TLM_OP_CONV || t->G != 1 || t->KD != 1 || t->KH != 1 || t->KW != 1 ||
       t->pd || t->ph || t->pw || t->has_ss || t->ID != 1 || t->IH != 1 || t->IW != 1 ||
-      t->OD != 1 || t->OH != 1 || t->OW != 1 || (t->has_residual && t->act != TLM_ACT_NONE))
+      t->OD != 1 || t->OH != 1 || t->OW != 1 || (t->has_residual && t->act != TLM_ACT_NONE) ||
+      op->u.conv.weight_layout != TLM_WEIGHTS_OIHW)
     return 0; /* (the matmul epilogue adds the residual after the activation) */
   const tlm_conv_desc *d = &op->u.conv;
   const tlm_tensor *X = &in[0], *Wt = &in[1], *Y = &out[0];
@@ -428,16 +429,12 @@ int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor 
   act_view(X, d->layout, xe, xs);
   act_view(Y, d->layout, ye, ys);
   int64_t N = xe[0], IC = xe[1], OC = ye[1];
-  int S = Wt->ndim - 2;
   int n = 0;
   *mop = tlm_op_matmul();
   view2(&min[n++], X->data, N, IC, xs[0], xs[1]);
-  if (d->weight_layout == TLM_WEIGHTS_OIHW) { /* (OC, IC): B stored transposed */
-    mop->u.matmul.transpose_b = 1;
-    view2(&min[n++], Wt->data, OC, IC, Wt->strides[0], Wt->strides[1]);
-  } else { /* (..., IC, OC) */
-    view2(&min[n++], Wt->data, IC, OC, Wt->strides[S], Wt->strides[S + 1]);
-  }
+  /* (OC, IC): B stored transposed */
+  mop->u.matmul.transpose_b = 1;
+  view2(&min[n++], Wt->data, OC, IC, Wt->strides[0], Wt->strides[1]);
   int next = 2;
   if (d->has_bias) {
     min[n++] = in[next++];
