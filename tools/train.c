@@ -227,9 +227,9 @@ static int64_t scale_extent(int64_t e, uint64_t *rng) {
 }
 
 /* --pretrain-variants: a task of the same operator and epilogue with its
- * extents scaled (matmul M, N, K; convolution image, channels; pooling
- * image and channels; elementwise rows and columns). Returns 0, or -1 when
- * the variant is not a valid problem. */
+ * extents scaled (matmul M, N, K; convolution image and channels). Returns
+ * 0, or -1 when the variant is not a valid problem or the task a pooling
+ * or elementwise one (few decisions: their own sentences cover them). */
 static int spec_variant(const tlm_task_spec *in, uint64_t *rng, tlm_task_spec *out) {
   *out = *in;
   if (in->op == TLM_OP_CONV) {
@@ -244,7 +244,7 @@ static int spec_variant(const tlm_task_spec *in, uint64_t *rng, tlm_task_spec *o
     c->oh = (c->ih + 2 * c->ph - eh) / c->sh + 1;
     c->ow = (c->iw + 2 * c->pw - ew) / c->sw + 1;
   } else if (in->op == TLM_OP_POOL || in->op == TLM_OP_ELTWISE) {
-    return -1; /* few decisions: the training tasks' own sentences cover them */
+    return -1;
   } else {
     tlm_mm_desc *d = &out->d;
     int64_t M = scale_extent(d->a[d->nda - 2], rng), K = scale_extent(d->a[d->nda - 1], rng);
@@ -307,7 +307,7 @@ static void vote(pend *p, int n, const tlm_best *best) {
       for (int j = 1; j < p[a].neq; j++)
         if (agree[j] > agree[pick] || (agree[j] == agree[pick] && p[a].eqscore[j] < p[a].eqscore[pick]))
           pick = j;
-      p[a].pick = pick; /* Gauss-Seidel: later tasks see this round's pick */
+      p[a].pick = pick; /* from the second round on, later tasks see this one */
     }
   }
   free(agree);
@@ -381,7 +381,7 @@ int tlm_cmd_train(int argc, char **argv) {
   double rule_margin = 0.03;
   int mean_targets = 0; /* --targets mean: over every verification round */
   double near = 0;      /* --near F: also teach verified schedules within F of the best */
-  double min_edit = 0;  /* --equal-within F: the best's equals in noise */
+  double equal_within = 0;  /* --equal-within F: the best's equals in noise */
   int consensus = 0;             /* --pick consensus: the equals agreeing most with the family's */
   uint64_t seed = 1;
   for (int i = 0; i < argc; i++) {
@@ -404,7 +404,7 @@ int tlm_cmd_train(int argc, char **argv) {
       mean_targets = !strcmp(argv[++i], "mean");
     else if (!strcmp(a, "--seed") && v) seed = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(a, "--near") && v) near = atof(argv[++i]);
-    else if (!strcmp(a, "--equal-within") && v) min_edit = atof(argv[++i]);
+    else if (!strcmp(a, "--equal-within") && v) equal_within = atof(argv[++i]);
     else if (!strcmp(a, "--pick") && v && !strcmp(argv[i + 1], "edits")) i++;
     else if (!strcmp(a, "--pick") && v && !strcmp(argv[i + 1], "consensus")) consensus = 1, i++;
     else if (!strcmp(a, "--max-round") && v) g_max_verify_round = atoi(argv[++i]);
@@ -414,7 +414,7 @@ int tlm_cmd_train(int argc, char **argv) {
     }
   }
   if (!records || !out || steps < 0 || pretrain < 0 || variants < 0 || variants > 64 || batch < 1 || !(rule_margin >= 0) ||
-      !(near >= 0 && near < 1) || !(min_edit >= 0 && min_edit < 1)) {
+      !(near >= 0 && near < 1) || !(equal_within >= 0 && equal_within < 1)) {
     usage_train();
     return 2;
   }
@@ -442,7 +442,7 @@ int tlm_cmd_train(int argc, char **argv) {
   int npending = 0, cappending = 0;
   uint64_t rng = seed;
   int taught_rule = 0, beat_rule = 0, no_rule = 0, verified_tasks = 0, near_extra = 0;
-  int min_edit_moved = 0;
+  int equal_moved = 0;
   for (int i = 0; i < nbest; i++) {
     tlm_task_spec spec;
     tlm_task task;
@@ -493,30 +493,30 @@ int tlm_cmd_train(int argc, char **argv) {
       verified_tasks++;
       if (vb < 0 || vb_score >= -log1p(rule_margin)) target = &rule, taught_rule++;
       else target = &e->ver[vb], beat_rule++;
-      /* --equal-within: the schedules within min_edit of the winner are
+      /* --equal-within: the schedules within equal_within of the winner are
        * its equals in noise; of them, the one closest to the rule says
        * most plainly which decisions make the gain */
-      if (target != &rule && min_edit > 0 && score && consensus) {
+      if (target != &rule && equal_within > 0 && score && consensus) {
         pend *pe = pend_new(&pending, &npending, &cappending);
         if (pe) {
           pe->task = i;
           pe->eq[pe->neq] = e->ver[vb], pe->eqscore[pe->neq++] = vb_score;
           for (int j = 0; j < e->nver && pe->neq < PEND_MAX; j++)
-            if (j != vb && !isnan(score[j]) && score[j] <= vb_score + log1p(min_edit) &&
+            if (j != vb && !isnan(score[j]) && score[j] <= vb_score + log1p(equal_within) &&
                 score[j] < -log1p(rule_margin))
               pe->eq[pe->neq] = e->ver[j], pe->eqscore[pe->neq++] = score[j];
           target = NULL; /* added after the vote */
         }
-      } else if (target != &rule && min_edit > 0 && score) {
+      } else if (target != &rule && equal_within > 0 && score) {
         int bd = edits(&e->ver[vb], &rule);
         int pick = vb;
         for (int j = 0; j < e->nver; j++) {
-          if (isnan(score[j]) || score[j] > vb_score + log1p(min_edit) || score[j] >= -log1p(rule_margin))
+          if (isnan(score[j]) || score[j] > vb_score + log1p(equal_within) || score[j] >= -log1p(rule_margin))
             continue;
           int d = edits(&e->ver[j], &rule);
           if (d < bd || (d == bd && score[j] < score[pick])) bd = d, pick = j;
         }
-        if (pick != vb) min_edit_moved++;
+        if (pick != vb) equal_moved++;
         target = &e->ver[pick];
       }
       /* --near: the schedules within `near` of the winner are its equals
@@ -565,7 +565,7 @@ int tlm_cmd_train(int argc, char **argv) {
           tlm_space_init(&s, &task, &rt->target))
         continue;
       dataset_add(&fine, &vocab, &s, &pending[q].eq[pending[q].pick]);
-      min_edit_moved += pending[q].pick != 0;
+      equal_moved += pending[q].pick != 0;
     }
   }
   free(pending);
@@ -578,9 +578,9 @@ int tlm_cmd_train(int argc, char **argv) {
           taught_rule, rule_margin * 100, beat_rule, no_rule);
   fprintf(stderr, "tlm train: %d tasks' targets from a verification round (timed side by side)\n",
           verified_tasks);
-  if (min_edit > 0)
-    fprintf(stderr, "tlm train: %d targets moved to an equal within %.1f%% with %s\n", min_edit_moved,
-            min_edit * 100,
+  if (equal_within > 0)
+    fprintf(stderr, "tlm train: %d targets moved to an equal within %.1f%% with %s\n", equal_moved,
+            equal_within * 100,
             consensus ? "more agreement with its family" : "fewer edits of the rule");
   if (near > 0)
     fprintf(stderr, "tlm train: %d more sentences: verified schedules within %.0f%% of their task's best\n",
