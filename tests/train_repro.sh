@@ -77,6 +77,15 @@ pre1=$(sed -n 's/.*(\([0-9]*\) pretraining sentences).*/\1/p' "$tmp/g.log")
 [ -n "$pre1" ] && [ "$pre1" -gt "${pre0:-0}" ] ||
   { echo "--pretrain-variants added no sentences ($pre0 -> $pre1)"; fail=$((fail + 1)); }
 cmp -s "$tmp/g.ckpt" "$tmp/h.ckpt" || { echo "--pick consensus is not deterministic"; fail=$((fail + 1)); }
+# --skip-family leaves out one family's tasks
+fam1=$(gzip -dc "$tmp/r.jsonl.gz" | sed -n 's/.*"family":"\([^"]*\)".*/\1/p' |
+  grep -v -E '^(gpt2-355m:|benchdnn:transformer|benchdnn:gptj-2016|benchdnn-conv:efficientdet|pool:mobilenet)' | head -1)
+"$tlm" train --records "$tmp/r.jsonl.gz" --out "$tmp/s.ckpt" --steps 1 --batch 4 --layers 1 \
+  --heads 2 --width 32 --skip-family "$fam1" 2>"$tmp/skip.log" || true
+n0=$(sed -n 's/^tlm train: \([0-9]*\) training tasks.*/\1/p' "$tmp/a.trainlog")
+n1=$(sed -n 's/^tlm train: \([0-9]*\) training tasks.*/\1/p' "$tmp/skip.log")
+[ -n "$n0" ] && [ -n "$n1" ] && [ "$n1" -lt "$n0" ] ||
+  { echo "--skip-family $fam1 kept $n1 of $n0 tasks"; fail=$((fail + 1)); }
 # synthetic models: hundreds of training tasks, none the same as a held-out one
 "$tlm" collect --shared "$shared" --list --synthetic 8 >"$tmp/list.txt" 2>/dev/null ||
   { echo "collect --list --synthetic failed"; fail=$((fail + 1)); }
@@ -89,5 +98,5 @@ clash=$(awk '{f = $1; $1 = ""; t = substr($0, 2)
 cmp -s "$tmp/a.ckpt" "$tmp/b.ckpt" || { echo "same seed, different checkpoints"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.tlmq" "$tmp/b.tlmq" || { echo "same seed, different int8 models"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.ckpt" "$tmp/c.ckpt" && { echo "different seeds, same checkpoint"; fail=$((fail + 1)); }
-echo "train_repro: $((21 - fail)) passed, $fail failed"
+echo "train_repro: $((22 - fail)) passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -332,6 +332,8 @@ static void usage_train(void) {
           "  --near F (e.g. 0.02): also teach every verified schedule within F of the\n"
           "  task's best that beats the rule by --rule-margin (its equals in noise).\n"
           "  --max-round R: leave out verification rounds after R.\n"
+          "  --skip-family TEXT: leave out the tasks whose family contains TEXT\n"
+          "  (e.g. synth: the data before the synthetic models).\n"
           "  --pretrain-variants V: pretrain also on V copies of each matmul and\n"
           "  convolution task with its extents scaled by 2^u, u in [-1.5, 1.5]\n"
           "  (unmeasured: random schedules only).\n"
@@ -382,6 +384,7 @@ int tlm_cmd_train(int argc, char **argv) {
   int mean_targets = 0; /* --targets mean: over every verification round */
   double near = 0;      /* --near F: also teach verified schedules within F of the best */
   double equal_within = 0;  /* --equal-within F: the best's equals in noise */
+  const char *skip_family = NULL; /* --skip-family TEXT: leave out families containing it */
   int consensus = 0;             /* --pick consensus: the equals agreeing most with the family's */
   uint64_t seed = 1;
   for (int i = 0; i < argc; i++) {
@@ -404,6 +407,7 @@ int tlm_cmd_train(int argc, char **argv) {
       mean_targets = !strcmp(argv[++i], "mean");
     else if (!strcmp(a, "--seed") && v) seed = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(a, "--near") && v) near = atof(argv[++i]);
+    else if (!strcmp(a, "--skip-family") && v) skip_family = argv[++i];
     else if (!strcmp(a, "--equal-within") && v) equal_within = atof(argv[++i]);
     else if (!strcmp(a, "--pick") && v && !strcmp(argv[i + 1], "edits")) i++;
     else if (!strcmp(a, "--pick") && v && !strcmp(argv[i + 1], "consensus")) consensus = 1, i++;
@@ -447,6 +451,7 @@ int tlm_cmd_train(int argc, char **argv) {
     tlm_task_spec spec;
     tlm_task task;
     tlm_space s;
+    if (skip_family && strstr(best[i].family, skip_family)) continue;
     if (tlm_task_spec_parse(best[i].task, &spec) || tlm_task_spec_task(&spec, &task) ||
         tlm_space_init(&s, &task, &rt->target))
       continue;
