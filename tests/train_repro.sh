@@ -62,6 +62,10 @@ grep -q "^tlm train: $ntask tasks' targets from a verification round" "$tmp/vtra
   --heads 2 --width 32 --targets mean 2>"$tmp/mtrain.log" &&
   grep -q "^tlm train: $ntask tasks' targets from a verification round" "$tmp/mtrain.log" ||
   { echo "train --targets mean over two rounds failed"; cat "$tmp/mtrain.log"; fail=$((fail + 1)); }
+# tlm bound: the winner of round 1 timed again in round 2, over every task
+"$tlm" bound --records "$tmp/r.jsonl.gz" >"$tmp/bound.txt" 2>&1 &&
+  grep -qE "^ +1 +2 +$ntask +[0-9]+ \( *[0-9]+%\)" "$tmp/bound.txt" ||
+  { echo "tlm bound: no line for rounds 1 and 2 over $ntask tasks"; cat "$tmp/bound.txt"; fail=$((fail + 1)); }
 # target picking among a task's equals, and pretraining on scaled copies of
 # the tasks: both run, say what they did, and stay deterministic
 for run in g h; do
@@ -86,6 +90,20 @@ n0=$(sed -n 's/^tlm train: \([0-9]*\) training tasks.*/\1/p' "$tmp/a.trainlog")
 n1=$(sed -n 's/^tlm train: \([0-9]*\) training tasks.*/\1/p' "$tmp/skip.log")
 [ -n "$n0" ] && [ -n "$n1" ] && [ "$n1" -lt "$n0" ] ||
   { echo "--skip-family $fam1 kept $n1 of $n0 tasks"; fail=$((fail + 1)); }
+# --rule-targets drop leaves out the tasks taught the rule; --good teaches
+# up to K schedules per task that beat the rule by the factor
+"$tlm" train --records "$tmp/r.jsonl.gz" --out "$tmp/d.ckpt" --steps 1 --batch 4 --layers 1 \
+  --heads 2 --width 32 --rule-margin 0.5 --rule-targets drop 2>"$tmp/drop.log" || true
+nd=$(sed -n 's/^tlm train: --rule-targets drop: \([0-9]*\) tasks taught nothing.*/\1/p' "$tmp/drop.log")
+n2=$(sed -n 's/^tlm train: \([0-9]*\) training tasks.*/\1/p' "$tmp/drop.log")
+[ -n "$nd" ] && [ -n "$n2" ] && [ -n "$n0" ] && [ "$nd" -ge 1 ] && [ $((n2 + nd)) -eq "$n0" ] ||
+  { echo "--rule-targets drop: $nd dropped, $n2 of $n0 kept"; cat "$tmp/drop.log"; fail=$((fail + 1)); }
+"$tlm" train --records "$tmp/r.jsonl.gz" --out "$tmp/k.ckpt" --steps 1 --batch 4 --layers 1 \
+  --heads 2 --width 32 --good 0.01 --good-per-task 2 2>"$tmp/good.log" ||
+  { echo "train --good failed"; cat "$tmp/good.log"; fail=$((fail + 1)); }
+gs=$(sed -n 's/^tlm train: --good 0.01: \([0-9]*\) sentences on \([0-9]*\) tasks.*/\1 \2/p' "$tmp/good.log")
+[ -n "$gs" ] && [ "${gs#* }" -ge 1 ] && [ "${gs% *}" -ge "${gs#* }" ] && [ "${gs% *}" -le $((2 * ${gs#* })) ] ||
+  { echo "--good 0.01 --good-per-task 2: sentences and tasks '$gs'"; cat "$tmp/good.log"; fail=$((fail + 1)); }
 # synthetic models: hundreds of training tasks, none the same as a held-out one
 "$tlm" collect --shared "$shared" --list --synthetic 8 >"$tmp/list.txt" 2>/dev/null ||
   { echo "collect --list --synthetic failed"; fail=$((fail + 1)); }
@@ -98,5 +116,5 @@ clash=$(awk '{f = $1; $1 = ""; t = substr($0, 2)
 cmp -s "$tmp/a.ckpt" "$tmp/b.ckpt" || { echo "same seed, different checkpoints"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.tlmq" "$tmp/b.tlmq" || { echo "same seed, different int8 models"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.ckpt" "$tmp/c.ckpt" && { echo "different seeds, same checkpoint"; fail=$((fail + 1)); }
-echo "train_repro: $((22 - fail)) passed, $fail failed"
+echo "train_repro: $((25 - fail)) passed, $fail failed"
 [ "$fail" -eq 0 ]

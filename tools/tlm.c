@@ -57,6 +57,7 @@ static void usage(FILE *f) {
           "  collect ...       measure schedules for training (tlm collect --help)\n"
           "  train ...         train the tensor language model (tlm train --help)\n"
           "  quantize C M      fp32 checkpoint C -> int8 model M\n"
+          "  bound --records F how often measured search beats the rule again (--help)\n"
           "  explain DESC      the language model's decisions for a matmul\n"
           "  eval ...          model vs default rule vs random search (tlm eval --help)\n"
           "  bench decode ...  decode time and int8-vs-fp32 agreement (--help)\n"
@@ -454,6 +455,7 @@ int main(int argc, char **argv) {
   if (argc > 2 && !strcmp(argv[1], "bench") && !strcmp(argv[2], "overhead"))
     return tlm_cmd_bench_overhead(argc - 3, argv + 3);
   if (!strcmp(argv[1], "quantize")) return tlm_cmd_quantize(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "bound")) return tlm_cmd_bound(argc - 2, argv + 2);
   if (!strcmp(argv[1], "version")) {
     printf("tlm %s\n", tlm_version());
     return 0;

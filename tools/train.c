@@ -213,6 +213,32 @@ static void dataset_free(dataset *d) {
 }
 
 /* decisions in which a differs from b */
+static int same_sched(const tlm_schedule *a, const tlm_schedule *b) {
+  return a->n == b->n && !memcmp(a->v, b->v, sizeof a->v[0] * (size_t)a->n);
+}
+
+/* --good F: the task's distinct measured schedules at least 1 + F times as
+ * fast as the rule (its fastest record against theirs), at most k of the
+ * fastest; their indices in b->all into idx. Returns how many. */
+static int good_schedules(const tlm_best *b, const tlm_space *s, const tlm_schedule *rule, double rule_ns,
+                          double f, int k, int *idx) {
+  int n = 0;
+  if (!isfinite(rule_ns)) return 0;
+  while (n < k) {
+    int pick = -1;
+    for (int i = 0; i < b->nall; i++) {
+      if (!isfinite(b->all_ns[i]) || rule_ns < b->all_ns[i] * (1 + f) || same_sched(&b->all[i], rule)) continue;
+      if (pick >= 0 && b->all_ns[i] >= b->all_ns[pick]) continue;
+      int dup = 0;
+      for (int j = 0; j < n && !dup; j++) dup = same_sched(&b->all[idx[j]], &b->all[i]);
+      if (!dup && tlm_space_accepts(s, &b->all[i])) pick = i;
+    }
+    if (pick < 0) break;
+    idx[n++] = pick;
+  }
+  return n;
+}
+
 static int edits(const tlm_schedule *a, const tlm_schedule *b) {
   int d = a->n > b->n ? a->n - b->n : b->n - a->n;
   for (int i = 0; i < a->n && i < b->n; i++) d += a->v[i] != b->v[i];
@@ -342,7 +368,14 @@ static void usage_train(void) {
           "  teach the one with the fewest decisions changed from the rule\n"
           "  (--pick edits, the default) or the one whose decisions agree most\n"
           "  with the picks of the other tasks of its family (--pick consensus:\n"
-          "  three rounds of voting); ties: the faster.\n");
+          "  three rounds of voting); ties: the faster.\n"
+          "  --good F --good-per-task K (default 16): teach, for every task, its\n"
+          "  K fastest distinct measured schedules at least 1 + F times as fast as\n"
+          "  the rule (its fastest record) instead of its one best; a task with\n"
+          "  none keeps its usual target.\n"
+          "  --rule-targets drop: a task whose target would be the rule's schedule\n"
+          "  is left out of fine-tuning (kept for pretraining), so the model never\n"
+          "  learns the rule as an answer; teach (the default) keeps it.\n");
 }
 
 static void run_steps(tlm_gpt2 *m, dataset *d, int steps, int64_t step0, int64_t total, float lr,
@@ -386,6 +419,9 @@ int tlm_cmd_train(int argc, char **argv) {
   double equal_within = 0;  /* --equal-within F: the best's equals in noise */
   const char *skip_family = NULL; /* --skip-family TEXT: leave out families containing it */
   int consensus = 0;             /* --pick consensus: the equals agreeing most with the family's */
+  int drop_rule = 0;             /* --rule-targets drop: no task is taught the rule's schedule */
+  double good = 0;               /* --good F: teach the schedules 1 + F times as fast as the rule */
+  int good_k = 16;               /* --good-per-task K: at most K of them per task */
   uint64_t seed = 1;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
@@ -411,6 +447,10 @@ int tlm_cmd_train(int argc, char **argv) {
     else if (!strcmp(a, "--equal-within") && v) equal_within = atof(argv[++i]);
     else if (!strcmp(a, "--pick") && v && !strcmp(argv[i + 1], "edits")) i++;
     else if (!strcmp(a, "--pick") && v && !strcmp(argv[i + 1], "consensus")) consensus = 1, i++;
+    else if (!strcmp(a, "--rule-targets") && v && !strcmp(argv[i + 1], "teach")) i++;
+    else if (!strcmp(a, "--rule-targets") && v && !strcmp(argv[i + 1], "drop")) drop_rule = 1, i++;
+    else if (!strcmp(a, "--good") && v) good = atof(argv[++i]);
+    else if (!strcmp(a, "--good-per-task") && v) good_k = atoi(argv[++i]);
     else if (!strcmp(a, "--max-round") && v) g_max_verify_round = atoi(argv[++i]);
     else {
       usage_train();
@@ -418,7 +458,8 @@ int tlm_cmd_train(int argc, char **argv) {
     }
   }
   if (!records || !out || steps < 0 || pretrain < 0 || variants < 0 || variants > 64 || batch < 1 || !(rule_margin >= 0) ||
-      !(near >= 0 && near < 1) || !(equal_within >= 0 && equal_within < 1)) {
+      !(near >= 0 && near < 1) || !(equal_within >= 0 && equal_within < 1) ||
+      !(good >= 0 && good < 10) || good_k < 1 || good_k > 256) {
     usage_train();
     return 2;
   }
@@ -446,7 +487,7 @@ int tlm_cmd_train(int argc, char **argv) {
   int npending = 0, cappending = 0;
   uint64_t rng = seed;
   int taught_rule = 0, beat_rule = 0, no_rule = 0, verified_tasks = 0, near_extra = 0;
-  int equal_moved = 0;
+  int equal_moved = 0, rule_dropped = 0, good_sentences = 0, good_tasks = 0, fine_tasks = 0;
   for (int i = 0; i < nbest; i++) {
     tlm_task_spec spec;
     tlm_task task;
@@ -540,7 +581,17 @@ int tlm_cmd_train(int argc, char **argv) {
     } else if (!isfinite(rule_ns)) no_rule++;
     else if (rule_ns <= best[i].ns * (1 + margin)) target = &rule, taught_rule++;
     else beat_rule++;
-    if (target) dataset_add(&fine, &vocab, &s, target);
+    if (good > 0) { /* the task's schedules that beat the rule by 1 + good, not only its best */
+      int gi[256];
+      int ng = good_schedules(&best[i], &s, &rule, rule_ns, good, good_k, gi);
+      for (int j = 0; j < ng; j++) dataset_add(&fine, &vocab, &s, &best[i].all[gi[j]]);
+      good_sentences += ng;
+      good_tasks += ng > 0;
+      fine_tasks += ng > 0;
+      if (ng > 0) target = NULL; /* taught by its good schedules instead */
+    }
+    if (target == &rule && drop_rule) target = NULL, rule_dropped++;
+    if (target) dataset_add(&fine, &vocab, &s, target), fine_tasks++;
     for (int r = 0; r < 8 && pretrain > 0; r++) {
       tlm_schedule rs;
       tlm_space_sample(&s, &rng, &rs);
@@ -570,19 +621,26 @@ int tlm_cmd_train(int argc, char **argv) {
           tlm_space_init(&s, &task, &rt->target))
         continue;
       dataset_add(&fine, &vocab, &s, &pending[q].eq[pending[q].pick]);
+      fine_tasks++;
       equal_moved += pending[q].pick != 0;
     }
   }
   free(pending);
   (void)shared;
   fprintf(stderr, "tlm train: %d training tasks with a best schedule (%d pretraining sentences)\n",
-          fine.n - near_extra, pre.n);
+          fine_tasks, pre.n);
   fprintf(stderr,
           "tlm train: targets: the rule on %d tasks (within %.0f%% or its spread of the best), a schedule "
           "beating it on %d, the best (rule not measured) on %d\n",
           taught_rule, rule_margin * 100, beat_rule, no_rule);
   fprintf(stderr, "tlm train: %d tasks' targets from a verification round (timed side by side)\n",
           verified_tasks);
+  if (good > 0)
+    fprintf(stderr, "tlm train: --good %.2f: %d sentences on %d tasks (schedules at least %.2fx the rule's speed)\n",
+            good, good_sentences, good_tasks, 1 + good);
+  if (drop_rule)
+    fprintf(stderr, "tlm train: --rule-targets drop: %d tasks taught nothing (the rule was their target)\n",
+            rule_dropped);
   if (equal_within > 0)
     fprintf(stderr, "tlm train: %d targets moved to an equal within %.1f%% with %s\n", equal_moved,
             equal_within * 100,
@@ -639,4 +697,97 @@ int tlm_cmd_quantize(int argc, char **argv) {
   else fprintf(stderr, "tlm quantize: wrote %s (%zu parameters)\n", argv[1], m.nparams);
   tlm_gpt2_free(&m);
   return st ? 1 : 0;
+}
+
+/* tlm bound: how often the winner of one verification round beats the rule
+ * when timed again in another round. This bounds what a single choice
+ * without measurement can reach on these tasks against the rule: the
+ * winner is what measured search plus a side-by-side timing picks. */
+int tlm_cmd_bound(int argc, char **argv) {
+  const char *records = NULL, *skip_family = NULL;
+  for (int i = 0; i < argc; i++) {
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(argv[i], "--records") && v) records = argv[++i];
+    else if (!strcmp(argv[i], "--skip-family") && v) skip_family = argv[++i];
+    else {
+      fprintf(stderr,
+              "usage: tlm bound --records FILE [--skip-family TEXT]\n"
+              "  For every pair of verification rounds (A, B) of the training tasks:\n"
+              "  pick each task's fastest schedule in round A (the rule when nothing\n"
+              "  beat it there) and count the tasks where it beats the rule in round B,\n"
+              "  by any margin and by more than 2%%, and where it is slower by more than\n"
+              "  2%%. A winner that round B did not time counts as not faster.\n");
+      return !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") ? 0 : 2;
+    }
+  }
+  if (!records) {
+    fprintf(stderr, "tlm bound: --records FILE is required\n");
+    return 2;
+  }
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.cache_dir = "none";
+  cfg.model_path = "none";
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt)) {
+    fprintf(stderr, "tlm bound: %s\n", tlm_last_error(NULL));
+    return 1;
+  }
+  tlm_best *best;
+  int nbest = tlm_best_load(records, 0, &best);
+  if (nbest <= 0) {
+    fprintf(stderr, "tlm bound: no training records in %s\n", records);
+    tlm_destroy(rt);
+    return 1;
+  }
+  enum { MAXR = 8 };
+  int n[MAXR + 1][MAXR + 1] = {{0}}, win[MAXR + 1][MAXR + 1] = {{0}};
+  int win2[MAXR + 1][MAXR + 1] = {{0}}, lose2[MAXR + 1][MAXR + 1] = {{0}}, miss[MAXR + 1][MAXR + 1] = {{0}};
+  for (int i = 0; i < nbest; i++) {
+    const tlm_best *e = &best[i];
+    tlm_task_spec spec;
+    tlm_task task;
+    tlm_space s;
+    if (e->nver == 0 || (skip_family && strstr(e->family, skip_family))) continue;
+    if (tlm_task_spec_parse(e->task, &spec) || tlm_task_spec_task(&spec, &task) ||
+        tlm_space_init(&s, &task, &rt->target))
+      continue;
+    tlm_schedule rule;
+    tlm_space_default(&s, &rule);
+    double rule_ns[MAXR + 1];
+    int winner[MAXR + 1];
+    for (int r = 0; r <= MAXR; r++) rule_ns[r] = INFINITY, winner[r] = -1;
+    for (int j = 0; j < e->nver; j++) {
+      int r = e->ver_rd[j];
+      if (r < 1 || r > MAXR || !isfinite(e->ver_ns[j])) continue;
+      if (same_sched(&e->ver[j], &rule)) rule_ns[r] = e->ver_ns[j];
+      else if (winner[r] < 0 || e->ver_ns[j] < e->ver_ns[winner[r]]) winner[r] = j;
+    }
+    for (int a = 1; a <= MAXR; a++)
+      for (int b = 1; b <= MAXR; b++) {
+        if (a == b || !isfinite(rule_ns[a]) || !isfinite(rule_ns[b])) continue;
+        n[a][b]++;
+        int w = winner[a];
+        if (w < 0 || e->ver_ns[w] >= rule_ns[a]) continue; /* the rule: a tie */
+        double t = INFINITY;
+        for (int j = 0; j < e->nver; j++)
+          if (e->ver_rd[j] == b && isfinite(e->ver_ns[j]) && same_sched(&e->ver[j], &e->ver[w])) t = e->ver_ns[j];
+        if (!isfinite(t)) {
+          miss[a][b]++;
+          continue;
+        }
+        double x = rule_ns[b] / t;
+        win[a][b] += x > 1, win2[a][b] += x > 1.02, lose2[a][b] += x < 1 / 1.02;
+      }
+  }
+  printf("winner picked in round A, timed again in round B (training tasks):\n");
+  printf("   A  B  tasks  faster than the rule  by > 2%%  slower by > 2%%  winner not timed in B\n");
+  for (int a = 1; a <= MAXR; a++)
+    for (int b = 1; b <= MAXR; b++)
+      if (n[a][b])
+        printf("  %2d %2d  %5d  %6d (%3.0f%%)        %6d  %14d  %21d\n", a, b, n[a][b], win[a][b],
+               100.0 * win[a][b] / n[a][b], win2[a][b], lose2[a][b], miss[a][b]);
+  tlm_best_free(best, nbest);
+  tlm_destroy(rt);
+  return 0;
 }

@@ -45,4 +45,10 @@ double tlm_best_verified_time_of(const tlm_best *b, const tlm_schedule *sched);
 int tlm_cmd_train(int argc, char **argv);
 int tlm_cmd_quantize(int argc, char **argv);
 
+/* tlm bound --records FILE [--skip-family TEXT]: for every pair of
+ * verification rounds, how often round A's fastest schedule beats the rule
+ * when timed again in round B (training tasks); prints a table. Returns 0,
+ * 1 (unreadable records), 2 (usage). */
+int tlm_cmd_bound(int argc, char **argv);
+
 #endif
