@@ -105,16 +105,18 @@ gs=$(sed -n 's/^tlm train: --good 0.01: \([0-9]*\) sentences on \([0-9]*\) tasks
 [ -n "$gs" ] && [ "${gs#* }" -ge 1 ] && [ "${gs% *}" -ge "${gs#* }" ] && [ "${gs% *}" -le $((2 * ${gs#* })) ] ||
   { echo "--good 0.01 --good-per-task 2: sentences and tasks '$gs'"; cat "$tmp/good.log"; fail=$((fail + 1)); }
 # synthetic models: hundreds of training tasks, none the same as a held-out one
-"$tlm" collect --shared "$shared" --list --synthetic 8 >"$tmp/list.txt" 2>/dev/null ||
+"$tlm" collect --shared "$shared" --list --synthetic 8 --synthetic-conv 6 >"$tmp/list.txt" 2>/dev/null ||
   { echo "collect --list --synthetic failed"; fail=$((fail + 1)); }
 clash=$(awk '{f = $1; $1 = ""; t = substr($0, 2)
   if (f ~ /^synth/) s[t] = 1
   else if (f ~ /^(gpt2-355m:|benchdnn:transformer|benchdnn:gptj-2016|benchdnn-conv:efficientdet|pool:mobilenet)/) h[t] = 1}
   END {n = 0; for (t in s) if (t in h) n++; print length(s), n}' "$tmp/list.txt")
-[ "${clash% *}" -ge 400 ] && [ "${clash#* }" = 0 ] ||
+[ "${clash% *}" -ge 600 ] && [ "${clash#* }" = 0 ] ||
   { echo "synthetic tasks, clashes with held-out ones: $clash"; fail=$((fail + 1)); }
+nconv=$(grep -c '^synthconv[0-9]*-r[0-9]*:\(stem\|expand\|dw\|se\|project\) ' "$tmp/list.txt")
+[ "$nconv" -ge 200 ] || { echo "only $nconv synthetic convolutions"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.ckpt" "$tmp/b.ckpt" || { echo "same seed, different checkpoints"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.tlmq" "$tmp/b.tlmq" || { echo "same seed, different int8 models"; fail=$((fail + 1)); }
 cmp -s "$tmp/a.ckpt" "$tmp/c.ckpt" && { echo "different seeds, same checkpoint"; fail=$((fail + 1)); }
-echo "train_repro: $((25 - fail)) passed, $fail failed"
+echo "train_repro: $((26 - fail)) passed, $fail failed"
 [ "$fail" -eq 0 ]

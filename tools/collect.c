@@ -417,7 +417,7 @@ static void usage(void) {
           "                   [--min-time-ms T] [--max-tasks N] [--seed S] [--list]\n"
           "                   [--propose MODEL [--topk K] [--round R]]\n"
           "                   [--mutate N [--round R]] [--verify K [--round R]]\n"
-          "                   [--synthetic N]\n"
+          "                   [--synthetic N] [--synthetic-conv N]\n"
           "  Measures the default and random schedules of every task drawn from\n"
           "  DIR/workloads (default ../shared) and appends JSON-lines records to FILE\n"
           "  (default data/records.jsonl.gz). Resumes: tasks with N records are skipped.\n"
@@ -433,7 +433,10 @@ static void usage(void) {
           "  interleaved rounds, --min-time-ms in all per schedule), kind \"verify\"\n"
           "  and round R; training prefers these times to the separate records'.\n"
           "  --synthetic N: the task list also holds the layers of N synthetic\n"
-          "  transformer models (more shapes to learn from; training families).\n");
+          "  transformer models (more shapes to learn from; training families).\n"
+          "  --synthetic-conv N: also the convolutions of N synthetic mobile\n"
+          "  networks (inverted-residual blocks; training families). Pass the same\n"
+          "  --synthetic and --synthetic-conv to every round of one data set.\n");
 }
 
 int tlm_cmd_collect(int argc, char **argv) {
@@ -458,6 +461,7 @@ int tlm_cmd_collect(int argc, char **argv) {
     else if (!strcmp(argv[i], "--mutate") && i + 1 < argc) mutate = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--verify") && i + 1 < argc) verify = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--synthetic") && i + 1 < argc) tlm_tasks_set_synthetic(atoi(argv[++i]));
+    else if (!strcmp(argv[i], "--synthetic-conv") && i + 1 < argc) tlm_tasks_set_synthetic_conv(atoi(argv[++i]));
     else {
       usage();
       return !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") ? 0 : 2;

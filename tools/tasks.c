@@ -465,6 +465,78 @@ static int synthetic_models(list *l, int n, const int *ctx, int nctx) {
   return 0;
 }
 
+static int g_synthetic_conv; /* tlm_tasks_set_synthetic_conv */
+
+void tlm_tasks_set_synthetic_conv(int n) { g_synthetic_conv = n < 0 ? 0 : n > 64 ? 64 : n; }
+
+/* one convolution of a synthetic network, in both layouts as the benchdnn
+ * files' (NHWC with bias and ReLU, NCHW with bias) */
+static int add_conv(list *l, const char *family, int g, int ic, int ih, int oc, int oh, int k, int st,
+                    int pad) {
+  char d[160], err[128];
+  tlm_task_spec s;
+  memset(&s, 0, sizeof s);
+  snprintf(d, sizeof d, "g%dmb1ic%dih%diw%doc%doh%dow%dkh%dkw%dsh%dsw%dph%dpw%d", g, ic, ih, ih, oc, oh, oh, k, k,
+           st, st, pad, pad);
+  if (tlm_conv_prb_parse(d, &s.cp, err, sizeof err) != 1) return 0; /* not a valid problem: skipped */
+  s.op = TLM_OP_CONV;
+  snprintf(s.family, sizeof s.family, "%s", family);
+  for (int lay = 0; lay < 2; lay++) {
+    s.layout = lay ? TLM_LAYOUT_NCHW : TLM_LAYOUT_NHWC;
+    s.cepi = (tlm_conv_epi){1, 0, 0, lay ? TLM_ACT_NONE : TLM_ACT_RELU};
+    if (add(l, &s)) return -1;
+  }
+  return 0;
+}
+
+/* n synthetic mobile convolution networks of inverted-residual blocks
+ * (MobileNetV2, Sandler et al. 2018; with squeeze-and-excitation as in
+ * EfficientNet, Tan & Le 2019): input 96-320 pixels, a 3x3/2 stem of
+ * 16-32 channels, then 6 blocks, each a 1x1 expansion by 3, 4 or 6 (none
+ * in the first), a 3x3 or 5x5 depthwise convolution (stride 2 in blocks 2,
+ * 3, 5 and 6), squeeze-and-excitation (1x1 convolutions on one pixel to
+ * a quarter of the input channels and back) and a 1x1 projection to 1.2-2x
+ * the block's input channels (multiples of 8). Families
+ * "synthconv<i>-r<input>:<stem|expand|dw|se|project>". A convolution equal
+ * to a held-out one is left to the held-out family (tasks are
+ * deduplicated, the benchdnn files first). Own generator: the other tasks
+ * do not move. */
+static int synthetic_convnets(list *l, int n) {
+  uint64_t rng = 0x73636f6e76ull; /* "sconv" */
+  static const int res[] = {96, 128, 160, 192, 224, 256, 320};
+  static const int expand[] = {3, 4, 6};
+  for (int i = 0; i < n; i++) {
+    int r = res[tlm_rng_next(&rng) % 7];
+    int cin = 8 * (2 + (int)(tlm_rng_next(&rng) % 3));
+    char fam[48], name[32];
+    snprintf(name, sizeof name, "synthconv%d-r%d", i, r);
+    int h = (r + 2 - 3) / 2 + 1;
+    snprintf(fam, sizeof fam, "%s:stem", name);
+    if (add_conv(l, fam, 1, 3, r, cin, h, 3, 2, 1)) return -1;
+    for (int b = 0; b < 6; b++) {
+      int e = b == 0 ? 1 : expand[tlm_rng_next(&rng) % 3];
+      int k = tlm_rng_next(&rng) % 2 ? 5 : 3;
+      int st = (b == 1 || b == 2 || b == 4 || b == 5) ? 2 : 1;
+      int grow = 12 + (int)(tlm_rng_next(&rng) % 9); /* tenths: 1.2-2.0x */
+      int cout = (cin * grow / 10 + 7) / 8 * 8;
+      int ce = cin * e, cse = cin / 4 < 8 ? 8 : cin / 4;
+      int oh = (h + 2 * (k / 2) - k) / st + 1;
+      if (e > 1) {
+        snprintf(fam, sizeof fam, "%s:expand", name);
+        if (add_conv(l, fam, 1, cin, h, ce, h, 1, 1, 0)) return -1;
+      }
+      snprintf(fam, sizeof fam, "%s:dw", name);
+      if (add_conv(l, fam, ce, ce, h, ce, oh, k, st, k / 2)) return -1;
+      snprintf(fam, sizeof fam, "%s:se", name);
+      if (add_conv(l, fam, 1, ce, 1, cse, 1, 1, 1, 0) || add_conv(l, fam, 1, cse, 1, ce, 1, 1, 1, 0)) return -1;
+      snprintf(fam, sizeof fam, "%s:project", name);
+      if (add_conv(l, fam, 1, ce, oh, cout, oh, 1, 1, 0)) return -1;
+      h = oh, cin = cout;
+    }
+  }
+  return 0;
+}
+
 int tlm_tasks_build(const char *dir, uint64_t seed, tlm_task_spec **out, char *err, int errcap) {
   list l = {0};
   *out = NULL;
@@ -499,6 +571,10 @@ int tlm_tasks_build(const char *dir, uint64_t seed, tlm_task_spec **out, char *e
     fclose(fp);
   }
   if (g_synthetic > 0 && synthetic_models(&l, g_synthetic, ctx, nctx)) {
+    free(ctx);
+    goto oom;
+  }
+  if (g_synthetic_conv > 0 && synthetic_convnets(&l, g_synthetic_conv)) {
     free(ctx);
     goto oom;
   }

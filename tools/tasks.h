@@ -80,6 +80,10 @@ double tlm_spec_problem_tolerance(const tlm_spec_problem *p);
  * "synth<i>-d<d_model>:<phase>", training families; tools/tasks.c says how
  * they are drawn). Not thread-safe. */
 void tlm_tasks_set_synthetic(int n);
+/* With tlm_tasks_set_synthetic_conv(n), the convolutions of n synthetic
+ * mobile networks (inverted-residual blocks) follow too (families
+ * "synthconv<i>-r<input>:<kind>", training families). Not thread-safe. */
+void tlm_tasks_set_synthetic_conv(int n);
 int tlm_tasks_build(const char *shared_dir, uint64_t seed, tlm_task_spec **out, char *err,
                     int errcap);
 
