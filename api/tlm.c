@@ -94,6 +94,9 @@ tlm_status tlm_config_init(tlm_config *c) {
     c->cache_capacity_bytes = (size_t)x;
   if (env_int("TLM_KERNEL_REUSE", 0, 1, &x) == 0) c->disable_kernel_reuse = x == 0;
   if (env_int("TLM_CONV_AS_MATMUL", 0, 1, &x) == 0) c->disable_conv_as_matmul = x == 0;
+  const char *isa = getenv("TLM_ISA");
+  int i = tlm_isa_parse(isa);
+  if (i >= -1) c->isa = i + 1; /* tlm_isa -> tlm_cpu_isa; -1 (native) -> 0 */
   const char *d = getenv("TLM_CACHE_DIR");
   if (d && *d) c->cache_dir = d;
   const char *m = getenv("TLM_MODEL");
@@ -111,6 +114,9 @@ static void warn_bad_env(const tlm_runtime *rt) {
       tlm_log(rt, TLM_LOG_WARN, "ignoring %s='%s': expected an integer in 0..%lld", names[i],
               getenv(names[i]), hi[i]);
   }
+  if (tlm_isa_parse(getenv("TLM_ISA")) == -2)
+    tlm_log(rt, TLM_LOG_WARN, "ignoring TLM_ISA='%s': expected native, avx512, avx2, sse or scalar",
+            getenv("TLM_ISA"));
 }
 
 /* ---- create / destroy ------------------------------------------------------ */
@@ -153,6 +159,22 @@ static tlm_status load_model(tlm_runtime *rt, char *err, int errcap) {
     tlm_log(rt, TLM_LOG_WARN, "shipped model not used: %s", err);
     return TLM_OK;
   }
+  if (!tlm_lm_covers(m, &rt->target)) {
+    /* its hardware prompt would be one it never saw: the rule is the
+     * better guess (on an AVX2 EPYC the AVX-512 model ran at 0.39x of
+     * best-of-64 random against the rule's 0.82x, issue #16) */
+    char seen[64] = "";
+    for (int i = 0, len = 0; i <= TLM_ISA_AVX512; i++)
+      if ((m->isa_seen >> i) & 1u)
+        len += snprintf(seen + len, sizeof seen - (size_t)len, "%s%s", len ? "," : "",
+                        tlm_isa_name(i));
+    tlm_log(rt, TLM_LOG_ERROR,
+            "model %s was trained on %s hardware only; this runtime targets %s: new shapes are "
+            "scheduled by the rule", path, seen, tlm_isa_name(rt->target.isa));
+    tlm_lm_free(m);
+    free(m);
+    return TLM_OK;
+  }
   rt->model = m;
   tlm_log(rt, TLM_LOG_INFO, "model %s: %d layers, width %d, int8 path %s", path, m->cfg.layers,
           m->cfg.width, tlm_lm_isa());
@@ -171,6 +193,8 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
     return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "num_threads must be in 0..1024");
   if ((int)cfg.verbose < 0 || cfg.verbose > TLM_LOG_DEBUG)
     return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "verbose must be in 0..4");
+  if (cfg.isa < TLM_CPU_ISA_NATIVE || cfg.isa > TLM_CPU_ISA_AVX512)
+    return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "isa must be a tlm_cpu_isa (0..4)");
   tlm_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return tlm_set_error(NULL, TLM_ERR_OUT_OF_MEMORY, "runtime");
   rt->cfg = cfg;
@@ -195,6 +219,12 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
     goto fail;
   }
   tlm_target_detect(&rt->target);
+  if (tlm_target_restrict(&rt->target, cfg.isa - 1)) {
+    st = TLM_ERR_UNSUPPORTED;
+    snprintf(err, sizeof err, "isa %s asked for, but this CPU runs at most %s",
+             tlm_isa_name(cfg.isa - 1), tlm_isa_name(rt->target.host_isa));
+    goto fail;
+  }
   int threads = cfg.num_threads ? cfg.num_threads : rt->target.cores;
   rt->nthreads = threads;
   if (tlm_pool_create(threads, &rt->pool)) {
@@ -208,7 +238,7 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
     snprintf(err, sizeof err, "scratch table");
     goto fail;
   }
-  if (tlm_jit_create(&rt->jit, err, sizeof err)) {
+  if (tlm_jit_create(&rt->jit, rt->target.isa, err, sizeof err)) {
     st = TLM_ERR_JIT;
     goto fail;
   }

@@ -152,7 +152,24 @@ typedef struct tlm_config {
    * bench/results/se_conv_nchw_*). 1: the convolution kernels.
    * Environment: TLM_CONV_AS_MATMUL=0 sets it to 1. */
   int disable_conv_as_matmul;
+  /* Instruction set the kernels are generated for (tlm_cpu_isa):
+   * TLM_CPU_ISA_NATIVE (0, default) = the widest the host runs; a narrower
+   * one restricts both the schedule space (vector lanes and registers) and
+   * LLVM's target features, so an AVX-512 host builds and runs genuine
+   * AVX2 kernels. An ISA the host cannot run makes tlm_create() fail with
+   * TLM_ERR_UNSUPPORTED. Part of every cache key. Environment: TLM_ISA =
+   * native | avx512 | avx2 | sse | scalar. */
+  int isa;
 } tlm_config;
+
+/* Values of tlm_config.isa. */
+typedef enum tlm_cpu_isa {
+  TLM_CPU_ISA_NATIVE = 0, /* the host's widest */
+  TLM_CPU_ISA_SCALAR = 1, /* one f32 lane, no SIMD assumed */
+  TLM_CPU_ISA_SSE = 2,    /* 128-bit SSE4.1: 4 lanes, 16 registers */
+  TLM_CPU_ISA_AVX2 = 3,   /* 256-bit AVX2 + FMA: 8 lanes, 16 registers */
+  TLM_CPU_ISA_AVX512 = 4  /* 512-bit AVX-512 F/BW/DQ/VL: 16 lanes, 32 registers */
+} tlm_cpu_isa;
 
 /* Fills *config with the defaults, then applies the environment variables
  * named in tlm_config. A malformed variable is ignored (and reported at
@@ -165,7 +182,8 @@ tlm_status tlm_config_init(tlm_config *config);
  * On success *out owns a new runtime that the caller frees with
  * tlm_destroy(); on failure *out is set to NULL.
  * Statuses: TLM_OK, TLM_ERR_NULL_POINTER (out is NULL),
- * TLM_ERR_INVALID_ARGUMENT (num_threads or verbose out of range),
+ * TLM_ERR_INVALID_ARGUMENT (num_threads, verbose or isa out of range),
+ * TLM_ERR_UNSUPPORTED (config.isa wider than the host runs),
  * TLM_ERR_OUT_OF_MEMORY, TLM_ERR_THREAD (worker threads failed to start),
  * TLM_ERR_JIT (LLVM could not set up a JIT for this host), TLM_ERR_IO or
  * TLM_ERR_FORMAT (an explicitly named model cannot be read or fails

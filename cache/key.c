@@ -15,6 +15,12 @@ typedef struct key_writer {
   tlm_key *k;
 } key_writer;
 
+/* the longest key: header, target, scheduler id or nothing, task, schedule */
+#define KEY_HEADER_BYTES (5 * sizeof(uint32_t))
+_Static_assert(KEY_HEADER_BYTES + sizeof(tlm_target) + sizeof(uint64_t) + sizeof(tlm_task) +
+                       sizeof(tlm_schedule) <= TLM_KEY_MAX,
+               "TLM_KEY_MAX is too small for the largest key: raise it");
+
 static void put(tlm_key *k, const void *p, size_t n) {
   if (k->len + n > TLM_KEY_MAX) n = TLM_KEY_MAX - k->len; /* cannot happen: sizes are fixed */
   memcpy(k->bytes + k->len, p, n);

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../runtime/target.h"
+
 struct tlm_jit {
   LLVMOrcLLJITRef lljit;
   LLVMTargetMachineRef tm; /* for the optimization pipeline */
@@ -50,7 +52,7 @@ static LLVMTargetMachineRef make_tm(const tlm_jit *j, char *err, int errcap) {
                                  LLVMCodeModelJITDefault);
 }
 
-int tlm_jit_create(tlm_jit **out, char *err, int errcap) {
+int tlm_jit_create(tlm_jit **out, int isa, char *err, int errcap) {
   *out = NULL;
   pthread_once(&g_llvm_once, llvm_init);
   if (!g_llvm_ok) {
@@ -66,7 +68,13 @@ int tlm_jit_create(tlm_jit **out, char *err, int errcap) {
        *f = LLVMGetHostCPUFeatures();
   j->triple = strdup(t);
   j->cpu = strdup(c);
-  j->features = strdup(f);
+  if (isa >= 0) { /* the host's features less every one above `isa` */
+    size_t cap = strlen(f) + 1;
+    j->features = malloc(cap);
+    if (j->features) tlm_isa_features(isa, f, j->features, (int)cap);
+  } else {
+    j->features = strdup(f);
+  }
   LLVMDisposeMessage(t);
   LLVMDisposeMessage(c);
   LLVMDisposeMessage(f);

@@ -9,11 +9,14 @@ typedef struct tlm_jit tlm_jit;
 
 /* Sets up LLVM's native target, a target machine for the host CPU and its
  * features, and an LLJIT that resolves libc/libm symbols from the process.
- * Returns 0, or -1 with a message in err. Thread-safe. */
-int tlm_jit_create(tlm_jit **out, char *err, int errcap);
+ * isa (a tlm_isa, or -1 for every host feature) turns off the host features
+ * above that ISA (tlm_isa_features), so code for a narrower ISA never uses
+ * wider instructions. Returns 0, or -1 with a message in err. Thread-safe. */
+int tlm_jit_create(tlm_jit **out, int isa, char *err, int errcap);
 void tlm_jit_destroy(tlm_jit *j);
 
-/* Host CPU name and feature string used for code generation (owned by j). */
+/* Host CPU name and the feature string used for code generation (the
+ * host's, less what the ISA of tlm_jit_create excludes; owned by j). */
 const char *tlm_jit_cpu(const tlm_jit *j);
 const char *tlm_jit_features(const tlm_jit *j);
 

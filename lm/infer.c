@@ -2,6 +2,7 @@
  * weight x int8 activation dot products (AVX-512 VNNI, AVX2, or the scalar
  * reference, chosen at run time), and constrained decoding. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,15 +66,19 @@ __attribute__((target("avx2,fma"))) static float dot_avx2(const tlm_q8_block *w,
 }
 #endif
 
-static int g_force_scalar;
-void tlm_lm_force_scalar(int on) { g_force_scalar = on; }
+/* the widest tlm_isa the decoder may use (process-wide; -1 = the host's) */
+static _Atomic int g_isa_cap = -1;
+void tlm_lm_force_scalar(int on) { g_isa_cap = on ? TLM_ISA_SCALAR : -1; }
+void tlm_lm_force_isa(int isa) { g_isa_cap = isa; }
 
 static dot_fn pick_dot(void) {
-  if (g_force_scalar) return dot_scalar;
+  int cap = g_isa_cap;
+  if (cap >= 0 && cap < TLM_ISA_AVX2) return dot_scalar;
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+  if ((cap < 0 || cap >= TLM_ISA_AVX512) && __builtin_cpu_supports("avx512vnni") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("fma"))
     return dot_vnni;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return dot_avx2;
 #endif

@@ -79,7 +79,18 @@ typedef struct tlm_lm_model {
    * sibling kernel's values (TLM_LM_REUSE_BONUS when loaded; 0 = none).
    * Same caveat as rule_bonus. */
   double reuse_bonus;
+  /* The hardware the model was trained on, as a bit per tlm_isa whose
+   * prompts its training sentences held. A host outside it is scheduled
+   * by the rule (tlm_lm_covers). Version-1 files carry no such section:
+   * every one was trained on records measured on AVX-512 machines only
+   * (data/README.md), so they cover TLM_ISA_AVX512 alone. */
+  uint32_t isa_seen;
 } tlm_lm_model;
+
+/* 1 when the model has been trained on hardware like `t` (same ISA class,
+ * hence lanes and vector registers); 0 when its hardware prompt would be
+ * one it never saw. */
+int tlm_lm_covers(const tlm_lm_model *m, const tlm_target *t);
 
 /* Added to the log-probability of the rule's value at each decision when
  * a model is loaded. With a bonus B the decoder keeps the rule's value
@@ -119,6 +130,10 @@ void tlm_lm_free(tlm_lm_model *m);
 const char *tlm_lm_isa(void);
 /* Forces the scalar reference path (1) or the best available (0). */
 void tlm_lm_force_scalar(int on);
+/* Caps the decoder's path at a tlm_isa (TLM_ISA_AVX2: the AVX2 path on an
+ * AVX-512 VNNI host), -1 = the best available. Process-wide, for
+ * benchmarks and tests; not synchronized with decodes in flight. */
+void tlm_lm_force_isa(int isa);
 
 /* out = W x for quantized activations (xq: in-dim int8, xd: one scale per
  * 32) with matrix `which` (0 = wte, 1 + 4 l + j for layer l's qkv, proj,

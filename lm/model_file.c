@@ -284,6 +284,7 @@ tlm_status tlm_lm_load(tlm_lm_model *q, const char *path, char *err, int errcap)
   memset(q, 0, sizeof *q);
   q->rule_bonus = TLM_LM_RULE_BONUS;
   q->reuse_bonus = TLM_LM_REUSE_BONUS;
+  q->isa_seen = 1u << TLM_ISA_AVX512; /* every version-1 file (model.h) */
   uint8_t *d;
   rbuf r;
   tlm_status st = open_model(path, TLM_LM_KIND_INT8, &d, &r, &q->cfg, &q->vocab, &q->step,
@@ -310,12 +311,17 @@ tlm_status tlm_lm_load(tlm_lm_model *q, const char *path, char *err, int errcap)
   return TLM_OK;
 }
 
+int tlm_lm_covers(const tlm_lm_model *m, const tlm_target *t) {
+  return t->isa >= 0 && t->isa < 32 && (m->isa_seen >> t->isa) & 1u;
+}
+
 tlm_status tlm_lm_from_gpt2(tlm_lm_model *q, const tlm_gpt2 *m, const tlm_vocab *v) {
   memset(q, 0, sizeof *q);
   if (m->cfg.width % TLM_Q8_BLOCK) return TLM_ERR_INVALID_ARGUMENT;
   q->cfg = m->cfg;
   q->vocab = *v;
   q->step = m->step;
+  q->isa_seen = ~0u; /* in-memory models (tests) stand for any hardware */
   q->mem = malloc(q8_payload(&m->cfg));
   if (!q->mem) return TLM_ERR_OUT_OF_MEMORY;
   point_q8(q);

@@ -38,7 +38,7 @@
 /* Version of what schedules mean: bump it whenever a decision's meaning or
  * the code generated for a schedule changes, so cached plans and kernels
  * (cache/key.c puts it in every key) from older builds are never reused. */
-#define TLM_CODEGEN_VERSION 9
+#define TLM_CODEGEN_VERSION 10
 
 #define TLM_MAX_POINTS 24
 #define TLM_MAX_CANDIDATES 64

@@ -2,51 +2,249 @@
 #include "target.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
-static int64_t sysconf_or(int name, int64_t fallback) {
-  long v = sysconf(name);
-  return v > 0 ? (int64_t)v : fallback;
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define TLM_X86 1
+#else
+#define TLM_X86 0
+#endif
+
+static const char *const k_isa_names[] = {"scalar", "sse", "avx2", "avx512"};
+
+const char *tlm_isa_name(int isa) {
+  return isa >= 0 && isa <= TLM_ISA_AVX512 ? k_isa_names[isa] : "?";
+}
+
+int tlm_isa_parse(const char *s) {
+  if (!s || !*s || !strcmp(s, "native") || !strcmp(s, "host")) return -1;
+  for (int i = 0; i <= TLM_ISA_AVX512; i++)
+    if (!strcmp(s, k_isa_names[i])) return i;
+  if (!strcmp(s, "avx512f") || !strcmp(s, "avx512_core")) return TLM_ISA_AVX512;
+  return -2;
+}
+
+/* ---- CPUID ------------------------------------------------------------------ */
+
+#if TLM_X86
+static int cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
+  return __get_cpuid_count(leaf, sub, &r[0], &r[1], &r[2], &r[3]);
+}
+
+/* Deterministic cache parameters (Intel SDM vol. 2, CPUID leaf 4; AMD APM
+ * vol. 3, leaf 0x8000001D, same layout): per level the data or unified
+ * cache's size and the logical CPUs sharing it. */
+static void cpuid_caches(unsigned leaf, tlm_target *t) {
+  unsigned r[4];
+  for (unsigned sub = 0; sub < 16; sub++) {
+    if (!cpuid(leaf, sub, r)) return;
+    unsigned type = r[0] & 0x1f, level = (r[0] >> 5) & 7;
+    if (type == 0) return;      /* no more caches */
+    if (type == 2) continue;    /* instruction cache */
+    int64_t ways = ((r[1] >> 22) & 0x3ff) + 1, parts = ((r[1] >> 12) & 0x3ff) + 1;
+    int64_t line = (r[1] & 0xfff) + 1, sets = (int64_t)r[2] + 1;
+    int64_t bytes = ways * parts * line * sets;
+    int32_t sharing = (int32_t)((r[0] >> 14) & 0xfff) + 1;
+    if (level == 1) t->l1d_bytes = bytes;
+    else if (level == 2) t->l2_bytes = bytes;
+    else if (level == 3) t->l3_bytes = bytes, t->l3_sharing = sharing;
+  }
+}
+#endif
+
+/* sysfs: /sys/devices/system/cpu/cpu0/cache/indexN/{level,type,size} */
+static void sysfs_caches(tlm_target *t) {
+  for (int i = 0; i < 8; i++) {
+    char path[96], buf[32];
+    int64_t v[3] = {0, 0, 0}; /* level, is-data-or-unified, size */
+    static const char *const files[] = {"level", "type", "size"};
+    int ok = 1;
+    for (int f = 0; f < 3 && ok; f++) {
+      snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/%s", i, files[f]);
+      FILE *fp = fopen(path, "r");
+      if (!fp || !fgets(buf, sizeof buf, fp)) ok = 0;
+      if (fp) fclose(fp);
+      if (!ok) break;
+      if (f == 1) v[1] = strncmp(buf, "Instruction", 11) != 0;
+      else {
+        char *end;
+        v[f] = strtoll(buf, &end, 10);
+        if (f == 2 && (*end == 'K' || *end == 'k')) v[f] *= 1024;
+        else if (f == 2 && *end == 'M') v[f] *= 1024 * 1024;
+      }
+    }
+    if (!ok) return;
+    if (!v[1] || v[2] <= 0) continue;
+    if (v[0] == 1 && !t->l1d_bytes) t->l1d_bytes = v[2];
+    if (v[0] == 2 && !t->l2_bytes) t->l2_bytes = v[2];
+    if (v[0] == 3 && !t->l3_bytes) t->l3_bytes = v[2];
+  }
+}
+
+/* The FMA datapath by vendor and family, from the vendors' optimization
+ * guides (AMD Software Optimization Guides for families 17h, 19h and 1Ah;
+ * Intel 64 and IA-32 Optimization Reference Manual) and Agner Fog's
+ * instruction tables. CPUID does not report it. */
+static void fma_table(tlm_target *t) {
+  int avx512 = t->host_isa == TLM_ISA_AVX512;
+  t->fma_pipes = 2;
+  t->fma_bits = avx512 ? 512 : t->host_isa == TLM_ISA_AVX2 ? 256 : 128;
+  t->fma_latency = 4;
+  if (t->vendor == 2) {
+    if (t->family == 0x17) { /* Zen, Zen+: 128-bit pipes; Zen 2: 256 */
+      t->fma_bits = t->model >= 0x30 ? 256 : 128;
+      t->fma_latency = 5;
+    } else if (t->family == 0x19) { /* Zen 3 and Zen 4: 256-bit pipes, AVX-512 double-pumped */
+      t->fma_bits = 256;
+    } else if (t->family == 0x1a) { /* Zen 5: 512-bit pipes, but the mobile parts are 256 */
+      int mobile = (t->model >= 0x20 && t->model <= 0x2f) || (t->model >= 0x60 && t->model <= 0x7f);
+      t->fma_bits = mobile ? 256 : 512;
+    }
+  } else if (t->vendor == 1 && t->family == 6) {
+    /* Haswell and Broadwell: latency 5; later cores 4. AVX-512 parts are
+     * taken to have two 512-bit FMA pipes (server cores; CPUID does not
+     * tell the one-pipe parts apart). */
+    static const int hsw_bdw[] = {0x3c, 0x3f, 0x45, 0x46, 0x3d, 0x47, 0x4f, 0x56};
+    for (size_t i = 0; i < sizeof hsw_bdw / sizeof hsw_bdw[0]; i++)
+      if (t->model == hsw_bdw[i]) t->fma_latency = 5;
+  }
+}
+
+static void set_isa_shape(tlm_target *t) {
+  static const int lanes[] = {1, 4, 8, 16}, regs[] = {16, 16, 16, 32};
+  t->vec_lanes = lanes[t->isa];
+  t->vec_regs = regs[t->isa];
+  if (t->isa != TLM_ISA_AVX512) t->avx512_vnni = 0;
+  /* vector FMAs issued per cycle: every pipe, unless the vector is wider
+   * than the pipe (then it takes width / fma_bits slots) */
+  int bits = 32 * t->vec_lanes;
+  int per_cycle_x2 = 2 * t->fma_pipes * (bits > t->fma_bits ? t->fma_bits : bits) / bits;
+  int chains = (t->fma_latency * per_cycle_x2 + 1) / 2;
+  t->fma_chains = chains < 1 ? 1 : chains;
 }
 
 void tlm_target_detect(tlm_target *t) {
   memset(t, 0, sizeof *t);
-  t->isa = TLM_ISA_SCALAR;
-  t->vec_lanes = 1;
-  t->vec_regs = 16;
-#if defined(__x86_64__) || defined(__i386__)
+  t->host_isa = TLM_ISA_SCALAR;
+  t->l3_sharing = 1;
+#if TLM_X86
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) {
-    t->isa = TLM_ISA_AVX512;
-    t->vec_lanes = 16;
-    t->vec_regs = 32;
-  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    t->isa = TLM_ISA_AVX2;
-    t->vec_lanes = 8;
-  } else if (__builtin_cpu_supports("sse2")) {
-    t->isa = TLM_ISA_SSE;
-    t->vec_lanes = 4;
-  }
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    t->host_isa = TLM_ISA_AVX512;
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    t->host_isa = TLM_ISA_AVX2;
+  else if (__builtin_cpu_supports("sse4.1"))
+    t->host_isa = TLM_ISA_SSE;
   t->avx512_vnni = __builtin_cpu_supports("avx512vnni") ? 1 : 0;
+  unsigned r[4];
+  char vendor[13] = {0};
+  if (cpuid(0, 0, r)) {
+    memcpy(vendor, &r[1], 4), memcpy(vendor + 4, &r[3], 4), memcpy(vendor + 8, &r[2], 4);
+    t->vendor = !strcmp(vendor, "GenuineIntel") ? 1 : !strcmp(vendor, "AuthenticAMD") ? 2 : 0;
+  }
+  if (cpuid(1, 0, r)) {
+    int fam = (r[0] >> 8) & 0xf, mod = (r[0] >> 4) & 0xf;
+    if (fam == 0xf) fam += (r[0] >> 20) & 0xff;
+    if (fam == 6 || fam >= 0xf) mod |= ((r[0] >> 16) & 0xf) << 4;
+    t->family = fam, t->model = mod, t->stepping = (int32_t)(r[0] & 0xf);
+  }
+  if (cpuid(0x80000000u, 0, r) && r[0] >= 0x80000004u) {
+    unsigned b[12];
+    for (unsigned i = 0; i < 3; i++) cpuid(0x80000002u + i, 0, b + 4 * i);
+    memcpy(t->brand, b, 48);
+    t->brand[47] = 0;
+    /* trim the leading and trailing blanks some CPUs pad with */
+    size_t s = 0, e = strlen(t->brand);
+    while (t->brand[s] == ' ') s++;
+    while (e > s && t->brand[e - 1] == ' ') e--;
+    memmove(t->brand, t->brand + s, e - s);
+    memset(t->brand + (e - s), 0, sizeof t->brand - (e - s));
+  }
+  if (t->vendor == 2) {
+    unsigned ext[4];
+    /* leaf 0x8000001D needs TOPOEXT (CPUID 0x80000001 ECX bit 22) */
+    if (cpuid(0x80000001u, 0, ext) && (ext[2] & (1u << 22))) cpuid_caches(0x8000001Du, t);
+  } else if (t->vendor == 1) {
+    cpuid_caches(4, t);
+  }
+  char idbuf[80];
+  int n = snprintf(idbuf, sizeof idbuf, "%s/%d/%d/%d/", vendor, t->family, t->model, t->stepping);
+  XXH3_state_t *st = XXH3_createState();
+  if (st) {
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, idbuf, (size_t)n);
+    XXH3_64bits_update(st, t->brand, sizeof t->brand);
+    t->cpu_id = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+  }
 #endif
-  t->cores = (int32_t)sysconf_or(_SC_NPROCESSORS_ONLN, 1);
-#ifdef _SC_LEVEL1_DCACHE_SIZE
-  t->l1d_bytes = sysconf_or(_SC_LEVEL1_DCACHE_SIZE, 32 * 1024);
-  t->l2_bytes = sysconf_or(_SC_LEVEL2_CACHE_SIZE, 512 * 1024);
-  t->l3_bytes = sysconf_or(_SC_LEVEL3_CACHE_SIZE, 0);
-#else
-  t->l1d_bytes = 32 * 1024;
-  t->l2_bytes = 512 * 1024;
-#endif
+  sysfs_caches(t);
+  long c = sysconf(_SC_NPROCESSORS_ONLN);
+  t->cores = c > 0 ? (int32_t)c : 1;
+  /* unknown sizes: the smallest common x86-64 ones */
+  if (t->l1d_bytes <= 0) t->l1d_bytes = 32 * 1024;
+  if (t->l2_bytes <= 0) t->l2_bytes = 256 * 1024;
+  if (t->l3_bytes < 0) t->l3_bytes = 0;
+  fma_table(t);
+  t->isa = t->host_isa;
+  set_isa_shape(t);
+}
+
+int tlm_target_restrict(tlm_target *t, int isa) {
+  if (isa < 0) return 0;
+  if (isa > t->host_isa) return -1;
+  t->isa = isa;
+  set_isa_shape(t);
+  return 0;
+}
+
+/* 1 when the LLVM feature `name` (without its sign) needs more than `isa` */
+static int feature_above(const char *name, size_t len, int isa) {
+  static const char *const avx512_words[] = {"avx512", "avx10", "amx", "evex512"};
+  static const char *const avx_words[] = {"avx", "fma", "f16c", "xop", "vaes", "vpclmulqdq"};
+  if (isa < TLM_ISA_AVX512)
+    for (size_t i = 0; i < sizeof avx512_words / sizeof avx512_words[0]; i++)
+      if (len >= strlen(avx512_words[i]) && !strncmp(name, avx512_words[i], strlen(avx512_words[i])))
+        return 1;
+  if (isa < TLM_ISA_AVX2)
+    for (size_t i = 0; i < sizeof avx_words / sizeof avx_words[0]; i++)
+      if (len >= strlen(avx_words[i]) && !strncmp(name, avx_words[i], strlen(avx_words[i])))
+        return 1;
+  return 0;
+}
+
+char *tlm_isa_features(int isa, const char *host, char *buf, int cap) {
+  int len = 0;
+  buf[0] = 0;
+  const char *p = host ? host : "";
+  while (*p && len < cap - 1) {
+    const char *q = strchr(p, ',');
+    size_t n = q ? (size_t)(q - p) : strlen(p);
+    if (n > 1 && (p[0] == '+' || p[0] == '-')) {
+      char sign = p[0] == '+' && feature_above(p + 1, n - 1, isa) ? '-' : p[0];
+      len += snprintf(buf + len, (size_t)(cap - len), "%s%c%.*s", len ? "," : "", sign,
+                      (int)(n - 1), p + 1);
+    }
+    p += n;
+    if (*p == ',') p++;
+  }
+  if (len >= cap) buf[cap - 1] = 0;
+  return buf;
 }
 
 char *tlm_target_str(const tlm_target *t, char *buf, int cap) {
-  static const char *isa_names[] = {"scalar", "sse", "avx2", "avx512"};
-  const char *isa = (t->isa >= 0 && t->isa <= 3) ? isa_names[t->isa] : "?";
-  snprintf(buf, (size_t)cap, "%s%s %d lanes, %d regs, %d cores, L1 %lldK L2 %lldK L3 %lldK",
-           isa, t->avx512_vnni ? "+vnni" : "", t->vec_lanes, t->vec_regs, t->cores,
+  snprintf(buf, (size_t)cap,
+           "%s%s %d lanes, %d regs, FMA %dx%d lat %d (%d chains), %d cores, L1 %lldK L2 %lldK "
+           "L3 %lldK; host %s; %s (family %d model %d)",
+           tlm_isa_name(t->isa), t->avx512_vnni ? "+vnni" : "", t->vec_lanes, t->vec_regs,
+           t->fma_pipes, t->fma_bits, t->fma_latency, t->fma_chains, t->cores,
            (long long)(t->l1d_bytes / 1024), (long long)(t->l2_bytes / 1024),
-           (long long)(t->l3_bytes / 1024));
+           (long long)(t->l3_bytes / 1024), tlm_isa_name(t->host_isa),
+           t->brand[0] ? t->brand : "unknown CPU", t->family, t->model);
   return buf;
 }

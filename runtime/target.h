@@ -1,34 +1,73 @@
 /* target.h - what the code generator and the schedule space know about the
- * machine (internal). Filled once per runtime by tlm_target_detect(). */
+ * machine (internal). Filled once per runtime by tlm_target_detect() and,
+ * when the caller asks for a narrower ISA (tlm_config.isa, TLM_ISA), cut
+ * down by tlm_target_restrict(). The struct's bytes go into every cache key
+ * (cache/key.c), so it has no padding holes and no pointers. */
 #ifndef TLM_RUNTIME_TARGET_H
 #define TLM_RUNTIME_TARGET_H
 
 #include <stdint.h>
 
 typedef enum tlm_isa {
-  TLM_ISA_SCALAR = 0,  /* no SIMD assumed */
-  TLM_ISA_SSE = 1,     /* 128-bit: 4 f32 lanes */
-  TLM_ISA_AVX2 = 2,    /* 256-bit + FMA: 8 lanes */
-  TLM_ISA_AVX512 = 3   /* 512-bit (AVX-512F): 16 lanes */
+  TLM_ISA_SCALAR = 0,  /* no SIMD assumed: one f32 lane */
+  TLM_ISA_SSE = 1,     /* 128-bit SSE4.1: 4 f32 lanes, 16 registers, no FMA */
+  TLM_ISA_AVX2 = 2,    /* 256-bit AVX2 + FMA: 8 lanes, 16 registers */
+  TLM_ISA_AVX512 = 3   /* 512-bit AVX-512F/BW/DQ/VL: 16 lanes, 32 registers */
 } tlm_isa;
 
 typedef struct tlm_target {
-  int32_t isa;          /* tlm_isa */
-  int32_t vec_lanes;    /* f32 lanes of the widest vector register */
-  int32_t vec_regs;     /* architectural vector registers (16 or 32) */
+  int32_t isa;          /* tlm_isa the kernels are generated for */
+  int32_t host_isa;     /* the widest tlm_isa the host runs */
+  int32_t vec_lanes;    /* f32 lanes of one vector register at `isa` */
+  int32_t vec_regs;     /* architectural vector registers at `isa` (16 or 32) */
   int32_t cores;        /* online CPUs */
-  int32_t avx512_vnni;  /* 1 if AVX-512 VNNI is present */
+  int32_t avx512_vnni;  /* 1 if AVX-512 VNNI is present and `isa` is avx512 */
+  /* FMA datapath of one core (from the vendor/family table in target.c):
+   * pipes that each start one FMA per cycle, their width in bits, and the
+   * latency of one FMA in cycles. A vector wider than the datapath is
+   * "double-pumped": it takes width / fma_bits issue slots. */
+  int32_t fma_pipes, fma_bits, fma_latency;
+  /* independent vector FMAs in flight needed to keep every pipe busy at
+   * `isa`: fma_latency * vector FMAs issued per cycle (Little's law) */
+  int32_t fma_chains;
+  int64_t l1d_bytes;    /* L1 data cache per core */
+  int64_t l2_bytes;     /* L2 per core */
+  int64_t l3_bytes;     /* the L3 this core shares with its neighbours, 0 if none */
+  int32_t l3_sharing;   /* logical CPUs sharing that L3 (1 when unknown) */
+  int32_t family, model, stepping; /* CPUID display family, model, stepping */
+  int32_t vendor;       /* 1 Intel, 2 AMD, 0 other */
   int32_t pad_;
-  int64_t l1d_bytes;    /* per core, 0 if unknown */
-  int64_t l2_bytes;     /* per core, 0 if unknown */
-  int64_t l3_bytes;     /* shared, 0 if unknown */
+  uint64_t cpu_id;      /* XXH3 of vendor, brand string, family, model, stepping */
+  char brand[48];       /* CPUID brand string, NUL-padded */
 } tlm_target;
 
-/* Detects the host (CPUID through the compiler's builtins, cache sizes
- * through sysconf with fallbacks). Deterministic for one machine. */
+/* Detects the host: ISA and registers from CPUID, per-core cache sizes from
+ * CPUID leaf 4 (Intel) or 0x8000001D (AMD), with sysfs and sysconf as
+ * fallbacks, the FMA datapath from the table in target.c. Deterministic for
+ * one machine: no timing. */
 void tlm_target_detect(tlm_target *t);
 
-/* Short text such as "avx512 16 lanes, 32 regs, 2 cores, L1 48K L2 1024K". */
+/* Narrows a detected target to `isa` (at most t->host_isa): lanes, vector
+ * registers, VNNI and FMA chains as that ISA has them, so the schedule space
+ * and the code generator produce genuine `isa` kernels on a wider host.
+ * Returns 0, or -1 when the host cannot run `isa`. */
+int tlm_target_restrict(tlm_target *t, int isa);
+
+/* "avx2" for TLM_ISA_AVX2 and so on; "?" when out of range. */
+const char *tlm_isa_name(int isa);
+
+/* Parses "avx512", "avx2", "sse", "scalar" (and "native"/"" = -1, the
+ * host). Returns the tlm_isa, -1 for the host, or -2 when not a name. */
+int tlm_isa_parse(const char *s);
+
+/* LLVM target-feature string for `isa` on a host whose features are
+ * `host_features` (LLVMGetHostCPUFeatures): every feature the ISA does not
+ * have is turned off ("-avx512f,..."), so LLVM cannot use it even through
+ * the CPU name. Writes into buf (cap bytes); returns buf. */
+char *tlm_isa_features(int isa, const char *host_features, char *buf, int cap);
+
+/* One line: "avx2 8 lanes, 16 regs, FMA 2x256 lat 4 (8 chains), 2 cores,
+ * L1 48K L2 1024K L3 32768K; host avx512; AMD EPYC ... (family 26 model 2)". */
 char *tlm_target_str(const tlm_target *t, char *buf, int cap);
 
 #endif

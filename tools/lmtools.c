@@ -30,6 +30,14 @@ static const char *default_model(void) {
   return m && *m ? m : TLM_SOURCE_MODEL_PATH;
 }
 
+/* The host, narrowed to TLM_ISA when set (the schedule space, the prompt
+ * and the int8 decoder's path all follow it). */
+static void target_from_env(tlm_target *tg) {
+  tlm_target_detect(tg);
+  int isa = tlm_isa_parse(getenv("TLM_ISA"));
+  if (isa >= 0 && tlm_target_restrict(tg, isa) == 0) tlm_lm_force_isa(isa);
+}
+
 int tlm_cmd_explain(int argc, char **argv) {
   const char *desc = NULL, *model = default_model();
   for (int i = 0; i < argc; i++) {
@@ -63,7 +71,7 @@ int tlm_cmd_explain(int argc, char **argv) {
     return 1;
   }
   tlm_target tg;
-  tlm_target_detect(&tg);
+  target_from_env(&tg);
   tlm_space s;
   tlm_space_init(&s, &task, &tg);
   int32_t prompt[TLM_LM_PROMPT_LEN];
@@ -131,7 +139,7 @@ int tlm_cmd_bench_decode(int argc, char **argv) {
     return 1;
   }
   tlm_target tg;
-  tlm_target_detect(&tg);
+  target_from_env(&tg);
   double *times = calloc((size_t)tasks_n, sizeof *times);
   int nt = 0;
   for (int i = 0; i < tasks_n && times; i++) {
