@@ -178,13 +178,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "tlm_create: %s\n", tlm_last_error(NULL));
     return 1;
   }
-  char target[160];
+  char target[320];
   tlm_target_str(&rt->target, target, sizeof target);
   FILE *jf = json ? fopen(json, "w") : NULL;
   if (jf)
-    fprintf(jf, "{\"machine\": \"%s\", \"threads\": %d, \"batches\": %d, \"layout\": \"%s\", "
-            "\"mb\": %d, \"sets\": [", target, threads, batches, nhwc ? "nhwc" : "nchw", mb);
-  printf("machine: %s; threads %d; layout %s; mb %d; %d alternating batches\n", target, threads,
+    fprintf(jf, "{\"machine\": \"%s\", \"tlm_isa\": \"%s\", \"onednn_isa\": \"%s\", \"threads\": %d, \"batches\": %d, \"layout\": \"%s\", "
+            "\"mb\": %d, \"sets\": [", target, tlm_isa_name(rt->target.isa), dnnl_baseline_isa(), threads, batches, nhwc ? "nhwc" : "nchw", mb);
+  printf("machine: %s\nisa: tlm %s, oneDNN %s; threads %d; layout %s; mb %d; %d alternating batches\n", target, tlm_isa_name(rt->target.isa), dnnl_baseline_isa(), threads,
          nhwc ? "nhwc" : "nchw", mb, batches);
   for (int fi = 0; fi < nfiles; fi++) {
     FILE *f = fopen(files[fi], "r");

@@ -136,13 +136,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "tlm_create: %s\n", tlm_last_error(NULL));
     return 1;
   }
-  char target[160];
+  char target[320];
   tlm_target_str(&rt->target, target, sizeof target);
   FILE *jf = json ? fopen(json, "w") : NULL;
   if (jf)
-    fprintf(jf, "{\"machine\": \"%s\", \"threads\": %d, \"batches\": %d, \"problems\": [", target,
-            threads, batches);
-  printf("machine: %s; threads %d; %d alternating batches per contender\n", target, threads,
+    fprintf(jf, "{\"machine\": \"%s\", \"tlm_isa\": \"%s\", \"onednn_isa\": \"%s\", \"threads\": %d, \"batches\": %d, \"problems\": [", target,
+            tlm_isa_name(rt->target.isa), dnnl_baseline_isa(), threads, batches);
+  printf("machine: %s\nisa: tlm %s, oneDNN %s; threads %d; %d alternating batches per contender\n", target, tlm_isa_name(rt->target.isa), dnnl_baseline_isa(), threads,
          batches);
   printf("%-22s %10s %10s %10s %10s %8s %8s %8s\n", "problem", "tlm_gflops", "(min", "max)",
          "dnnl_gflops", "ratio", "(min", "max)");

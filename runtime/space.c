@@ -349,6 +349,44 @@ static int64_t pow2_floor(int64_t x) {
   return p;
 }
 
+/* The register tile of an outer-product micro-kernel (BLIS's analysis:
+ * Low, Igual, Smith and Quintana-Orti, "Analytical modeling is enough for
+ * high-performance BLIS", ACM TOMS 2016): `rows` broadcast operands times
+ * `nv` vectors of the other operand make rows * nv vector accumulators.
+ * Everything here is read from the target:
+ *   registers: rows * nv accumulators + nv reused vectors (1 with a single
+ *     row: nothing is reused) + 1 broadcast <= vec_regs;
+ *   latency: at least fma_chains accumulators (FMA latency x vector FMAs
+ *     issued per cycle) when the rows allow it;
+ *   among those, the fewest loads per FMA, (rows + nv) / (rows * nv), then
+ *   the most accumulators.
+ * nv is a power of two, so a full tile's columns (nv * lanes) divide the
+ * power-of-two extents of most models and leave no tail. With 32 registers
+ * this gives 6 rows x 4 vectors, with 16 registers 6 x 2 (BLIS's Haswell
+ * sgemm kernel is 6 x 16 floats); fewer rows when M is smaller. A negative
+ * max_nv fixes nv at -max_nv (any count) and picks the rows only. */
+void tlm_reg_tile(const tlm_target *tg, int64_t max_rows, int max_nv, int *rows_out,
+                  int *nv_out) {
+  int best_r = 1, best_v = 1, best_ok = 0;
+  double best_cost = 1e30;
+  int regs = tg->vec_regs > 0 ? tg->vec_regs : 16, chains = tg->fma_chains > 0 ? tg->fma_chains : 1;
+  for (int v = max_nv < 0 ? -max_nv : 1; v <= (max_nv < 0 ? -max_nv : max_nv) && v <= 8;
+       v = max_nv < 0 ? 9 : v * 2)
+    for (int i = 0; i < N_REG_ROWS; i++) {
+      int r = k_reg_rows[i];
+      if (r > 1 && r > max_rows) break;
+      if (r * v + (r > 1 ? v : 1) + 1 > regs) break;
+      int ok = r * v >= chains;
+      double cost = (double)(r + v) / (double)(r * v);
+      int better = ok != best_ok ? ok > best_ok
+                   : cost != best_cost ? cost < best_cost
+                                       : r * v > best_r * best_v;
+      if (better) best_r = r, best_v = v, best_ok = ok, best_cost = cost;
+    }
+  *rows_out = best_r;
+  *nv_out = best_v;
+}
+
 /* The rule picks powers of two for the block counts and the K block, so
  * nearby extents (a growing attention length, similar prompt lengths) get
  * the same decisions and share one kernel: M, N and K are run-time
@@ -377,20 +415,20 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
   }
   case MM_N3: {
     if (tlm_vec_is_k(d[MM_VEC])) return pick_at_most(c, n, 4);
-    /* about 16 independent accumulators hide the FMA latency; measured on
-     * Zen 5 (bench/bench_matmul), 4 rows x 4 vectors beat 8 x 2, and few
-     * rows (decode) need wide tiles */
-    int64_t rows = t->M < 4 ? t->M : 4;
-    int64_t nv = 16 / rows;
-    nv = nv < 4 ? 4 : nv > 8 ? 8 : nv;
-    return pick_at_most(c, n, nv * d[MM_VEC]);
+    int rows, nv;
+    tlm_reg_tile(tg, t->M, 8, &rows, &nv);
+    return pick_at_most(c, n, (int64_t)nv * d[MM_VEC]);
   }
   case MM_M3: {
     int64_t nv = tlm_vec_per_row(d[MM_VEC], d[MM_N3]);
-    int64_t rows = 16 / nv;
-    int64_t fit = (tg->vec_regs - nv - 1) / nv; /* + B vectors + A broadcast */
-    if (rows > fit) rows = fit;
-    return pick_at_most(c, n, rows < 1 ? 1 : rows);
+    if (tlm_vec_is_k(d[MM_VEC])) { /* dot products: 16 accumulators (unchanged) */
+      int64_t rows = 16 / nv, fit = (tg->vec_regs - nv - 1) / nv;
+      if (rows > fit) rows = fit;
+      return pick_at_most(c, n, rows < 1 ? 1 : rows);
+    }
+    int rows, same_nv;
+    tlm_reg_tile(tg, t->M, -(int)nv, &rows, &same_nv);
+    return pick_at_most(c, n, rows);
   }
   case MM_B3: return 0;
   case MM_K1: return pick_at_most(c, n, 256);
@@ -422,11 +460,23 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
   }
   case MM_ORDER1: return 0;
   case MM_ORDER2: return 0; /* m outer: the A micro-panel stays in L1 */
-  case MM_PACK_B:
-    /* measured (tlm run, 1 thread): with B rows unit-stride, repacking per
-     * m block costs 2-13% (M = 32..512); with B transposed it turns gathers
-     * into vector loads (128x768:768x768: 9 -> 69 GFLOPS) */
-    return (!(t->unit & TLM_UNIT_B_N) && t->M > 2 * (int64_t)d[MM_M3] && n > 1) ? 1 : 0;
+  case MM_PACK_B: {
+    /* Pack B into contiguous panels when its rows are not unit-stride
+     * (gathers become vector loads: 128x768:768x768 with B transposed, 9 ->
+     * 69 GFLOPS), or when an unpacked micro-panel row is under two cache
+     * lines while consecutive k rows lie a page or more apart: then every
+     * k step fetches one lone line from a new page, which the paired-line
+     * (128-byte) and in-page stream prefetchers of x86 cores cannot cover
+     * (512x768:768x3072 at 6 x 16 on AVX2: 63 -> 86-108 GFLOPS packed).
+     * Wider rows (6 x 64 with AVX-512) stream well unpacked, and packing
+     * then only costs (213 -> 187). Only when the packed block is reused
+     * by more than two register tiles of rows. */
+    const int64_t line = 64, page = 4096; /* x86-64 */
+    int64_t row_bytes = (int64_t)d[MM_N3] * 4, stride_bytes = t->sb[4] * 4;
+    int lone_lines = row_bytes < 2 * line && stride_bytes >= page;
+    int want = (!(t->unit & TLM_UNIT_B_N) || lone_lines) && t->M > 2 * (int64_t)d[MM_M3];
+    return want && n > 1 ? 1 : 0;
+  }
   case MM_PARALLEL: {
     if (cores == 1) return 0;
     int64_t mb = (t->M + (int64_t)d[MM_M3] * d[MM_M2] - 1) / ((int64_t)d[MM_M3] * d[MM_M2]);

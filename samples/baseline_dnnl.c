@@ -357,7 +357,33 @@ int dnnl_baseline_primitives(const dnnl_baseline *b, double *create_ms) {
   return b->n + b->nwins;
 }
 
+int dnnl_baseline_match_isa(void) {
+  const char *isa = getenv("TLM_ISA");
+  if (!isa || !*isa || !strcmp(isa, "native") || !strcmp(isa, "host")) return 0;
+  const char *cap = !strcmp(isa, "avx512") ? "AVX512_CORE_AMX" /* every AVX-512 kernel */
+                    : !strcmp(isa, "avx2") ? "AVX2"
+                                           : "SSE41"; /* sse, scalar: oneDNN's narrowest */
+  const char *cur = getenv("ONEDNN_MAX_CPU_ISA");
+  if (cur && *cur) return 0; /* the caller chose */
+  return setenv("ONEDNN_MAX_CPU_ISA", cap, 1) ? -1 : 0;
+}
+
+const char *dnnl_baseline_isa(void) {
+  switch ((int)dnnl_get_effective_cpu_isa()) {
+  case dnnl_cpu_isa_sse41: return "sse41";
+  case dnnl_cpu_isa_avx: return "avx";
+  case dnnl_cpu_isa_avx2: return "avx2";
+  case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+  case dnnl_cpu_isa_avx512_core: return "avx512_core";
+  case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+  case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+  case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+  default: return "other";
+  }
+}
+
 int dnnl_baseline_pin_threads(char **argv, int threads) {
+  dnnl_baseline_match_isa(); /* inherited by the re-run too */
   char nt[16];
   snprintf(nt, sizeof nt, "%d", threads);
   const char *cur = getenv("OMP_NUM_THREADS");

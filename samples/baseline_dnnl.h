@@ -63,6 +63,16 @@ int dnnl_baseline_pool(dnnl_baseline *b, const baseline_window *win, int avg, co
  * the variable already holds the value or the re-run failed (then -1). */
 int dnnl_baseline_pin_threads(char **argv, int threads);
 
+/* Comparisons at one ISA: when TLM_ISA names an ISA (avx512, avx2, sse,
+ * scalar) and ONEDNN_MAX_CPU_ISA is unset, sets ONEDNN_MAX_CPU_ISA to the
+ * same (AVX2 for avx2; SSE41, oneDNN's narrowest, for sse and scalar).
+ * Must run before the first oneDNN call; dnnl_baseline_pin_threads calls
+ * it. Returns 0, -1 when the variable cannot be set. */
+int dnnl_baseline_match_isa(void);
+
+/* oneDNN's effective ISA ("avx2", "avx512_core", ...) for reports. */
+const char *dnnl_baseline_isa(void);
+
 /* primitives created so far, and the wall time spent creating them (ms; for
  * convolutions, the weight reorders included) */
 int dnnl_baseline_primitives(const dnnl_baseline *b, double *create_ms);

@@ -529,8 +529,9 @@ int tlm_cmd_collect(int argc, char **argv) {
       fprintf(stderr, "tlm collect: %s\n", tlm_last_error(NULL));
       return 1;
     }
-    char hw[200];
-    snprintf(hw, sizeof hw, "%s; %s", tlm_jit_cpu(rt->jit), tlm_target_str(&rt->target, err, 160));
+    char hw[400], ts_buf[320];
+    snprintf(hw, sizeof hw, "%s; %s", tlm_jit_cpu(rt->jit),
+             tlm_target_str(&rt->target, ts_buf, sizeof ts_buf));
     tlm_spec_problem p;
     if (tlm_spec_problem_make(ts, 7, &p)) {
       fprintf(stderr, "tlm collect: skipping %s: cannot build it\n", ts->text);
