@@ -387,6 +387,23 @@ void tlm_reg_tile(const tlm_target *tg, int64_t max_rows, int max_nv, int *rows_
   *nv_out = best_v;
 }
 
+/* 1 when the rule's register tile (decided up to MM_M3) covers all of M
+ * and B is read row-wise: nothing reuses B, the kernel streams it. */
+static int mm_streams_b(const tlm_matmul_task *t, const int32_t *d) {
+  return !tlm_vec_is_k(d[MM_VEC]) && (t->unit & TLM_UNIT_B_N) && t->M <= d[MM_M3];
+}
+
+/* The rule's level-2 row count (tiles of m3 rows): every row of the block
+ * reuses the B block (k1 x n2*n3, packed or streamed from L2), so the more
+ * rows the cheaper B is per FMA; the A block (rows x k1) takes at most a
+ * quarter of L2 beside B's half. A power of two, so nearby M share it. */
+static int64_t mm_rule_m2(const tlm_target *tg, int64_t k1, int64_t m3) {
+  int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 256 * 1024;
+  int64_t rows = l2 / 4 / (k1 * 4);
+  int64_t m2 = rows / (m3 > 0 ? m3 : 1);
+  return pow2_floor(m2 < 1 ? 1 : m2);
+}
+
 /* The rule picks powers of two for the block counts and the K block, so
  * nearby extents (a growing attention length, similar prompt lengths) get
  * the same decisions and share one kernel: M, N and K are run-time
@@ -431,13 +448,25 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
     return pick_at_most(c, n, rows);
   }
   case MM_B3: return 0;
-  case MM_K1: return pick_at_most(c, n, 256);
+  case MM_K1:
+    /* One register tile holds every row (decode, GEMV): B is read once and
+     * reused by nothing, so the kernel is a stream of B. Short K blocks
+     * with the level-2 block across N (below) read B's rows whole, k1 rows
+     * at a time, as the prefetchers like; the accumulators' reload every
+     * 16 steps costs 2 L1 accesses per 16 B loads. Otherwise a K block of
+     * 256 keeps the A micro-panel (m3 x k1) in L1. */
+    return pick_at_most(c, n, mm_streams_b(t, d) ? 16 : 256);
   case MM_UNROLL: return pick_at_most(c, n, 4);
   case MM_N2: {
     /* B block (k1 x n2*n3) in half of L2; enough n blocks for all cores
      * when m offers little parallelism */
     int64_t nb = l2 / 2 / ((int64_t)d[MM_K1] * d[MM_N3] * 4);
-    int64_t mtiles = (t->M + 63) / 64;
+    if (mm_streams_b(t, d)) { /* the C block (n2 x n3) in half of L1 */
+      int64_t l1 = tg->l1d_bytes > 0 ? tg->l1d_bytes : 32 * 1024;
+      nb = l1 / 2 / ((int64_t)d[MM_N3] * 4);
+    }
+    int64_t mrows = mm_rule_m2(tg, d[MM_K1], d[MM_M3]) * d[MM_M3];
+    int64_t mtiles = (t->M + mrows - 1) / mrows;
     if (mtiles * btot < 2 * cores) {
       int64_t per = (t->N + (int64_t)d[MM_N3] * 2 * cores - 1) /
                     ((int64_t)d[MM_N3] * 2 * cores);
@@ -445,10 +474,7 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
     }
     return pick_at_most(c, n, pow2_floor(nb < 1 ? 1 : nb));
   }
-  case MM_M2: {
-    int64_t want = 64 / d[MM_M3] > 0 ? 64 / d[MM_M3] : 1;
-    return pick_at_most(c, n, pow2_floor(want));
-  }
+  case MM_M2: return pick_at_most(c, n, mm_rule_m2(tg, d[MM_K1], d[MM_M3]));
   case MM_B2:
   case MM_N1:
   case MM_M1:
