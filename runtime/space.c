@@ -743,7 +743,8 @@ static int pick_value(const int32_t *c, int n, int32_t want) {
 
 /* The rule: lanes along the axis that is unit-stride in dst (channels for
  * NHWC, ow for NCHW, groups for NHWC depthwise), the full vector width,
- * about 24 accumulators, the C block sized so its weights stay in half of
+ * the register tile of tlm_reg_tile (6 x 4 vectors on 32 registers, 6 x 2
+ * on 16), the C block sized so its weights stay in half of
  * L2, whole rows of ow per block, and rows (or rows x C blocks) in
  * parallel. */
 static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
@@ -763,15 +764,23 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
   }
   case CV_VEC: return n - 1;
   case CV_TILE_V: {
-    int64_t nv = ceil_div(vext, d[CV_VEC]);
-    if (nv > 4) nv = 4;
-    return pick_at_most(c, n, nv * d[CV_VEC]);
+    /* the register tile as for matmul (tlm_reg_tile): a broadcast (src
+     * value, weight, or for depthwise a src vector) times nv vectors reused
+     * across the tile's rows, from the register file and FMA chains */
+    int64_t most = ceil_div(vext, d[CV_VEC]);
+    if (most > 4) most = 4;
+    /* depthwise: every FMA loads its own src vector, whatever the tile, so
+     * nothing is saved by a square tile; the widest channel block (4
+     * vectors, the most contiguous src reads per pixel) */
+    if (d[CV_AXIS] == 2) return pick_at_most(c, n, most * d[CV_VEC]);
+    int rows, nv;
+    tlm_reg_tile(tg, rext, (int)most, &rows, &nv);
+    return pick_at_most(c, n, (int64_t)nv * d[CV_VEC]);
   }
   case CV_ROWS: {
-    int64_t nv = d[CV_TILE_V] / d[CV_VEC];
-    int64_t rows = 24 / nv;
-    if (rows > rext) rows = rext;
-    return pick_at_most(c, n, rows < 1 ? 1 : rows);
+    int rows, nv;
+    tlm_reg_tile(tg, rext, -(d[CV_TILE_V] / d[CV_VEC]), &rows, &nv);
+    return pick_at_most(c, n, rows);
   }
   case CV_UNROLL: {
     /* the inner loop's trip count under the red_order the rule picks next;
