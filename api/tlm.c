@@ -168,9 +168,15 @@ static tlm_status load_model(tlm_runtime *rt, char *err, int errcap) {
       if ((m->isa_seen >> i) & 1u)
         len += snprintf(seen + len, sizeof seen - (size_t)len, "%s%s", len ? "," : "",
                         tlm_isa_name(i));
-    tlm_log(rt, TLM_LOG_ERROR,
-            "model %s was trained on %s hardware only; this runtime targets %s: new shapes are "
-            "scheduled by the rule", path, seen, tlm_isa_name(rt->target.isa));
+    if (m->rule_version != TLM_RULE_VERSION)
+      tlm_log(rt, TLM_LOG_ERROR,
+              "model %s was trained against rule version %u, this build's rule is version %d "
+              "(its prompts hold the rule's schedule): new shapes are scheduled by the rule",
+              path, m->rule_version, TLM_RULE_VERSION);
+    else
+      tlm_log(rt, TLM_LOG_ERROR,
+              "model %s was trained on %s hardware only; this runtime targets %s: new shapes "
+              "are scheduled by the rule", path, seen, tlm_isa_name(rt->target.isa));
     tlm_lm_free(m);
     free(m);
     return TLM_OK;

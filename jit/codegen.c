@@ -156,8 +156,12 @@ static int emit_pack(cg *g, const ln_node *n, blk *bk) {
   return rc;
 }
 
-/* One version of the register tile: full (constant sizes, no masks) or
- * partial (clamped rows, masked lanes, guarded stores). */
+/* One version of the register tile: full (partial 0: constant sizes, no
+ * masks), partial (1: clamped rows, masked lanes, guarded stores), or
+ * partial in rows and batches only (2: clamped rows and guarded stores,
+ * but whole vectors: the tile's columns are all valid, so B and C move with
+ * plain vector loads; masked loads, vmaskmov on AVX2, would slow every k
+ * step of an M tail). */
 static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
   const tlm_matmul_task *mm = g->mm;
   const int TB = n->tile_b, TM = n->tile_m, NV = n->nvec, W = n->vec;
@@ -188,7 +192,7 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
       crow[ib * TM + im] = gep(g, g->pc, add(g, coff[ib], mul(g, r, g->sc[4])));
     }
   }
-  if (partial)
+  if (partial == 1)
     for (int v = 0; v < NV; v++) mask[v] = lane_mask(g, (int64_t)v * W, W, ns);
 
   /* accumulators: zero on the first k block, else the partial sums in C */
@@ -214,7 +218,7 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
 
   /* k loop: main part unrolled, then the remainder one step at a time */
   LLVMValueRef kend = add(g, k0, ks);
-  int U = n->unroll;
+  int U = partial == 1 ? 1 : n->unroll; /* N tails are rare: the smallest code */
   LLVMValueRef kmain = add(g, k0, mul(g, LLVMBuildSDiv(g->b, ks, c64(g, U), ""), c64(g, U)));
   for (int part = 0; part < 2; part++) {
     if (part == 1 && U == 1) break;
@@ -407,6 +411,17 @@ static int emit_tile(cg *g, const ln_node *n, blk *bk) {
   version(g, n, &copy, 0);
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, bpart);
+  if (!n->kvec) { /* rows short, columns whole: no masks */
+    LLVMBasicBlockRef brows = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_rows");
+    LLVMBasicBlockRef bmask = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_masked");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_N], c64(g, ncols), ""),
+                    brows, bmask);
+    LLVMPositionBuilderAtEnd(g->b, brows);
+    copy = *bk;
+    version(g, n, &copy, 2);
+    LLVMBuildBr(g->b, done);
+    LLVMPositionBuilderAtEnd(g->b, bmask);
+  }
   copy = *bk;
   version(g, n, &copy, 1);
   LLVMBuildBr(g->b, done);

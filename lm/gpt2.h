@@ -62,6 +62,10 @@ typedef struct tlm_gpt2 {
   const int32_t *tokens, *targets;
   const uint64_t (*allowed)[TLM_LM_MAX_VOCAB / 64];
   int64_t step;
+  /* provenance written into model files (lm/model.h): the tlm_isa bits of
+   * the targets whose prompts the model was trained on, and the
+   * TLM_RULE_VERSION of the rule in those prompts; 0 = not set */
+  uint32_t isa_seen, rule_version;
 } tlm_gpt2;
 
 /* Number of floats of each parameter tensor, in the order of

@@ -185,13 +185,58 @@ __attribute__((target("avx512f,avx512vnni"))) static void matvec_vnni_packed(
 }
 #endif
 
+#if defined(__x86_64__)
+#define AVX2_MAX_BLOCKS 128 /* input blocks kept in registers' worth of stack */
+/* out = W x (+ bias) with AVX2: x's blocks and their signs prepared once,
+ * then 8 rows at a time, each with its own accumulator (8 independent FMA
+ * chains), reduced together by a tree of horizontal adds instead of one
+ * horizontal sum per row. The same products as dot_avx2. */
+__attribute__((target("avx2,fma"))) static void matvec_avx2(float *out, const tlm_q8_block *w,
+                                                             const float *bias, const int8_t *xq,
+                                                             const float *xd, int nb, int oc) {
+  __m256i xs[AVX2_MAX_BLOCKS], axs[AVX2_MAX_BLOCKS];
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int b = 0; b < nb; b++) {
+    xs[b] = _mm256_loadu_si256((const __m256i *)(xq + b * TLM_Q8_BLOCK));
+    axs[b] = _mm256_sign_epi8(xs[b], xs[b]);
+  }
+  for (int o = 0; o < oc; o += 8) {
+    __m256 acc[8];
+    for (int r = 0; r < 8; r++) {
+      acc[r] = _mm256_setzero_ps();
+      if (o + r >= oc) continue;
+      const tlm_q8_block *wr = w + (size_t)(o + r) * nb;
+      for (int b = 0; b < nb; b++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)wr[b].q);
+        __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(axs[b], _mm256_sign_epi8(q, xs[b])), ones);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(wr[b].d * xd[b]), acc[r]);
+      }
+    }
+    __m256 t0 = _mm256_hadd_ps(acc[0], acc[1]), t1 = _mm256_hadd_ps(acc[2], acc[3]);
+    __m256 t2 = _mm256_hadd_ps(acc[4], acc[5]), t3 = _mm256_hadd_ps(acc[6], acc[7]);
+    t0 = _mm256_hadd_ps(t0, t1);
+    t2 = _mm256_hadd_ps(t2, t3);
+    __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(t0, t2, 0x20),
+                                _mm256_permute2f128_ps(t0, t2, 0x31));
+    float tmp[8];
+    _mm256_storeu_ps(tmp, sums);
+    int n = oc - o < 8 ? oc - o : 8;
+    for (int r = 0; r < n; r++) out[o + r] = tmp[r] + (bias ? bias[o + r] : 0.0f);
+  }
+}
+#endif
+
 /* out (oc) = W (oc, ic) x + b for a quantized x: the packed VNNI kernel
- * when it runs, else a dot product per row */
+ * when it runs, the 8-row AVX2 kernel, else a dot product per row */
 static void matvec(dot_fn dot, float *out, const tlm_q8_block *w, const tlm_q8_packed *packed,
                    const float *bias, const int8_t *xq, const float *xd, int ic, int oc) {
 #if defined(__x86_64__)
   if (dot == dot_vnni && packed) {
     matvec_vnni_packed(out, packed, bias, xq, xd);
+    return;
+  }
+  if (dot == dot_avx2 && ic / TLM_Q8_BLOCK <= AVX2_MAX_BLOCKS) {
+    matvec_avx2(out, w, bias, xq, xd, ic / TLM_Q8_BLOCK, oc);
     return;
   }
 #endif
@@ -302,10 +347,13 @@ int tlm_lm_state_copy(tlm_lm_state *dst, const tlm_lm_state *src) {
 /* Compiled for AVX-512, AVX2 and baseline x86-64 and chosen at load time
  * (GCC function multiversioning), so the attention, normalization and
  * activation loops are vectorized for the machine it runs on. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-const float *tlm_lm_step(tlm_lm_state *s, int32_t token) {
+/* One step of the decoder; the final logits only when want_logits (the
+ * prompt's tokens but its last fill the KV cache and need none). Compiled
+ * below once per x86-64 level so the float loops use the ISA the int8
+ * path does. */
+static inline __attribute__((always_inline)) const float *step_body(tlm_lm_state *s,
+                                                                    int32_t token,
+                                                                    int want_logits) {
   const tlm_lm_model *m = s->m;
   const int C = m->cfg.width, NH = m->cfg.heads, hs = C / NH, T = m->cfg.max_seq;
   const int V = m->cfg.vocab, nbc = C / TLM_Q8_BLOCK;
@@ -359,6 +407,10 @@ const float *tlm_lm_step(tlm_lm_state *s, int32_t token) {
            m->fcprojb + l * C, s->xq, s->xd, 4 * C, C);
     for (int c = 0; c < C; c++) x[c] += s->buf[c];
   }
+  if (!want_logits) {
+    s->pos++;
+    return s->logits;
+  }
   layernorm(s->buf, x, m->lnfw, m->lnfb, C);
   /* the logits decide every choice: keep the final activations in f32
    * (int8 weights, dequantized on the fly), which costs V * C multiply-adds
@@ -376,6 +428,36 @@ const float *tlm_lm_step(tlm_lm_state *s, int32_t token) {
   s->pos++;
   return s->logits;
 }
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+#define TLM_STEP_LEVELS 1
+__attribute__((target("arch=x86-64-v4"))) static const float *step_v4(tlm_lm_state *s,
+                                                                      int32_t token, int w) {
+  return step_body(s, token, w);
+}
+__attribute__((target("arch=x86-64-v3"))) static const float *step_v3(tlm_lm_state *s,
+                                                                      int32_t token, int w) {
+  return step_body(s, token, w);
+}
+#endif
+static const float *step_base(tlm_lm_state *s, int32_t token, int w) {
+  return step_body(s, token, w);
+}
+
+/* the widest level the host runs and the decoder's ISA cap allows */
+static const float *step(tlm_lm_state *s, int32_t token, int want_logits) {
+#ifdef TLM_STEP_LEVELS
+  int cap = g_isa_cap;
+  __builtin_cpu_init();
+  if ((cap < 0 || cap >= TLM_ISA_AVX512) && __builtin_cpu_supports("x86-64-v4"))
+    return step_v4(s, token, want_logits);
+  if ((cap < 0 || cap >= TLM_ISA_AVX2) && __builtin_cpu_supports("x86-64-v3"))
+    return step_v3(s, token, want_logits);
+#endif
+  return step_base(s, token, want_logits);
+}
+
+const float *tlm_lm_step(tlm_lm_state *s, int32_t token) { return step(s, token, 1); }
 
 /* ---- constrained decoding ------------------------------------------------------ */
 
@@ -395,7 +477,10 @@ static const float *feed_prompt(tlm_lm_state *st, const tlm_space *s) {
   int32_t prompt[TLM_LM_PROMPT_LEN];
   tlm_lm_prompt(&st->m->vocab, &s->task, &s->target, prompt);
   const float *lg = NULL;
-  for (int i = 0; i < TLM_LM_PROMPT_LEN; i++) lg = tlm_lm_step(st, prompt[i]);
+  for (int i = 0; i < TLM_LM_PROMPT_LEN; i++) {
+    lg = step(st, prompt[i], i == TLM_LM_PROMPT_LEN - 1);
+    if (!lg) return NULL;
+  }
   return lg;
 }
 

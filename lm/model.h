@@ -6,7 +6,9 @@
  *   (1 fp32 checkpoint, 2 int8 model), 5 x i32 config (vocab, max_seq,
  *   layers, heads, width), u32 vocab version, u64 vocab checksum, u32 vocab
  *   size, vocab strings (16 bytes each), i64 training step, u64 seed,
- *   u64 payload bytes, payload, u64 XXH3-64 of every byte before it.
+ *   [version 2: u32 ISA bits seen in training, u32 rule version], u64
+ *   payload bytes, payload, u64 XXH3-64 of every byte before it. Version 1
+ *   files are read as ISA bits = AVX-512 only, rule version 1.
  * fp32 payload: the parameters in tlm_gpt2_params order.
  * int8 payload: per tensor in that order, the matrices (wte, qkvw, projw,
  *   fcw, fcprojw) as blocks of 32 int8 weights along the input dimension
@@ -32,7 +34,7 @@
 #include "tlm.h"
 #include "vocab.h"
 
-#define TLM_LM_FILE_VERSION 1
+#define TLM_LM_FILE_VERSION 2
 #define TLM_LM_KIND_FP32 1
 #define TLM_LM_KIND_INT8 2
 #define TLM_Q8_BLOCK 32
@@ -80,16 +82,17 @@ typedef struct tlm_lm_model {
    * Same caveat as rule_bonus. */
   double reuse_bonus;
   /* The hardware the model was trained on, as a bit per tlm_isa whose
-   * prompts its training sentences held. A host outside it is scheduled
-   * by the rule (tlm_lm_covers). Version-1 files carry no such section:
-   * every one was trained on records measured on AVX-512 machines only
-   * (data/README.md), so they cover TLM_ISA_AVX512 alone. */
-  uint32_t isa_seen;
+   * prompts its training sentences held, and the TLM_RULE_VERSION of the
+   * rule whose schedule those prompts held. A target or rule outside them
+   * is scheduled by the rule (tlm_lm_covers). Version-1 files carry no
+   * such section: every one was trained on records measured on AVX-512
+   * machines only (data/README.md) against rule version 1. */
+  uint32_t isa_seen, rule_version;
 } tlm_lm_model;
 
-/* 1 when the model has been trained on hardware like `t` (same ISA class,
- * hence lanes and vector registers); 0 when its hardware prompt would be
- * one it never saw. */
+/* 1 when the model was trained on hardware like `t` (same ISA class, hence
+ * lanes and vector registers) with this build's rule in its prompts; 0
+ * when its prompt would be one it never saw. */
 int tlm_lm_covers(const tlm_lm_model *m, const tlm_target *t);
 
 /* Added to the log-probability of the rule's value at each decision when

@@ -43,7 +43,7 @@ static size_t row_len(const tlm_gpt2_config *c, int t) {
 }
 
 static void header(wbuf *b, uint32_t kind, const tlm_gpt2_config *c, const tlm_vocab *v,
-                   int64_t step, uint64_t seed) {
+                   int64_t step, uint64_t seed, uint32_t isa_seen, uint32_t rule_version) {
   put(b, "TLMM", 4);
   put_u32(b, TLM_LM_FILE_VERSION);
   put_u32(b, kind);
@@ -54,6 +54,8 @@ static void header(wbuf *b, uint32_t kind, const tlm_gpt2_config *c, const tlm_v
   for (int i = 0; i < v->n; i++) put(b, v->tok[i], 16);
   put(b, &step, 8);
   put_u64(b, seed);
+  put_u32(b, isa_seen);
+  put_u32(b, rule_version);
 }
 
 static tlm_status write_atomic(wbuf *b, const char *path, char *err, int errcap) {
@@ -85,7 +87,7 @@ static tlm_status write_atomic(wbuf *b, const char *path, char *err, int errcap)
 tlm_status tlm_gpt2_save(const tlm_gpt2 *m, const tlm_vocab *v, uint64_t seed, const char *path,
                          char *err, int errcap) {
   wbuf b = {0};
-  header(&b, TLM_LM_KIND_FP32, &m->cfg, v, m->step, seed);
+  header(&b, TLM_LM_KIND_FP32, &m->cfg, v, m->step, seed, m->isa_seen, m->rule_version);
   put_u64(&b, m->nparams * sizeof(float));
   put(&b, m->mem, m->nparams * sizeof(float));
   tlm_status st = write_atomic(&b, path, err, errcap);
@@ -122,7 +124,7 @@ tlm_status tlm_lm_quantize(const tlm_gpt2 *m, const tlm_vocab *v, uint64_t seed,
     return TLM_ERR_INVALID_ARGUMENT;
   }
   wbuf b = {0};
-  header(&b, TLM_LM_KIND_INT8, &m->cfg, v, m->step, seed);
+  header(&b, TLM_LM_KIND_INT8, &m->cfg, v, m->step, seed, m->isa_seen, m->rule_version);
   put_u64(&b, q8_payload(&m->cfg));
   size_t s[TLM_GPT2_NTENSORS];
   tlm_gpt2_sizes(&m->cfg, s);
@@ -166,7 +168,8 @@ static int get(rbuf *r, void *dst, size_t n) {
  * fields are set and r is positioned at the payload. */
 static tlm_status open_model(const char *path, uint32_t want_kind, uint8_t **data, rbuf *r,
                              tlm_gpt2_config *cfg, tlm_vocab *vocab, int64_t *step,
-                             uint64_t *seed, uint64_t *checksum, char *err, int errcap) {
+                             uint64_t *seed, uint64_t *checksum, uint32_t prov[2], char *err,
+                             int errcap) {
   *data = NULL;
   FILE *f = fopen(path, "rb");
   if (!f) {
@@ -207,8 +210,9 @@ static tlm_status open_model(const char *path, uint32_t want_kind, uint8_t **dat
   *r = (rbuf){d, (size_t)size - 8, 4};
   uint32_t version, kind, vv, vn;
   uint64_t vsum;
-  if (get(r, &version, 4) || version != TLM_LM_FILE_VERSION)
-    BAD("model %s: format version %u, this build reads %u", path, version, TLM_LM_FILE_VERSION);
+  if (get(r, &version, 4) || version < 1 || version > TLM_LM_FILE_VERSION)
+    BAD("model %s: format version %u, this build reads 1 to %u", path, version,
+        TLM_LM_FILE_VERSION);
   if (get(r, &kind, 4) || kind != want_kind)
     BAD("model %s: kind %u, expected %u (%s)", path, kind, want_kind,
         want_kind == TLM_LM_KIND_INT8 ? "int8 model" : "fp32 checkpoint");
@@ -227,7 +231,9 @@ static tlm_status open_model(const char *path, uint32_t want_kind, uint8_t **dat
     if (get(r, t, 16) || memcmp(t, vocab->tok[i], 16)) BAD("model %s: vocabulary differs", path);
   }
   uint64_t payload;
-  if (get(r, step, 8) || get(r, seed, 8) || get(r, &payload, 8) ||
+  prov[0] = 1u << TLM_ISA_AVX512, prov[1] = 1; /* version 1 (model.h) */
+  if (get(r, step, 8) || get(r, seed, 8) ||
+      (version >= 2 && (get(r, &prov[0], 4) || get(r, &prov[1], 4))) || get(r, &payload, 8) ||
       payload != r->len - r->at)
     BAD("model %s: payload size does not match", path);
 #undef BAD
@@ -244,7 +250,9 @@ tlm_status tlm_gpt2_load(tlm_gpt2 *m, const char *path, char *err, int errcap) {
   int64_t step;
   uint64_t seed, sum;
   if (!v) return TLM_ERR_OUT_OF_MEMORY;
-  tlm_status st = open_model(path, TLM_LM_KIND_FP32, &d, &r, &cfg, v, &step, &seed, &sum, err, errcap);
+  uint32_t prov[2];
+  tlm_status st = open_model(path, TLM_LM_KIND_FP32, &d, &r, &cfg, v, &step, &seed, &sum, prov,
+                             err, errcap);
   free(v);
   if (st) return st;
   if (tlm_gpt2_init(m, &cfg, 0)) {
@@ -259,6 +267,8 @@ tlm_status tlm_gpt2_load(tlm_gpt2 *m, const char *path, char *err, int errcap) {
   }
   memcpy(m->mem, r.p + r.at, m->nparams * sizeof(float));
   m->step = step;
+  m->isa_seen = prov[0];
+  m->rule_version = prov[1];
   free(d);
   return TLM_OK;
 }
@@ -284,11 +294,13 @@ tlm_status tlm_lm_load(tlm_lm_model *q, const char *path, char *err, int errcap)
   memset(q, 0, sizeof *q);
   q->rule_bonus = TLM_LM_RULE_BONUS;
   q->reuse_bonus = TLM_LM_REUSE_BONUS;
-  q->isa_seen = 1u << TLM_ISA_AVX512; /* every version-1 file (model.h) */
   uint8_t *d;
   rbuf r;
+  uint32_t prov[2];
   tlm_status st = open_model(path, TLM_LM_KIND_INT8, &d, &r, &q->cfg, &q->vocab, &q->step,
-                             &q->seed, &q->checksum, err, errcap);
+                             &q->seed, &q->checksum, prov, err, errcap);
+  q->isa_seen = prov[0];
+  q->rule_version = prov[1];
   if (st) return st;
   size_t want = q8_payload(&q->cfg);
   if (r.len - r.at != want) {
@@ -312,7 +324,8 @@ tlm_status tlm_lm_load(tlm_lm_model *q, const char *path, char *err, int errcap)
 }
 
 int tlm_lm_covers(const tlm_lm_model *m, const tlm_target *t) {
-  return t->isa >= 0 && t->isa < 32 && (m->isa_seen >> t->isa) & 1u;
+  return t->isa >= 0 && t->isa < 32 && ((m->isa_seen >> t->isa) & 1u) &&
+         m->rule_version == TLM_RULE_VERSION;
 }
 
 tlm_status tlm_lm_from_gpt2(tlm_lm_model *q, const tlm_gpt2 *m, const tlm_vocab *v) {
@@ -321,7 +334,9 @@ tlm_status tlm_lm_from_gpt2(tlm_lm_model *q, const tlm_gpt2 *m, const tlm_vocab 
   q->cfg = m->cfg;
   q->vocab = *v;
   q->step = m->step;
-  q->isa_seen = ~0u; /* in-memory models (tests) stand for any hardware */
+  /* in-memory models (tests) stand for any hardware and this rule */
+  q->isa_seen = ~0u;
+  q->rule_version = TLM_RULE_VERSION;
   q->mem = malloc(q8_payload(&m->cfg));
   if (!q->mem) return TLM_ERR_OUT_OF_MEMORY;
   point_q8(q);

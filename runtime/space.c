@@ -240,7 +240,15 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
     n = tile_candidates(t->N > cap ? t->N : cap, d[MM_N3], c);
     break;
   }
-  case MM_M2: n = tile_candidates(t->M > 64 ? t->M : 64, d[MM_M3], c); break;
+  case MM_M2: {
+    n = tile_candidates(t->M > 64 ? t->M : 64, d[MM_M3], c);
+    /* and the smallest value that makes one block of all of M, so B can be
+     * packed or streamed once (M = 128 at 6 rows: 24, where the values up
+     * to ceil(128 / 6) = 22 stop at 20) */
+    int64_t one = ceil_div(t->M, d[MM_M3]);
+    if (n > 0 && n < N_TILE_VALUES && c[n - 1] < one) c[n] = k_tile_values[n], n++;
+    break;
+  }
   case MM_B2: n = tile_candidates(btot, d[MM_B3], c); break;
   case MM_N1:
   case MM_M1:
@@ -397,10 +405,12 @@ static int mm_streams_b(const tlm_matmul_task *t, const int32_t *d) {
  * reuses the B block (k1 x n2*n3, packed or streamed from L2), so the more
  * rows the cheaper B is per FMA; the A block (rows x k1) takes at most a
  * quarter of L2 beside B's half. A power of two, so nearby M share it. */
-static int64_t mm_rule_m2(const tlm_target *tg, int64_t k1, int64_t m3) {
+static int64_t mm_rule_rows(const tlm_target *tg, int64_t k1) {
   int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 256 * 1024;
-  int64_t rows = l2 / 4 / (k1 * 4);
-  int64_t m2 = rows / (m3 > 0 ? m3 : 1);
+  return l2 / 4 / (k1 * 4);
+}
+static int64_t mm_rule_m2(const tlm_target *tg, int64_t k1, int64_t m3) {
+  int64_t m2 = mm_rule_rows(tg, k1) / (m3 > 0 ? m3 : 1);
   return pow2_floor(m2 < 1 ? 1 : m2);
 }
 
@@ -474,7 +484,13 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
     }
     return pick_at_most(c, n, pow2_floor(nb < 1 ? 1 : nb));
   }
-  case MM_M2: return pick_at_most(c, n, mm_rule_m2(tg, d[MM_K1], d[MM_M3]));
+  case MM_M2: {
+    /* one block of all of M when it fits the bound: B is then packed (or
+     * streamed from memory) once instead of once per block */
+    int64_t rows = (int64_t)c[n - 1] * d[MM_M3];
+    if (rows >= t->M && rows <= mm_rule_rows(tg, d[MM_K1])) return n - 1;
+    return pick_at_most(c, n, mm_rule_m2(tg, d[MM_K1], d[MM_M3]));
+  }
   case MM_B2:
   case MM_N1:
   case MM_M1:

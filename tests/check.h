@@ -4,6 +4,9 @@
 #define TLM_TESTS_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
+
+#include "tlm.h"
 
 static int g_failures;
 static int g_checks;
@@ -22,6 +25,29 @@ static int g_checks;
 static inline int check_report(const char *name) {
   printf("%s: %d passed, %d failed\n", name, g_checks - g_failures, g_failures);
   return g_failures ? 1 : 0;
+}
+
+/* The reference tests run once per ISA (tests/CMakeLists.txt sets TLM_ISA
+ * for each variant). Returns 1, after saying so, when the host cannot run
+ * the TLM_ISA asked for: the test then exits with CHECK_SKIP, which ctest
+ * reports as skipped. */
+#define CHECK_SKIP 77
+static inline int check_isa_unsupported(void) {
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.cache_dir = "none";
+  cfg.model_path = "none";
+  cfg.num_threads = 1;
+  tlm_runtime *rt = NULL;
+  tlm_status st = tlm_create(&cfg, &rt);
+  tlm_destroy(rt);
+  const char *isa = getenv("TLM_ISA");
+  if (st == TLM_ERR_UNSUPPORTED) {
+    printf("skipped: this host cannot run TLM_ISA=%s\n", isa ? isa : "");
+    return 1;
+  }
+  if (isa && *isa) printf("kernels for TLM_ISA=%s\n", isa);
+  return 0;
 }
 
 #endif

@@ -267,6 +267,8 @@ static void write_random_model(const char *path, uint64_t seed, float scale) {
   char err[256];
   tlm_gpt2_init(&m, &c, seed);
   for (size_t w = 0; w < m.nparams; w++) m.mem[w] *= scale;
+  m.isa_seen = ~0u; /* used on any host and ISA */
+  m.rule_version = TLM_RULE_VERSION;
   CHECK(tlm_lm_quantize(&m, &v, seed, path, err, sizeof err) == TLM_OK, "%s", err);
   tlm_gpt2_free(&m);
 }

@@ -433,6 +433,7 @@ static void pooling(tlm_runtime *rt) {
 
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "../shared";
+  if (check_isa_unsupported()) return CHECK_SKIP;
   if (argc > 2) g_random = atoi(argv[2]);
   tlm_config cfg;
   tlm_config_init(&cfg);

@@ -128,11 +128,13 @@ int main(void) {
     int8_t xq[4 * 64];
     float xd[4 * 64 / 32], a[512], b[512];
     double worst = 0;
+    /* the host's best path, then the AVX2 one (on an AVX-512 host too) */
+    for (int cap = -1; cap <= TLM_ISA_AVX2; cap += 1 + TLM_ISA_AVX2)
     for (int which = 0; which < 1 + 4 * mc.layers; which++)
       for (int rep = 0; rep < 5; rep++) {
         for (int i = 0; i < 4 * 64; i++) xq[i] = (int8_t)((int)(tlm_rng_next(&rng) % 255) - 127);
         for (int i = 0; i < 8; i++) xd[i] = 0.01f + (float)(tlm_rng_next(&rng) % 100) * 1e-3f;
-        tlm_lm_force_scalar(0);
+        tlm_lm_force_isa(cap);
         tlm_lm_matvec(&qm, which, xq, xd, a);
         tlm_lm_force_scalar(1);
         tlm_lm_matvec(&qm, which, xq, xd, b);
@@ -357,6 +359,27 @@ int main(void) {
             "checkpoint round trip: %s", err);
       tlm_gpt2_free(&back);
       free(d);
+      /* provenance: the ISA bits and the rule version survive checkpoint ->
+       * int8 file -> load, and decide which targets the model serves */
+      fm.isa_seen = 1u << TLM_ISA_AVX2;
+      fm.rule_version = TLM_RULE_VERSION;
+      CHECK(tlm_gpt2_save(&fm, &vocab, 7, bad, err, sizeof err) == TLM_OK, "%s", err);
+      CHECK(tlm_gpt2_load(&back, bad, err, sizeof err) == TLM_OK && back.isa_seen == fm.isa_seen &&
+                back.rule_version == TLM_RULE_VERSION, "provenance in checkpoints: %s", err);
+      CHECK(tlm_lm_quantize(&back, &vocab, 7, path, err, sizeof err) == TLM_OK, "%s", err);
+      tlm_gpt2_free(&back);
+      CHECK(tlm_lm_load(&lm, path, err, sizeof err) == TLM_OK, "load: %s", err);
+      tlm_target tg;
+      tlm_target_detect(&tg);
+      tg.isa = TLM_ISA_AVX2;
+      CHECK(tlm_lm_covers(&lm, &tg), "an AVX2 model serves an AVX2 target");
+      tg.isa = TLM_ISA_AVX512;
+      CHECK(!tlm_lm_covers(&lm, &tg), "an AVX2 model does not serve an AVX-512 target");
+      tg.isa = TLM_ISA_AVX2;
+      lm.rule_version = TLM_RULE_VERSION - 1;
+      CHECK(!tlm_lm_covers(&lm, &tg), "a model of another rule version is not used");
+      tlm_lm_free(&lm);
+      fm.isa_seen = 0, fm.rule_version = 0;
     }
     unlink(path);
     unlink(bad);

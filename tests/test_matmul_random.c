@@ -71,6 +71,7 @@ static int load_shapes(const char *dir, tlm_mm_desc *out, int max) {
 
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : NULL;
+  if (check_isa_unsupported()) return CHECK_SKIP;
   int per_shape = argc > 2 ? atoi(argv[2]) : 10;
   static tlm_mm_desc shapes[MAX_SHAPES];
   int nshapes = load_shapes(dir, shapes, MAX_SHAPES);

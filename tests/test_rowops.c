@@ -9,6 +9,7 @@
 #include "api/validate.h"
 #include "check.h"
 #include "runtime/engine.h"
+#include "jit/jit.h"
 #include "runtime/reference.h"
 
 static uint64_t g_rng = 77;
@@ -189,6 +190,7 @@ static void eltwise(tlm_runtime *rt, int *checked) {
 }
 
 int main(void) {
+  if (check_isa_unsupported()) return CHECK_SKIP;
   tlm_config cfg;
   tlm_config_init(&cfg);
   cfg.cache_dir = "none";
@@ -196,6 +198,17 @@ int main(void) {
   cfg.num_threads = 2;
   tlm_runtime *rt;
   if (tlm_create(&cfg, &rt)) return 1;
+  /* the ISA cap reaches LLVM: no feature above it stays enabled */
+  {
+    const char *f = tlm_jit_features(rt->jit);
+    int isa = rt->target.isa;
+    CHECK(isa == TLM_ISA_AVX512 || !strstr(f, "+avx512f"), "avx512f on for %s", tlm_isa_name(isa));
+    CHECK(isa >= TLM_ISA_AVX2 || (!strstr(f, "+avx2") && !strstr(f, "+fma,") && !strstr(f, "+avx,")),
+          "AVX features on for %s", tlm_isa_name(isa));
+    CHECK(rt->target.vec_lanes == (isa == TLM_ISA_AVX512 ? 16 : isa == TLM_ISA_AVX2 ? 8
+                                   : isa == TLM_ISA_SSE  ? 4 : 1), "lanes %d for %s",
+          rt->target.vec_lanes, tlm_isa_name(isa));
+  }
   static const int64_t rows[] = {1, 2, 3, 7, 17, 64, 127};
   static const int64_t cols[] = {1, 2, 3, 5, 16, 17, 31, 64, 100, 257, 768, 1000};
   static const tlm_op_kind kinds[] = {TLM_OP_SOFTMAX, TLM_OP_LAYERNORM, TLM_OP_RMSNORM};

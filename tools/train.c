@@ -657,6 +657,9 @@ int tlm_cmd_train(int argc, char **argv) {
   }
   fprintf(stderr, "tlm train: %d layers, %d heads, width %d: %zu parameters\n", layers, heads,
           width, m.nparams);
+  /* every prompt was built on this runtime's target, with this rule */
+  m.isa_seen = 1u << rt->target.isa;
+  m.rule_version = TLM_RULE_VERSION;
   int64_t total = pretrain + steps;
   if (pretrain) run_steps(&m, &pre, pretrain, 0, total, lr, &rng, "pretrain");
   run_steps(&m, &fine, steps, pretrain, total, lr, &rng, "finetune");
