@@ -509,6 +509,15 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
   return TLM_OK;
 }
 
+tlm_status tlm_describe_target(const tlm_runtime *rt, char *buf, size_t cap) {
+  if (!rt || !buf) return TLM_ERR_NULL_POINTER;
+  if (cap == 0) return TLM_ERR_INVALID_ARGUMENT;
+  char t[320];
+  tlm_target_str(&rt->target, t, sizeof t);
+  snprintf(buf, cap, "%s; schedules: %s", t, rt->model ? "model" : "rule");
+  return TLM_OK;
+}
+
 tlm_status tlm_get_stats(const tlm_runtime *rt, tlm_stats *out) {
   if (!rt || !out) return TLM_ERR_NULL_POINTER;
   tlm_runtime *r = (tlm_runtime *)rt; /* atomics are read only */

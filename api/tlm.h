@@ -505,6 +505,17 @@ typedef struct tlm_stats {
  * read individually, so a concurrent run may be half-counted). */
 tlm_status tlm_get_stats(const tlm_runtime *rt, tlm_stats *out);
 
+/* Writes a one-line description of the machine the runtime generates code
+ * for into buf (NUL-terminated, truncated to cap bytes): the ISA kernels
+ * use and the host's widest, vector lanes and registers, the FMA datapath,
+ * cores, per-core caches, the CPU's name, and whether a model schedules
+ * ("model" or "rule"), e.g. "avx2 8 lanes, 16 regs, FMA 2x256 lat 4 (8
+ * chains), 2 cores, L1 32K L2 512K L3 32768K; host avx2; AMD EPYC 7763
+ * (family 25 model 1); schedules: rule". Statuses: TLM_OK,
+ * TLM_ERR_NULL_POINTER (rt or buf), TLM_ERR_INVALID_ARGUMENT (cap 0).
+ * Thread-safe. */
+tlm_status tlm_describe_target(const tlm_runtime *rt, char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,7 +12,9 @@
  * reads lies inside the input row; it has no masks and no bounds checks.
  * The safe one clamps row indices to valid rows, masks lanes outside the
  * block, reads 0 for input positions in the padding (never touching their
- * addresses) and stores only valid rows and lanes.
+ * addresses) and stores only valid rows and lanes; with the lanes along C
+ * it comes twice, without lane masks when the tile's C lanes are all valid
+ * (image edges and pixel tails of full channel blocks), and with them.
  */
 #include "codegen.h"
 
@@ -39,6 +41,9 @@ typedef struct conv_cg {
   LLVMValueRef c0, w0, c_end, w_end;
   LLVMValueRef ohr[CONV_ACC_MAX], owr[CONV_ACC_MAX];
   int safe;
+  /* safe version whose C-axis lanes (axes 0 and 2) are all valid: rows are
+   * clamped and padding read as 0, but vectors load and store whole */
+  int lanes_full;
   /* a zeroed global of IC floats: in the safe version, tile rows whose
    * input pixel lies in the padding read from it instead of src, so the
    * inner loop needs no select (NULL: selects instead) */
@@ -125,7 +130,7 @@ static LLVMValueRef src_scalar(conv_cg *cc, LLVMValueRef chan, LLVMValueRef icg_
 
 /* lane mask of C-axis lanes [start, start + W) below c_end */
 static LLVMValueRef c_mask(conv_cg *cc, LLVMValueRef start) {
-  if (!cc->safe) return NULL;
+  if (!cc->safe || cc->lanes_full) return NULL;
   return lane_mask(&cc->g, 0, cc->W, sub(&cc->g, cc->c_end, start));
 }
 
@@ -335,7 +340,7 @@ static void epilogue_store(conv_cg *cc) {
       LLVMValueRef x = LLVMBuildLoad2(g->b, vt, cc->acc[r * cc->NV + v], "");
       LLVMValueRef start = add(g, (cc->axis == 1 ? cc->w0 : cc->c0), c64(g, (int64_t)v * W));
       LLVMValueRef mask = NULL, nlast = NULL;
-      if (cc->safe) {
+      if (cc->safe && !cc->lanes_full) {
         LLVMValueRef lim = cc->axis == 1 ? cc->w_end : cc->c_end;
         mask = lane_mask(g, 0, W, sub(g, lim, start));
         nlast = sub(g, lim, c64(g, 1));
@@ -478,6 +483,18 @@ static void emit_tile(conv_cg *cc) {
   tile_version(cc, 0);
   LLVMBuildBr(g->b, join);
   LLVMPositionBuilderAtEnd(g->b, bs);
+  if (cc->axis != 1) { /* an edge or row tail with every C lane valid: no lane masks
+                        * (vmaskmov on AVX2 would slow each step of every edge tile) */
+    LLVMBasicBlockRef bl = LLVMAppendBasicBlockInContext(g->C, g->fn, "safe_lanes_full");
+    LLVMBasicBlockRef bm = LLVMAppendBasicBlockInContext(g->C, g->fn, "safe_masked");
+    LLVMBuildCondBr(g->b, full_c, bl, bm);
+    LLVMPositionBuilderAtEnd(g->b, bl);
+    cc->lanes_full = 1;
+    tile_version(cc, 1);
+    cc->lanes_full = 0;
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, bm);
+  }
   tile_version(cc, 1);
   LLVMBuildBr(g->b, join);
   LLVMPositionBuilderAtEnd(g->b, join);

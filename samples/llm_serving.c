@@ -405,6 +405,14 @@ int main(int argc, char **argv) {
   replay(rt, NULL, &m, ctx, nreq, decode_steps, &t);
   tlm_stats s;
   tlm_get_stats(rt, &s);
+  char tdesc[400];
+  tlm_describe_target(rt, tdesc, sizeof tdesc);
+  for (char *q = tdesc; *q; q++)
+    if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) *q = '?'; /* JSON-safe */
+  const char *base_isa = "none";
+#ifdef TLM_HAVE_DNNL
+  base_isa = dnnl_baseline_isa();
+#endif
   int have_baseline = 0, dnnl_prims = 0;
   double dnnl_create_ms = 0, diff = 0;
 #ifdef TLM_HAVE_DNNL
@@ -431,6 +439,8 @@ int main(int argc, char **argv) {
          max_context, decode_steps);
   printf("  tokens              %ld in %ld steps\n", t.tokens, t.steps);
   printf("  tlm_run calls       %llu on %d threads\n", (unsigned long long)s.runs, nthreads);
+  printf("  target              %s\n", tdesc);
+  printf("  baseline ISA        oneDNN %s\n", base_isa);
   printf("  wall time           %.1f ms\n", t.wall_ms);
   printf("  tokens/s            %.0f\n", t.tokens / (t.wall_ms * 1e-3));
   printf("  GFLOPS              %.1f\n", t.flops / (t.wall_ms * 1e6));
@@ -458,14 +468,15 @@ int main(int argc, char **argv) {
     FILE *jf = fopen(json, "w");
     if (jf) {
       fprintf(jf,
-              "{\"model\": \"gpt2-124m\", \"layers\": %d, \"requests\": %d, \"tokens\": %ld, "
+              "{\"model\": \"gpt2-124m\", \"target\": \"%s\", \"onednn_isa\": \"%s\", "
+              "\"layers\": %d, \"requests\": %d, \"tokens\": %ld, "
               "\"steps\": %ld, \"tlm_run_calls\": %llu, \"threads\": %d, \"wall_ms\": %.3f, "
               "\"tokens_per_s\": %.1f, \"gflops\": %.2f, \"latency_p50_ms\": %.3f, "
               "\"latency_p99_ms\": %.3f, \"cache_misses\": %llu, \"decodes\": %llu, "
               "\"compiles\": %llu, \"disk_kernel_loads\": %llu, \"compile_ms\": %.3f, "
               "\"schedule_ms\": %.3f, \"disk_load_ms\": %.3f, \"cache_hits\": %llu, "
               "\"decode_compile_share\": %.4f",
-              layers, nreq, t.tokens, t.steps, (unsigned long long)s.runs, nthreads, t.wall_ms,
+              tdesc, base_isa, layers, nreq, t.tokens, t.steps, (unsigned long long)s.runs, nthreads, t.wall_ms,
               t.tokens / (t.wall_ms * 1e-3), t.flops / (t.wall_ms * 1e6), p50, p99,
               (unsigned long long)s.cache_misses, (unsigned long long)s.decodes,
               (unsigned long long)s.compiles, (unsigned long long)s.disk_kernel_hits, s.compile_ms,

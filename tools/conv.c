@@ -587,6 +587,8 @@ int tlm_cmd_run_conv(int argc, char **argv) {
     printf("problem      %s\n", r.problem);
     printf("descriptor   %s\n", tlm_conv_prb_str(&prb, ds, sizeof ds));
     printf("threads      %d\n", rt->nthreads);
+    char tgs[320];
+    printf("target       %s\n", tlm_target_str(&rt->target, tgs, sizeof tgs));
     printf("schedule     %s\n", r.schedule);
     printf("schedule_ms  %.3f\n", r.schedule_ms);
     printf("compile_ms   %.2f\n", r.compile_ms);

@@ -406,13 +406,15 @@ int tlm_cmd_eval(int argc, char **argv) {
       fprintf(stderr, "tlm eval: %s\n", tlm_last_error(NULL));
       return 1;
     }
-    if (!rt->model) {
-      fprintf(stderr, "tlm eval: no model loaded (--model or the shipped one)\n");
-      tlm_destroy(rt);
-      free(specs);
-      return 1;
+    if (!rt->model && t == 0) {
+      /* no model, or one trained for another ISA or rule version
+       * (TLM_VERBOSE=1 says which): tlm_run schedules with the rule, and
+       * so does TLM-1 here */
+      fprintf(stderr, "tlm eval: no model serves this target (%s): TLM-1 is the rule, as in "
+                      "tlm_run; no TLM-k\n", model ? model : "the shipped one");
+      k = 0;
     }
-    if (!isnan(rule_bonus)) rt->model->rule_bonus = rule_bonus;
+    if (rt->model && !isnan(rule_bonus)) rt->model->rule_bonus = rule_bonus;
     tlm_spec_problem p;
     if (tlm_spec_problem_make(&specs[t], 3, &p)) {
       tlm_destroy(rt);
@@ -433,7 +435,7 @@ int tlm_cmd_eval(int argc, char **argv) {
     /* TLM-1; the rule's own schedule is the rule's kernel: its time is the
      * rule's, a tie (measuring it again would only draw noise) */
     t0 = now_ms();
-    tlm_lm_decode(rt->model, &s, &sched, NULL);
+    if (rt->model) tlm_lm_decode(rt->model, &s, &sched, NULL);
     r[M_TLM1].make_ms = now_ms() - t0;
     int same = !memcmp(sched.v, rule.v, sizeof rule.v[0] * (size_t)rule.n);
     if (same) r[M_TLM1].ns = r[M_DEFAULT].ns;
@@ -575,7 +577,7 @@ int tlm_cmd_eval(int argc, char **argv) {
               tlm_schedule_str(&s, &sched, s1, sizeof s1), tlm_schedule_str(&s, &rule, s0, sizeof s0));
       /* how sure the model is: natural-log probabilities of both schedules */
       double lp1, lp0;
-      if (tlm_lm_score(rt->model, &s, &sched, &lp1) == TLM_OK &&
+      if (rt->model && tlm_lm_score(rt->model, &s, &sched, &lp1) == TLM_OK &&
           tlm_lm_score(rt->model, &s, &rule, &lp0) == TLM_OK)
         fprintf(jf, ", \"tlm1_logp\": %.4f, \"default_logp\": %.4f", lp1, lp0);
       if (used[M_TLMK] && win[M_TLMK] >= 0)

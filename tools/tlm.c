@@ -178,6 +178,10 @@ static int run_row(tlm_op op, int64_t R, int64_t C, int causal, float scale,
   char ts[160], ss[256];
   printf("problem      %s\n", tlm_task_str(&task, ts, sizeof ts));
   printf("threads      %d\n", rt->nthreads);
+  {
+    char tgs[320];
+    printf("target       %s\n", tlm_target_str(&rt->target, tgs, sizeof tgs));
+  }
   printf("schedule     %s\n", tlm_schedule_str(&space, &sched, ss, sizeof ss));
   printf("compile_ms   %.2f%s\n", k->compile_ms, k->from_disk ? " (loaded from the disk cache)" : "");
   printf("kernel_ms    %.4f (median of %d)\n", times[reps / 2] * 1e-6, reps);
@@ -407,6 +411,10 @@ static int cmd_run(int argc, char **argv) {
   char ts[160], ss[512], nest[2048];
   printf("problem      %s\n", tlm_task_str(&task, ts, sizeof ts));
   printf("threads      %d\n", rt->nthreads);
+  {
+    char tgs[320];
+    printf("target       %s\n", tlm_target_str(&rt->target, tgs, sizeof tgs));
+  }
   printf("schedule     %s\n", tlm_schedule_str(&space, &sched, ss, sizeof ss));
   printf("loop nest\n%s", ln_print(&k->nest, nest, sizeof nest));
   printf("schedule_ms  %.3f\n", schedule_ms);
