@@ -71,6 +71,10 @@ void tlm_vocab_build(tlm_vocab *v) {
   for (size_t i = 0; i < sizeof v5_words / sizeof v5_words[0]; i++) add(v, v5_words[i]);
   /* version 6: the rule's decisions in the prompt */
   add(v, "<rule>");
+  /* version 7: the FMA datapath's width */
+  add(v, "fma:128");
+  add(v, "fma:256");
+  add(v, "fma:512");
 }
 
 int tlm_vocab_find(const tlm_vocab *v, const char *s) {
@@ -203,7 +207,7 @@ void tlm_lm_prompt(const tlm_vocab *v, const tlm_task *task, const tlm_target *t
   }
 hardware:
   out[n++] = tlm_vocab_find(v, isas[tg->isa >= 0 && tg->isa < 4 ? tg->isa : 0]);
-  out[n++] = tok(v, "vnni:%lld", tg->avx512_vnni != 0);
+  out[n++] = tok(v, "fma:%lld", tg->fma_bits >= 512 ? 512 : tg->fma_bits >= 256 ? 256 : 128);
   out[n++] = tok(v, "cores:%lld", ilog2((uint64_t)(tg->cores > 0 ? tg->cores : 1)));
   out[n++] = tok(v, "l1:%lld", ilog2((uint64_t)(tg->l1d_bytes / 1024 + 1)));
   out[n++] = tok(v, "l2:%lld", ilog2((uint64_t)(tg->l2_bytes / 1024 + 1)));

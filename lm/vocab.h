@@ -11,7 +11,10 @@
  * gamma and y; axes b = 1, m = rows, n = cols, k = 1)
  * (b = batch total, m, n, k): ax:<axis> mag:<floor(log2 E)>
  * frac:<quarter of the octave> p2:<trailing zero bits, at most 6>, then the
- * hardware: isa vnni cores(log2) l1(log2 KiB) l2 l3, then <sep>. Extents are
+ * hardware: isa fma cores(log2) l1(log2 KiB) l2 l3, then <sep> (isa fixes
+ * the lanes and vector registers; fma:<128|256|512> is the width of the FMA
+ * datapath, so avx512 with fma:256 is a double-pumped core; version 7 put
+ * it where vnni:<0|1> was, which says nothing about f32 kernels). Extents are
  * never spelled out: magnitude plus divisibility covers extents the model
  * never saw (37 -> mag:5 frac:0 p2:0; 11008 -> mag:13 frac:1 p2:6).
  *
@@ -49,7 +52,7 @@
 #include "../runtime/target.h"
 #include "../runtime/task.h"
 
-#define TLM_LM_VOCAB_VERSION 6
+#define TLM_LM_VOCAB_VERSION 7
 #define TLM_LM_MAX_VOCAB 512
 #define TLM_LM_TASK_LEN 32 /* task and hardware words, <sep>, padding */
 #define TLM_LM_PROMPT_LEN (TLM_LM_TASK_LEN + 1 + TLM_MAX_POINTS)
