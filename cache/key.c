@@ -16,7 +16,7 @@ typedef struct key_writer {
 } key_writer;
 
 /* the longest key: header, target, scheduler id or nothing, task, schedule */
-#define KEY_HEADER_BYTES (5 * sizeof(uint32_t))
+#define KEY_HEADER_BYTES (6 * sizeof(uint32_t))
 _Static_assert(KEY_HEADER_BYTES + sizeof(tlm_target) + sizeof(uint64_t) + sizeof(tlm_task) +
                        sizeof(tlm_schedule) <= TLM_KEY_MAX,
                "TLM_KEY_MAX is too small for the largest key: raise it");
@@ -37,6 +37,7 @@ static void header(tlm_key *k, uint32_t kind, const tlm_target *target) {
   put_u32(k, kind);
   put_u32(k, TLM_VERSION_NUMBER);
   put_u32(k, TLM_CODEGEN_VERSION);
+  put_u32(k, TLM_RULE_VERSION); /* plans the rule made are the rule's version's */
   put_u32(k, maj * 10000 + min * 100 + pat);
   put(k, target, sizeof *target); /* tlm_target has no padding holes */
 }

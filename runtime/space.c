@@ -240,10 +240,15 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
     n = tile_candidates(t->N > cap ? t->N : cap, d[MM_N3], c);
     break;
   }
-  /* values for blocks of up to 256 rows whatever M (as for N2 and K1):
-   * the rule's block, sized from L2, then covers every M up to it in one
-   * block (B packed or streamed once) with one kernel for all those M */
-  case MM_M2: n = tile_candidates(t->M > 256 ? t->M : 256, d[MM_M3], c); break;
+  case MM_M2: {
+    n = tile_candidates(t->M > 64 ? t->M : 64, d[MM_M3], c);
+    /* and the smallest value that makes one block of all of M, so B can be
+     * packed or streamed once (M = 128 at 6 rows: 24, where the values up
+     * to ceil(128 / 6) = 22 stop at 20) */
+    int64_t one = ceil_div(t->M, d[MM_M3]);
+    if (n > 0 && n < N_TILE_VALUES && c[n - 1] < one) c[n] = k_tile_values[n], n++;
+    break;
+  }
   case MM_B2: n = tile_candidates(btot, d[MM_B3], c); break;
   case MM_N1:
   case MM_M1:
@@ -466,14 +471,9 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
     /* B block (k1 x n2*n3) in half of L2; enough n blocks for all cores
      * when m offers little parallelism */
     int64_t nb = l2 / 2 / ((int64_t)d[MM_K1] * d[MM_N3] * 4);
-    if (mm_streams_b(t, d)) {
-      /* the C block (n2 x n3) in half of L1, and one block of N per core:
-       * each core streams the longest rows of B it can (1x768:768x768 on
-       * AVX2: 33 GFLOPS with 6 blocks of 128 columns, 42 with 3 of 256) */
+    if (mm_streams_b(t, d)) { /* the C block (n2 x n3) in half of L1 */
       int64_t l1 = tg->l1d_bytes > 0 ? tg->l1d_bytes : 32 * 1024;
       nb = l1 / 2 / ((int64_t)d[MM_N3] * 4);
-      int64_t per = ceil_div(t->N, (int64_t)d[MM_N3] * cores);
-      return pick_at_most(c, n, pow2_floor(per < nb ? (per < 1 ? 1 : per) : nb));
     }
     int64_t mrows = mm_rule_m2(tg, d[MM_K1], d[MM_M3]) * d[MM_M3];
     int64_t mtiles = (t->M + mrows - 1) / mrows;
@@ -484,7 +484,13 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
     }
     return pick_at_most(c, n, pow2_floor(nb < 1 ? 1 : nb));
   }
-  case MM_M2: return pick_at_most(c, n, mm_rule_m2(tg, d[MM_K1], d[MM_M3]));
+  case MM_M2: {
+    /* one block of all of M when it fits the bound: B is then packed (or
+     * streamed from memory) once instead of once per block */
+    int64_t rows = (int64_t)c[n - 1] * d[MM_M3];
+    if (rows >= t->M && rows <= mm_rule_rows(tg, d[MM_K1])) return n - 1;
+    return pick_at_most(c, n, mm_rule_m2(tg, d[MM_K1], d[MM_M3]));
+  }
   case MM_B2:
   case MM_N1:
   case MM_M1:

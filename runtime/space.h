@@ -38,16 +38,14 @@
 /* Version of what schedules mean: bump it whenever a decision's meaning or
  * the code generated for a schedule changes, so cached plans and kernels
  * (cache/key.c puts it in every key) from older builds are never reused. */
-#define TLM_CODEGEN_VERSION 13
+#define TLM_CODEGEN_VERSION 14
 
 /* Version of the default rule (tlm_space_default): bump it whenever the
  * rule's decisions change. The rule's schedule is part of the language
  * model's prompt, so a model trained against another rule version sees
  * prompts it never saw and is not used (tlm_lm_covers). Version 2: the
- * register tile and blocks derived from the target (issue #16). Version 3:
- * level-2 rows from L2 for every M (one kernel up to that many rows), one
- * block of N per core when B is streamed. */
-#define TLM_RULE_VERSION 3
+ * register tile and blocks derived from the target (issue #16). */
+#define TLM_RULE_VERSION 2
 
 #define TLM_MAX_POINTS 24
 #define TLM_MAX_CANDIDATES 64
