@@ -509,10 +509,11 @@ int main(int argc, char **argv) {
     CHECK(rss_end - rss_mid < 64 * 1024, "RSS grew by %ld KiB after warm-up", rss_end - rss_mid);
     tlm_destroy(rt);
   }
-  /* byte bound: the kernels of 40 N values under 20000 bytes of object code (one
-   * kernel larger than the bound may stay alone) */
+  /* byte bound: the kernels of 40 N values under 40000 bytes of object code,
+   * room for three or four of these 10-15 KB kernels (one kernel larger than
+   * the bound may stay alone) */
   {
-    setenv("TLM_CACHE_CAPACITY_BYTES", "20000", 1);
+    setenv("TLM_CACHE_CAPACITY_BYTES", "40000", 1);
     tlm_runtime *rt = make_rt_model("none", 0, "none");
     unsetenv("TLM_CACHE_CAPACITY_BYTES");
     size_t max_bytes = 0;
@@ -531,10 +532,10 @@ int main(int argc, char **argv) {
     }
     tlm_stats s;
     tlm_get_stats(rt, &s);
-    printf("byte bound 20000: %llu compiles, %llu evictions, at most %zu bytes resident\n",
+    printf("byte bound 40000: %llu compiles, %llu evictions, at most %zu bytes resident\n",
            (unsigned long long)s.compiles, (unsigned long long)s.evictions, max_bytes);
     CHECK(wrong == 0, "%d wrong results under the byte bound", wrong);
-    CHECK(s.evictions > 0 && max_bytes > 0 && max_bytes <= 20000, "byte bound not kept: %zu (%llu evictions)",
+    CHECK(s.evictions > 0 && max_bytes > 0 && max_bytes <= 40000, "byte bound not kept: %zu (%llu evictions)",
           max_bytes, (unsigned long long)s.evictions);
     tlm_destroy(rt);
   }
