@@ -188,9 +188,10 @@ __attribute__((target("avx512f,avx512vnni"))) static void matvec_vnni_packed(
 #if defined(__x86_64__)
 #define AVX2_MAX_BLOCKS 128 /* input blocks kept in registers' worth of stack */
 /* out = W x (+ bias) with AVX2: x's blocks and their signs prepared once,
- * then 8 rows at a time, each with its own accumulator (8 independent FMA
- * chains), reduced together by a tree of horizontal adds instead of one
- * horizontal sum per row. The same products as dot_avx2. */
+ * then 4 rows at a time interleaved block by block (4 independent FMA
+ * chains, and 4 weight loads in flight), reduced together by a tree of
+ * horizontal adds instead of one horizontal sum per row. The same
+ * products as dot_avx2. */
 __attribute__((target("avx2,fma"))) static void matvec_avx2(float *out, const tlm_q8_block *w,
                                                              const float *bias, const int8_t *xq,
                                                              const float *xd, int nb, int oc) {
@@ -200,34 +201,40 @@ __attribute__((target("avx2,fma"))) static void matvec_avx2(float *out, const tl
     xs[b] = _mm256_loadu_si256((const __m256i *)(xq + b * TLM_Q8_BLOCK));
     axs[b] = _mm256_sign_epi8(xs[b], xs[b]);
   }
-  for (int o = 0; o < oc; o += 8) {
-    __m256 acc[8];
-    for (int r = 0; r < 8; r++) {
-      acc[r] = _mm256_setzero_ps();
-      if (o + r >= oc) continue;
-      const tlm_q8_block *wr = w + (size_t)(o + r) * nb;
-      for (int b = 0; b < nb; b++) {
-        __m256i q = _mm256_loadu_si256((const __m256i *)wr[b].q);
-        __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(axs[b], _mm256_sign_epi8(q, xs[b])), ones);
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(wr[b].d * xd[b]), acc[r]);
-      }
+  for (int o = 0; o < oc; o += 4) {
+    /* rows past the end repeat the last one; their sums are not stored */
+    const tlm_q8_block *w0 = w + (size_t)o * nb;
+    const tlm_q8_block *w1 = w + (size_t)(o + 1 < oc ? o + 1 : oc - 1) * nb;
+    const tlm_q8_block *w2 = w + (size_t)(o + 2 < oc ? o + 2 : oc - 1) * nb;
+    const tlm_q8_block *w3 = w + (size_t)(o + 3 < oc ? o + 3 : oc - 1) * nb;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int b = 0; b < nb; b++) {
+      const __m256i x = xs[b], ax = axs[b];
+      const float xb = xd[b];
+#define TLM_ROW(acc, wr)                                                                          \
+  do {                                                                                            \
+    __m256i q = _mm256_loadu_si256((const __m256i *)(wr)[b].q);                                   \
+    __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(q, x)), ones);      \
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps((wr)[b].d * xb), acc);          \
+  } while (0)
+      TLM_ROW(a0, w0);
+      TLM_ROW(a1, w1);
+      TLM_ROW(a2, w2);
+      TLM_ROW(a3, w3);
+#undef TLM_ROW
     }
-    __m256 t0 = _mm256_hadd_ps(acc[0], acc[1]), t1 = _mm256_hadd_ps(acc[2], acc[3]);
-    __m256 t2 = _mm256_hadd_ps(acc[4], acc[5]), t3 = _mm256_hadd_ps(acc[6], acc[7]);
-    t0 = _mm256_hadd_ps(t0, t1);
-    t2 = _mm256_hadd_ps(t2, t3);
-    __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(t0, t2, 0x20),
-                                _mm256_permute2f128_ps(t0, t2, 0x31));
-    float tmp[8];
-    _mm256_storeu_ps(tmp, sums);
-    int n = oc - o < 8 ? oc - o : 8;
+    __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    __m128 sums = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+    float tmp[4];
+    _mm_storeu_ps(tmp, sums);
+    int n = oc - o < 4 ? oc - o : 4;
     for (int r = 0; r < n; r++) out[o + r] = tmp[r] + (bias ? bias[o + r] : 0.0f);
   }
 }
 #endif
 
 /* out (oc) = W (oc, ic) x + b for a quantized x: the packed VNNI kernel
- * when it runs, the 8-row AVX2 kernel, else a dot product per row */
+ * when it runs, the 4-row AVX2 kernel, else a dot product per row */
 static void matvec(dot_fn dot, float *out, const tlm_q8_block *w, const tlm_q8_packed *packed,
                    const float *bias, const int8_t *xq, const float *xd, int ic, int oc) {
 #if defined(__x86_64__)
