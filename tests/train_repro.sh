@@ -102,7 +102,10 @@ n2=$(sed -n 's/^tlm train: \([0-9]*\) training tasks.*/\1/p' "$tmp/drop.log")
   --heads 2 --width 32 --good 0.01 --good-per-task 2 2>"$tmp/good.log" ||
   { echo "train --good failed"; cat "$tmp/good.log"; fail=$((fail + 1)); }
 gs=$(sed -n 's/^tlm train: --good 0.01: \([0-9]*\) sentences on \([0-9]*\) tasks.*/\1 \2/p' "$tmp/good.log")
-[ -n "$gs" ] && [ "${gs#* }" -ge 1 ] && [ "${gs% *}" -ge "${gs#* }" ] && [ "${gs% *}" -le $((2 * ${gs#* })) ] ||
+# (how many tasks have a schedule 1% faster than the rule depends on the
+# timings and on how good the rule is; zero is possible, the bounds are not)
+[ -n "$gs" ] && [ "${gs% *}" -ge "${gs#* }" ] && [ "${gs% *}" -le $((2 * ${gs#* })) ] &&
+  [ "${gs#* }" -le "$n0" ] ||
   { echo "--good 0.01 --good-per-task 2: sentences and tasks '$gs'"; cat "$tmp/good.log"; fail=$((fail + 1)); }
 # synthetic models: hundreds of training tasks, none the same as a held-out one
 "$tlm" collect --shared "$shared" --list --synthetic 8 --synthetic-conv 6 >"$tmp/list.txt" 2>/dev/null ||
