@@ -56,6 +56,36 @@ int main(void) {
   bad = cfg;
   bad.verbose = (tlm_log_level)9;
   CHECK(tlm_create(&bad, &rt) == TLM_ERR_INVALID_ARGUMENT, "verbose 9");
+  /* the ISA: out of range, or wider than the host runs */
+  bad = cfg;
+  bad.isa = 9;
+  CHECK(tlm_create(&bad, &rt) == TLM_ERR_INVALID_ARGUMENT && rt == NULL, "isa 9");
+  bad.isa = -1;
+  CHECK(tlm_create(&bad, &rt) == TLM_ERR_INVALID_ARGUMENT && rt == NULL, "isa -1");
+  for (int isa = TLM_CPU_ISA_SCALAR; isa <= TLM_CPU_ISA_AVX512; isa++) {
+    bad.isa = isa;
+    tlm_status st = tlm_create(&bad, &rt);
+    CHECK(st == TLM_OK || (st == TLM_ERR_UNSUPPORTED && rt == NULL &&
+                           strstr(tlm_last_error(NULL), "runs at most")),
+          "isa %d: status %d", isa, (int)st);
+    if (st == TLM_OK) {
+      char d[400];
+      CHECK(tlm_describe_target(rt, d, sizeof d) == TLM_OK && strlen(d) > 20, "describe target");
+      CHECK(tlm_describe_target(rt, d, 0) == TLM_ERR_INVALID_ARGUMENT, "describe target, cap 0");
+      CHECK(tlm_describe_target(rt, NULL, 8) == TLM_ERR_NULL_POINTER, "describe target, NULL buf");
+      tlm_destroy(rt);
+      rt = NULL;
+    }
+  }
+  /* a TLM_ISA that names no ISA leaves the default (native) */
+  setenv("TLM_ISA", "avx1024", 1);
+  tlm_config env;
+  tlm_config_init(&env);
+  CHECK(env.isa == TLM_CPU_ISA_NATIVE, "TLM_ISA=avx1024 -> %d", env.isa);
+  setenv("TLM_ISA", "scalar", 1);
+  tlm_config_init(&env);
+  CHECK(env.isa == TLM_CPU_ISA_SCALAR, "TLM_ISA=scalar -> %d", env.isa);
+  unsetenv("TLM_ISA");
   if (tlm_create(&cfg, &rt) != TLM_OK) return 1;
 
   setup s;
