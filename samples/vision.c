@@ -650,6 +650,14 @@ int main(int argc, char **argv) {
   printf("\nvision report: NHWC f32, minibatch %d, %d threads, sizes", mb, nthreads);
   for (int i = 0; i < nsizes; i++) printf("%s%d", i ? "," : " ", sizes[i]);
   printf(" in turn; times are the forward passes summed\n");
+  {
+    char tdesc[400];
+    tlm_describe_target(rt, tdesc, sizeof tdesc);
+    printf("  target: %s\n", tdesc);
+#ifdef TLM_HAVE_DNNL
+    printf("  baseline: oneDNN %s\n", dnnl_baseline_isa());
+#endif
+  }
   for (int i = 0; i < nres; i++) report(&res[i], batches, mb);
   if (json) write_json(json, res, nres, sizes, nsizes, batches, mb, nthreads);
   for (int i = 0; i < nres; i++) {
