@@ -163,20 +163,21 @@ static tlm_status load_model(tlm_runtime *rt, char *err, int errcap) {
     /* its hardware prompt would be one it never saw: the rule is the
      * better guess (on an AVX2 EPYC the AVX-512 model ran at 0.39x of
      * best-of-64 random against the rule's 0.82x, issue #16) */
-    char seen[64] = "";
-    for (int i = 0, len = 0; i <= TLM_ISA_AVX512; i++)
-      if ((m->isa_seen >> i) & 1u)
-        len += snprintf(seen + len, sizeof seen - (size_t)len, "%s%s", len ? "," : "",
-                        tlm_isa_name(i));
-    if (m->rule_version != TLM_RULE_VERSION)
+    if (m->rule_version != TLM_RULE_VERSION) {
       tlm_log(rt, TLM_LOG_ERROR,
               "model %s was trained against rule version %u, this build's rule is version %d "
               "(its prompts hold the rule's schedule): new shapes are scheduled by the rule",
               path, m->rule_version, TLM_RULE_VERSION);
-    else
+    } else {
+      char seen[64] = "";
+      for (int i = 0, len = 0; i <= TLM_ISA_AVX512; i++)
+        if ((m->isa_seen >> i) & 1u)
+          len += snprintf(seen + len, sizeof seen - (size_t)len, "%s%s", len ? "," : "",
+                          tlm_isa_name(i));
       tlm_log(rt, TLM_LOG_ERROR,
               "model %s was trained on %s hardware only; this runtime targets %s: new shapes "
               "are scheduled by the rule", path, seen, tlm_isa_name(rt->target.isa));
+    }
     tlm_lm_free(m);
     free(m);
     return TLM_OK;

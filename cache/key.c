@@ -11,26 +11,37 @@
 
 #define KEY_FORMAT 1
 
-typedef struct key_writer {
-  tlm_key *k;
-} key_writer;
+/* What of the target the key holds: the ISA kernels are built for, the
+ * figures the space and the rule read that CPUID does not fix (cores, cache
+ * sizes as the OS and hypervisor report them), and the CPU's identity
+ * (cpu_id hashes vendor, brand, family, model and stepping, which fix the
+ * host's LLVM features and the FMA table). Lanes, registers and FMA chains
+ * follow from these, so the brand string and derived fields stay out of the
+ * key, which every call that misses the per-thread memo hashes. */
+typedef struct key_target {
+  int32_t isa, cores;
+  int64_t l1d_bytes, l2_bytes, l3_bytes;
+  uint64_t cpu_id;
+} key_target;
 
-/* the longest key: header, target, scheduler id or nothing, task, schedule */
+/* the longest key: header, target, then the task and the larger of the
+ * scheduler id (shape keys) and the schedule (schedule keys) */
 #define KEY_HEADER_BYTES (6 * sizeof(uint32_t))
-_Static_assert(KEY_HEADER_BYTES + sizeof(tlm_target) + sizeof(uint64_t) + sizeof(tlm_task) +
-                       sizeof(tlm_schedule) <= TLM_KEY_MAX,
+_Static_assert(KEY_HEADER_BYTES + sizeof(key_target) + sizeof(tlm_task) +
+                       (sizeof(tlm_schedule) > sizeof(uint64_t) ? sizeof(tlm_schedule)
+                                                                : sizeof(uint64_t)) <=
+                   TLM_KEY_MAX,
                "TLM_KEY_MAX is too small for the largest key: raise it");
 
 static void put(tlm_key *k, const void *p, size_t n) {
-  if (k->len + n > TLM_KEY_MAX) n = TLM_KEY_MAX - k->len; /* cannot happen: sizes are fixed */
-  memcpy(k->bytes + k->len, p, n);
+  memcpy(k->bytes + k->len, p, n); /* fits: the assertion above */
   k->len += (uint32_t)n;
 }
 
 static void put_u32(tlm_key *k, uint32_t v) { put(k, &v, sizeof v); }
 
 static void header(tlm_key *k, uint32_t kind, const tlm_target *target) {
-  memset(k, 0, sizeof *k);
+  k->len = 0; /* only bytes[0..len) are hashed, compared and stored */
   unsigned maj = 0, min = 0, pat = 0;
   LLVMGetVersion(&maj, &min, &pat);
   put_u32(k, KEY_FORMAT);
@@ -39,7 +50,9 @@ static void header(tlm_key *k, uint32_t kind, const tlm_target *target) {
   put_u32(k, TLM_CODEGEN_VERSION);
   put_u32(k, TLM_RULE_VERSION); /* plans the rule made are the rule's version's */
   put_u32(k, maj * 10000 + min * 100 + pat);
-  put(k, target, sizeof *target); /* tlm_target has no padding holes */
+  key_target kt = {target->isa,      target->cores,    target->l1d_bytes,
+                   target->l2_bytes, target->l3_bytes, target->cpu_id};
+  put(k, &kt, sizeof kt); /* no padding holes: 2 x 4 + 4 x 8 bytes */
 }
 
 static void finish(tlm_key *k) {

@@ -13,7 +13,7 @@
 #include "../runtime/target.h"
 #include "../runtime/task.h"
 
-#define TLM_KEY_MAX 768
+#define TLM_KEY_MAX 512
 
 typedef struct tlm_key {
   uint64_t hash_lo, hash_hi; /* XXH3-128 of bytes[0..len) */

@@ -351,13 +351,11 @@ int tlm_lm_state_copy(tlm_lm_state *dst, const tlm_lm_state *src) {
   return 0;
 }
 
-/* Compiled for AVX-512, AVX2 and baseline x86-64 and chosen at load time
- * (GCC function multiversioning), so the attention, normalization and
- * activation loops are vectorized for the machine it runs on. */
 /* One step of the decoder; the final logits only when want_logits (the
  * prompt's tokens but its last fill the KV cache and need none). Compiled
- * below once per x86-64 level so the float loops use the ISA the int8
- * path does. */
+ * below once per x86-64 level (v4, v3, baseline) and chosen per call, so
+ * the attention, normalization and activation loops are vectorized for the
+ * machine and follow the same ISA cap as the int8 path. */
 static inline __attribute__((always_inline)) const float *step_body(tlm_lm_state *s,
                                                                     int32_t token,
                                                                     int want_logits) {

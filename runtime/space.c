@@ -373,26 +373,35 @@ static int64_t pow2_floor(int64_t x) {
  * this gives 6 rows x 4 vectors, with 16 registers 6 x 2 (BLIS's Haswell
  * sgemm kernel is 6 x 16 floats); fewer rows when M is smaller. A negative
  * max_nv fixes nv at -max_nv (any count) and picks the rows only. */
+typedef struct reg_tile_pick {
+  int rows, nv, ok; /* ok: at least fma_chains accumulators */
+  double cost;      /* loads per FMA */
+} reg_tile_pick;
+
+/* the rows for nv vectors, into *best when better than it */
+static void reg_tile_rows(const tlm_target *tg, int64_t max_rows, int v, reg_tile_pick *best) {
+  int regs = tg->vec_regs > 0 ? tg->vec_regs : 16, chains = tg->fma_chains > 0 ? tg->fma_chains : 1;
+  for (int i = 0; i < N_REG_ROWS; i++) {
+    int r = k_reg_rows[i];
+    if (r > 1 && r > max_rows) break;
+    if (r * v + (r > 1 ? v : 1) + 1 > regs) break;
+    reg_tile_pick p = {r, v, r * v >= chains, (double)(r + v) / (double)(r * v)};
+    int better = p.ok != best->ok       ? p.ok > best->ok
+                 : p.cost != best->cost ? p.cost < best->cost
+                                        : r * v > best->rows * best->nv;
+    if (better) *best = p;
+  }
+}
+
 void tlm_reg_tile(const tlm_target *tg, int64_t max_rows, int max_nv, int *rows_out,
                   int *nv_out) {
-  int best_r = 1, best_v = 1, best_ok = 0;
-  double best_cost = 1e30;
-  int regs = tg->vec_regs > 0 ? tg->vec_regs : 16, chains = tg->fma_chains > 0 ? tg->fma_chains : 1;
-  for (int v = max_nv < 0 ? -max_nv : 1; v <= (max_nv < 0 ? -max_nv : max_nv) && v <= 8;
-       v = max_nv < 0 ? 9 : v * 2)
-    for (int i = 0; i < N_REG_ROWS; i++) {
-      int r = k_reg_rows[i];
-      if (r > 1 && r > max_rows) break;
-      if (r * v + (r > 1 ? v : 1) + 1 > regs) break;
-      int ok = r * v >= chains;
-      double cost = (double)(r + v) / (double)(r * v);
-      int better = ok != best_ok ? ok > best_ok
-                   : cost != best_cost ? cost < best_cost
-                                       : r * v > best_r * best_v;
-      if (better) best_r = r, best_v = v, best_ok = ok, best_cost = cost;
-    }
-  *rows_out = best_r;
-  *nv_out = best_v;
+  reg_tile_pick best = {1, 1, 0, 1e30};
+  if (max_nv < 0)
+    reg_tile_rows(tg, max_rows, -max_nv, &best);
+  else
+    for (int v = 1; v <= max_nv && v <= 8; v *= 2) reg_tile_rows(tg, max_rows, v, &best);
+  *rows_out = best.rows;
+  *nv_out = best.nv;
 }
 
 /* 1 when the rule's register tile (decided up to MM_M3) covers all of M
@@ -401,10 +410,11 @@ static int mm_streams_b(const tlm_matmul_task *t, const int32_t *d) {
   return !tlm_vec_is_k(d[MM_VEC]) && (t->unit & TLM_UNIT_B_N) && t->M <= d[MM_M3];
 }
 
-/* The rule's level-2 row count (tiles of m3 rows): every row of the block
- * reuses the B block (k1 x n2*n3, packed or streamed from L2), so the more
- * rows the cheaper B is per FMA; the A block (rows x k1) takes at most a
- * quarter of L2 beside B's half. A power of two, so nearby M share it. */
+/* The rule's level-2 rows: every row of the block reuses the B block (k1 x
+ * n2*n3, packed or streamed from L2), so the more rows the cheaper B is per
+ * FMA; the A block (rows x k1) takes at most a quarter of L2 beside B's
+ * half. mm_rule_m2 counts them in tiles of m3 rows, a power of two so that
+ * nearby M share it. */
 static int64_t mm_rule_rows(const tlm_target *tg, int64_t k1) {
   int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 256 * 1024;
   return l2 / 4 / (k1 * 4);
