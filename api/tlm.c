@@ -494,12 +494,24 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
     tlm_mm_args margs;
     tlm_task mtask;
     char merr[TLM_ERRMSG];
-    if (!rt->cfg.disable_conv_as_matmul &&
-        tlm_conv_as_matmul(&task, op, inputs, outputs, &mop, min, &mn, &mout) &&
-        tlm_validate_matmul(&mop, min, mn, &mout, 1, &mtask, &margs, merr, sizeof merr) == TLM_OK)
+    /* a 1x1 convolution runs as a matmul, from a dense copy of the pixels
+     * it reads when they are strided (tlm_conv_gather_bytes); without
+     * memory for the copy, the convolution kernels */
+    float *gathered = NULL;
+    int as_mm = 0;
+    if (!rt->cfg.disable_conv_as_matmul) {
+      size_t gb = tlm_conv_gather_bytes(&task, op, inputs, outputs);
+      if (gb && (gathered = malloc(gb)) != NULL) tlm_conv_gather(&task, op, inputs, outputs, gathered);
+      as_mm = (!gb || gathered) &&
+              tlm_conv_as_matmul(&task, op, inputs, outputs, gathered, &mop, min, &mn, &mout) &&
+              tlm_validate_matmul(&mop, min, mn, &mout, 1, &mtask, &margs, merr, sizeof merr) ==
+                  TLM_OK;
+    }
+    if (as_mm)
       st = tlm_engine_run(rt, &mtask, &margs, &plan, &epoch, err, sizeof err);
     else
       st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
+    free(gathered);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
   } else {
     snprintf(err, sizeof err, "unknown operator kind %d", (int)op->kind);

@@ -143,13 +143,11 @@ typedef struct tlm_config {
    * Environment: TLM_KERNEL_REUSE=0 sets it to 1. */
   int disable_kernel_reuse;
   /* 0 (default): a convolution with one group, a 1x1 kernel, no padding,
-   * no scale/shift, not both residual and activation, OIHW weights and a
-   * single input and output pixel (squeeze-and-excitation layers) runs as
-   * the matrix product it is: dst (N, OC) = src (N, IC) x weights^T, with
-   * the matmul epilogue. On EfficientDet's 14 such layers in NCHW it takes
-   * 3.5x less time in all than the convolution kernels (0.84x oneDNN's
-   * speed against 0.52x, geometric mean, 1 thread;
-   * bench/results/se_conv_nchw_*). 1: the convolution kernels.
+   * no scale/shift and not both residual and activation runs as the
+   * matrix product it is, with the matmul kernels and epilogue: dst
+   * (pixels, OC) = src (pixels, IC) x weights for channels-last dst, dst
+   * (OC, pixels) = weights x src (IC, pixels) for channels-first dst
+   * without bias. 1: always the convolution kernels.
    * Environment: TLM_CONV_AS_MATMUL=0 sets it to 1. */
   int disable_conv_as_matmul;
   /* Instruction set the kernels are generated for (tlm_cpu_isa):

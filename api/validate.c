@@ -402,52 +402,207 @@ static void act_view(const tlm_tensor *t, int layout, int64_t ext[5], int64_t st
     if (ext[i] == 1) str[i] = 0; /* canonical: a stride of extent 1 is never used */
 }
 
-/* a 2-D (rows, cols) view with the given strides; a stride of an extent
- * of 1 is made the dense one */
-static void view2(tlm_tensor *v, void *data, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+/* an n-D view of the caller's memory; a stride of an extent of 1 is made
+ * the dense one (validation ignores it either way) */
+static void view_nd(tlm_tensor *v, void *data, int nd, const int64_t *ext, const int64_t *str) {
   memset(v, 0, sizeof *v);
   v->dtype = TLM_F32;
-  v->ndim = 2;
-  v->shape[0] = rows, v->shape[1] = cols;
-  v->strides[1] = cols == 1 ? 1 : cs;
-  v->strides[0] = rows == 1 ? cols * v->strides[1] : rs;
+  v->ndim = nd;
   v->data = data;
+  int64_t dense = 1;
+  for (int i = nd - 1; i >= 0; i--) {
+    v->shape[i] = ext[i];
+    v->strides[i] = ext[i] == 1 ? dense : str[i];
+    dense *= ext[i];
+  }
+}
+
+/* The pixel loops (n, d, h, w) of a 1x1 unpadded convolution as matmul
+ * rows: dims of extent 1 dropped, a dim folded into the next inner one
+ * when every tensor's strides compose (a dense plane of dense images is
+ * one row axis), the rest batch dims. str[t][i]: tensor t's stride of
+ * pixel dim i (src's with the convolution stride applied); nt tensors.
+ * Fills ext and out (per tensor) with the batch dims, then the pixel axis
+ * last; returns their count (at least 1). */
+static int pixel_dims(const int64_t pe[4], int64_t str[3][4], int nt, int64_t ext[4],
+                      int64_t out[3][4]) {
+  int n = 0;
+  for (int i = 0; i < 4; i++) {
+    if (pe[i] == 1) continue;
+    ext[n] = pe[i];
+    for (int t = 0; t < nt; t++) out[t][n] = str[t][i];
+    n++;
+  }
+  if (n == 0) { /* one pixel */
+    ext[0] = 1;
+    for (int t = 0; t < nt; t++) out[t][0] = 0;
+    return 1;
+  }
+  /* from the inside out: dim j-1 folds into dim j when its stride is dim
+   * j's extent times dim j's stride in every tensor; the grown dim then
+   * faces the next outer one */
+  for (int j = n - 1; j > 0; j--) {
+    int ok = 1;
+    for (int t = 0; t < nt; t++)
+      if (out[t][j - 1] != ext[j] * out[t][j]) ok = 0;
+    if (!ok) continue;
+    ext[j - 1] *= ext[j];
+    for (int t = 0; t < nt; t++) out[t][j - 1] = out[t][j];
+    for (int k = j; k + 1 < n; k++) {
+      ext[k] = ext[k + 1];
+      for (int t = 0; t < nt; t++) out[t][k] = out[t][k + 1];
+    }
+    n--;
+  }
+  return n;
+}
+
+/* which matmul a 1x1 convolution is (0: none): 1 dst (pixels, OC) = src
+ * (pixels, IC) x W with dst's channels unit-stride, 2 dst (OC, pixels) =
+ * W x src (IC, pixels) with its pixels unit-stride and no bias; and the
+ * pixel dims as the caller's tensors allow (src dense if `dense_src`) */
+typedef struct conv_mm {
+  int form, np, nt;
+  int64_t xe[5], xs[5], ye[5], ys[5], re[5], rs[5];
+  int64_t ext[4], ps[3][4];
+} conv_mm;
+
+static int conv_mm_plan(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
+                        const tlm_tensor *out, int dense_src, conv_mm *c) {
+  const tlm_conv_task *t = &task->u.conv;
+  memset(c, 0, sizeof *c);
+  if (task->kind != TLM_OP_CONV || t->G != 1 || t->KD != 1 || t->KH != 1 || t->KW != 1 ||
+      t->pd || t->ph || t->pw || t->has_ss || (t->has_residual && t->act != TLM_ACT_NONE))
+    return 0; /* (the matmul epilogue adds the residual after the activation) */
+  const tlm_conv_desc *d = &op->u.conv;
+  const tlm_tensor *R = d->has_residual ? &in[2 + d->has_bias] : NULL;
+  act_view(&in[0], d->layout, c->xe, c->xs);
+  act_view(&out[0], d->layout, c->ye, c->ys);
+  if (R) act_view(R, d->layout, c->re, c->rs);
+  int64_t IC = c->xe[1], OC = c->ye[1];
+  int64_t pe[4] = {c->ye[0], c->ye[2], c->ye[3], c->ye[4]};
+  int64_t str[3][4] = {{c->xs[0], c->xs[2] * t->sd, c->xs[3] * t->sh, c->xs[4] * t->sw},
+                       {c->ys[0], c->ys[2], c->ys[3], c->ys[4]},
+                       {c->rs[0], c->rs[2], c->rs[3], c->rs[4]}};
+  int64_t ext[4], ps[3][4];
+  /* dst and residual alone decide the form */
+  int64_t dstr[3][4];
+  memcpy(dstr[0], str[1], sizeof dstr[0]);
+  memcpy(dstr[1], str[2], sizeof dstr[1]);
+  int np = pixel_dims(pe, dstr, R ? 2 : 1, ext, ps);
+  int64_t P = ext[np - 1];
+  if (OC == 1 || c->ys[1] == 1) c->form = 1;
+  else if (P > 1 && ps[0][np - 1] == 1 && !d->has_bias) c->form = 2;
+  else return 0;
+  if (dense_src) { /* src as tlm_conv_gather writes it */
+    int64_t Pall = c->ye[2] * c->ye[3] * c->ye[4];
+    if (c->form == 1) {
+      c->xs[1] = 1, c->xs[4] = IC, c->xs[3] = c->ye[4] * IC, c->xs[2] = c->ye[3] * c->ye[4] * IC;
+      c->xs[0] = Pall * IC;
+    } else {
+      c->xs[4] = 1, c->xs[3] = c->ye[4], c->xs[2] = c->ye[3] * c->ye[4], c->xs[1] = Pall;
+      c->xs[0] = IC * Pall;
+    }
+    str[0][0] = c->xs[0], str[0][1] = c->xs[2], str[0][2] = c->xs[3], str[0][3] = c->xs[4];
+  }
+  c->nt = R ? 3 : 2;
+  c->np = pixel_dims(pe, str, c->nt, c->ext, c->ps);
+  /* the caller's src must fold as dst does (else gather it: a strided 1x1
+   * would run one small matmul per output row, streaming the weights each) */
+  return dense_src || c->np <= np;
+}
+
+size_t tlm_conv_gather_bytes(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
+                             const tlm_tensor *out) {
+  conv_mm c;
+  if (conv_mm_plan(task, op, in, out, 0, &c)) return 0; /* runs as is */
+  if (!conv_mm_plan(task, op, in, out, 1, &c)) return 0; /* no matmul at all */
+  int64_t n = c.xe[0] * c.xe[1] * c.ye[2] * c.ye[3] * c.ye[4];
+  if (n <= 0 || n > ((int64_t)1 << 40) / 4) return 0;
+  return (size_t)n * sizeof(float);
+}
+
+void tlm_conv_gather(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
+                     const tlm_tensor *out, float *buf) {
+  const tlm_conv_task *t = &task->u.conv;
+  conv_mm c;
+  if (!conv_mm_plan(task, op, in, out, 1, &c)) return;
+  int64_t xe[5], xs[5]; /* the caller's src */
+  act_view(&in[0], op->u.conv.layout, xe, xs);
+  const float *x = in[0].data;
+  int64_t N = xe[0], IC = xe[1], OD = c.ye[2], OH = c.ye[3], OW = c.ye[4];
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t od = 0; od < OD; od++)
+      for (int64_t oh = 0; oh < OH; oh++) {
+        const float *row = x + n * xs[0] + od * t->sd * xs[2] + oh * t->sh * xs[3];
+        if (c.form == 1) { /* (n, od, oh, ow, ic) */
+          float *o = buf + ((n * OD + od) * OH + oh) * OW * IC;
+          for (int64_t ow = 0; ow < OW; ow++, o += IC) {
+            const float *p = row + ow * t->sw * xs[4];
+            if (xs[1] == 1 || IC == 1) memcpy(o, p, sizeof(float) * (size_t)IC);
+            else
+              for (int64_t ic = 0; ic < IC; ic++) o[ic] = p[ic * xs[1]];
+          }
+        } else { /* (n, ic, od, oh, ow) */
+          for (int64_t ic = 0; ic < IC; ic++) {
+            float *o = buf + ((n * IC + ic) * OD + od) * OH * OW + oh * OW;
+            const float *p = row + ic * xs[1];
+            for (int64_t ow = 0; ow < OW; ow++) o[ow] = p[ow * t->sw * xs[4]];
+          }
+        }
+      }
 }
 
 int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
-                       const tlm_tensor *out, tlm_op *mop, tlm_tensor min[4], int *n_min,
-                       tlm_tensor *mout) {
-  const tlm_conv_task *t = &task->u.conv;
-  if (task->kind != TLM_OP_CONV || t->G != 1 || t->KD != 1 || t->KH != 1 || t->KW != 1 ||
-      t->pd || t->ph || t->pw || t->has_ss || t->ID != 1 || t->IH != 1 || t->IW != 1 ||
-      t->OD != 1 || t->OH != 1 || t->OW != 1 || (t->has_residual && t->act != TLM_ACT_NONE) ||
-      op->u.conv.weight_layout != TLM_WEIGHTS_OIHW)
-    return 0; /* (the matmul epilogue adds the residual after the activation) */
+                       const tlm_tensor *out, float *gathered, tlm_op *mop, tlm_tensor min[4],
+                       int *n_min, tlm_tensor *mout) {
+  conv_mm c;
+  if (!conv_mm_plan(task, op, in, out, gathered != NULL, &c)) return 0;
   const tlm_conv_desc *d = &op->u.conv;
-  const tlm_tensor *X = &in[0], *Wt = &in[1], *Y = &out[0];
-  int64_t xe[5], xs[5], ye[5], ys[5];
-  act_view(X, d->layout, xe, xs);
-  act_view(Y, d->layout, ye, ys);
-  int64_t N = xe[0], IC = xe[1], OC = ye[1];
+  const tlm_tensor *Wt = &in[1], *Y = &out[0];
+  const tlm_tensor *R = d->has_residual ? &in[2 + d->has_bias] : NULL;
+  void *xdata = gathered ? (void *)gathered : in[0].data;
+  int64_t IC = c.xe[1], OC = c.ye[1];
+  int S = Wt->ndim - 2;
+  int wo = d->weight_layout == TLM_WEIGHTS_OIHW ? 0 : S + 1;
+  int wi = d->weight_layout == TLM_WEIGHTS_OIHW ? 1 : S;
+  int64_t w_oc = Wt->strides[wo], w_ic = Wt->strides[wi];
+  int nb = c.np - 1; /* batch dims; the last pixel dim is the row (or column) axis */
+  int64_t P = c.ext[nb];
+  int64_t e[6], s_[6];
   int n = 0;
   *mop = tlm_op_matmul();
-  view2(&min[n++], X->data, N, IC, xs[0], xs[1]);
-  /* (OC, IC): B stored transposed */
-  mop->u.matmul.transpose_b = 1;
-  view2(&min[n++], Wt->data, OC, IC, Wt->strides[0], Wt->strides[1]);
-  int next = 2;
+  mop->u.matmul.activation = d->activation;
+  for (int i = 0; i < nb; i++) e[i] = c.ext[i], s_[i] = c.ps[0][i];
+  if (c.form == 1) {
+    e[nb] = P, s_[nb] = c.ps[0][nb], e[nb + 1] = IC, s_[nb + 1] = c.xs[1];
+    view_nd(&min[n++], xdata, nb + 2, e, s_);
+    view_nd(&min[n++], Wt->data, 2, (int64_t[]){IC, OC}, (int64_t[]){w_ic, w_oc});
+  } else {
+    view_nd(&min[n++], Wt->data, 2, (int64_t[]){OC, IC}, (int64_t[]){w_oc, w_ic});
+    e[nb] = IC, s_[nb] = c.xs[1], e[nb + 1] = P, s_[nb + 1] = c.ps[0][nb];
+    view_nd(&min[n++], xdata, nb + 2, e, s_);
+  }
   if (d->has_bias) {
-    min[n++] = in[next++];
+    min[n++] = in[2];
     mop->u.matmul.has_bias = 1;
   }
-  if (d->has_residual) {
-    int64_t re[5], rs[5];
-    act_view(&in[next], d->layout, re, rs);
-    view2(&min[n++], in[next].data, N, OC, rs[0], rs[1]);
-    mop->u.matmul.has_residual = 1;
+  /* dst and residual: (batch..., P, OC) or (batch..., OC, P) */
+  for (int k = 0; k < (R ? 2 : 1); k++) {
+    int ti = k == 0 ? 1 : 2;
+    int64_t cstr = k == 0 ? c.ys[1] : c.rs[1];
+    for (int i = 0; i < nb; i++) e[i] = c.ext[i], s_[i] = c.ps[ti][i];
+    if (c.form == 1)
+      e[nb] = P, s_[nb] = c.ps[ti][nb], e[nb + 1] = OC, s_[nb + 1] = cstr;
+    else
+      e[nb] = OC, s_[nb] = cstr, e[nb + 1] = P, s_[nb + 1] = c.ps[ti][nb];
+    if (k == 0) {
+      view_nd(mout, Y->data, nb + 2, e, s_);
+    } else {
+      view_nd(&min[n++], R->data, nb + 2, e, s_);
+      mop->u.matmul.has_residual = 1;
+    }
   }
-  mop->u.matmul.activation = d->activation;
-  view2(mout, Y->data, N, OC, ys[0], ys[1]);
   *n_min = n;
   return 1;
 }

@@ -40,6 +40,7 @@ typedef struct conv_cg {
   /* the current tile; flat: the output row and column of each tile row */
   LLVMValueRef c0, w0, c_end, w_end;
   LLVMValueRef ohr[CONV_ACC_MAX], owr[CONV_ACC_MAX];
+  LLVMValueRef ohu[CONV_ACC_MAX], owu[CONV_ACC_MAX]; /* unclamped (emit_tile) */
   int safe;
   /* safe version whose C-axis lanes (axes 0 and 2) are all valid: rows are
    * clamped and padding read as 0, but vectors load and store whole */
@@ -405,10 +406,14 @@ static void tile_version(conv_cg *cc, int safe) {
   cc->safe = safe;
   LLVMTypeRef vt = vtype(g, cc->W);
   for (int i = 0; i < cc->R * cc->NV; i++) LLVMBuildStore(g->b, LLVMConstNull(vt), cc->acc[i]);
-  if (cc->flat && !cc->plane) /* output row and column of each tile row (clamped) */
+  if (cc->flat && !cc->plane) /* output row and column of each tile row */
     for (int r = 0; r < cc->R; r++) {
-      LLVMValueRef p = add(g, cc->w0, c64(g, r));
-      if (safe) p = smin(g, p, sub(g, cc->w_end, c64(g, 1)));
+      if (!safe) { /* full tile: emit_tile's unclamped ones */
+        cc->ohr[r] = cc->ohu[r];
+        cc->owr[r] = cc->owu[r];
+        continue;
+      }
+      LLVMValueRef p = smin(g, add(g, cc->w0, c64(g, r)), sub(g, cc->w_end, c64(g, 1)));
       cc->ohr[r] = LLVMBuildSDiv(g->b, p, cc->OW, "");
       cc->owr[r] = LLVMBuildSRem(g->b, p, cc->OW, "");
     }
@@ -455,19 +460,32 @@ static void emit_tile(conv_cg *cc) {
   LLVMValueRef inside;
   if (cc->plane) { /* 1x1, no padding: always inside */
     inside = LLVMConstInt(g->i1, 1, 0);
-  } else if (cc->flat) { /* every tile row's whole window inside the input */
-    inside = LLVMConstInt(g->i1, 1, 0);
-    for (int r = 0; r < cc->R; r++) {
-      LLVMValueRef p = add(g, cc->w0, c64(g, r));
-      LLVMValueRef ih = sub(g, mul(g, LLVMBuildSDiv(g->b, p, cc->OW, ""), c64(g, t->sh)), c64(g, t->ph));
-      LLVMValueRef iw = sub(g, mul(g, LLVMBuildSRem(g->b, p, cc->OW, ""), c64(g, t->sw)), c64(g, t->pw));
-      LLVMValueRef ok = LLVMBuildAnd(
-          g->b, in_range(g, ih, cc->IH),
-          in_range(g, add(g, ih, c64(g, (int64_t)(t->KH - 1) * t->dh)), cc->IH), "");
-      ok = LLVMBuildAnd(g->b, ok, in_range(g, iw, cc->IW), "");
-      ok = LLVMBuildAnd(g->b, ok, in_range(g, add(g, iw, c64(g, (int64_t)(t->KW - 1) * t->dw)), cc->IW), "");
-      inside = LLVMBuildAnd(g->b, inside, ok, "");
+  } else if (cc->flat) {
+    /* output row and column of each tile row, unclamped: one division for
+     * the tile's first pixel, then a step with wrap-around per row (a
+     * division per row cost as much as a depthwise tile's FMAs) */
+    cc->ohu[0] = LLVMBuildSDiv(g->b, cc->w0, cc->OW, "");
+    cc->owu[0] = LLVMBuildSRem(g->b, cc->w0, cc->OW, "");
+    for (int r = 1; r < cc->R; r++) {
+      LLVMValueRef ow = add(g, cc->owu[r - 1], c64(g, 1));
+      LLVMValueRef wrap = LLVMBuildICmp(g->b, LLVMIntEQ, ow, cc->OW, "");
+      cc->owu[r] = LLVMBuildSelect(g->b, wrap, c64(g, 0), ow, "");
+      cc->ohu[r] = add(g, cc->ohu[r - 1], LLVMBuildZExt(g->b, wrap, g->i64, ""));
     }
+    /* every tile row's whole window inside the input: rows oh[0]..oh[R-1];
+     * columns ow[0]..ow[R-1], or all of 0..OW-1 when the tile wraps */
+    LLVMValueRef wraps = LLVMBuildICmp(g->b, LLVMIntNE, cc->ohu[cc->R - 1], cc->ohu[0], "");
+    LLVMValueRef ow_lo = LLVMBuildSelect(g->b, wraps, c64(g, 0), cc->owu[0], "");
+    LLVMValueRef ow_hi = LLVMBuildSelect(g->b, wraps, sub(g, cc->OW, c64(g, 1)), cc->owu[cc->R - 1], "");
+    LLVMValueRef ih = sub(g, mul(g, cc->ohu[0], c64(g, t->sh)), c64(g, t->ph));
+    LLVMValueRef ih_hi = add(g, sub(g, mul(g, cc->ohu[cc->R - 1], c64(g, t->sh)), c64(g, t->ph)),
+                             c64(g, (int64_t)(t->KH - 1) * t->dh));
+    LLVMValueRef iw = sub(g, mul(g, ow_lo, c64(g, t->sw)), c64(g, t->pw));
+    LLVMValueRef iw_hi = add(g, sub(g, mul(g, ow_hi, c64(g, t->sw)), c64(g, t->pw)),
+                             c64(g, (int64_t)(t->KW - 1) * t->dw));
+    inside = LLVMBuildAnd(g->b, in_range(g, ih, cc->IH), in_range(g, ih_hi, cc->IH), "");
+    inside = LLVMBuildAnd(g->b, inside, in_range(g, iw, cc->IW), "");
+    inside = LLVMBuildAnd(g->b, inside, in_range(g, iw_hi, cc->IW), "");
   } else {
     LLVMValueRef lo = sub(g, mul(g, cc->w0, c64(g, t->sw)), c64(g, t->pw));
     LLVMValueRef hi = add(g, add(g, lo, c64(g, (cc->w_t - 1) * t->sw)), c64(g, (int64_t)(t->KW - 1) * t->dw));

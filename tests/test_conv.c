@@ -122,8 +122,12 @@ static void epilogues(tlm_runtime *rt) {
   const char *descs[] = {"mb2ic7ih11oc13oh11kh3ph1", "mb1ic16ih9oc5oh5kh3sh2ph1",
                          "g3mb1ic6ih10oc9oh10kh3ph1dh1", "g8mb1ic8ih7oc8oh7kh3ph1",
                          "mb1ic5iw17oc3ow17kw3pw1", "mb1ic2id5ih5iw5oc3od5oh5ow5kd3kh3kw3pd1ph1pw1",
-                         /* one pixel: run as a matmul (tlm_conv_as_matmul) */
-                         "mb1ic10ih1iw1oc24oh1ow1kh1kw1", "mb3ic17ih1iw1oc5oh1ow1kh1kw1sh2sw2"};
+                         /* 1x1 without padding: run as a matmul (tlm_conv_as_matmul):
+                          * one pixel, a dense plane, strided, 3-D, 1-D, odd sizes */
+                         "mb1ic10ih1iw1oc24oh1ow1kh1kw1", "mb3ic17ih1iw1oc5oh1ow1kh1kw1sh2sw2",
+                         "mb2ic7ih11oc13oh11kh1", "mb2ic5ih9iw10oc6oh5ow5kh1kw1sh2sw2",
+                         "mb1ic4id3ih5iw5oc3od3oh5ow5kd1kh1kw1", "mb2ic5iw9oc7ow9kw1",
+                         "mb1ic33ih7oc17oh4kh1sh2"};
   char err[256], what[256];
   for (size_t i = 0; i < sizeof descs / sizeof descs[0]; i++) {
     tlm_conv_prb prb;
@@ -170,6 +174,17 @@ static void strided(tlm_runtime *rt) {
   x->data = big + 3;
   memcpy(x->strides, xst2, sizeof xst2);
   run_check(rt, &p, "NHWC memory through NCHW strides", NULL);
+  /* the same two with a 1x1 kernel, which runs as a matmul: batch dims
+   * where the images are not adjacent */
+  p.in[1].shape[2] = p.in[1].shape[3] = 1;
+  p.in[1].strides[0] = 5, p.in[1].strides[1] = 1, p.in[1].strides[2] = p.in[1].strides[3] = 1;
+  p.op.u.conv.pad[1] = p.op.u.conv.pad[2] = 0;
+  run_check(rt, &p, "1x1, NHWC memory through NCHW strides", NULL);
+  x->data = big + 3 * H * W;
+  memcpy(x->strides, xst, sizeof xst);
+  int64_t yst1[4] = {OC * H * W, H * W, W, 1};
+  memcpy(p.out.strides, yst1, sizeof yst1);
+  run_check(rt, &p, "1x1, channel slice of src", NULL);
   free(big), free(wt), free(y);
 }
 
