@@ -163,7 +163,7 @@ static tlm_status load_model(tlm_runtime *rt, char *err, int errcap) {
     /* its hardware prompt would be one it never saw: the rule is the
      * better guess (on an AVX2 EPYC the AVX-512 model ran at 0.39x of
      * best-of-64 random against the rule's 0.82x, issue #16) */
-    if (m->rule_version != TLM_RULE_VERSION) {
+    if (m->rule_version < TLM_RULE_VERSION_MIN || m->rule_version > TLM_RULE_VERSION) {
       tlm_log(rt, TLM_LOG_ERROR,
               "model %s was trained against rule version %u, this build's rule is version %d "
               "(its prompts hold the rule's schedule): new shapes are scheduled by the rule",

@@ -91,9 +91,21 @@ typedef struct tlm_lm_model {
 } tlm_lm_model;
 
 /* 1 when the model was trained on hardware like `t` (same ISA class, hence
- * lanes and vector registers) with this build's rule in its prompts; 0
- * when its prompt would be one it never saw. */
+ * lanes and vector registers) against a rule version this build still
+ * has for some family (TLM_RULE_VERSION_MIN..TLM_RULE_VERSION); 0 when its
+ * prompts would be ones it never saw. */
 int tlm_lm_covers(const tlm_lm_model *m, const tlm_target *t);
+
+/* Oldest rule version any family of this build still has
+ * (tlm_rule_family_version): models trained against older rules cover
+ * nothing. */
+#define TLM_RULE_VERSION_MIN 2
+
+/* 1 when the model (already covering the target) knows the task's
+ * family as this build schedules and compiles it: its rule version is at
+ * least the family's (tlm_rule_family_version). 0: that task is scheduled
+ * by the rule. */
+int tlm_lm_covers_task(const tlm_lm_model *m, const tlm_task *task);
 
 /* Added to the log-probability of the rule's value at each decision when
  * a model is loaded. With a bonus B the decoder keeps the rule's value

@@ -325,7 +325,11 @@ tlm_status tlm_lm_load(tlm_lm_model *q, const char *path, char *err, int errcap)
 
 int tlm_lm_covers(const tlm_lm_model *m, const tlm_target *t) {
   return t->isa >= 0 && t->isa < 32 && ((m->isa_seen >> t->isa) & 1u) &&
-         m->rule_version == TLM_RULE_VERSION;
+         m->rule_version >= TLM_RULE_VERSION_MIN && m->rule_version <= TLM_RULE_VERSION;
+}
+
+int tlm_lm_covers_task(const tlm_lm_model *m, const tlm_task *task) {
+  return m->rule_version >= (uint32_t)tlm_rule_family_version(task);
 }
 
 tlm_status tlm_lm_from_gpt2(tlm_lm_model *q, const tlm_gpt2 *m, const tlm_vocab *v) {

@@ -359,7 +359,13 @@ static uint64_t scheduler_id(const tlm_runtime *rt) {
 
 int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out) {
   /* the tensor language (vocabulary v5) has words for every operator */
-  if (rt->model && space->task.kind >= TLM_OP_MATMUL && space->task.kind <= TLM_OP_ELTWISE) {
+  int covered = rt->model && tlm_lm_covers_task(rt->model, &space->task);
+  if (rt->model && !covered)
+    tlm_log(rt, TLM_LOG_INFO,
+            "model trained against rule version %u; this operator family's rule or kernels "
+            "changed in version %d: scheduled by the rule", rt->model->rule_version,
+            tlm_rule_family_version(&space->task));
+  if (covered && space->task.kind >= TLM_OP_MATMUL && space->task.kind <= TLM_OP_ELTWISE) {
     tlm_schedule sibling;
     int has_sibling = !rt->cfg.disable_kernel_reuse && find_sibling(rt, space, &sibling);
     if (tlm_lm_decode_anchored(rt->model, space, has_sibling ? &sibling : NULL, rt->model->reuse_bonus,

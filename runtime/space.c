@@ -650,6 +650,12 @@ static int row_default(const tlm_space *s, int p, const int32_t *d, const int32_
 
 /* ---- convolution ---------------------------------------------------------------- */
 
+int tlm_rule_family_version(const tlm_task *task) {
+  const tlm_conv_task *t = &task->u.conv;
+  if (task->kind == TLM_OP_CONV && t->G > 1 && t->ICg == 1 && t->OCg == 1) return 3;
+  return 2;
+}
+
 #define CONV_MAX_ACC 32 /* vector accumulators of a conv register tile */
 
 void tlm_conv_tile_dims(const tlm_task *task, const int32_t *v, int64_t *c_t, int64_t *w_t,
@@ -692,7 +698,7 @@ int64_t tlm_conv_parallel_count(const tlm_task *task, const int32_t *v) {
 /* extent the vector lanes span, and the tile rows' extent */
 static void conv_axis_extents(const tlm_conv_task *t, int axis, int64_t *vext, int64_t *rext) {
   *vext = axis == 0 ? t->OCg : axis == 1 ? conv_wext(t, 1) : t->G;
-  *rext = axis == 1 ? t->OCg : t->OH * t->OW;
+  *rext = axis == 1 ? t->OCg : conv_wext(t, axis);
 }
 
 static int conv_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c) {
@@ -814,6 +820,14 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
        * 32-channel 3x3 on AVX-512: 6 rows of 2 vectors + 18 weights) */
       int64_t fit = (tg->vec_regs - wvecs - 1) / nv;
       return pick_at_most(c, n, fit < rext ? fit : rext);
+    }
+    if (d[CV_AXIS] == 2) {
+      /* depthwise, weights reloaded per tile: half the register file for
+       * accumulators, the other half for the NV weight vectors of a kernel
+       * column and the src vectors that neighbouring rows share across
+       * kernel columns (R + KW - 1 of them per kernel row, not R x KW) */
+      int64_t r = tg->vec_regs / 2 / nv;
+      return pick_at_most(c, n, r < 1 ? 1 : r);
     }
     tlm_reg_tile(tg, rext, -nv, &rows, &nv);
     return pick_at_most(c, n, rows);

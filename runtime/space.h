@@ -38,14 +38,23 @@
 /* Version of what schedules mean: bump it whenever a decision's meaning or
  * the code generated for a schedule changes, so cached plans and kernels
  * (cache/key.c puts it in every key) from older builds are never reused. */
-#define TLM_CODEGEN_VERSION 14
+#define TLM_CODEGEN_VERSION 16
 
 /* Version of the default rule (tlm_space_default): bump it whenever the
  * rule's decisions change. The rule's schedule is part of the language
  * model's prompt, so a model trained against another rule version sees
  * prompts it never saw and is not used (tlm_lm_covers). Version 2: the
- * register tile and blocks derived from the target (issue #16). */
-#define TLM_RULE_VERSION 2
+ * register tile and blocks derived from the target (issue #16). Version 3:
+ * depthwise convolution rows (tlm_rule_family_version). */
+#define TLM_RULE_VERSION 3
+
+/* The rule version in which the rule or the code generation of the task's
+ * family last changed (version 3: depthwise convolutions, whose tile rows
+ * now come from half the register file and whose window is unrolled; 2
+ * for every other family). A model trained against rule version v
+ * schedules a task only when v >= this (tlm_lm_covers_task): its prompts
+ * and its measured records hold the rule and kernels of that time. */
+int tlm_rule_family_version(const tlm_task *task);
 
 #define TLM_MAX_POINTS 24
 #define TLM_MAX_CANDIDATES 64

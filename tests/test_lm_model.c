@@ -376,8 +376,23 @@ int main(void) {
       tg.isa = TLM_ISA_AVX512;
       CHECK(!tlm_lm_covers(&lm, &tg), "an AVX2 model does not serve an AVX-512 target");
       tg.isa = TLM_ISA_AVX2;
-      lm.rule_version = TLM_RULE_VERSION - 1;
-      CHECK(!tlm_lm_covers(&lm, &tg), "a model of another rule version is not used");
+      lm.rule_version = TLM_RULE_VERSION + 1;
+      CHECK(!tlm_lm_covers(&lm, &tg), "a model of a newer rule version is not used");
+      lm.rule_version = TLM_RULE_VERSION_MIN - 1;
+      CHECK(!tlm_lm_covers(&lm, &tg), "a model of a retired rule version is not used");
+      /* rule version 2: every family but depthwise convolutions */
+      lm.rule_version = 2;
+      CHECK(tlm_lm_covers(&lm, &tg), "a rule-2 model still serves its families");
+      tlm_task mmt, dwt;
+      memset(&mmt, 0, sizeof mmt);
+      memset(&dwt, 0, sizeof dwt);
+      mmt.kind = TLM_OP_MATMUL;
+      dwt.kind = TLM_OP_CONV;
+      dwt.u.conv.G = 32, dwt.u.conv.ICg = dwt.u.conv.OCg = 1;
+      CHECK(tlm_lm_covers_task(&lm, &mmt), "a rule-2 model schedules matmuls");
+      CHECK(!tlm_lm_covers_task(&lm, &dwt), "a rule-2 model does not schedule depthwise convs");
+      lm.rule_version = TLM_RULE_VERSION;
+      CHECK(tlm_lm_covers_task(&lm, &dwt), "a current model schedules depthwise convs");
       tlm_lm_free(&lm);
       fm.isa_seen = 0, fm.rule_version = 0;
     }

@@ -383,7 +383,7 @@ double tlm_conv_problem_check(const tlm_conv_problem *p, int points, uint64_t se
 /* ---- tlm run ------------------------------------------------------------------------ */
 
 typedef struct run_opts {
-  const char *sched_text, *json_path;
+  const char *sched_text, *json_path, *ir_path;
   int check, threads, mb, points;
   double min_time;
   tlm_layout layout;
@@ -443,6 +443,18 @@ static int run_one(tlm_runtime *rt, const tlm_conv_prb *prb, const run_opts *o, 
   const tlm_kernel *k = NULL;
   if (tlm_run_pick_kernel(rt, &task, &space, o->sched_text, &sched, &k, &res->schedule_ms))
     goto out;
+  if (o->ir_path) {
+    char *ir = NULL;
+    FILE *f = fopen(o->ir_path, "w");
+    if (!f || tlm_engine_ir(rt, &task, &sched, 1, &ir, err, sizeof err)) {
+      fprintf(stderr, "tlm run: cannot write IR to %s\n", o->ir_path);
+      if (f) fclose(f);
+      goto out;
+    }
+    fputs(ir, f);
+    fclose(f);
+    free(ir);
+  }
   if ((st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err))) {
     fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
     goto out;
@@ -515,6 +527,7 @@ int tlm_cmd_run_conv(int argc, char **argv) {
     if (!strcmp(a, "--check")) o.check = 1;
     else if (!strcmp(a, "--schedule") && i + 1 < argc) o.sched_text = argv[++i];
     else if (!strcmp(a, "--json") && i + 1 < argc) o.json_path = argv[++i];
+    else if (!strcmp(a, "--emit-ir") && i + 1 < argc) o.ir_path = argv[++i];
     else if (!strcmp(a, "--threads") && i + 1 < argc) o.threads = atoi(argv[++i]);
     else if (!strcmp(a, "--min-time") && i + 1 < argc) o.min_time = atof(argv[++i]);
     else if (!strcmp(a, "--mb") && i + 1 < argc) o.mb = atoi(argv[++i]);

@@ -435,7 +435,9 @@ int tlm_cmd_eval(int argc, char **argv) {
     /* TLM-1; the rule's own schedule is the rule's kernel: its time is the
      * rule's, a tie (measuring it again would only draw noise) */
     t0 = now_ms();
-    if (rt->model) tlm_lm_decode(rt->model, &s, &sched, NULL);
+    /* as tlm_run: the model where it knows the task's family */
+    int covered = rt->model && tlm_lm_covers_task(rt->model, &task);
+    if (covered) tlm_lm_decode(rt->model, &s, &sched, NULL);
     r[M_TLM1].make_ms = now_ms() - t0;
     int same = !memcmp(sched.v, rule.v, sizeof rule.v[0] * (size_t)rule.n);
     if (same) r[M_TLM1].ns = r[M_DEFAULT].ns;
@@ -447,7 +449,7 @@ int tlm_cmd_eval(int argc, char **argv) {
     /* TLM-k: its two fastest by screening go to the final */
     tlm_schedule *top = k ? malloc(sizeof *top * (size_t)k) : NULL;
     t0 = now_ms();
-    int nk = top ? tlm_lm_decode_topk(rt->model, &s, k, top, NULL) : 0;
+    int nk = top && covered ? tlm_lm_decode_topk(rt->model, &s, k, top, NULL) : 0;
     r[M_TLMK].make_ms = now_ms() - t0;
     double k2_ns = INFINITY;
     tlm_schedule k1 = {0}, k2 = {0};
