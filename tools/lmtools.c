@@ -187,8 +187,11 @@ int tlm_cmd_bench_decode(int argc, char **argv) {
         tlm_task_spec spec;
         tlm_task task;
         tlm_space s;
-        if (tlm_task_spec_parse(best[i].task, &spec) || tlm_task_spec_task(&spec, &task)) continue;
-        tlm_space_init(&s, &task, &tg);
+        tlm_target btg;
+        if (tlm_best_target(&best[i], &tg, &btg) || tlm_task_spec_parse(best[i].task, &spec) ||
+            tlm_task_spec_task(&spec, &task))
+          continue;
+        tlm_space_init(&s, &task, &btg);
         if (!tlm_space_accepts(&s, &best[i].sched)) continue;
         int32_t toks[TLM_LM_MAX_SEQ] = {0}; /* padding past short sentences */
         int n = tlm_lm_sentence(&m.vocab, &s, &best[i].sched, toks, NULL);

@@ -59,13 +59,15 @@ static int best_record(void *ctx, const cJSON *r) {
     return 0;
   int held = tlm_family_heldout(fam->valuestring);
   if (b->split >= 0 && held != b->split) return 0;
+  const cJSON *hw = cJSON_GetObjectItem(r, "hw");
+  int isa = tlm_record_isa(cJSON_IsString(hw) ? hw->valuestring : NULL);
   const cJSON *kind = cJSON_GetObjectItem(r, "kind"), *round_no = cJSON_GetObjectItem(r, "round");
   int verified = cJSON_IsString(kind) && !strcmp(kind->valuestring, "verify") && cJSON_IsNumber(round_no);
   if (verified && round_no->valuedouble > g_max_verify_round) return 0;
   if (!verified && (strcmp(status->valuestring, "ok") || ns->valuedouble <= 0)) return 0;
   int i;
   for (i = 0; i < b->n; i++)
-    if (!strcmp(b->v[i].task, task->valuestring)) break;
+    if (b->v[i].isa == isa && !strcmp(b->v[i].task, task->valuestring)) break;
   if (i == b->n) {
     if (b->n == b->cap) {
       b->cap = b->cap ? b->cap * 2 : 256;
@@ -76,6 +78,7 @@ static int best_record(void *ctx, const cJSON *r) {
     memset(&b->v[i], 0, sizeof b->v[i]);
     snprintf(b->v[i].task, sizeof b->v[i].task, "%s", task->valuestring);
     snprintf(b->v[i].family, sizeof b->v[i].family, "%s", fam->valuestring);
+    b->v[i].isa = isa;
     b->v[i].ns = INFINITY;
     b->v[i].default_ns = INFINITY;
     b->n++;
@@ -160,11 +163,41 @@ double tlm_best_verified_time_of(const tlm_best *b, const tlm_schedule *sched) {
   return INFINITY;
 }
 
+int tlm_record_isa(const char *hw) {
+  const char *p = hw ? strstr(hw, "; ") : NULL;
+  if (!p) return -1;
+  p += 2;
+  char name[16];
+  size_t n = strcspn(p, " +;");
+  if (n == 0 || n >= sizeof name) return -1;
+  memcpy(name, p, n);
+  name[n] = 0;
+  int isa = tlm_isa_parse(name);
+  return isa >= 0 ? isa : -1;
+}
+
+int tlm_best_target(const tlm_best *b, const tlm_target *host, tlm_target *out) {
+  *out = *host;
+  if (b->isa < 0 || b->isa == host->isa) return 0;
+  return b->isa > host->host_isa ? -1 : tlm_target_restrict(out, b->isa);
+}
+
+/* `path`: one records file, or several separated by commas */
 int tlm_best_load(const char *path, int split, tlm_best **out) {
   best_set b = {.split = split};
-  if (tlm_records_read(path, best_record, &b) < 0) {
-    tlm_best_free(b.v, b.n);
-    return -1;
+  char one[1024];
+  for (const char *p = path; *p;) {
+    size_t n = strcspn(p, ",");
+    if (n < sizeof one) {
+      memcpy(one, p, n);
+      one[n] = 0;
+    }
+    if (n >= sizeof one || tlm_records_read(one, best_record, &b) < 0) {
+      tlm_best_free(b.v, b.n);
+      return -1;
+    }
+    p += n;
+    if (*p == ',') p++;
   }
   *out = b.v;
   return b.n;
@@ -488,14 +521,22 @@ int tlm_cmd_train(int argc, char **argv) {
   uint64_t rng = seed;
   int taught_rule = 0, beat_rule = 0, no_rule = 0, verified_tasks = 0, near_extra = 0;
   int equal_moved = 0, rule_dropped = 0, good_sentences = 0, good_tasks = 0, fine_tasks = 0;
+  uint32_t isa_seen = 0;
+  int foreign_isa = 0;
   for (int i = 0; i < nbest; i++) {
     tlm_task_spec spec;
     tlm_task task;
     tlm_space s;
+    tlm_target tg; /* the target the task's records were measured for */
     if (skip_family && strstr(best[i].family, skip_family)) continue;
-    if (tlm_task_spec_parse(best[i].task, &spec) || tlm_task_spec_task(&spec, &task) ||
-        tlm_space_init(&s, &task, &rt->target))
+    if (tlm_best_target(&best[i], &rt->target, &tg)) {
+      foreign_isa++;
       continue;
+    }
+    if (tlm_task_spec_parse(best[i].task, &spec) || tlm_task_spec_task(&spec, &task) ||
+        tlm_space_init(&s, &task, &tg))
+      continue;
+    isa_seen |= 1u << tg.isa;
     tlm_schedule rule;
     tlm_space_default(&s, &rule);
     double rule_spread = 0;
@@ -602,7 +643,7 @@ int tlm_cmd_train(int argc, char **argv) {
       tlm_task vt;
       tlm_space vsp;
       if (spec_variant(&spec, &rng, &vs) || tlm_task_spec_task(&vs, &vt) ||
-          tlm_space_init(&vsp, &vt, &rt->target))
+          tlm_space_init(&vsp, &vt, &tg))
         continue;
       for (int r = 0; r < 8; r++) {
         tlm_schedule rs;
@@ -617,8 +658,10 @@ int tlm_cmd_train(int argc, char **argv) {
       tlm_task_spec spec;
       tlm_task task;
       tlm_space s;
-      if (tlm_task_spec_parse(best[pending[q].task].task, &spec) || tlm_task_spec_task(&spec, &task) ||
-          tlm_space_init(&s, &task, &rt->target))
+      tlm_target tg;
+      if (tlm_best_target(&best[pending[q].task], &rt->target, &tg) ||
+          tlm_task_spec_parse(best[pending[q].task].task, &spec) || tlm_task_spec_task(&spec, &task) ||
+          tlm_space_init(&s, &task, &tg))
         continue;
       dataset_add(&fine, &vocab, &s, &pending[q].eq[pending[q].pick]);
       fine_tasks++;
@@ -627,6 +670,15 @@ int tlm_cmd_train(int argc, char **argv) {
   }
   free(pending);
   (void)shared;
+  if (foreign_isa)
+    fprintf(stderr, "tlm train: %d tasks' records are for an ISA this host cannot run: skipped\n",
+            foreign_isa);
+  char seen_buf[64] = "";
+  for (int i = 0, len = 0; i <= TLM_ISA_AVX512; i++)
+    if ((isa_seen >> i) & 1u)
+      len += snprintf(seen_buf + len, sizeof seen_buf - (size_t)len, "%s%s", len ? "," : "",
+                      tlm_isa_name(i));
+  fprintf(stderr, "tlm train: sentences on the targets of %s\n", seen_buf[0] ? seen_buf : "none");
   fprintf(stderr, "tlm train: %d training tasks with a best schedule (%d pretraining sentences)\n",
           fine_tasks, pre.n);
   fprintf(stderr,
@@ -658,7 +710,9 @@ int tlm_cmd_train(int argc, char **argv) {
   fprintf(stderr, "tlm train: %d layers, %d heads, width %d: %zu parameters\n", layers, heads,
           width, m.nparams);
   /* every prompt was built on this runtime's target, with this rule */
-  m.isa_seen = 1u << rt->target.isa;
+  /* every ISA whose records taught a sentence (each built on that ISA's
+   * target: lanes, registers, FMA chains) */
+  m.isa_seen = isa_seen ? isa_seen : 1u << rt->target.isa;
   m.rule_version = TLM_RULE_VERSION;
   int64_t total = pretrain + steps;
   if (pretrain) run_steps(&m, &pre, pretrain, 0, total, lr, &rng, "pretrain");
@@ -751,9 +805,10 @@ int tlm_cmd_bound(int argc, char **argv) {
     tlm_task_spec spec;
     tlm_task task;
     tlm_space s;
+    tlm_target tg;
     if (e->nver == 0 || (skip_family && strstr(e->family, skip_family))) continue;
-    if (tlm_task_spec_parse(e->task, &spec) || tlm_task_spec_task(&spec, &task) ||
-        tlm_space_init(&s, &task, &rt->target))
+    if (tlm_best_target(e, &rt->target, &tg) || tlm_task_spec_parse(e->task, &spec) ||
+        tlm_task_spec_task(&spec, &task) || tlm_space_init(&s, &task, &tg))
       continue;
     tlm_schedule rule;
     tlm_space_default(&s, &rule);

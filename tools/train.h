@@ -13,6 +13,10 @@ int tlm_family_heldout(const char *family);
 /* Best measured schedule of one task in a records file. */
 typedef struct tlm_best {
   char task[160], family[48];
+  /* the tlm_isa its records were measured for (from their "hw" text:
+   * "<cpu>; <isa>[+vnni] ..."); records of one task under two ISAs are
+   * two entries */
+  int isa;
   tlm_schedule sched;
   double ns;         /* best median time */
   double default_ns; /* the default rule's, INFINITY if not measured */
@@ -33,6 +37,15 @@ typedef struct tlm_best {
  * -1 = all. Returns the count (*out malloc'd; free with tlm_best_free), -1
  * if unreadable. */
 int tlm_best_load(const char *records, int split, tlm_best **out);
+
+/* The ISA of a record's "hw" text, -1 when it names none. */
+int tlm_record_isa(const char *hw);
+
+/* The target an entry's records were measured on, as far as this host can
+ * rebuild it: `host` narrowed to the entry's ISA (records are collected
+ * under TLM_ISA on one machine). Returns 0, or -1 when the host cannot run
+ * that ISA (the entry is then skipped). */
+int tlm_best_target(const tlm_best *b, const tlm_target *host, tlm_target *out);
 void tlm_best_free(tlm_best *b, int n);
 
 /* Fastest measured time of exactly `sched` in b (INFINITY if never
