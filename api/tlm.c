@@ -94,6 +94,7 @@ tlm_status tlm_config_init(tlm_config *c) {
     c->cache_capacity_bytes = (size_t)x;
   if (env_int("TLM_KERNEL_REUSE", 0, 1, &x) == 0) c->disable_kernel_reuse = x == 0;
   if (env_int("TLM_CONV_AS_MATMUL", 0, 1, &x) == 0) c->disable_conv_as_matmul = x == 0;
+  if (env_int("TLM_ASYNC", 0, 1, &x) == 0) c->async_compile = (int)x;
   const char *isa = getenv("TLM_ISA");
   int i = tlm_isa_parse(isa);
   if (i >= -1) c->isa = i + 1; /* tlm_isa -> tlm_cpu_isa; -1 (native) -> 0 */
@@ -105,10 +106,11 @@ tlm_status tlm_config_init(tlm_config *c) {
 }
 
 static void warn_bad_env(const tlm_runtime *rt) {
-  static const char *const names[] = {"TLM_NUM_THREADS", "TLM_VERBOSE", "TLM_CACHE_CAPACITY",
-                                      "TLM_CACHE_CAPACITY_BYTES", "TLM_KERNEL_REUSE"};
-  static const long long hi[] = {1024, 4, (long long)1 << 40, (long long)1 << 50, 1};
-  for (int i = 0; i < 5; i++) {
+  static const char *const names[] = {"TLM_NUM_THREADS",          "TLM_VERBOSE",
+                                      "TLM_CACHE_CAPACITY",       "TLM_CACHE_CAPACITY_BYTES",
+                                      "TLM_KERNEL_REUSE",         "TLM_ASYNC"};
+  static const long long hi[] = {1024, 4, (long long)1 << 40, (long long)1 << 50, 1, 1};
+  for (int i = 0; i < 6; i++) {
     long long x;
     if (env_int(names[i], 0, hi[i], &x) < 0)
       tlm_log(rt, TLM_LOG_WARN, "ignoring %s='%s': expected an integer in 0..%lld", names[i],
@@ -211,6 +213,7 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
   pthread_mutex_init(&rt->state_mu, NULL);
   pthread_cond_init(&rt->state_cv, NULL);
   pthread_mutex_init(&rt->exec_lock, NULL);
+  tlm_engine_bg_init(rt);
   rt->capacity = cfg.cache_capacity;
   rt->capacity_bytes = cfg.cache_capacity_bytes;
   rt->serial = atomic_fetch_add(&g_serial, 1) + 1;
@@ -266,6 +269,7 @@ fail:
 
 void tlm_destroy(tlm_runtime *rt) {
   if (!rt) return;
+  tlm_engine_bg_stop(rt); /* first: the thread uses everything below */
   tlm_pool_destroy(rt->pool);
   if (rt->model) {
     tlm_lm_free(rt->model);
@@ -551,5 +555,13 @@ tlm_status tlm_get_stats(const tlm_runtime *rt, tlm_stats *out) {
   out->schedule_ms = atomic_load(&r->schedule_ms);
   out->compile_ms = atomic_load(&r->compile_ms);
   out->disk_load_ms = atomic_load(&r->disk_load_ms);
+  out->provisional = atomic_load(&r->provisional);
+  out->upgrades = atomic_load(&r->upgrades);
+  return TLM_OK;
+}
+
+tlm_status tlm_wait_background(tlm_runtime *rt) {
+  if (!rt) return TLM_ERR_NULL_POINTER;
+  tlm_engine_bg_wait(rt);
   return TLM_OK;
 }

@@ -150,6 +150,18 @@ typedef struct tlm_config {
    * without bias. 1: always the convolution kernels.
    * Environment: TLM_CONV_AS_MATMUL=0 sets it to 1. */
   int disable_conv_as_matmul;
+  /* 0 (default): a new shape is scheduled and compiled before tlm_run
+   * returns. 1: when the runtime already holds a kernel of the same
+   * operator (same kind, static dims, layout class and epilogue: its code
+   * takes the new extents at run time), tlm_run answers at once with it
+   * and the shape's own kernel is scheduled and compiled on a background
+   * thread, replacing it for that shape when ready (the caller's first
+   * call costs no compile; results are correct either way, every kernel
+   * passing the same reference checks). A shape with no such kernel is
+   * compiled before tlm_run returns. Schedules stay deterministic once
+   * tlm_wait_background() has returned, but which kernel served a call
+   * before that depends on timing. Environment: TLM_ASYNC=1 sets it. */
+  int async_compile;
   /* Instruction set the kernels are generated for (tlm_cpu_isa):
    * TLM_CPU_ISA_NATIVE (0, default) = the widest the host runs; a narrower
    * one restricts both the schedule space (vector lanes and registers) and
@@ -496,7 +508,17 @@ typedef struct tlm_stats {
   double compile_ms;         /* total wall time JIT-compiling */
   double disk_load_ms;       /* total wall time loading kernels from the disk cache (read,
                                 verify, link); a warm start's cost */
+  uint64_t provisional;      /* new shapes answered at once by another shape's kernel
+                                (tlm_config.async_compile) */
+  uint64_t upgrades;         /* of which given their own kernel by the background thread */
 } tlm_stats;
+
+/* Blocks until the background thread (tlm_config.async_compile) has no
+ * shape left to schedule and compile: afterwards every shape run so far
+ * runs its own kernel. Returns at once when there is none. Statuses:
+ * TLM_OK, TLM_ERR_NULL_POINTER. Thread-safe; tlm_run may go on meanwhile
+ * (shapes it adds are waited for too). */
+tlm_status tlm_wait_background(tlm_runtime *rt);
 
 /* Copies the runtime's counters into *out. Counters only grow.
  * Statuses: TLM_OK, TLM_ERR_NULL_POINTER. Thread-safe (the counters are

@@ -420,6 +420,139 @@ static tlm_status build_plan(tlm_runtime *rt, tlm_plan *p, const tlm_task *task,
   return TLM_OK;
 }
 
+/* ---- background builds (cfg.async_compile) ---------------------------------------------- */
+
+typedef struct tlm_bg_job {
+  struct tlm_bg_job *next;
+  tlm_task task;
+  tlm_key key; /* the shape's plan key */
+} tlm_bg_job;
+
+/* A READY kernel of the task's operator family (another shape's: its
+ * code takes the extents at run time) whose schedule the task's space
+ * accepts, the nearest in extents; NULL when none. */
+static tlm_kernel *ready_sibling(tlm_runtime *rt, const tlm_task *task) {
+  tlm_space space;
+  if (tlm_space_init(&space, task, &rt->target)) return NULL;
+  tlm_schedule none;
+  memset(&none, 0, sizeof none);
+  tlm_key fam, kf;
+  tlm_key_schedule(&fam, task, &rt->target, &none);
+  tlm_kernel *best = NULL;
+  double best_d = 0;
+  pthread_rwlock_rdlock(&rt->map_lock);
+  for (size_t i = 0; i < rt->nkernels; i++) {
+    tlm_kernel *k = rt->kernel_list[i];
+    if (atomic_load(&k->state) != TLM_ENTRY_READY) continue;
+    tlm_key_schedule(&kf, &k->task, &rt->target, &none);
+    if (!tlm_key_equal(&fam, &kf) || !tlm_space_accepts(&space, &k->sched)) continue;
+    double d = extent_distance(task, &k->task);
+    if (!best || d < best_d) best = k, best_d = d;
+  }
+  pthread_rwlock_unlock(&rt->map_lock);
+  return best;
+}
+
+/* Builds the shape's own plan and puts its kernel in place of the
+ * provisional one (if the plan is still there and still provisional). */
+static void bg_build(tlm_runtime *rt, const tlm_bg_job *j) {
+  tlm_plan tmp;
+  memset(&tmp, 0, sizeof tmp);
+  tmp.key = j->key;
+  char err[TLM_ERRMSG];
+  tlm_status st = build_plan(rt, &tmp, &j->task, err, sizeof err);
+  if (st != TLM_OK) {
+    /* the provisional kernel stays: correct, only not this shape's own */
+    tlm_log(rt, TLM_LOG_WARN, "background build failed (%s): %s", tlm_status_str(st), err);
+    return;
+  }
+  pthread_rwlock_wrlock(&rt->map_lock);
+  pthread_mutex_lock(&rt->exec_lock); /* tlm_engine_rerun reads plan->kernel under it */
+  tlm_plan *p = tlm_map_get(&rt->plans, &j->key);
+  if (p && atomic_load(&p->state) == TLM_ENTRY_READY && p->provisional) {
+    p->kernel = tmp.kernel;
+    p->sched = tmp.sched;
+    p->by_model = tmp.by_model;
+    p->from_disk = tmp.from_disk;
+    p->schedule_ms = tmp.schedule_ms;
+    p->provisional = 0;
+    atomic_fetch_add(&rt->epoch, 1); /* reruns of the old kernel look again */
+    atomic_fetch_add(&rt->upgrades, 1);
+  }
+  pthread_mutex_unlock(&rt->exec_lock);
+  pthread_rwlock_unlock(&rt->map_lock);
+}
+
+static void *bg_main(void *arg) {
+  tlm_runtime *rt = arg;
+  pthread_mutex_lock(&rt->bg_mu);
+  for (;;) {
+    while (!rt->bg_stop && !rt->bg_head) pthread_cond_wait(&rt->bg_cv, &rt->bg_mu);
+    if (rt->bg_stop) break;
+    tlm_bg_job *j = rt->bg_head;
+    rt->bg_head = j->next;
+    if (!rt->bg_head) rt->bg_tail = NULL;
+    rt->bg_busy = 1;
+    pthread_mutex_unlock(&rt->bg_mu);
+    bg_build(rt, j);
+    free(j);
+    pthread_mutex_lock(&rt->bg_mu);
+    rt->bg_busy = 0;
+    pthread_cond_broadcast(&rt->bg_cv); /* tlm_engine_bg_wait */
+  }
+  pthread_mutex_unlock(&rt->bg_mu);
+  return NULL;
+}
+
+/* Queues the shape's build; 0, or -1 (no memory, no thread, stopping):
+ * then the caller builds it itself. */
+static int bg_enqueue(tlm_runtime *rt, const tlm_task *task, const tlm_key *key) {
+  tlm_bg_job *j = calloc(1, sizeof *j);
+  if (!j) return -1;
+  j->task = *task;
+  j->key = *key;
+  pthread_mutex_lock(&rt->bg_mu);
+  if (rt->bg_stop || (!rt->bg_started && pthread_create(&rt->bg_thread, NULL, bg_main, rt))) {
+    pthread_mutex_unlock(&rt->bg_mu);
+    free(j);
+    return -1;
+  }
+  rt->bg_started = 1;
+  if (rt->bg_tail) rt->bg_tail->next = j;
+  else rt->bg_head = j;
+  rt->bg_tail = j;
+  pthread_cond_broadcast(&rt->bg_cv);
+  pthread_mutex_unlock(&rt->bg_mu);
+  return 0;
+}
+
+void tlm_engine_bg_init(tlm_runtime *rt) {
+  pthread_mutex_init(&rt->bg_mu, NULL);
+  pthread_cond_init(&rt->bg_cv, NULL);
+}
+
+void tlm_engine_bg_stop(tlm_runtime *rt) {
+  pthread_mutex_lock(&rt->bg_mu);
+  rt->bg_stop = 1;
+  pthread_cond_broadcast(&rt->bg_cv);
+  int started = rt->bg_started;
+  pthread_mutex_unlock(&rt->bg_mu);
+  if (started) pthread_join(rt->bg_thread, NULL);
+  for (tlm_bg_job *j = rt->bg_head, *next; j; j = next) {
+    next = j->next;
+    free(j);
+  }
+  rt->bg_head = rt->bg_tail = NULL;
+  pthread_cond_destroy(&rt->bg_cv);
+  pthread_mutex_destroy(&rt->bg_mu);
+}
+
+void tlm_engine_bg_wait(tlm_runtime *rt) {
+  pthread_mutex_lock(&rt->bg_mu);
+  while (!rt->bg_stop && (rt->bg_head || rt->bg_busy)) pthread_cond_wait(&rt->bg_cv, &rt->bg_mu);
+  pthread_mutex_unlock(&rt->bg_mu);
+}
+
 /* Makes sure the plan of `key` exists and is READY (building it as the
  * owner, or waiting for its builder). Returns with no lock held. */
 static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_key *key,
@@ -465,6 +598,24 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
       continue;
     }
     atomic_fetch_add(&rt->misses, 1);
+    tlm_kernel *sib = rt->cfg.async_compile ? ready_sibling(rt, task) : NULL;
+    if (sib && bg_enqueue(rt, task, key) == 0) {
+      /* answer now with another shape's kernel of this operator; the
+       * background thread builds this shape's own (bg_build) */
+      pthread_rwlock_wrlock(&rt->map_lock);
+      p->kernel = sib;
+      p->sched = sib->sched;
+      p->by_model = 0;
+      p->from_disk = 0;
+      p->schedule_ms = 0;
+      p->provisional = 1;
+      atomic_store(&p->used, 1);
+      atomic_store(&p->state, TLM_ENTRY_READY);
+      pthread_rwlock_unlock(&rt->map_lock);
+      atomic_fetch_add(&rt->provisional, 1);
+      notify(rt);
+      continue;
+    }
     tlm_status st = build_plan(rt, p, task, err, errcap);
     pthread_rwlock_wrlock(&rt->map_lock);
     atomic_store(&p->used, 1);

@@ -46,7 +46,10 @@ typedef struct tlm_kernel {
 
 /* What a shape maps to: its schedule and the kernel that runs it. */
 typedef struct tlm_plan {
+  /* under map_lock (and exec_lock when it changes after being READY:
+   * tlm_engine_rerun reads it under exec_lock only) */
   tlm_kernel *kernel;
+  int provisional; /* 1: another shape's kernel until the background build */
   tlm_schedule sched;
   double schedule_ms;
   int by_model;  /* 1: the language model chose the schedule */
@@ -88,11 +91,27 @@ struct tlm_runtime {
   uint64_t serial;            /* unique per runtime ever created */
   int dry_run;                /* benchmarks only: skip kernel bodies */
   atomic_uint_fast64_t epoch; /* grows whenever eviction frees anything */
+  /* background builds (cfg.async_compile): shapes (task, shape key) whose
+   * plan runs a provisional kernel, built by one thread started on first
+   * use; bg_mu guards the queue, bg_busy and bg_stop */
+  pthread_mutex_t bg_mu;
+  pthread_cond_t bg_cv;
+  pthread_t bg_thread;
+  int bg_started, bg_stop, bg_busy;
+  struct tlm_bg_job *bg_head, *bg_tail;
+  atomic_uint_fast64_t provisional, upgrades;
   /* statistics */
   atomic_uint_fast64_t runs, hits, misses, decodes, rule_schedules, compiles, compile_fail,
       evictions, disk_plan_hits, disk_kernel_hits;
   _Atomic double schedule_ms, compile_ms, disk_load_ms;
 };
+
+/* Background builds: init with the runtime; stop joins the thread (after
+ * the build in progress, if any) and drops queued shapes; wait blocks
+ * until the queue is empty and the thread idle. */
+void tlm_engine_bg_init(tlm_runtime *rt);
+void tlm_engine_bg_stop(tlm_runtime *rt);
+void tlm_engine_bg_wait(tlm_runtime *rt);
 
 /* Logs a formatted line at `level` through the runtime's sink. */
 void tlm_log(const tlm_runtime *rt, tlm_log_level level, const char *fmt, ...)

@@ -29,15 +29,59 @@ static double median(double *v, int n) {
   return v[n / 2];
 }
 
-static tlm_runtime *make(const char *dir, const char *model) {
+static tlm_runtime *make_async(const char *dir, const char *model, int async) {
   tlm_config cfg;
   tlm_config_init(&cfg);
   cfg.num_threads = 1;
+  cfg.async_compile = async;
   cfg.cache_dir = dir;
   if (model) cfg.model_path = model;
   tlm_runtime *rt = NULL;
   if (tlm_create(&cfg, &rt)) fprintf(stderr, "tlm: %s\n", tlm_last_error(NULL));
   return rt;
+}
+
+static tlm_runtime *make(const char *dir, const char *model) { return make_async(dir, model, 0); }
+
+/* First call of 32 new shapes of an operator the runtime already has a
+ * kernel for (64xK:KxN, K and N new each time), over the median of the
+ * next 3 calls: the stall a new shape costs the caller. async: with
+ * tlm_config.async_compile. Fills p50 and p99 (ms). */
+static void new_shape_stall(const char *model, int async, double *p50, double *p99) {
+  *p50 = *p99 = -1;
+  tlm_runtime *rt = make_async("none", model, async);
+  if (!rt) return;
+  tlm_mm_desc d;
+  tlm_problem p;
+  char err[256], desc[64];
+  if (tlm_mm_desc_parse("64x768:768x768", &d, err, sizeof err) == 1 &&
+      tlm_problem_make(&d, NULL, 1, &p) == 0) {
+    tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
+    tlm_problem_free(&p);
+  }
+  double stall[32];
+  int n = 0;
+  for (int i = 0; i < 32; i++) {
+    snprintf(desc, sizeof desc, "64x%d:%dx%d", 640 + 13 * i, 640 + 13 * i, 512 + 17 * i);
+    if (tlm_mm_desc_parse(desc, &d, err, sizeof err) != 1 || tlm_problem_make(&d, NULL, 1, &p)) continue;
+    double a = tlm_now_ns();
+    tlm_status st = tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
+    double first = tlm_now_ns() - a, warm[3];
+    for (int r = 0; r < 3; r++) {
+      a = tlm_now_ns();
+      tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
+      warm[r] = tlm_now_ns() - a;
+    }
+    if (st == TLM_OK) stall[n++] = (first - median(warm, 3)) * 1e-6;
+    tlm_problem_free(&p);
+  }
+  tlm_wait_background(rt);
+  tlm_destroy(rt);
+  if (n == 0) return;
+  qsort(stall, (size_t)n, sizeof *stall, tlm_cmp_double);
+  *p50 = stall[n / 2];
+  int i99 = (n * 99 + 99) / 100 - 1; /* nearest rank */
+  *p99 = stall[i99 < n ? i99 : n - 1];
 }
 
 /* time of one direct kernel call for problem p, ns (median of 31) */
@@ -195,6 +239,14 @@ int tlm_cmd_bench_overhead(int argc, char **argv) {
   printf("new shape reusing a compiled schedule: %d of 32 new M values, median %.3f ms\n", nr,
          rmed);
   tlm_destroy(rt);
+
+  /* 4. first call of a new shape when a kernel of the operator exists */
+  double sync50, sync99, async50, async99;
+  new_shape_stall(model, 0, &sync50, &sync99);
+  new_shape_stall(model, 1, &async50, &async99);
+  printf("new shape, a kernel of the operator compiled (64xK:KxN, 32 new K and N), stall over a "
+         "warm call: synchronous p50 %.3f ms p99 %.3f ms; async_compile (TLM_ASYNC=1) p50 %.3f ms "
+         "p99 %.3f ms\n", sync50, sync99, async50, async99);
   for (int i = 0; i < NS; i++) tlm_problem_free(&probs[i]);
   if (system(cmd)) return 1;
 
@@ -248,10 +300,12 @@ int tlm_cmd_bench_overhead(int argc, char **argv) {
               "\"disk_warm_start_compiles\": %llu, \"new_shape_reuse_ms\": %.4f, "
               "\"new_shapes_reusing\": %d, \"model\": \"%s\", "
               "\"static_over_dynamic_m_time_1x768x768\": %.4f, \"static_over_dynamic_m_time_32x768x768\": %.4f, "
-              "\"static_over_dynamic_m_time_128x768x768\": %.4f, \"static_over_dynamic_m_time_500x768x3072\": %.4f}\n",
+              "\"static_over_dynamic_m_time_128x768x768\": %.4f, \"static_over_dynamic_m_time_500x768x3072\": %.4f, "
+              "\"new_shape_stall_sync_ms_p50\": %.4f, \"new_shape_stall_sync_ms_p99\": %.4f, "
+              "\"new_shape_stall_async_ms_p50\": %.4f, \"new_shape_stall_async_ms_p99\": %.4f}\n",
               xmed, xlo, xhi, dmed, dlo, dhi, hmed, kmed_direct, kmed, per_kernel, (unsigned long long)st.disk_kernel_hits,
               (unsigned long long)st.compiles, rmed, nr, model ? model : "default", ratios[0],
-              ratios[1], ratios[2], ratios[3]);
+              ratios[1], ratios[2], ratios[3], sync50, sync99, async50, async99);
       fclose(f);
     }
   }

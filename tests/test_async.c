@@ -1,0 +1,156 @@
+/* test_async.c - background builds (tlm_config.async_compile, TLM_ASYNC=1).
+ *
+ * A new shape of an operator the runtime already has a kernel for is
+ * answered at once by that kernel (provisional) while its own is built on
+ * the background thread: every answer is checked against a plain
+ * reference, before and after the upgrade; tlm_destroy racing queued and
+ * running builds neither hangs nor leaks (ASan); two threads on one new
+ * shape and a waiter; a capacity of 1 kernel, so provisional kernels are
+ * evicted under the builds (TSan runs this file too).
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "tlm.h"
+
+typedef struct shape {
+  int64_t M, K, N;
+} shape;
+
+/* one operator family (plain row-major matmul, no epilogue) at extents
+ * that divide no tile, a prime K, M = 1 */
+static const shape k_shapes[] = {{17, 64, 48}, {33, 40, 7},  {5, 101, 129}, {1, 64, 48},
+                                 {64, 7, 300}, {3, 257, 16}, {29, 31, 37}};
+#define NSHAPES ((int)(sizeof k_shapes / sizeof k_shapes[0]))
+
+static tlm_runtime *make_rt(int async, size_t capacity) {
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.cache_dir = "none";
+  cfg.model_path = "none";
+  cfg.num_threads = 2;
+  cfg.async_compile = async;
+  cfg.cache_capacity = capacity;
+  tlm_runtime *rt = NULL;
+  CHECK(tlm_create(&cfg, &rt) == TLM_OK, "tlm_create: %s", tlm_last_error(NULL));
+  return rt;
+}
+
+/* runs shape s with inputs from `seed` and checks C against a double
+ * reference; returns 0 when right */
+static int run_check(tlm_runtime *rt, const shape *s, int seed) {
+  float *a = malloc(sizeof(float) * (size_t)(s->M * s->K));
+  float *b = malloc(sizeof(float) * (size_t)(s->K * s->N));
+  float *c = malloc(sizeof(float) * (size_t)(s->M * s->N));
+  if (!a || !b || !c) {
+    free(a), free(b), free(c);
+    return -1;
+  }
+  for (int64_t i = 0; i < s->M * s->K; i++) a[i] = (float)((i * 7 + seed) % 13) / 6.0f - 1.0f;
+  for (int64_t i = 0; i < s->K * s->N; i++) b[i] = (float)((i * 5 + 3 * seed) % 11) / 5.0f - 1.0f;
+  tlm_op op = tlm_op_matmul();
+  tlm_tensor in[2], out;
+  tlm_tensor_dense(&in[0], TLM_F32, 2, (int64_t[]){s->M, s->K}, a);
+  tlm_tensor_dense(&in[1], TLM_F32, 2, (int64_t[]){s->K, s->N}, b);
+  tlm_tensor_dense(&out, TLM_F32, 2, (int64_t[]){s->M, s->N}, c);
+  int bad = tlm_run(rt, &op, in, 2, &out, 1) != TLM_OK;
+  for (int64_t m = 0; m < s->M && !bad; m++)
+    for (int64_t n = 0; n < s->N && !bad; n++) {
+      double ref = 0, mag = 0;
+      for (int64_t k = 0; k < s->K; k++) {
+        ref += (double)a[m * s->K + k] * b[k * s->N + n];
+        mag += fabs((double)a[m * s->K + k] * b[k * s->N + n]);
+      }
+      if (fabs(c[m * s->N + n] - ref) > 1e-5 * (1 + mag)) bad = 1;
+    }
+  free(a), free(b), free(c);
+  return bad;
+}
+
+static void provisional_then_own(void) {
+  tlm_runtime *rt = make_rt(1, 0);
+  if (!rt) return;
+  int wrong = 0;
+  for (int i = 0; i < NSHAPES; i++) wrong += run_check(rt, &k_shapes[i], i) != 0;
+  CHECK(wrong == 0, "%d wrong results from provisional kernels", wrong);
+  tlm_stats s;
+  tlm_get_stats(rt, &s);
+  /* the first shape has no sibling: built before tlm_run returned */
+  CHECK(s.provisional >= 1 && s.provisional <= (uint64_t)NSHAPES - 1,
+        "%llu of %d new shapes provisional", (unsigned long long)s.provisional, NSHAPES);
+  CHECK(tlm_wait_background(rt) == TLM_OK, "tlm_wait_background");
+  tlm_get_stats(rt, &s);
+  CHECK(s.upgrades == s.provisional, "%llu of %llu provisional shapes upgraded",
+        (unsigned long long)s.upgrades, (unsigned long long)s.provisional);
+  /* after the upgrade: each shape runs its own plan (a hit), still right */
+  uint64_t misses = s.cache_misses;
+  for (int i = 0; i < NSHAPES; i++) wrong += run_check(rt, &k_shapes[i], 100 + i) != 0;
+  tlm_get_stats(rt, &s);
+  CHECK(wrong == 0, "%d wrong results after the upgrades", wrong);
+  CHECK(s.cache_misses == misses, "upgraded shapes missed again (%llu -> %llu)",
+        (unsigned long long)misses, (unsigned long long)s.cache_misses);
+  tlm_destroy(rt);
+}
+
+/* tlm_destroy right after queueing builds: no hang, no leak */
+static void destroy_races_builds(void) {
+  for (int rep = 0; rep < 4; rep++) {
+    tlm_runtime *rt = make_rt(1, 0);
+    if (!rt) return;
+    int wrong = 0;
+    for (int i = 0; i < NSHAPES; i++) wrong += run_check(rt, &k_shapes[i], rep + i) != 0;
+    CHECK(wrong == 0, "destroy race %d: %d wrong results", rep, wrong);
+    tlm_destroy(rt); /* builds queued or running */
+  }
+}
+
+typedef struct thr {
+  tlm_runtime *rt;
+  int idx, wrong;
+} thr;
+
+static void *same_shape(void *p) {
+  thr *t = p;
+  for (int r = 0; r < 3; r++) t->wrong += run_check(t->rt, &k_shapes[t->idx], r) != 0;
+  return NULL;
+}
+
+static void *waiter(void *p) {
+  thr *t = p;
+  t->wrong += tlm_wait_background(t->rt) != TLM_OK;
+  return NULL;
+}
+
+/* two threads on each new shape at once, and one waiting meanwhile */
+static void threads_on_one_shape(size_t capacity) {
+  tlm_runtime *rt = make_rt(1, capacity);
+  if (!rt) return;
+  int wrong = run_check(rt, &k_shapes[0], 0) != 0;
+  for (int i = 1; i < NSHAPES; i++) {
+    thr t[3] = {{rt, i, 0}, {rt, i, 0}, {rt, i, 0}};
+    pthread_t th[3];
+    pthread_create(&th[0], NULL, same_shape, &t[0]);
+    pthread_create(&th[1], NULL, same_shape, &t[1]);
+    pthread_create(&th[2], NULL, waiter, &t[2]);
+    for (int j = 0; j < 3; j++) {
+      pthread_join(th[j], NULL);
+      wrong += t[j].wrong;
+    }
+  }
+  tlm_wait_background(rt);
+  for (int i = 0; i < NSHAPES; i++) wrong += run_check(rt, &k_shapes[i], 7) != 0;
+  CHECK(wrong == 0, "capacity %zu: %d wrong results with threads on new shapes", capacity, wrong);
+  tlm_destroy(rt);
+}
+
+int main(void) {
+  provisional_then_own();
+  destroy_races_builds();
+  threads_on_one_shape(0);
+  threads_on_one_shape(1); /* provisional kernels evicted under the builds */
+  return check_report("test_async");
+}
