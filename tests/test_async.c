@@ -6,7 +6,8 @@
  * reference, before and after the upgrade; tlm_destroy racing queued and
  * running builds neither hangs nor leaks (ASan); two threads on one new
  * shape and a waiter; a capacity of 1 kernel, so provisional kernels are
- * evicted under the builds (TSan runs this file too).
+ * evicted under the builds; a disk cache the builds fill and a second
+ * runtime loads without compiling (TSan runs this file too).
  */
 #include <math.h>
 #include <pthread.h>
@@ -27,10 +28,10 @@ static const shape k_shapes[] = {{17, 64, 48}, {33, 40, 7},  {5, 101, 129}, {1, 
                                  {64, 7, 300}, {3, 257, 16}, {29, 31, 37}};
 #define NSHAPES ((int)(sizeof k_shapes / sizeof k_shapes[0]))
 
-static tlm_runtime *make_rt(int async, size_t capacity) {
+static tlm_runtime *make_rt_dir(int async, size_t capacity, const char *dir) {
   tlm_config cfg;
   tlm_config_init(&cfg);
-  cfg.cache_dir = "none";
+  cfg.cache_dir = dir;
   cfg.model_path = "none";
   cfg.num_threads = 2;
   cfg.async_compile = async;
@@ -39,6 +40,8 @@ static tlm_runtime *make_rt(int async, size_t capacity) {
   CHECK(tlm_create(&cfg, &rt) == TLM_OK, "tlm_create: %s", tlm_last_error(NULL));
   return rt;
 }
+
+static tlm_runtime *make_rt(int async, size_t capacity) { return make_rt_dir(async, capacity, "none"); }
 
 /* runs shape s with inputs from `seed` and checks C against a double
  * reference; returns 0 when right */
@@ -147,8 +150,37 @@ static void threads_on_one_shape(size_t capacity) {
   tlm_destroy(rt);
 }
 
+/* with a disk cache: background builds store their plans and kernels; a
+ * second runtime on the same directory loads them (its background builds
+ * read the disk instead of compiling) */
+static void with_disk(void) {
+  char dir[] = "/tmp/tlm_test_async_XXXXXX";
+  if (!mkdtemp(dir)) return;
+  for (int pass = 0; pass < 2; pass++) {
+    tlm_runtime *rt = make_rt_dir(1, 0, dir);
+    if (!rt) break;
+    int wrong = 0;
+    for (int i = 0; i < NSHAPES; i++) wrong += run_check(rt, &k_shapes[i], 50 + i) != 0;
+    tlm_wait_background(rt);
+    for (int i = 0; i < NSHAPES; i++) wrong += run_check(rt, &k_shapes[i], 60 + i) != 0;
+    tlm_stats s;
+    tlm_get_stats(rt, &s);
+    CHECK(wrong == 0, "disk pass %d: %d wrong results", pass, wrong);
+    CHECK(s.upgrades == s.provisional, "disk pass %d: %llu of %llu upgraded", pass,
+          (unsigned long long)s.upgrades, (unsigned long long)s.provisional);
+    if (pass == 1)
+      CHECK(s.compiles == 0, "second runtime on the disk cache compiled %llu kernels",
+            (unsigned long long)s.compiles);
+    tlm_destroy(rt);
+  }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd)) CHECK(0, "could not remove %s", dir);
+}
+
 int main(void) {
   provisional_then_own();
+  with_disk();
   destroy_races_builds();
   threads_on_one_shape(0);
   threads_on_one_shape(1); /* provisional kernels evicted under the builds */
