@@ -518,7 +518,9 @@ size_t tlm_conv_gather_bytes(const tlm_task *task, const tlm_op *op, const tlm_t
   if (conv_mm_plan(task, op, in, out, 0, &c)) return 0; /* runs as is */
   if (!conv_mm_plan(task, op, in, out, 1, &c)) return 0; /* no matmul at all */
   int64_t n = c.xe[0] * c.xe[1] * c.ye[2] * c.ye[3] * c.ye[4];
-  if (n <= 0 || n > ((int64_t)1 << 40) / 4) return 0;
+  /* a bounded copy: beyond it the convolution kernels run, with no
+   * allocation the caller did not ask for */
+  if (n <= 0 || n > TLM_CONV_GATHER_MAX_BYTES / (int64_t)sizeof(float)) return 0;
   return (size_t)n * sizeof(float);
 }
 

@@ -58,6 +58,10 @@ int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor 
  * (ResNet-50's res5a_branch1: 0.33x oneDNN on AVX2). */
 size_t tlm_conv_gather_bytes(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
                              const tlm_tensor *out);
+/* The largest copy tlm_conv_gather_bytes asks for (64 MiB: a 1x1 over a
+ * 1024-channel 128x128 image at minibatch 1); larger strided 1x1
+ * convolutions run in the convolution kernels. */
+#define TLM_CONV_GATHER_MAX_BYTES ((int64_t)64 << 20)
 void tlm_conv_gather(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
                      const tlm_tensor *out, float *buf);
 
