@@ -555,6 +555,10 @@ tlm_status tlm_get_stats(const tlm_runtime *rt, tlm_stats *out) {
   out->schedule_ms = atomic_load(&r->schedule_ms);
   out->compile_ms = atomic_load(&r->compile_ms);
   out->disk_load_ms = atomic_load(&r->disk_load_ms);
+  out->compile_ir_ms = atomic_load(&r->compile_ir_ms);
+  out->compile_opt_ms = atomic_load(&r->compile_opt_ms);
+  out->compile_emit_ms = atomic_load(&r->compile_emit_ms);
+  out->compile_link_ms = atomic_load(&r->compile_link_ms);
   out->provisional = atomic_load(&r->provisional);
   out->upgrades = atomic_load(&r->upgrades);
   return TLM_OK;

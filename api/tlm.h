@@ -511,6 +511,12 @@ typedef struct tlm_stats {
   uint64_t provisional;      /* new shapes answered at once by another shape's kernel
                                 (tlm_config.async_compile) */
   uint64_t upgrades;         /* of which given their own kernel by the background thread */
+  /* compile_ms by phase: building the LLVM IR from the loop nest, the
+   * optimization passes (with the target machine's creation), object
+   * emission (instruction selection, register allocation, encoding), and
+   * linking the object into the JIT; the rest is lowering and the disk
+   * cache's store */
+  double compile_ir_ms, compile_opt_ms, compile_emit_ms, compile_link_ms;
 } tlm_stats;
 
 /* Blocks until the background thread (tlm_config.async_compile) has no

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../runtime/target.h"
 
@@ -140,10 +141,18 @@ struct tlm_jit_code {
   LLVMOrcResourceTrackerRef rt;
 };
 
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
 static int prepare(tlm_jit *j, LLVMModuleRef mod, const char *pipeline, LLVMTargetMachineRef *tm,
-                   char *err, int errcap) {
+                   tlm_jit_times *times, char *err, int errcap) {
+  double t0 = now_ms();
   *tm = make_tm(j, err, errcap);
   if (!*tm) return -1;
+  double t1 = now_ms();
   LLVMSetTarget(mod, j->triple);
   LLVMTargetDataRef td = LLVMCreateTargetDataLayout(*tm);
   LLVMSetModuleDataLayout(mod, td);
@@ -151,6 +160,10 @@ static int prepare(tlm_jit *j, LLVMModuleRef mod, const char *pipeline, LLVMTarg
   LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
   LLVMErrorRef e = LLVMRunPasses(mod, pipeline, *tm, opts);
   LLVMDisposePassBuilderOptions(opts);
+  if (times) {
+    times->tm_ms = t1 - t0;
+    times->opt_ms = now_ms() - t1;
+  }
   if (e) {
     take_error(e, "optimization failed", err, errcap);
     LLVMDisposeTargetMachine(*tm);
@@ -163,17 +176,18 @@ static int prepare(tlm_jit *j, LLVMModuleRef mod, const char *pipeline, LLVMTarg
 int tlm_jit_optimize(tlm_jit *j, LLVMModuleRef mod, const char *pipeline, char *err,
                      int errcap) {
   LLVMTargetMachineRef tm;
-  if (prepare(j, mod, pipeline, &tm, err, errcap)) return -1;
+  if (prepare(j, mod, pipeline, &tm, NULL, err, errcap)) return -1;
   LLVMDisposeTargetMachine(tm);
   return 0;
 }
 
 int tlm_jit_compile_object(tlm_jit *j, LLVMModuleRef mod, const char *pipeline, void **obj,
-                           size_t *len, char *err, int errcap) {
+                           size_t *len, tlm_jit_times *times, char *err, int errcap) {
   *obj = NULL;
   *len = 0;
   LLVMTargetMachineRef tm;
-  if (prepare(j, mod, pipeline, &tm, err, errcap)) return -1;
+  if (prepare(j, mod, pipeline, &tm, times, err, errcap)) return -1;
+  double t0 = now_ms();
   char *msg = NULL;
   LLVMMemoryBufferRef buf = NULL;
   int rc = 0;
@@ -194,6 +208,7 @@ int tlm_jit_compile_object(tlm_jit *j, LLVMModuleRef mod, const char *pipeline, 
   }
   LLVMDisposeMessage(msg);
   LLVMDisposeTargetMachine(tm);
+  if (times) times->emit_ms = now_ms() - t0;
   return rc;
 }
 

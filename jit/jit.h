@@ -28,8 +28,15 @@ int tlm_jit_optimize(tlm_jit *j, LLVMModuleRef mod, const char *pipeline, char *
 
 /* Optimizes mod and emits host object code: *obj (malloc'd, the caller
  * frees it) of *len bytes. mod stays the caller's. Thread-safe. */
+/* Where a compile's time went, ms: the target machine's creation, the
+ * optimization pipeline, object emission (instruction selection, register
+ * allocation, encoding). */
+typedef struct tlm_jit_times {
+  double tm_ms, opt_ms, emit_ms;
+} tlm_jit_times;
+
 int tlm_jit_compile_object(tlm_jit *j, LLVMModuleRef mod, const char *pipeline, void **obj,
-                           size_t *len, char *err, int errcap);
+                           size_t *len, tlm_jit_times *times, char *err, int errcap);
 
 /* JIT memory of one loaded object. */
 typedef struct tlm_jit_code tlm_jit_code;

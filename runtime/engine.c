@@ -155,15 +155,20 @@ static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, char *err, int er
     return TLM_OK;
   }
   free(obj);
+  double t_ir = now_ms();
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod = NULL;
   tlm_status st = make_module(rt, &k->task, &k->sched, ctx, k->name, &k->nest, &mod, err, errcap);
-  if (st == TLM_OK && tlm_jit_compile_object(rt->jit, mod, pipeline(), &obj, &len, err, errcap))
+  t_ir = now_ms() - t_ir;
+  tlm_jit_times jt = {0, 0, 0};
+  if (st == TLM_OK && tlm_jit_compile_object(rt->jit, mod, pipeline(), &obj, &len, &jt, err, errcap))
     st = TLM_ERR_JIT;
   if (mod) LLVMDisposeModule(mod);
   LLVMContextDispose(ctx);
+  double t_link = now_ms();
   if (st == TLM_OK && tlm_jit_load(rt->jit, obj, len, k->name, &fn, &k->code, err, errcap))
     st = TLM_ERR_JIT;
+  t_link = now_ms() - t_link;
   if (st != TLM_OK) {
     free(obj);
     atomic_fetch_add(&rt->compile_fail, 1);
@@ -175,6 +180,10 @@ static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, char *err, int er
   k->compile_ms = now_ms() - t0;
   atomic_fetch_add(&rt->compiles, 1);
   atomic_add_double(&rt->compile_ms, k->compile_ms);
+  atomic_add_double(&rt->compile_ir_ms, t_ir);
+  atomic_add_double(&rt->compile_opt_ms, jt.tm_ms + jt.opt_ms);
+  atomic_add_double(&rt->compile_emit_ms, jt.emit_ms);
+  atomic_add_double(&rt->compile_link_ms, t_link);
   if (rt->disk) {
     char problem[160], decisions[512];
     tlm_space sp;
@@ -816,7 +825,7 @@ tlm_status tlm_engine_kernel_variant(tlm_runtime *rt, const tlm_task *task,
                                           tlm_jit_features(rt->jit), &mod, err, errcap);
   void *obj = NULL, *fn = NULL;
   size_t len = 0;
-  if (!bad) bad = tlm_jit_compile_object(rt->jit, mod, pipeline(), &obj, &len, err, errcap);
+  if (!bad) bad = tlm_jit_compile_object(rt->jit, mod, pipeline(), &obj, &len, NULL, err, errcap);
   if (mod) LLVMDisposeModule(mod);
   LLVMContextDispose(ctx);
   if (!bad) bad = tlm_jit_load(rt->jit, obj, len, k->name, &fn, &k->code, err, errcap);

@@ -104,6 +104,8 @@ struct tlm_runtime {
   atomic_uint_fast64_t runs, hits, misses, decodes, rule_schedules, compiles, compile_fail,
       evictions, disk_plan_hits, disk_kernel_hits;
   _Atomic double schedule_ms, compile_ms, disk_load_ms;
+  /* compile_ms by phase (build_kernel) */
+  _Atomic double compile_ir_ms, compile_opt_ms, compile_emit_ms, compile_link_ms;
 };
 
 /* Background builds: init with the runtime; stop joins the thread (after

@@ -20,6 +20,7 @@
 
 #include "api/validate.h"
 #include "runtime/engine.h"
+#include "tools/conv.h"
 #include "tools/measure.h"
 #include "tools/problem.h"
 
@@ -42,6 +43,54 @@ static tlm_runtime *make_async(const char *dir, const char *model, int async) {
 }
 
 static tlm_runtime *make(const char *dir, const char *model) { return make_async(dir, model, 0); }
+
+/* Where new kernels' compile time goes, ms per compiled kernel: IR, passes,
+ * object emission, linking (tlm_stats), for 8 GPT-2-sized matmuls (other
+ * N and K each, so 8 compiles) and for 4 NHWC convolutions (3x3, 7x7
+ * stem, depthwise 3x3 at two channel counts). out[family][phase]:
+ * family 0 matmul, 1 conv; phase 0 IR, 1 passes, 2 emission, 3 link, 4 all. */
+static void compile_breakdown(const char *model, double out[2][5], int kernels[2]) {
+  static const char *const mm[] = {"64x1024:1024x3072", "64x3072:3072x1024", "64x1024:1024x1024",
+                                   "64x768:768x2304",   "64x4096:4096x1024", "64x1024:1024x4096",
+                                   "64x2560:2560x2560", "64x2048:2048x8192"};
+  static const char *const cv[] = {"mb1ic64ih56oc64oh56kh3ph1", "mb1ic3ih224oc64oh112kh7sh2ph3",
+                                   "g128mb1ic128ih56oc128oh56kh3ph1", "g512mb1ic512ih14oc512oh14kh3ph1"};
+  char err[256];
+  for (int f = 0; f < 2; f++) {
+    for (int i = 0; i < 5; i++) out[f][i] = -1;
+    kernels[f] = 0;
+    tlm_runtime *rt = make("none", model);
+    if (!rt) continue;
+    int n = f == 0 ? 8 : 4;
+    for (int i = 0; i < n; i++) {
+      if (f == 0) {
+        tlm_mm_desc d;
+        tlm_problem p;
+        if (tlm_mm_desc_parse(mm[i], &d, err, sizeof err) != 1 || tlm_problem_make(&d, NULL, 1, &p))
+          continue;
+        tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
+        tlm_problem_free(&p);
+      } else {
+        tlm_conv_prb prb;
+        tlm_conv_problem p;
+        if (tlm_conv_prb_parse(cv[i], &prb, err, sizeof err) != 1 ||
+            tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO, NULL, 1, &p))
+          continue;
+        tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
+        tlm_conv_problem_free(&p);
+      }
+    }
+    tlm_stats s;
+    tlm_get_stats(rt, &s);
+    tlm_destroy(rt);
+    if (!s.compiles) continue;
+    double c = (double)s.compiles;
+    kernels[f] = (int)s.compiles;
+    out[f][0] = s.compile_ir_ms / c, out[f][1] = s.compile_opt_ms / c;
+    out[f][2] = s.compile_emit_ms / c, out[f][3] = s.compile_link_ms / c;
+    out[f][4] = s.compile_ms / c;
+  }
+}
 
 /* First call of 32 new shapes of an operator the runtime already has a
  * kernel for (64xK:KxN, K and N new each time), over the median of the
@@ -247,6 +296,14 @@ int tlm_cmd_bench_overhead(int argc, char **argv) {
   printf("new shape, a kernel of the operator compiled (64xK:KxN, 32 new K and N), stall over a "
          "warm call: synchronous p50 %.3f ms p99 %.3f ms; async_compile (TLM_ASYNC=1) p50 %.3f ms "
          "p99 %.3f ms\n", sync50, sync99, async50, async99);
+  /* 5. compile time by phase */
+  double cb[2][5];
+  int ck[2];
+  compile_breakdown(model, cb, ck);
+  for (int f = 0; f < 2; f++)
+    printf("compile, %s (%d kernels), ms per kernel: IR %.2f, passes %.2f, object emission %.2f, "
+           "link %.2f; all %.2f\n", f ? "convolution" : "matmul", ck[f], cb[f][0], cb[f][1], cb[f][2],
+           cb[f][3], cb[f][4]);
   for (int i = 0; i < NS; i++) tlm_problem_free(&probs[i]);
   if (system(cmd)) return 1;
 
@@ -302,10 +359,13 @@ int tlm_cmd_bench_overhead(int argc, char **argv) {
               "\"static_over_dynamic_m_time_1x768x768\": %.4f, \"static_over_dynamic_m_time_32x768x768\": %.4f, "
               "\"static_over_dynamic_m_time_128x768x768\": %.4f, \"static_over_dynamic_m_time_500x768x3072\": %.4f, "
               "\"new_shape_stall_sync_ms_p50\": %.4f, \"new_shape_stall_sync_ms_p99\": %.4f, "
-              "\"new_shape_stall_async_ms_p50\": %.4f, \"new_shape_stall_async_ms_p99\": %.4f}\n",
+              "\"new_shape_stall_async_ms_p50\": %.4f, \"new_shape_stall_async_ms_p99\": %.4f, "
+              "\"compile_matmul_ms_per_kernel\": {\"ir_ms\": %.3f, \"passes_ms\": %.3f, \"emission_ms\": %.3f, \"link_ms\": %.3f, \"all_ms\": %.3f}, "
+              "\"compile_conv_ms_per_kernel\": {\"ir_ms\": %.3f, \"passes_ms\": %.3f, \"emission_ms\": %.3f, \"link_ms\": %.3f, \"all_ms\": %.3f}}\n",
               xmed, xlo, xhi, dmed, dlo, dhi, hmed, kmed_direct, kmed, per_kernel, (unsigned long long)st.disk_kernel_hits,
               (unsigned long long)st.compiles, rmed, nr, model ? model : "default", ratios[0],
-              ratios[1], ratios[2], ratios[3], sync50, sync99, async50, async99);
+              ratios[1], ratios[2], ratios[3], sync50, sync99, async50, async99, cb[0][0], cb[0][1],
+              cb[0][2], cb[0][3], cb[0][4], cb[1][0], cb[1][1], cb[1][2], cb[1][3], cb[1][4]);
       fclose(f);
     }
   }
