@@ -77,6 +77,26 @@ int main(void) {
       rt = NULL;
     }
   }
+  /* background builds: NULL runtime; TLM_ASYNC parsed 0/1, anything else
+   * ignored; waiting with nothing queued returns at once */
+  CHECK(tlm_wait_background(NULL) == TLM_ERR_NULL_POINTER, "tlm_wait_background(NULL)");
+  {
+    tlm_config a;
+    setenv("TLM_ASYNC", "1", 1);
+    tlm_config_init(&a);
+    CHECK(a.async_compile == 1, "TLM_ASYNC=1 -> %d", a.async_compile);
+    setenv("TLM_ASYNC", "yes", 1);
+    tlm_config_init(&a);
+    CHECK(a.async_compile == 0, "TLM_ASYNC=yes -> %d", a.async_compile);
+    unsetenv("TLM_ASYNC");
+    a.cache_dir = "none";
+    a.model_path = "none";
+    a.async_compile = 1;
+    tlm_runtime *ar = NULL;
+    CHECK(tlm_create(&a, &ar) == TLM_OK, "async runtime");
+    CHECK(tlm_wait_background(ar) == TLM_OK, "wait with nothing queued");
+    tlm_destroy(ar);
+  }
   /* a TLM_ISA that names no ISA leaves the default (native) */
   setenv("TLM_ISA", "avx1024", 1);
   tlm_config env;
