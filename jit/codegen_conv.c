@@ -546,18 +546,14 @@ static void emit_tile(conv_cg *cc) {
   int one_row = cc->flat && !cc->plane && cc->R > 1 && cc->window_unrolled;
   LLVMValueRef in_one_row =
       one_row ? LLVMBuildICmp(g->b, LLVMIntEQ, cc->ohu[cc->R - 1], cc->ohu[0], "") : NULL;
+  /* with the window unrolled, the fast version is the one-row one only: a
+   * tile that wraps to the next output row takes the safe path (one
+   * unrolled version less to compile) */
+  if (one_row) fast = LLVMBuildAnd(g->b, fast, in_one_row, "");
   LLVMBuildCondBr(g->b, fast, bf, bs);
   LLVMPositionBuilderAtEnd(g->b, bf);
-  if (one_row) {
-    LLVMBasicBlockRef b1 = LLVMAppendBasicBlockInContext(g->C, g->fn, "fast_one_row");
-    LLVMBasicBlockRef b2 = LLVMAppendBasicBlockInContext(g->C, g->fn, "fast_rows");
-    LLVMBuildCondBr(g->b, in_one_row, b1, b2);
-    LLVMPositionBuilderAtEnd(g->b, b1);
-    one_row_version(cc, 0);
-    LLVMBuildBr(g->b, join);
-    LLVMPositionBuilderAtEnd(g->b, b2);
-  }
-  tile_version(cc, 0);
+  if (one_row) one_row_version(cc, 0);
+  else tile_version(cc, 0);
   LLVMBuildBr(g->b, join);
   LLVMPositionBuilderAtEnd(g->b, bs);
   if (cc->axis != 1) { /* an edge or row tail with every C lane valid: no lane masks
