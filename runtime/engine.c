@@ -608,9 +608,11 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
     }
     atomic_fetch_add(&rt->misses, 1);
     tlm_kernel *sib = rt->cfg.async_compile ? ready_sibling(rt, task) : NULL;
-    if (sib && bg_enqueue(rt, task, key) == 0) {
+    if (sib) {
       /* answer now with another shape's kernel of this operator; the
-       * background thread builds this shape's own (bg_build) */
+       * background thread builds this shape's own (bg_build). The plan is
+       * READY and provisional before the job is queued, so the build can
+       * never finish before there is a provisional plan to replace. */
       pthread_rwlock_wrlock(&rt->map_lock);
       p->kernel = sib;
       p->sched = sib->sched;
@@ -620,10 +622,17 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
       p->provisional = 1;
       atomic_store(&p->used, 1);
       atomic_store(&p->state, TLM_ENTRY_READY);
+      int queued = bg_enqueue(rt, task, key) == 0;
+      if (!queued) { /* no thread or memory: build it here */
+        p->provisional = 0;
+        atomic_store(&p->state, TLM_ENTRY_BUILDING);
+      }
       pthread_rwlock_unlock(&rt->map_lock);
-      atomic_fetch_add(&rt->provisional, 1);
-      notify(rt);
-      continue;
+      if (queued) {
+        atomic_fetch_add(&rt->provisional, 1);
+        notify(rt);
+        continue;
+      }
     }
     tlm_status st = build_plan(rt, p, task, err, errcap);
     pthread_rwlock_wrlock(&rt->map_lock);
