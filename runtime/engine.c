@@ -336,27 +336,31 @@ static double extent_distance(const tlm_task *a, const tlm_task *b) {
          log_gap(a->u.mm.K, b->u.mm.K);
 }
 
-/* The schedule of a kernel this runtime already has for the same operator
- * at other extents (the kernel takes them at run time), the nearest in
- * extents among those the space accepts. Returns 1 and fills *anchor, or 0. */
-static int find_sibling(tlm_runtime *rt, const tlm_space *space, tlm_schedule *anchor) {
+/* A kernel this runtime already has for the same operator at other
+ * extents (the kernel takes them at run time) whose schedule the task's
+ * space accepts, the nearest in extents; FAILED ones never, and only READY
+ * ones when `ready` (a kernel that can run now). NULL when none. The
+ * pointer stays valid until tlm_destroy (kernel structs are never freed
+ * before); its code only while READY. */
+static tlm_kernel *nearest_sibling(tlm_runtime *rt, const tlm_space *space, int ready) {
   tlm_schedule none;
   memset(&none, 0, sizeof none);
   tlm_key fam, kf;
   tlm_key_schedule(&fam, &space->task, &rt->target, &none);
-  int found = 0;
-  double best = 0;
+  tlm_kernel *best = NULL;
+  double best_d = 0;
   pthread_rwlock_rdlock(&rt->map_lock);
   for (size_t i = 0; i < rt->nkernels; i++) {
-    const tlm_kernel *k = rt->kernel_list[i];
-    if (atomic_load(&k->state) == TLM_ENTRY_FAILED) continue;
+    tlm_kernel *k = rt->kernel_list[i];
+    int state = atomic_load(&k->state);
+    if (state == TLM_ENTRY_FAILED || (ready && state != TLM_ENTRY_READY)) continue;
     tlm_key_schedule(&kf, &k->task, &rt->target, &none);
     if (!tlm_key_equal(&fam, &kf) || !tlm_space_accepts(space, &k->sched)) continue;
-    double dist = extent_distance(&space->task, &k->task);
-    if (!found || dist < best) *anchor = k->sched, best = dist, found = 1;
+    double d = extent_distance(&space->task, &k->task);
+    if (!best || d < best_d) best = k, best_d = d;
   }
   pthread_rwlock_unlock(&rt->map_lock);
-  return found;
+  return best;
 }
 
 /* what decides a shape's schedule, for the plan keys: the model (by its
@@ -376,7 +380,9 @@ int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *o
             tlm_rule_family_version(&space->task));
   if (covered && space->task.kind >= TLM_OP_MATMUL && space->task.kind <= TLM_OP_ELTWISE) {
     tlm_schedule sibling;
-    int has_sibling = !rt->cfg.disable_kernel_reuse && find_sibling(rt, space, &sibling);
+    const tlm_kernel *sk = rt->cfg.disable_kernel_reuse ? NULL : nearest_sibling(rt, space, 0);
+    int has_sibling = sk != NULL;
+    if (sk) sibling = sk->sched; /* (a schedule is set once, at the kernel's creation) */
     if (tlm_lm_decode_anchored(rt->model, space, has_sibling ? &sibling : NULL, rt->model->reuse_bonus,
                                out, NULL) == TLM_OK &&
         tlm_space_accepts(space, out)) {
@@ -436,31 +442,6 @@ typedef struct tlm_bg_job {
   tlm_task task;
   tlm_key key; /* the shape's plan key */
 } tlm_bg_job;
-
-/* A READY kernel of the task's operator family (another shape's: its
- * code takes the extents at run time) whose schedule the task's space
- * accepts, the nearest in extents; NULL when none. */
-static tlm_kernel *ready_sibling(tlm_runtime *rt, const tlm_task *task) {
-  tlm_space space;
-  if (tlm_space_init(&space, task, &rt->target)) return NULL;
-  tlm_schedule none;
-  memset(&none, 0, sizeof none);
-  tlm_key fam, kf;
-  tlm_key_schedule(&fam, task, &rt->target, &none);
-  tlm_kernel *best = NULL;
-  double best_d = 0;
-  pthread_rwlock_rdlock(&rt->map_lock);
-  for (size_t i = 0; i < rt->nkernels; i++) {
-    tlm_kernel *k = rt->kernel_list[i];
-    if (atomic_load(&k->state) != TLM_ENTRY_READY) continue;
-    tlm_key_schedule(&kf, &k->task, &rt->target, &none);
-    if (!tlm_key_equal(&fam, &kf) || !tlm_space_accepts(&space, &k->sched)) continue;
-    double d = extent_distance(task, &k->task);
-    if (!best || d < best_d) best = k, best_d = d;
-  }
-  pthread_rwlock_unlock(&rt->map_lock);
-  return best;
-}
 
 /* Builds the shape's own plan and puts its kernel in place of the
  * provisional one (if the plan is still there and still provisional). */
@@ -607,7 +588,10 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
       continue;
     }
     atomic_fetch_add(&rt->misses, 1);
-    tlm_kernel *sib = rt->cfg.async_compile ? ready_sibling(rt, task) : NULL;
+    tlm_space space;
+    tlm_kernel *sib = rt->cfg.async_compile && tlm_space_init(&space, task, &rt->target) == 0
+                          ? nearest_sibling(rt, &space, 1)
+                          : NULL;
     if (sib) {
       /* answer now with another shape's kernel of this operator; the
        * background thread builds this shape's own (bg_build). The plan is
