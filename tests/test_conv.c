@@ -192,6 +192,44 @@ static void strided(tlm_runtime *rt) {
  * matrix product: the same product as a matmul afterwards is a hit of the
  * same kernel; with disable_conv_as_matmul it is not; a channel slice of a
  * wider NCHW buffer (strided src) gives the right result either way */
+/* a strided 1x1 NHWC convolution runs as the matmul over its gathered
+ * pixels (tlm_conv_gather): the same product as a dense matmul afterwards
+ * is a hit of the same plan, no compile; with disable_conv_as_matmul it
+ * is not. The result is checked against the reference either way. */
+static void strided_as_matmul(void) {
+  for (int off = 0; off < 2; off++) {
+    tlm_config cfg;
+    tlm_config_init(&cfg);
+    cfg.cache_dir = "none";
+    cfg.model_path = "none";
+    cfg.disable_conv_as_matmul = off;
+    tlm_runtime *rt;
+    if (tlm_create(&cfg, &rt)) return;
+    char err[256];
+    tlm_conv_prb prb;
+    tlm_conv_problem p;
+    if (tlm_conv_prb_parse("mb1ic8ih9oc16oh5kh1sh2", &prb, err, sizeof err) == 1 &&
+        tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO, NULL, 3, &p) == 0) {
+      run_check(rt, &p, off ? "strided 1x1, conv kernels" : "strided 1x1 as matmul", NULL);
+      tlm_conv_problem_free(&p);
+      float a[25 * 8] = {0}, b[8 * 16] = {0}, c[25 * 16];
+      tlm_op mm = tlm_op_matmul();
+      tlm_tensor min[2], mout;
+      tlm_tensor_dense(&min[0], TLM_F32, 2, (int64_t[]){25, 8}, a);
+      tlm_tensor_dense(&min[1], TLM_F32, 2, (int64_t[]){8, 16}, b);
+      tlm_tensor_dense(&mout, TLM_F32, 2, (int64_t[]){25, 16}, c);
+      tlm_stats s0, s1;
+      tlm_get_stats(rt, &s0);
+      CHECK(tlm_run(rt, &mm, min, 2, &mout, 1) == TLM_OK, "matmul: %s", tlm_last_error(rt));
+      tlm_get_stats(rt, &s1);
+      CHECK((s1.cache_misses == s0.cache_misses) == !off,
+            "strided 1x1 (as matmul %d): the dense matmul after it missed %llu times", !off,
+            (unsigned long long)(s1.cache_misses - s0.cache_misses));
+    }
+    tlm_destroy(rt);
+  }
+}
+
 static void as_matmul(void) {
   for (int off = 0; off < 2; off++) {
     tlm_config cfg;
@@ -462,6 +500,7 @@ int main(int argc, char **argv) {
   epilogues(rt);
   strided(rt);
   as_matmul();
+  strided_as_matmul();
   pooling(rt);
   sizes();
   shared_files(rt, dir);
