@@ -128,19 +128,32 @@ static int emit_pack(cg *g, const ln_node *n, blk *bk) {
   LLVMValueRef boff = batch_offset(g, add(g, b0, ib), g->sb);
   LLVMValueRef poff = loop_begin(g, &Lp, c64(g, 0), ns, c64(g, nr));
   LLVMValueRef panel = LLVMBuildSDiv(g->b, poff, c64(g, nr), "");
-  LLVMValueRef kk = loop_begin(g, &Lk, c64(g, 0), ks, c64(g, 1));
-  LLVMValueRef row = gep(g, g->pb, add(g, boff, mul(g, add(g, k0, kk), g->sb[4])));
-  LLVMValueRef dst_idx =
-      mul(g, add(g, mul(g, add(g, mul(g, ib, c64(g, n->pack_panels)), panel), c64(g, n->pack_kblock)), kk),
-          c64(g, nr));
   LLVMValueRef lim = sub(g, ns, poff);
-  for (int64_t v = 0; v < nr / w; v++) {
-    LLVMValueRef mask = lane_mask(g, v * w, w, lim);
-    LLVMValueRef nstart = add(g, add(g, n0, poff), c64(g, v * w));
-    LLVMValueRef vals = load_lanes(g, row, nstart, unit, g->sb[5], w, mask, nlast);
-    store(g, vals, gep(g, g->scratch, add(g, dst_idx, c64(g, v * w))), 4);
+  /* two copies of the k loop: whole panels with plain loads, and the last,
+   * partial panel of an N tail with masked ones (vmaskmov on AVX2 and the
+   * mask arithmetic would otherwise cost every row of every panel) */
+  LLVMValueRef whole = LLVMBuildICmp(g->b, LLVMIntSGE, lim, c64(g, nr), "");
+  LLVMBasicBlockRef bw = LLVMAppendBasicBlockInContext(g->C, g->fn, "pack_whole");
+  LLVMBasicBlockRef bp = LLVMAppendBasicBlockInContext(g->C, g->fn, "pack_tail");
+  LLVMBasicBlockRef bj = LLVMAppendBasicBlockInContext(g->C, g->fn, "pack_next");
+  LLVMBuildCondBr(g->b, whole, bw, bp);
+  for (int tail = 0; tail < 2; tail++) {
+    LLVMPositionBuilderAtEnd(g->b, tail ? bp : bw);
+    LLVMValueRef kk = loop_begin(g, &Lk, c64(g, 0), ks, c64(g, 1));
+    LLVMValueRef row = gep(g, g->pb, add(g, boff, mul(g, add(g, k0, kk), g->sb[4])));
+    LLVMValueRef dst_idx = mul(
+        g, add(g, mul(g, add(g, mul(g, ib, c64(g, n->pack_panels)), panel), c64(g, n->pack_kblock)), kk),
+        c64(g, nr));
+    for (int64_t v = 0; v < nr / w; v++) {
+      LLVMValueRef mask = tail ? lane_mask(g, v * w, w, lim) : NULL;
+      LLVMValueRef nstart = add(g, add(g, n0, poff), c64(g, v * w));
+      LLVMValueRef vals = load_lanes(g, row, nstart, unit, g->sb[5], w, mask, nlast);
+      store(g, vals, gep(g, g->scratch, add(g, dst_idx, c64(g, v * w))), 4);
+    }
+    loop_end(g, &Lk);
+    LLVMBuildBr(g->b, bj);
   }
-  loop_end(g, &Lk);
+  LLVMPositionBuilderAtEnd(g->b, bj);
   loop_end(g, &Lp);
   loop_end(g, &Lb);
   cg saved = *g;
