@@ -27,7 +27,15 @@ struct tlm_disk {
   void *user;
   pthread_mutex_t mu;
   unsigned warned; /* bit per warning kind */
+  /* the running total (under mu): bytes of the cache's files as of the last
+   * trim pass, plus what was stored since; pending: stored while a pass
+   * runs */
+  int64_t total, pending, trims;
+  int scanned, trim_running, has_thread;
+  pthread_t thread;
 };
+
+static void account_store(tlm_disk *d, int64_t bytes);
 
 enum { W_PERM = 1, W_CORRUPT = 2, W_IO = 4, W_STALE = 8 };
 
@@ -111,6 +119,7 @@ int tlm_disk_open(const char *dir, int64_t max_bytes, tlm_disk_warn_fn warn, voi
 
 void tlm_disk_close(tlm_disk *d) {
   if (!d) return;
+  tlm_disk_wait_trim(d);
   pthread_mutex_destroy(&d->mu);
   free(d);
 }
@@ -220,9 +229,10 @@ static cJSON *parse_meta(tlm_disk *d, const char *path, const char *kind, const 
   return j;
 }
 
-static int store_meta(tlm_disk *d, const char *sub, const char *name, cJSON *j) {
+static int store_meta(tlm_disk *d, const char *sub, const char *name, cJSON *j, int64_t *bytes) {
   char *text = cJSON_PrintUnformatted(j);
   int rc = text ? write_atomic(d, sub, name, text, strlen(text)) : -1;
+  if (text) *bytes += (int64_t)strlen(text);
   free(text);
   return rc;
 }
@@ -275,9 +285,10 @@ int tlm_disk_store_plan(tlm_disk *d, const tlm_key *key, const tlm_schedule *s,
   for (int i = 0; i < s->n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(s->v[i]));
   char name[64];
   key_name(key, ".json", name, sizeof name);
-  int rc = store_meta(d, "plans", name, j);
+  int64_t bytes = 0;
+  int rc = store_meta(d, "plans", name, j, &bytes);
   cJSON_Delete(j);
-  if (rc == 0) tlm_disk_trim(d);
+  if (rc == 0) account_store(d, bytes);
   return rc;
 }
 
@@ -334,39 +345,61 @@ int tlm_disk_store_kernel(tlm_disk *d, const tlm_key *key, const void *obj, size
   cJSON_AddStringToObject(j, "object_xxh3", hex);
   cJSON_AddNumberToObject(j, "object_bytes", (double)len);
   key_name(key, ".json", name, sizeof name);
-  int rc = store_meta(d, "kernels", name, j);
+  int64_t bytes = (int64_t)len;
+  int rc = store_meta(d, "kernels", name, j, &bytes);
   cJSON_Delete(j);
-  if (rc == 0) tlm_disk_trim(d);
+  if (rc == 0) account_store(d, bytes);
   return rc;
 }
 
 /* ---- accounting --------------------------------------------------------------- */
 
+int tlm_disk_entry_name(const char *name) {
+  size_t l = strspn(name, "0123456789abcdef");
+  if (l == 32 && !strcmp(name + 32, ".o")) return TLM_DISK_NAME_OBJECT;
+  if (l == 32 && !strcmp(name + 32, ".json")) return TLM_DISK_NAME_META;
+  /* mkstemp's: ".tmp-" and six letters or digits */
+  if (!strncmp(name, ".tmp-", 5) && strlen(name) == 11) {
+    for (int i = 5; i < 11; i++)
+      if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
+            (name[i] >= '0' && name[i] <= '9')))
+        return 0;
+    return TLM_DISK_NAME_TEMP;
+  }
+  return 0;
+}
+
 typedef struct file_info {
-  char name[80];
+  char name[40]; /* 32 hex digits and ".json", or a temporary's name */
+  int kind;      /* TLM_DISK_NAME_* */
   int64_t bytes;
   time_t mtime;
 } file_info;
 
+/* The cache's own regular files in `dir` (tlm_disk_entry_name); nothing
+ * else is listed, so nothing else is ever counted or removed. */
 static int list_dir(const char *dir, file_info **out) {
+  *out = NULL;
   DIR *dp = opendir(dir);
   if (!dp) return 0;
   int n = 0, cap = 0;
   file_info *v = NULL;
   struct dirent *e;
   while ((e = readdir(dp))) {
-    if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof v[0].name) continue;
+    int kind = tlm_disk_entry_name(e->d_name);
+    if (!kind) continue;
     char path[3400];
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     struct stat st;
-    if (lstat(path, &st) || !S_ISREG(st.st_mode)) continue;
+    if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) continue;
     if (n == cap) {
       cap = cap ? cap * 2 : 64;
       file_info *nv = realloc(v, sizeof *v * (size_t)cap);
       if (!nv) break;
       v = nv;
     }
-    memcpy(v[n].name, e->d_name, strlen(e->d_name) + 1); /* length checked above */
+    memcpy(v[n].name, e->d_name, strlen(e->d_name) + 1); /* at most 37 bytes: a cache name */
+    v[n].kind = kind;
     v[n].bytes = st.st_size;
     v[n].mtime = st.st_mtime;
     n++;
@@ -382,71 +415,174 @@ void tlm_disk_stat(tlm_disk *d, tlm_disk_stats *out) {
   file_info *v = NULL;
   snprintf(sub, sizeof sub, "%s/plans", d->dir);
   int n = list_dir(sub, &v);
-  for (int i = 0; i < n; i++) out->plans++, out->bytes += v[i].bytes;
+  for (int i = 0; i < n; i++)
+    if (v[i].kind == TLM_DISK_NAME_META) out->plans++, out->bytes += v[i].bytes;
   free(v);
-  v = NULL;
   snprintf(sub, sizeof sub, "%s/kernels", d->dir);
   n = list_dir(sub, &v);
   for (int i = 0; i < n; i++) {
-    if (strstr(v[i].name, ".o")) out->kernels++;
+    if (v[i].kind == TLM_DISK_NAME_TEMP) continue;
+    if (v[i].kind == TLM_DISK_NAME_OBJECT) out->kernels++;
     out->bytes += v[i].bytes;
   }
   free(v);
 }
 
-static int by_mtime(const void *a, const void *b) {
-  const file_info *x = a, *y = b;
-  return (x->mtime > y->mtime) - (x->mtime < y->mtime);
+/* an entry of the trim: a kernel (object and metadata) or a plan */
+typedef struct trim_entry {
+  char hex[33];
+  const char *sub;   /* "kernels" or "plans" */
+  int64_t bytes;     /* its files together */
+  time_t age;        /* metadata's mtime; 0: an object without metadata */
+  int has_obj, has_meta;
+} trim_entry;
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(((const file_info *)a)->name, ((const file_info *)b)->name);
+}
+static int by_age(const void *a, const void *b) {
+  const trim_entry *x = a, *y = b;
+  if (x->age != y->age) return (x->age > y->age) - (x->age < y->age);
+  return strcmp(x->hex, y->hex); /* the same order in every process */
 }
 
-/* Removes whole entries (metadata first, then object) oldest first until
- * the directory is under max_bytes; objects without metadata go first.
- * Plans are small and count towards the total; when only plans remain over
- * the cap, the oldest plans go too. */
-void tlm_disk_trim(tlm_disk *d) {
-  if (d->max_bytes <= 0) return;
-  char kdir[3200], pdir[3200];
-  snprintf(kdir, sizeof kdir, "%s/kernels", d->dir);
-  snprintf(pdir, sizeof pdir, "%s/plans", d->dir);
-  file_info *k = NULL, *p = NULL;
-  int nk = list_dir(kdir, &k), np = list_dir(pdir, &p);
+/* One pass over both folders: stale temporaries of dead writers go; when
+ * the total is over max_bytes, whole entries go oldest first (objects
+ * without metadata first, then kernels and plans by age) down to the
+ * low-water mark, so the next trims are a while away. Returns the bytes
+ * left. */
+static int64_t trim_pass(tlm_disk *d) {
+  const char *subs[2] = {"kernels", "plans"};
+  trim_entry *e = NULL;
+  int ne = 0, cap = 0;
   int64_t total = 0;
-  for (int i = 0; i < nk; i++) total += k[i].bytes;
-  for (int i = 0; i < np; i++) total += p[i].bytes;
-  if (total > d->max_bytes) {
-    /* entry age: its metadata's mtime; objects without metadata sort first */
-    for (int i = 0; i < nk; i++) {
-      size_t l = strlen(k[i].name);
-      if (l > 2 && !strcmp(k[i].name + l - 2, ".o")) {
-        char meta[96];
-        snprintf(meta, sizeof meta, "%.*s.json", (int)(l - 2), k[i].name);
-        time_t age = 0;
-        for (int j = 0; j < nk; j++)
-          if (!strcmp(k[j].name, meta)) age = k[j].mtime;
-        k[i].mtime = age;
+  time_t now = time(NULL);
+  for (int s = 0; s < 2; s++) {
+    char dir[3200];
+    snprintf(dir, sizeof dir, "%s/%s", d->dir, subs[s]);
+    file_info *v = NULL;
+    int n = list_dir(dir, &v);
+    if (n > 1) qsort(v, (size_t)n, sizeof *v, by_name); /* "<hex>.json" just before "<hex>.o" */
+    for (int i = 0; i < n; i++) {
+      if (v[i].kind == TLM_DISK_NAME_TEMP) {
+        /* a writer publishes within seconds; an hour-old one died */
+        if (now - v[i].mtime > TLM_DISK_TEMP_STALE_S) {
+          char path[3400];
+          snprintf(path, sizeof path, "%s/%s", dir, v[i].name);
+          unlink(path);
+        } else {
+          total += v[i].bytes;
+        }
+        continue;
       }
+      total += v[i].bytes;
+      if (ne > 0 && e[ne - 1].sub == subs[s] && !strncmp(e[ne - 1].hex, v[i].name, 32)) {
+        trim_entry *t = &e[ne - 1];
+        t->bytes += v[i].bytes;
+        if (v[i].kind == TLM_DISK_NAME_OBJECT) t->has_obj = 1;
+        continue;
+      }
+      if (ne == cap) {
+        cap = cap ? cap * 2 : 256;
+        trim_entry *nv = realloc(e, sizeof *e * (size_t)cap);
+        if (!nv) break;
+        e = nv;
+      }
+      trim_entry *t = &e[ne++];
+      memcpy(t->hex, v[i].name, 32);
+      t->hex[32] = 0;
+      t->sub = subs[s];
+      t->bytes = v[i].bytes;
+      t->has_meta = v[i].kind == TLM_DISK_NAME_META;
+      t->has_obj = v[i].kind == TLM_DISK_NAME_OBJECT;
+      t->age = t->has_meta ? v[i].mtime : 0;
+      /* an object whose metadata is not written yet (a store in flight)
+       * keeps its own age for a while */
+      if (!t->has_meta && now - v[i].mtime <= TLM_DISK_TEMP_STALE_S) t->age = v[i].mtime;
     }
-    qsort(k, (size_t)nk, sizeof *k, by_mtime);
-    for (int i = 0; i < nk && total > d->max_bytes; i++) {
-      size_t l = strlen(k[i].name);
-      if (l < 3 || strcmp(k[i].name + l - 2, ".o")) continue;
-      char base[96], path[3400];
-      snprintf(base, sizeof base, "%.*s", (int)(l - 2), k[i].name);
-      snprintf(path, sizeof path, "%s/%s.json", kdir, base);
-      for (int j = 0; j < nk; j++)
-        if (!strncmp(k[j].name, base, strlen(base)) && !strcmp(k[j].name + strlen(base), ".json") &&
-            unlink(path) == 0)
-          total -= k[j].bytes;
-      snprintf(path, sizeof path, "%s/%s", kdir, k[i].name);
-      if (unlink(path) == 0) total -= k[i].bytes;
-    }
-    qsort(p, (size_t)np, sizeof *p, by_mtime);
-    for (int i = 0; i < np && total > d->max_bytes; i++) {
+    free(v);
+  }
+  if (total > d->max_bytes && ne > 0) {
+    int64_t low = d->max_bytes - d->max_bytes / TLM_DISK_TRIM_SLACK;
+    if (ne > 1) qsort(e, (size_t)ne, sizeof *e, by_age);
+    for (int i = 0; i < ne && total > low; i++) {
+      /* metadata first: a reader never finds metadata without its object */
       char path[3400];
-      snprintf(path, sizeof path, "%s/%s", pdir, p[i].name);
-      if (unlink(path) == 0) total -= p[i].bytes;
+      int gone = 1;
+      if (e[i].has_meta) {
+        snprintf(path, sizeof path, "%s/%s/%s.json", d->dir, e[i].sub, e[i].hex);
+        gone &= unlink(path) == 0 || errno == ENOENT;
+      }
+      if (e[i].has_obj && gone) {
+        snprintf(path, sizeof path, "%s/%s/%s.o", d->dir, e[i].sub, e[i].hex);
+        gone &= unlink(path) == 0 || errno == ENOENT;
+      }
+      if (gone) total -= e[i].bytes;
     }
   }
-  free(k);
-  free(p);
+  free(e);
+  return total;
+}
+
+static void *trim_main(void *arg) {
+  tlm_disk *d = arg;
+  int64_t left = trim_pass(d);
+  pthread_mutex_lock(&d->mu);
+  /* what was stored while the pass ran is in `pending` */
+  d->total = left + d->pending;
+  d->pending = 0;
+  d->scanned = 1;
+  d->trim_running = 0;
+  d->trims++;
+  pthread_mutex_unlock(&d->mu);
+  return NULL;
+}
+
+/* After a store of `bytes`: the running total grows; only when it passes
+ * max_bytes (or was never counted) does a trim pass run, on a thread of its
+ * own so that the store returns at once (inline when no thread can be
+ * made). The pass is the only directory listing; stores below the cap cost
+ * no system call beyond their own files. */
+static void account_store(tlm_disk *d, int64_t bytes) {
+  if (d->max_bytes <= 0) return;
+  pthread_mutex_lock(&d->mu);
+  if (d->trim_running) d->pending += bytes;
+  else d->total += bytes;
+  int need = !d->trim_running && (!d->scanned || d->total > d->max_bytes);
+  int inline_pass = 0;
+  if (need) {
+    d->trim_running = 1;
+    d->pending = 0;
+    if (d->has_thread) pthread_join(d->thread, NULL); /* finished: trim_running was 0 */
+    d->has_thread = pthread_create(&d->thread, NULL, trim_main, d) == 0;
+    inline_pass = !d->has_thread;
+  }
+  pthread_mutex_unlock(&d->mu);
+  if (inline_pass) trim_main(d);
+}
+
+void tlm_disk_trim(tlm_disk *d) {
+  if (d->max_bytes <= 0) return;
+  pthread_mutex_lock(&d->mu);
+  int busy = d->trim_running;
+  if (!busy) d->trim_running = 1, d->pending = 0;
+  pthread_mutex_unlock(&d->mu);
+  if (!busy) trim_main(d);
+  tlm_disk_wait_trim(d);
+}
+
+void tlm_disk_wait_trim(tlm_disk *d) {
+  pthread_mutex_lock(&d->mu);
+  int join = d->has_thread;
+  d->has_thread = 0;
+  pthread_t th = d->thread;
+  pthread_mutex_unlock(&d->mu);
+  if (join) pthread_join(th, NULL);
+}
+
+int64_t tlm_disk_trims(tlm_disk *d) {
+  pthread_mutex_lock(&d->mu);
+  int64_t n = d->trims;
+  pthread_mutex_unlock(&d->mu);
+  return n;
 }

@@ -52,14 +52,36 @@ int tlm_disk_load_kernel(tlm_disk *d, const tlm_key *key, void **obj, size_t *le
 int tlm_disk_store_kernel(tlm_disk *d, const tlm_key *key, const void *obj, size_t len,
                           const char *symbol, const char *problem, const char *decisions);
 
-/* Totals of the directory (entries, bytes). */
+/* Totals of the directory (entries, bytes): only the cache's own files
+ * (tlm_disk_entry_name) are counted. */
 typedef struct tlm_disk_stats {
   int64_t plans, kernels, bytes;
 } tlm_disk_stats;
 void tlm_disk_stat(tlm_disk *d, tlm_disk_stats *out);
 
-/* Deletes the oldest kernels until the directory is under max_bytes. */
+/* What a file name in plans/ or kernels/ is to the cache: an object
+ * ("<32 hex>.o"), metadata or a plan ("<32 hex>.json"), a temporary of a
+ * store (".tmp-" and six letters or digits), or 0: not the cache's, and
+ * never counted, trimmed or removed by it. */
+enum { TLM_DISK_NAME_OBJECT = 1, TLM_DISK_NAME_META = 2, TLM_DISK_NAME_TEMP = 3 };
+int tlm_disk_entry_name(const char *name);
+
+/* Temporaries older than this (seconds) belong to a writer that died. */
+#define TLM_DISK_TEMP_STALE_S 3600
+/* A trim goes down to max_bytes less 1/TLM_DISK_TRIM_SLACK of it, so that
+ * stores then run a while without another pass. */
+#define TLM_DISK_TRIM_SLACK 8
+
+/* Size control. Stores keep a running total in memory; the first store of
+ * an open cache, and any that takes the total past max_bytes, start one
+ * trim pass on a thread of its own (the store does not wait): the pass
+ * lists both folders once, removes stale temporaries, and when over
+ * max_bytes removes whole entries oldest first down to the low-water mark.
+ * tlm_disk_trim runs a pass now and waits for it; tlm_disk_wait_trim waits
+ * for a running one (tlm_disk_close does); tlm_disk_trims counts passes. */
 void tlm_disk_trim(tlm_disk *d);
+void tlm_disk_wait_trim(tlm_disk *d);
+int64_t tlm_disk_trims(tlm_disk *d);
 
 /* Resolves the directory from a configured path, $TLM_CACHE_DIR,
  * $XDG_CACHE_HOME/tlm or $HOME/.cache/tlm, into buf. Returns buf or NULL. */

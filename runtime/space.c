@@ -516,16 +516,19 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
     /* Pack B into contiguous panels when its rows are not unit-stride
      * (gathers become vector loads: 128x768:768x768 with B transposed, 9 ->
      * 69 GFLOPS), or when an unpacked micro-panel row is under two cache
-     * lines while consecutive k rows lie a page or more apart: then every
-     * k step fetches one lone line from a new page, which the paired-line
-     * (128-byte) and in-page stream prefetchers of x86 cores cannot cover
-     * (512x768:768x3072 at 6 x 16 on AVX2: 63 -> 86-108 GFLOPS packed).
-     * Wider rows (6 x 64 with AVX-512) stream well unpacked, and packing
-     * then only costs (213 -> 187). Only when the packed block is reused
-     * by more than two register tiles of rows. */
+     * lines while at most two consecutive k rows share a page: then every
+     * k step fetches one lone line, which the paired-line (128-byte)
+     * prefetcher cannot cover and the in-page stride prefetchers of x86
+     * cores do not learn (they train on three or more accesses within one
+     * 4 KiB page). Measured at 6 x 16 on AVX2 (Zen 3, tlm run --vs, packed
+     * over unpacked): 512x768:768x3072 63 -> 86-108 GFLOPS; N = 768 (3 KiB
+     * rows) 1.22-1.35x at M = 32 and 128; N = 512 1.16x; N = 384 (2.7 rows
+     * a page) and N = 256 even. Wider rows (6 x 64 with AVX-512) stream
+     * well unpacked, and packing then only costs (213 -> 187). Only when
+     * the packed block is reused by more than two register tiles of rows. */
     const int64_t line = 64, page = 4096; /* x86-64 */
     int64_t row_bytes = (int64_t)d[MM_N3] * 4, stride_bytes = t->sb[4] * 4;
-    int lone_lines = row_bytes < 2 * line && stride_bytes >= page;
+    int lone_lines = row_bytes < 2 * line && 2 * stride_bytes >= page;
     int want = (!(t->unit & TLM_UNIT_B_N) || lone_lines) && t->M > 2 * (int64_t)d[MM_M3];
     return want && n > 1 ? 1 : 0;
   }

@@ -45,8 +45,12 @@
  * model's prompt, so a model trained against another rule version sees
  * prompts it never saw and is not used (tlm_lm_covers). Version 2: the
  * register tile and blocks derived from the target (issue #16). Version 3:
- * depthwise convolution rows (tlm_rule_family_version). */
-#define TLM_RULE_VERSION 3
+ * depthwise convolution rows (tlm_rule_family_version). Version 4: B
+ * packed for narrow register tiles (AVX2's 16 lanes a row) when at most two
+ * of its rows share a page, as when a page or more apart before; the
+ * decisions of wider (AVX-512) tiles are unchanged, so the matmul family
+ * stays at 2 for the models trained before. */
+#define TLM_RULE_VERSION 4
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows

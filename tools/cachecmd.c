@@ -64,6 +64,13 @@ static const char *check_kernel(const char *dir, const char *base, cJSON **meta)
   return NULL;
 }
 
+/* s with every byte outside printable ASCII as '?', cut to cap */
+static void printable(const char *s, char *out, size_t cap) {
+  size_t i = 0;
+  for (; s[i] && i + 1 < cap; i++) out[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+  out[i] = 0;
+}
+
 int tlm_cmd_cache(int argc, char **argv) {
   const char *sub = argc > 0 ? argv[0] : "", *dirarg = NULL;
   for (int i = 1; i < argc; i++)
@@ -98,10 +105,7 @@ int tlm_cmd_cache(int argc, char **argv) {
       DIR *dp = opendir(dirs[d]);
       struct dirent *e;
       while (dp && (e = readdir(dp))) {
-        size_t l = strspn(e->d_name, "0123456789abcdef");
-        int ours = (l == 32 && (!strcmp(e->d_name + 32, ".json") || !strcmp(e->d_name + 32, ".o"))) ||
-                   !strncmp(e->d_name, ".tmp-", 5);
-        if (!ours) continue;
+        if (!tlm_disk_entry_name(e->d_name)) continue; /* not the cache's */
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
         removed += unlink(path) == 0;
@@ -117,7 +121,7 @@ int tlm_cmd_cache(int argc, char **argv) {
   struct dirent *e;
   while (dp && (e = readdir(dp))) {
     size_t l = strlen(e->d_name);
-    if (l < 6 || strcmp(e->d_name + l - 5, ".json") || e->d_name[0] == '.') continue;
+    if (tlm_disk_entry_name(e->d_name) != TLM_DISK_NAME_META) continue; /* not a kernel's */
     char base[256];
     snprintf(base, sizeof base, "%.*s", (int)(l - 5), e->d_name);
     cJSON *meta = NULL;
@@ -135,9 +139,12 @@ int tlm_cmd_cache(int argc, char **argv) {
         struct tm tmv;
         if (gmtime_r(&t, &tmv)) strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tmv);
       }
-      printf("%s  %-28s %7.0f B  %s  %s%s%s\n", base, cJSON_IsString(pr) ? pr->valuestring : "?",
-             cJSON_IsNumber(ob) ? ob->valuedouble : 0.0, when,
-             cJSON_IsString(de) ? de->valuestring : "", why ? "  BAD: " : "", why ? why : "");
+      /* metadata strings are data from disk: no control bytes reach the terminal */
+      char prs[128], des[512];
+      printable(cJSON_IsString(pr) ? pr->valuestring : "?", prs, sizeof prs);
+      printable(cJSON_IsString(de) ? de->valuestring : "", des, sizeof des);
+      printf("%s  %-28s %7.0f B  %s  %s%s%s\n", base, prs,
+             cJSON_IsNumber(ob) ? ob->valuedouble : 0.0, when, des, why ? "  BAD: " : "", why ? why : "");
     }
     cJSON_Delete(meta);
   }
