@@ -541,6 +541,7 @@ tlm_status tlm_get_stats(const tlm_runtime *rt, tlm_stats *out) {
   out->runs = atomic_load(&r->runs);
   out->cache_hits = atomic_load(&r->hits);
   out->cache_misses = atomic_load(&r->misses);
+  out->cache_waits = atomic_load(&r->waits);
   out->decodes = atomic_load(&r->decodes);
   out->schedules = out->decodes + atomic_load(&r->rule_schedules);
   out->compiles = atomic_load(&r->compiles);

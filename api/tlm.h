@@ -492,9 +492,12 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs,
 /* ------------------------------------------------------------------------ */
 
 typedef struct tlm_stats {
+  /* every successful run counts once in cache_hits, cache_misses or
+   * cache_waits, so their sum is runs (up to runs in flight); failed runs
+   * count in none of them. */
   uint64_t runs;             /* successful tlm_run() calls */
   uint64_t cache_hits;       /* runs served by an existing plan and kernel */
-  uint64_t cache_misses;     /* runs that had to plan a new shape */
+  uint64_t cache_misses;     /* runs that planned a new shape or rebuilt an evicted kernel */
   uint64_t schedules;        /* schedules chosen (rule + language model) */
   uint64_t decodes;          /* of which decoded by the language model */
   uint64_t compiles;         /* kernels JIT-compiled */
@@ -517,6 +520,7 @@ typedef struct tlm_stats {
    * linking the object into the JIT; the rest is lowering and the disk
    * cache's store */
   double compile_ir_ms, compile_opt_ms, compile_emit_ms, compile_link_ms;
+  uint64_t cache_waits;      /* runs that waited while another thread planned their shape */
 } tlm_stats;
 
 /* Blocks until the background thread (tlm_config.async_compile) has no

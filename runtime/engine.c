@@ -545,8 +545,12 @@ void tlm_engine_bg_wait(tlm_runtime *rt) {
 
 /* Makes sure the plan of `key` exists and is READY (building it as the
  * owner, or waiting for its builder). Returns with no lock held. */
+/* *how (when not NULL): TLM_RUN_BUILT when this call planned or built
+ * (counted as a miss), else TLM_RUN_WAITED when it waited for another
+ * thread's build of the same shape; left alone otherwise. */
+enum { TLM_RUN_HIT = 0, TLM_RUN_BUILT = 1, TLM_RUN_WAITED = 2 };
 static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_key *key,
-                              char *err, int errcap) {
+                              int *how, char *err, int errcap) {
   for (;;) {
     pthread_rwlock_wrlock(&rt->map_lock);
     tlm_plan *p = tlm_map_get(&rt->plans, key);
@@ -576,6 +580,7 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
       pthread_rwlock_unlock(&rt->map_lock);
       if (kernel_ready) return TLM_OK;
       /* its kernel was evicted: rebuild it (from disk when present) */
+      if (how) *how = TLM_RUN_BUILT;
       tlm_kernel *again;
       tlm_status st = get_kernel(rt, &k->task, &k->sched, &again, NULL, err, errcap);
       if (st != TLM_OK) return st;
@@ -584,10 +589,11 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
     uint64_t g = atomic_load(&rt->build_gen);
     pthread_rwlock_unlock(&rt->map_lock);
     if (!owner) {
+      if (how && *how != TLM_RUN_BUILT) *how = TLM_RUN_WAITED;
       wait_change(rt, g);
       continue;
     }
-    atomic_fetch_add(&rt->misses, 1);
+    if (how) *how = TLM_RUN_BUILT;
     tlm_space space;
     tlm_kernel *sib = rt->cfg.async_compile && tlm_space_init(&space, task, &rt->target) == 0
                           ? nearest_sibling(rt, &space, 1)
@@ -642,7 +648,7 @@ tlm_status tlm_engine_plan(tlm_runtime *rt, const tlm_task *task, const tlm_plan
       *out = p;
       return TLM_OK;
     }
-    tlm_status st = ensure_plan(rt, task, &key, err, errcap);
+    tlm_status st = ensure_plan(rt, task, &key, NULL, err, errcap);
     if (st != TLM_OK) return st;
   }
 }
@@ -745,7 +751,7 @@ tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const void *arg
                           tlm_plan **plan_out, uint64_t *epoch_out, char *err, int errcap) {
   tlm_key key;
   tlm_key_shape(&key, task, &rt->target, scheduler_id(rt));
-  int built = 0;
+  int how = TLM_RUN_HIT;
   for (;;) {
     pthread_rwlock_rdlock(&rt->map_lock);
     tlm_plan *p = tlm_map_get(&rt->plans, &key);
@@ -762,13 +768,17 @@ tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const void *arg
       pthread_rwlock_unlock(&rt->map_lock);
       tlm_status st = exec_locked(rt, k, task, args, err, errcap);
       pthread_mutex_unlock(&rt->exec_lock);
-      if (!built) atomic_fetch_add_explicit(&rt->hits, 1, memory_order_relaxed);
+      /* exactly one of hits, misses, waits per successful run */
+      if (st == TLM_OK)
+        atomic_fetch_add_explicit(how == TLM_RUN_BUILT    ? &rt->misses
+                                  : how == TLM_RUN_WAITED ? &rt->waits
+                                                          : &rt->hits,
+                                  1, memory_order_relaxed);
       return st;
     }
     pthread_rwlock_unlock(&rt->map_lock);
-    tlm_status st = ensure_plan(rt, task, &key, err, errcap);
+    tlm_status st = ensure_plan(rt, task, &key, &how, err, errcap);
     if (st != TLM_OK) return st;
-    built = 1;
   }
 }
 

@@ -101,7 +101,7 @@ struct tlm_runtime {
   struct tlm_bg_job *bg_head, *bg_tail;
   atomic_uint_fast64_t provisional, upgrades;
   /* statistics */
-  atomic_uint_fast64_t runs, hits, misses, decodes, rule_schedules, compiles, compile_fail,
+  atomic_uint_fast64_t runs, hits, misses, waits, decodes, rule_schedules, compiles, compile_fail,
       evictions, disk_plan_hits, disk_kernel_hits;
   _Atomic double schedule_ms, compile_ms, disk_load_ms;
   /* compile_ms by phase (build_kernel) */

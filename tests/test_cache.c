@@ -568,6 +568,40 @@ int main(int argc, char **argv) {
           (unsigned long long)s.compiles, distinct);
     CHECK((int)s.cache_misses == distinct_shapes, "misses %llu != shapes %d",
           (unsigned long long)s.cache_misses, distinct_shapes);
+    CHECK(s.cache_hits + s.cache_misses + s.cache_waits == s.runs,
+          "8 threads: hits %llu + misses %llu + waits %llu != runs %llu",
+          (unsigned long long)s.cache_hits, (unsigned long long)s.cache_misses,
+          (unsigned long long)s.cache_waits, (unsigned long long)s.runs);
+    tlm_destroy(rt);
+  }
+  /* the same under a capacity of 1 kernel: evictions and rebuilds */
+  {
+    int saved = g_no_reuse;
+    g_no_reuse = 1; /* more kernels than one */
+    tlm_runtime *rt = make_rt("none", 1);
+    g_no_reuse = saved;
+    thread_arg args[8];
+    pthread_t th[8];
+    for (int t = 0; t < 8; t++) {
+      args[t] = (thread_arg){rt, t, 0};
+      pthread_create(&th[t], NULL, conc_worker, &args[t]);
+    }
+    int wrong = 0;
+    for (int t = 0; t < 8; t++) {
+      pthread_join(th[t], NULL);
+      wrong += args[t].wrong;
+    }
+    tlm_stats s;
+    tlm_get_stats(rt, &s);
+    printf("8 threads, capacity 1: %llu runs = %llu hits + %llu misses + %llu waits, %llu evictions\n",
+           (unsigned long long)s.runs, (unsigned long long)s.cache_hits,
+           (unsigned long long)s.cache_misses, (unsigned long long)s.cache_waits,
+           (unsigned long long)s.evictions);
+    CHECK(wrong == 0, "%d wrong results under 8 threads at capacity 1", wrong);
+    CHECK(s.cache_hits + s.cache_misses + s.cache_waits == s.runs,
+          "capacity 1: hits %llu + misses %llu + waits %llu != runs %llu",
+          (unsigned long long)s.cache_hits, (unsigned long long)s.cache_misses,
+          (unsigned long long)s.cache_waits, (unsigned long long)s.runs);
     tlm_destroy(rt);
   }
 
