@@ -383,7 +383,7 @@ double tlm_conv_problem_check(const tlm_conv_problem *p, int points, uint64_t se
 /* ---- tlm run ------------------------------------------------------------------------ */
 
 typedef struct run_opts {
-  const char *sched_text, *json_path, *ir_path;
+  const char *sched_text, *json_path, *ir_path, *vs_text;
   int check, threads, mb, points;
   double min_time;
   tlm_layout layout;
@@ -459,6 +459,10 @@ static int run_one(tlm_runtime *rt, const tlm_conv_prb *prb, const run_opts *o, 
     fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
     goto out;
   }
+  if (o->vs_text) { /* two schedules side by side; nothing else is printed */
+    rc = tlm_run_vs(rt, &task, &space, &args, &sched, k, o->vs_text, o->min_time) ? 2 : 3;
+    goto out;
+  }
   const tlm_conv_task *t = &task.u.conv;
   res->tol = tlm_problem_tolerance((int64_t)t->ICg * t->KD * t->KH * t->KW);
   res->max_err = -1;
@@ -526,6 +530,7 @@ int tlm_cmd_run_conv(int argc, char **argv) {
     const char *a = argv[i];
     if (!strcmp(a, "--check")) o.check = 1;
     else if (!strcmp(a, "--schedule") && i + 1 < argc) o.sched_text = argv[++i];
+    else if (!strcmp(a, "--vs") && i + 1 < argc) o.vs_text = argv[++i];
     else if (!strcmp(a, "--json") && i + 1 < argc) o.json_path = argv[++i];
     else if (!strcmp(a, "--emit-ir") && i + 1 < argc) o.ir_path = argv[++i];
     else if (!strcmp(a, "--threads") && i + 1 < argc) o.threads = atoi(argv[++i]);
@@ -596,6 +601,10 @@ int tlm_cmd_run_conv(int argc, char **argv) {
     if (o.mb > 0) prb.mb = o.mb;
     run_result r;
     rc = run_one(rt, &prb, &o, &r);
+    if (rc == 3) { /* --vs printed its comparison */
+      rc = 0;
+      goto out;
+    }
     if (rc == 2) goto out;
     printf("problem      %s\n", r.problem);
     printf("descriptor   %s\n", tlm_conv_prb_str(&prb, ds, sizeof ds));

@@ -99,3 +99,60 @@ tlm_status tlm_run_pick_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_
   return st;
 }
 
+/* --vs: the picked kernel (A) and a second schedule's (B) timed side by
+ * side in one process, in alternating batches of about 20 ms each, so a
+ * machine whose speed drifts (a shared host) slows both alike. Prints each
+ * one's median per-call time and the speed ratio A/B per batch pair. */
+int tlm_run_vs(tlm_runtime *rt, const tlm_task *task, const tlm_space *space,
+               const void *args, const tlm_schedule *sa, const tlm_kernel *ka,
+                  const char *vs_text, double min_time) {
+  char err[512], ss[512];
+  tlm_schedule sb;
+  const tlm_kernel *kb = NULL;
+  double sms = 0;
+  if (tlm_run_pick_kernel(rt, task, space, vs_text, &sb, &kb, &sms)) return 1;
+  const tlm_kernel *ks[2] = {ka, kb};
+  double per[2] = {0, 0};
+  for (int c = 0; c < 2; c++) { /* warm-up, and the calls per batch */
+    double t0 = tlm_now_ns();
+    if (tlm_engine_exec(rt, ks[c], task, args, err, sizeof err)) {
+      fprintf(stderr, "tlm run: %s\n", err);
+      return 1;
+    }
+    per[c] = tlm_now_ns() - t0;
+  }
+  double one = per[0] > per[1] ? per[0] : per[1];
+  int calls = one > 0 ? (int)(2e7 / one) : 1000;
+  if (calls < 1) calls = 1;
+  if (calls > 10000) calls = 10000;
+  int nb = 0, cap = 1000;
+  double *t[2], *ratio = malloc(sizeof(double) * (size_t)cap);
+  t[0] = malloc(sizeof(double) * (size_t)cap);
+  t[1] = malloc(sizeof(double) * (size_t)cap);
+  if (!t[0] || !t[1] || !ratio) {
+    free(t[0]), free(t[1]), free(ratio);
+    return 1;
+  }
+  double start = tlm_now_ns();
+  while (nb < cap && (nb < 5 || tlm_now_ns() - start < 2 * min_time * 1e9)) {
+    for (int c = 0; c < 2; c++) {
+      double t0 = tlm_now_ns();
+      for (int i = 0; i < calls; i++) tlm_engine_exec(rt, ks[c], task, args, err, sizeof err);
+      t[c][nb] = (tlm_now_ns() - t0) / calls;
+    }
+    ratio[nb] = t[1][nb] / t[0][nb];
+    nb++;
+  }
+  qsort(t[0], (size_t)nb, sizeof(double), tlm_cmp_double);
+  qsort(t[1], (size_t)nb, sizeof(double), tlm_cmp_double);
+  qsort(ratio, (size_t)nb, sizeof(double), tlm_cmp_double);
+  double fl = tlm_task_flops(task);
+  printf("A schedule   %s\n", tlm_schedule_str(space, sa, ss, sizeof ss));
+  printf("B schedule   %s\n", tlm_schedule_str(space, &sb, ss, sizeof ss));
+  printf("A kernel_ms  %.4f (%.1f GFLOPS)\n", t[0][nb / 2] * 1e-6, fl / t[0][nb / 2]);
+  printf("B kernel_ms  %.4f (%.1f GFLOPS)\n", t[1][nb / 2] * 1e-6, fl / t[1][nb / 2]);
+  printf("speed A/B    %.3f (min %.3f, max %.3f; %d batch pairs of %d calls)\n", ratio[nb / 2],
+         ratio[0], ratio[nb - 1], nb, calls);
+  free(t[0]), free(t[1]), free(ratio);
+  return 0;
+}

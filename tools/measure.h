@@ -43,4 +43,13 @@ tlm_status tlm_run_pick_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_
                                const char *sched_text, tlm_schedule *sched,
                                const tlm_kernel **k, double *schedule_ms);
 
+/* `tlm run ... --vs S`: the picked kernel ka (schedule sa) and the kernel of
+ * schedule text S timed side by side in alternating batches of about 20 ms
+ * (2 x min_time seconds in all, at least 5 pairs); prints both medians and
+ * the speed ratio A/B per batch pair. args: the task's kernel arguments
+ * (tlm_mm_args, tlm_conv_args, ...). Returns 0, or 1 when S is not a
+ * schedule of the task or a kernel fails. */
+int tlm_run_vs(tlm_runtime *rt, const tlm_task *task, const tlm_space *space, const void *args,
+               const tlm_schedule *sa, const tlm_kernel *ka, const char *vs_text, double min_time);
+
 #endif
