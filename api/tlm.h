@@ -147,8 +147,12 @@ typedef struct tlm_config {
    * matrix product it is, with the matmul kernels and epilogue: dst
    * (pixels, OC) = src (pixels, IC) x weights for channels-last dst, dst
    * (OC, pixels) = weights x src (IC, pixels) for channels-first dst
-   * without bias. 1: always the convolution kernels.
-   * Environment: TLM_CONV_AS_MATMUL=0 sets it to 1. */
+   * without bias. So does a KxK convolution with one group and few
+   * output pixels M for its reduction K = KD*KH*KW*IC (M <= K/4, e.g.
+   * ResNet's 3x3 layers at 7x7 and 14x14), through an im2col copy of at
+   * most 64 MiB malloc'd per call: (M, K) x weights (K, OC), channels-last
+   * dst, weights one dense (K, OC) matrix (HWIO, or OIHW). 1: always the
+   * convolution kernels. Environment: TLM_CONV_AS_MATMUL=0 sets it to 1. */
   int disable_conv_as_matmul;
   /* 0 (default): a new shape is scheduled and compiled before tlm_run
    * returns. 1: when the runtime already holds a kernel of the same

@@ -127,7 +127,14 @@ static void epilogues(tlm_runtime *rt) {
                          "mb1ic10ih1iw1oc24oh1ow1kh1kw1", "mb3ic17ih1iw1oc5oh1ow1kh1kw1sh2sw2",
                          "mb2ic7ih11oc13oh11kh1", "mb2ic5ih9iw10oc6oh5ow5kh1kw1sh2sw2",
                          "mb1ic4id3ih5iw5oc3od3oh5ow5kd1kh1kw1", "mb2ic5iw9oc7ow9kw1",
-                         "mb1ic33ih7oc17oh4kh1sh2"};
+                         "mb1ic33ih7oc17oh4kh1sh2",
+                         /* KxK with few pixels for the reduction (M <= K/4): im2col
+                          * and a matmul; padded, 1-D, 3-D, strided, dilated, odd,
+                          * one output channel (NCHW too) */
+                         "mb1ic32ih5oc7oh5kh3ph1", "mb2ic16iw9oc5ow5kw5",
+                         "mb1ic8id3ih4iw4oc3od3oh4ow4kd3kh3kw3pd1ph1pw1",
+                         "mb1ic24ih9oc11oh4kh3sh2", "mb1ic24ih9oc6oh7kh3ph1dh1",
+                         "mb1ic9ih6iw5oc4oh6ow5kh3kw5ph1pw2", "mb1ic16ih5oc1oh5kh3ph1"};
   char err[256], what[256];
   for (size_t i = 0; i < sizeof descs / sizeof descs[0]; i++) {
     tlm_conv_prb prb;
@@ -225,6 +232,30 @@ static void strided_as_matmul(void) {
       CHECK((s1.cache_misses == s0.cache_misses) == !off,
             "strided 1x1 (as matmul %d): the dense matmul after it missed %llu times", !off,
             (unsigned long long)(s1.cache_misses - s0.cache_misses));
+    }
+    /* a 3x3 over 5x5 pixels and 32 channels (M 25, K 288) runs as the
+     * matmul (25, 288) x (288, 16) over its im2col copy */
+    if (tlm_conv_prb_parse("mb1ic32ih5oc16oh5kh3ph1", &prb, err, sizeof err) == 1 &&
+        tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO, NULL, 3, &p) == 0) {
+      run_check(rt, &p, off ? "3x3 few pixels, conv kernels" : "3x3 few pixels as im2col matmul",
+                NULL);
+      tlm_conv_problem_free(&p);
+      float *a = calloc(25 * 288, sizeof(float)), *b = calloc(288 * 16, sizeof(float));
+      float c[25 * 16];
+      tlm_op mm = tlm_op_matmul();
+      tlm_tensor min[2], mout;
+      tlm_tensor_dense(&min[0], TLM_F32, 2, (int64_t[]){25, 288}, a);
+      tlm_tensor_dense(&min[1], TLM_F32, 2, (int64_t[]){288, 16}, b);
+      tlm_tensor_dense(&mout, TLM_F32, 2, (int64_t[]){25, 16}, c);
+      tlm_stats s0, s1;
+      tlm_get_stats(rt, &s0);
+      CHECK(a && b && tlm_run(rt, &mm, min, 2, &mout, 1) == TLM_OK, "matmul: %s",
+            tlm_last_error(rt));
+      tlm_get_stats(rt, &s1);
+      CHECK((s1.cache_misses == s0.cache_misses) == !off,
+            "3x3 few pixels (as matmul %d): the im2col matmul after it missed %llu times", !off,
+            (unsigned long long)(s1.cache_misses - s0.cache_misses));
+      free(a), free(b);
     }
     tlm_destroy(rt);
   }
