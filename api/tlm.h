@@ -25,6 +25,13 @@
  *     failure on a runtime is tlm_last_error().
  *   - The library never prints to stdout, never exits and never aborts. It
  *     logs through tlm_config.log_fn at the level tlm_config.verbose.
+ *   - Special values, one rule for every operator: a NaN input yields NaN
+ *     wherever it takes part (relu and relu6 pass it through; a NaN in a
+ *     softmax, layernorm or rmsnorm row makes the row NaN; max pooling
+ *     over it is NaN). Infinities follow IEEE arithmetic, except that an
+ *     exponential below e^-87 (the smallest normal float) is exactly 0: a
+ *     softmax logit of -inf (a masked position) gets probability 0, and
+ *     gelu/silu of a large negative input is -0 or 0.
  *
  * The operator semantics follow oneDNN's matmul primitive and the problem
  * descriptors of its benchdnn tool (oneDNN tests/benchdnn/doc/driver_matmul.md).
@@ -409,9 +416,11 @@ typedef struct tlm_pool_desc {
 } tlm_pool_desc;
 
 /* Elementwise: y = act(x), then y = y + z (binary TLM_BINARY_ADD) or
- * y = y * z (TLM_BINARY_MUL). z has x's shape, or broadcasts over all of
+ * y = y * z (TLM_BINARY_MUL). z has x's shape; or broadcasts over all of
  * x's leading dims (one row of the last dim, e.g. a bias: shape (C) or
- * (1, ..., 1, C); other partial broadcasts give TLM_ERR_UNSUPPORTED).
+ * (1, ..., 1, C)); or over the last dim (one value per row: (R, 1) for an
+ * x of (R, C), a per-row scale), or both ((1, 1): a scalar). Other partial
+ * broadcasts give TLM_ERR_UNSUPPORTED.
  * Inputs: x, and z when binary is not NONE. Output y has x's shape; y may
  * be x itself or z itself (same data, shape and strides), otherwise its
  * address range must not overlap an input's. Gated SiLU (SwiGLU, Shazeer 2020) is act SILU on

@@ -206,11 +206,18 @@ static inline void store_lanes(cg *g, LLVMValueRef val, LLVMValueRef base, LLVMV
  * f in [-0.5, 0.5], 2^f = e^(f ln 2) by a degree-6 Taylor polynomial
  * (relative error < 2e-7), 2^n added to the exponent bits. Inputs are
  * clamped to [-87, 88] so the result stays a normal float or +inf-free;
- * the same algorithm as the int8 decoder's fast_exp (lm/infer.c). */
+ * the same algorithm as the int8 decoder's fast_exp (lm/infer.c). Below
+ * -87 the result is exactly 0 (e^x is then under the smallest normal
+ * float; a masked logit of -inf gets probability 0), and NaN stays NaN
+ * (the NaN rule: NaN in, NaN out, for every operator). */
 static inline LLVMValueRef vexp(cg *g, LLVMValueRef x, int w) {
   LLVMTypeRef vt = vtype(g, w), vi = LLVMVectorType(g->i32, (unsigned)w);
   LLVMValueRef lo = splat_f(g, -87.0, w), hi = splat_f(g, 88.0, w);
-  x = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, x, lo, ""), lo, x, "");
+  LLVMValueRef x0 = x;
+  LLVMValueRef under = LLVMBuildFCmp(g->b, LLVMRealOLT, x, lo, "");
+  LLVMValueRef nan = LLVMBuildFCmp(g->b, LLVMRealUNO, x, x, "");
+  x = LLVMBuildSelect(g->b, under, lo, x, "");
+  x = LLVMBuildSelect(g->b, nan, splat_f(g, 0.0, w), x, ""); /* no NaN through the integer part */
   x = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOGT, x, hi, ""), hi, x, "");
   LLVMValueRef t = LLVMBuildFMul(g->b, x, splat_f(g, 1.4426950408889634, w), "");
   LLVMValueRef n = call_intrinsic(g, "llvm.rint", &vt, 1, &t, 1);
@@ -227,15 +234,17 @@ static inline LLVMValueRef vexp(cg *g, LLVMValueRef x, int w) {
   for (int i = 0; i < w; i++) shift[i] = c32(g, 23);
   LLVMValueRef e = LLVMBuildShl(g->b, ni, LLVMConstVector(shift, (unsigned)w), "");
   LLVMValueRef bits = LLVMBuildAdd(g->b, LLVMBuildBitCast(g->b, p, vi, ""), e, "");
-  return LLVMBuildBitCast(g->b, bits, vt, "");
+  LLVMValueRef r = LLVMBuildBitCast(g->b, bits, vt, "");
+  r = LLVMBuildSelect(g->b, under, splat_f(g, 0.0, w), r, "");
+  return LLVMBuildSelect(g->b, nan, x0, r, "");
 }
 
 /* the activation `act` (tlm_activation) on W lanes */
 static inline LLVMValueRef apply_activation(cg *g, LLVMValueRef x, int act, int w) {
   switch (act) {
-  case TLM_ACT_RELU: {
-    LLVMValueRef pos = LLVMBuildFCmp(g->b, LLVMRealOGT, x, splat_f(g, 0.0, w), "");
-    x = LLVMBuildSelect(g->b, pos, x, splat_f(g, 0.0, w), "");
+  case TLM_ACT_RELU: { /* x < 0 ? 0 : x: NaN stays NaN */
+    LLVMValueRef neg = LLVMBuildFCmp(g->b, LLVMRealOLT, x, splat_f(g, 0.0, w), "");
+    x = LLVMBuildSelect(g->b, neg, splat_f(g, 0.0, w), x, "");
     break;
   }
   case TLM_ACT_GELU_TANH: {
@@ -257,8 +266,8 @@ static inline LLVMValueRef apply_activation(cg *g, LLVMValueRef x, int act, int 
     break;
   }
   case TLM_ACT_RELU6: {
-    LLVMValueRef pos = LLVMBuildFCmp(g->b, LLVMRealOGT, x, splat_f(g, 0.0, w), "");
-    x = LLVMBuildSelect(g->b, pos, x, splat_f(g, 0.0, w), "");
+    LLVMValueRef neg = LLVMBuildFCmp(g->b, LLVMRealOLT, x, splat_f(g, 0.0, w), "");
+    x = LLVMBuildSelect(g->b, neg, splat_f(g, 0.0, w), x, "");
     LLVMValueRef big = LLVMBuildFCmp(g->b, LLVMRealOGT, x, splat_f(g, 6.0, w), "");
     x = LLVMBuildSelect(g->b, big, splat_f(g, 6.0, w), x, "");
     break;

@@ -5,11 +5,11 @@
 
 float tlm_ref_activation(int act, float x) {
   switch (act) {
-  case TLM_ACT_RELU: return x > 0.0f ? x : 0.0f;
+  case TLM_ACT_RELU: return x < 0.0f ? 0.0f : x; /* NaN stays NaN */
   case TLM_ACT_GELU_TANH:
     return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
   case TLM_ACT_SILU: return x / (1.0f + expf(-x));
-  case TLM_ACT_RELU6: return x > 0.0f ? (x < 6.0f ? x : 6.0f) : 0.0f;
+  case TLM_ACT_RELU6: return x < 0.0f ? 0.0f : (x > 6.0f ? 6.0f : x);
   default: return x;
   }
 }

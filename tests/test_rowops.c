@@ -189,6 +189,62 @@ static void eltwise(tlm_runtime *rt, int *checked) {
   CHECK(tlm_run(rt, &bad, &X, 1, &Y, 1) == TLM_ERR_INVALID_ARGUMENT, "activation 99");
 }
 
+/* The NaN rule and exact zeros (issue #20): NaN in, NaN out for every
+ * activation (relu's max used to turn it into 0); a masked logit of -inf
+ * gets probability exactly 0; an eltwise z of shape (R, 1) or (1, 1)
+ * broadcasts as documented. */
+static void edges(tlm_runtime *rt) {
+  static const tlm_activation acts[] = {TLM_ACT_RELU, TLM_ACT_RELU6, TLM_ACT_GELU_TANH,
+                                        TLM_ACT_SILU, TLM_ACT_NONE};
+  for (size_t i = 0; i < sizeof acts / sizeof *acts; i++) {
+    float x[19], y[19];
+    for (int j = 0; j < 19; j++) x[j] = (float)j - 9.0f;
+    x[3] = NAN, x[17] = NAN; /* in a full vector and in the tail */
+    tlm_op op = tlm_op_eltwise(acts[i], TLM_BINARY_NONE);
+    tlm_tensor X, Y;
+    tlm_tensor_dense(&X, TLM_F32, 1, (int64_t[]){19}, x);
+    tlm_tensor_dense(&Y, TLM_F32, 1, (int64_t[]){19}, y);
+    CHECK(tlm_run(rt, &op, &X, 1, &Y, 1) == TLM_OK, "eltwise: %s", tlm_last_error(rt));
+    CHECK(isnan(y[3]) && isnan(y[17]), "activation %d: NaN in gave %g, %g", (int)acts[i], y[3],
+          y[17]);
+    CHECK(!isnan(y[4]) && (acts[i] != TLM_ACT_RELU || y[0] == 0.0f), "activation %d: %g, %g",
+          (int)acts[i], y[0], y[4]);
+    CHECK(tlm_ref_activation(acts[i], NAN) != tlm_ref_activation(acts[i], NAN),
+          "reference activation %d: NaN in, not NaN out", (int)acts[i]);
+  }
+  {
+    float x[2 * 21], y[2 * 21];
+    for (int j = 0; j < 42; j++) x[j] = (float)(j % 5) * 0.25f;
+    x[4] = -INFINITY, x[20] = -INFINITY, x[21 + 7] = -1e30f; /* masked logits */
+    tlm_op op = tlm_op_rownorm(TLM_OP_SOFTMAX);
+    tlm_tensor X, Y;
+    tlm_tensor_dense(&X, TLM_F32, 2, (int64_t[]){2, 21}, x);
+    tlm_tensor_dense(&Y, TLM_F32, 2, (int64_t[]){2, 21}, y);
+    CHECK(tlm_run(rt, &op, &X, 1, &Y, 1) == TLM_OK, "softmax: %s", tlm_last_error(rt));
+    CHECK(y[4] == 0.0f && y[20] == 0.0f && y[21 + 7] == 0.0f,
+          "masked logits: probabilities %g, %g, %g, not 0", y[4], y[20], y[21 + 7]);
+    double sum = 0;
+    for (int j = 0; j < 21; j++) sum += y[j];
+    CHECK(fabs(sum - 1.0) < 1e-5, "softmax row sums to %g", sum);
+  }
+  for (int zr = 0; zr < 2; zr++) { /* z (R, 1), then (1, 1) */
+    enum { R = 5, C = 37 };
+    float x[R * C], z[R], y[R * C];
+    for (int j = 0; j < R * C; j++) x[j] = (float)j;
+    for (int j = 0; j < R; j++) z[j] = 1000.0f * (float)(j + 1);
+    tlm_op op = tlm_op_eltwise(TLM_ACT_NONE, TLM_BINARY_MUL);
+    tlm_tensor in[2], Y;
+    tlm_tensor_dense(&in[0], TLM_F32, 2, (int64_t[]){R, C}, x);
+    tlm_tensor_dense(&in[1], TLM_F32, 2, (int64_t[]){zr ? 1 : R, 1}, z);
+    tlm_tensor_dense(&Y, TLM_F32, 2, (int64_t[]){R, C}, y);
+    CHECK(tlm_run(rt, &op, in, 2, &Y, 1) == TLM_OK, "z (%d, 1): %s", zr ? 1 : R, tlm_last_error(rt));
+    int wrong = 0;
+    for (int r = 0; r < R; r++)
+      for (int c = 0; c < C; c++) wrong += y[r * C + c] != x[r * C + c] * z[zr ? 0 : r];
+    CHECK(wrong == 0, "z (%d, 1): %d wrong elements", zr ? 1 : R, wrong);
+  }
+}
+
 int main(void) {
   if (check_isa_unsupported()) return CHECK_SKIP;
   tlm_config cfg;
@@ -326,6 +382,7 @@ int main(void) {
     CHECK(tlm_run(rt, &op, &X, 1, &Y2, 1) != TLM_OK, "y with a zero leading stride accepted");
   }
   eltwise(rt, &checked);
+  edges(rt);
   printf("row-wise problems checked: %d\n", checked);
   tlm_destroy(rt);
   return check_report("test_rowops");
