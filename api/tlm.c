@@ -1,6 +1,8 @@
 /* tlm.c - the public entry points declared in tlm.h. */
+#define _GNU_SOURCE /* dladdr */
 #include "tlm.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -139,19 +141,49 @@ static void open_disk(tlm_runtime *rt) {
     tlm_log(rt, TLM_LOG_WARN, "no disk cache: %s", err);
 }
 
+/* The shipped model's places, in order: beside the library that holds
+ * this code (dladdr: <libdir>/../share/tlm/models for a shared library,
+ * <bindir>/../share/... for a program linked statically), the configured
+ * install prefix's, the source tree's. */
+static int default_models(char paths[4][4096]) {
+  int n = 0;
+  Dl_info info;
+  if (dladdr((void *)&tlm_create, &info) && info.dli_fname && info.dli_fname[0] == '/') {
+    const char *slash = strrchr(info.dli_fname, '/');
+    int len = (int)(slash - info.dli_fname);
+    snprintf(paths[n++], 4096, "%.*s/%s", len, info.dli_fname, TLM_MODEL_FROM_LIBDIR);
+    snprintf(paths[n++], 4096, "%.*s/%s", len, info.dli_fname, TLM_MODEL_FROM_BINDIR);
+  }
+  snprintf(paths[n++], 4096, "%s", TLM_INSTALLED_MODEL);
+  snprintf(paths[n++], 4096, "%s", TLM_SOURCE_MODEL);
+  return n;
+}
+
 /* The model: config/TLM_MODEL ("none" = no model), else the shipped one
- * (installed, then the source tree's) when present. A model named
- * explicitly must load; the shipped one is optional. */
+ * (default_models) when present. A model named explicitly must load; the
+ * shipped one is optional. Which one schedules, or that the rule does and
+ * why, is logged at TLM_LOG_ERROR level (TLM_VERBOSE >= 1) when not the
+ * shipped model. */
 static tlm_status load_model(tlm_runtime *rt, char *err, int errcap) {
   const char *path = rt->model_path;
-  if (path && !strcmp(path, "none")) return TLM_OK;
-  int explicit = path != NULL;
-  if (!path) {
-    static const char *const defaults[] = {TLM_INSTALLED_MODEL, TLM_SOURCE_MODEL};
-    for (int i = 0; i < 2 && !path; i++)
-      if (access(defaults[i], R_OK) == 0) path = defaults[i];
+  if (path && !strcmp(path, "none")) {
+    tlm_log(rt, TLM_LOG_INFO, "no model (TLM_MODEL=none): new shapes are scheduled by the rule");
+    return TLM_OK;
   }
-  if (!path) return TLM_OK;
+  int explicit = path != NULL;
+  char found[4][4096];
+  if (!path) {
+    int n = default_models(found);
+    for (int i = 0; i < n && !path; i++)
+      if (access(found[i], R_OK) == 0) path = found[i];
+    if (!path) {
+      tlm_log(rt, TLM_LOG_ERROR,
+              "no model found (looked for %s beside the library, then %s and %s): new shapes "
+              "are scheduled by the rule", TLM_MODEL_FROM_LIBDIR, TLM_INSTALLED_MODEL,
+              TLM_SOURCE_MODEL);
+      return TLM_OK;
+    }
+  }
   tlm_lm_model *m = calloc(1, sizeof *m);
   if (!m) return TLM_ERR_OUT_OF_MEMORY;
   tlm_status st = tlm_lm_load(m, path, err, errcap);
@@ -185,8 +217,8 @@ static tlm_status load_model(tlm_runtime *rt, char *err, int errcap) {
     return TLM_OK;
   }
   rt->model = m;
-  tlm_log(rt, TLM_LOG_INFO, "model %s: %d layers, width %d, int8 path %s", path, m->cfg.layers,
-          m->cfg.width, tlm_lm_isa());
+  tlm_log(rt, TLM_LOG_INFO, "model %s: %d layers, width %d, int8 path %s: new shapes are "
+          "scheduled by it", path, m->cfg.layers, m->cfg.width, tlm_lm_isa());
   return TLM_OK;
 }
 

@@ -16,8 +16,23 @@ libdir=$(find "$tmp/prefix" -name tlm.pc -path '*pkgconfig*' -exec dirname {} \;
 PKG_CONFIG_PATH="$libdir" pkg-config --exists tlm
 cc -std=c11 -Wall -Werror "$src/embed.c" -o "$tmp/embed_pc" \
   $(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs tlm)
-LD_LIBRARY_PATH="$libdir/.." "$tmp/embed_pc"
+# starts without LD_LIBRARY_PATH (tlm.pc's run path), and the library finds
+# the model installed beside it, not the source tree's
+TLM_VERBOSE=3 "$tmp/embed_pc" 2>"$tmp/log"
+if ! grep -q "model $tmp/prefix/.*tlm/models/" "$tmp/log"; then
+  echo "install_test: the installed library did not load the installed model:" >&2
+  cat "$tmp/log" >&2
+  exit 1
+fi
+# linked statically through tlm-static.pc: no libtlm.so at run time
+cc -std=c11 -Wall -Werror "$src/embed.c" -o "$tmp/embed_static" \
+  $(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs tlm-static)
+if ldd "$tmp/embed_static" | grep -q libtlm; then
+  echo "install_test: the static build links libtlm.so" >&2
+  exit 1
+fi
+"$tmp/embed_static"
 cmake -S "$src" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/cm" >/dev/null
 LD_LIBRARY_PATH="$libdir/.." "$tmp/cm/embed_cmake"
-echo "install_test: 2 passed, 0 failed"
+echo "install_test: 4 passed, 0 failed"
