@@ -202,7 +202,41 @@ static int over_capacity(const tlm_runtime *rt) {
          (rt->capacity_bytes && rt->ready_bytes > rt->capacity_bytes && rt->ready_kernels > 1);
 }
 
-static void evict_locked(tlm_runtime *rt) {
+/* Evicted kernels that no plan points to are freed whole (their struct,
+ * key and loop nest), so memory stays bounded over any number of distinct
+ * kernels under a capacity: an evicted kernel that a plan still names
+ * stays as the rebuild's record. Caller holds the map's write lock and
+ * the execution lock. Nothing else keeps a kernel pointer across an unlock
+ * (get_kernel hands its kernel to the caller's plan under the lock;
+ * nearest_sibling returns copies; the background build looks its kernel
+ * up again by key). */
+static void free_unreferenced_locked(tlm_runtime *rt, const tlm_kernel *keep_k) {
+  size_t evicted = 0;
+  for (size_t i = 0; i < rt->nkernels; i++)
+    evicted += atomic_load(&rt->kernel_list[i]->state) == TLM_ENTRY_EVICTED;
+  if (evicted == 0) return;
+  for (size_t i = 0; i < rt->nkernels; i++) rt->kernel_list[i]->mark = 0;
+  for (size_t i = 0; i < rt->nplans; i++)
+    if (rt->plan_list[i]->kernel) rt->plan_list[i]->kernel->mark = 1;
+  size_t keep = 0, hand = 0;
+  for (size_t i = 0; i < rt->nkernels; i++) {
+    tlm_kernel *k = rt->kernel_list[i];
+    if (atomic_load(&k->state) == TLM_ENTRY_EVICTED && !k->mark && k != keep_k) {
+      tlm_map_remove(&rt->kernels, &k->key);
+      free(k);
+      atomic_fetch_add(&rt->epoch, 1);
+      continue;
+    }
+    if (i == rt->kernel_hand) hand = keep;
+    rt->kernel_list[keep++] = k;
+  }
+  rt->nkernels = keep;
+  rt->kernel_hand = keep ? hand % keep : 0;
+}
+
+/* keep_k: the kernel the caller just built, freed at the next eviction at
+ * the earliest (the caller still reads it) */
+static void evict_locked(tlm_runtime *rt, const tlm_kernel *keep_k) {
   if (!over_capacity(rt)) return;
   pthread_mutex_lock(&rt->exec_lock); /* nothing runs while code is freed */
   size_t sweeps = 0;
@@ -238,13 +272,23 @@ static void evict_locked(tlm_runtime *rt) {
     }
     rt->nplans = keep;
   }
+  free_unreferenced_locked(rt, keep_k);
   pthread_mutex_unlock(&rt->exec_lock);
 }
 
-/* A READY kernel for (task, sched), single flight. */
+/* What get_kernel did, read under the lock (the kernel may be gone by the
+ * time its caller looks at it, unless a plan holds it) */
+typedef struct kernel_info {
+  int built, from_disk;
+  double compile_ms;
+} kernel_info;
+
+/* A READY kernel for (task, sched), single flight. *out is set under the
+ * map's write or read lock, so a plan's kernel field passed as out keeps
+ * the kernel from being freed (free_unreferenced_locked). */
 static tlm_status get_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_schedule *sched,
-                             tlm_kernel **out, int *built, char *err, int errcap) {
-  if (built) *built = 0;
+                             tlm_kernel **out, kernel_info *info, char *err, int errcap) {
+  if (info) memset(info, 0, sizeof *info);
   tlm_key key;
   tlm_key_schedule(&key, task, &rt->target, sched);
   for (;;) {
@@ -276,8 +320,8 @@ static tlm_status get_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_sc
       owner = 1;
     } else if (atomic_load(&k->state) == TLM_ENTRY_READY) {
       atomic_store(&k->used, 1);
-      pthread_rwlock_unlock(&rt->map_lock);
       *out = k;
+      pthread_rwlock_unlock(&rt->map_lock);
       return TLM_OK;
     }
     uint64_t g = atomic_load(&rt->build_gen);
@@ -287,26 +331,32 @@ static tlm_status get_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_sc
       continue;
     }
     tlm_status st = build_kernel(rt, k, err, errcap);
-    if (built) *built = st == TLM_OK;
+    if (info) {
+      info->built = st == TLM_OK;
+      info->from_disk = k->from_disk;
+      info->compile_ms = k->compile_ms;
+    }
     pthread_rwlock_wrlock(&rt->map_lock);
+    int ready = 0;
     if (st == TLM_OK) {
       atomic_store(&k->used, 1);
       atomic_store(&k->state, TLM_ENTRY_READY);
       rt->ready_kernels++;
       rt->ready_bytes += k->code_bytes;
-      evict_locked(rt);
+      /* handed out before eviction runs: *out is the caller's plan's
+       * kernel field, which keeps k from being freed */
+      *out = k;
+      evict_locked(rt, k);
+      /* eviction may have taken it right away with a capacity of 0
+       * kernels left; loop to rebuild in that case */
+      ready = atomic_load(&k->state) == TLM_ENTRY_READY;
     } else {
       atomic_store(&k->state, TLM_ENTRY_FAILED);
     }
     pthread_rwlock_unlock(&rt->map_lock);
     notify(rt);
     if (st != TLM_OK) return st;
-    /* eviction may have taken it right away with a capacity of 0 kernels
-     * left; loop to rebuild in that case */
-    if (atomic_load(&k->state) == TLM_ENTRY_READY) {
-      *out = k;
-      return TLM_OK;
-    }
+    if (ready) return TLM_OK;
   }
 }
 
@@ -339,10 +389,11 @@ static double extent_distance(const tlm_task *a, const tlm_task *b) {
 /* A kernel this runtime already has for the same operator at other
  * extents (the kernel takes them at run time) whose schedule the task's
  * space accepts, the nearest in extents; FAILED ones never, and only READY
- * ones when `ready` (a kernel that can run now). NULL when none. The
- * pointer stays valid until tlm_destroy (kernel structs are never freed
- * before); its code only while READY. */
-static tlm_kernel *nearest_sibling(tlm_runtime *rt, const tlm_space *space, int ready) {
+ * ones when `ready` (a kernel that can run now). Returns 1 with copies of
+ * its schedule and schedule key (kernels can be freed once unlocked: look
+ * it up again by key under the lock to use it), 0 when none. */
+static int nearest_sibling(tlm_runtime *rt, const tlm_space *space, int ready,
+                           tlm_schedule *sched, tlm_key *key) {
   tlm_schedule none;
   memset(&none, 0, sizeof none);
   tlm_key fam, kf;
@@ -359,8 +410,12 @@ static tlm_kernel *nearest_sibling(tlm_runtime *rt, const tlm_space *space, int 
     double d = extent_distance(&space->task, &k->task);
     if (!best || d < best_d) best = k, best_d = d;
   }
+  if (best) {
+    if (sched) *sched = best->sched;
+    if (key) *key = best->key;
+  }
   pthread_rwlock_unlock(&rt->map_lock);
-  return best;
+  return best != NULL;
 }
 
 /* what decides a shape's schedule, for the plan keys: the model (by its
@@ -380,9 +435,8 @@ int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *o
             tlm_rule_family_version(&space->task));
   if (covered && space->task.kind >= TLM_OP_MATMUL && space->task.kind <= TLM_OP_ELTWISE) {
     tlm_schedule sibling;
-    const tlm_kernel *sk = rt->cfg.disable_kernel_reuse ? NULL : nearest_sibling(rt, space, 0);
-    int has_sibling = sk != NULL;
-    if (sk) sibling = sk->sched; /* (a schedule is set once, at the kernel's creation) */
+    int has_sibling =
+        !rt->cfg.disable_kernel_reuse && nearest_sibling(rt, space, 0, &sibling, NULL);
     if (tlm_lm_decode_anchored(rt->model, space, has_sibling ? &sibling : NULL, rt->model->reuse_bonus,
                                out, NULL) == TLM_OK &&
         tlm_space_accepts(space, out)) {
@@ -416,8 +470,8 @@ static tlm_status build_plan(tlm_runtime *rt, tlm_plan *p, const tlm_task *task,
   }
   p->schedule_ms = now_ms() - t0;
   atomic_add_double(&rt->schedule_ms, p->schedule_ms);
-  int built = 0;
-  tlm_status st = get_kernel(rt, task, &p->sched, &p->kernel, &built, err, errcap);
+  kernel_info ki;
+  tlm_status st = get_kernel(rt, task, &p->sched, &p->kernel, &ki, err, errcap);
   if (st != TLM_OK) return st;
   char ts[160], ss[512];
   if (rt->disk && !p->from_disk) {
@@ -430,8 +484,8 @@ static tlm_status build_plan(tlm_runtime *rt, tlm_plan *p, const tlm_task *task,
             tlm_task_str(task, ts, sizeof ts), p->by_model ? "lm" : "rule",
             p->from_disk ? ", disk" : "", tlm_schedule_str(&space, &p->sched, ss, sizeof ss),
             p->schedule_ms,
-            !built ? "reused" : p->kernel->from_disk ? "loaded" : "compiled",
-            built ? p->kernel->compile_ms : 0.0);
+            !ki.built ? "reused" : ki.from_disk ? "loaded" : "compiled",
+            ki.built ? ki.compile_ms : 0.0);
   return TLM_OK;
 }
 
@@ -456,11 +510,17 @@ static void bg_build(tlm_runtime *rt, const tlm_bg_job *j) {
     tlm_log(rt, TLM_LOG_WARN, "background build failed (%s): %s", tlm_status_str(st), err);
     return;
   }
+  /* tmp is no plan of the map: its kernel may be freed before the swap,
+   * so it is found again by its schedule key under the lock */
+  tlm_key kkey;
+  tlm_key_schedule(&kkey, &j->task, &rt->target, &tmp.sched);
   pthread_rwlock_wrlock(&rt->map_lock);
   pthread_mutex_lock(&rt->exec_lock); /* tlm_engine_rerun reads plan->kernel under it */
   tlm_plan *p = tlm_map_get(&rt->plans, &j->key);
-  if (p && atomic_load(&p->state) == TLM_ENTRY_READY && p->provisional) {
-    p->kernel = tmp.kernel;
+  tlm_kernel *nk = tlm_map_get(&rt->kernels, &kkey);
+  if (p && atomic_load(&p->state) == TLM_ENTRY_READY && p->provisional && nk) {
+    /* nk may be EVICTED: the plan then rebuilds it on its next run */
+    p->kernel = nk;
     p->sched = tmp.sched;
     p->by_model = tmp.by_model;
     p->from_disk = tmp.from_disk;
@@ -577,12 +637,16 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
     } else if (atomic_load(&p->state) == TLM_ENTRY_READY) {
       tlm_kernel *k = p->kernel;
       int kernel_ready = atomic_load(&k->state) == TLM_ENTRY_READY;
+      /* copies: once unlocked, the plan may be trimmed and k freed */
+      tlm_task ktask = k->task;
+      tlm_schedule ksched = k->sched;
       pthread_rwlock_unlock(&rt->map_lock);
       if (kernel_ready) return TLM_OK;
-      /* its kernel was evicted: rebuild it (from disk when present) */
+      /* its kernel was evicted: rebuild it (from disk when present); the
+       * plan still names it, so it is the same record, READY again */
       if (how) *how = TLM_RUN_BUILT;
       tlm_kernel *again;
-      tlm_status st = get_kernel(rt, &k->task, &k->sched, &again, NULL, err, errcap);
+      tlm_status st = get_kernel(rt, &ktask, &ksched, &again, NULL, err, errcap);
       if (st != TLM_OK) return st;
       continue;
     }
@@ -595,15 +659,21 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
     }
     if (how) *how = TLM_RUN_BUILT;
     tlm_space space;
-    tlm_kernel *sib = rt->cfg.async_compile && tlm_space_init(&space, task, &rt->target) == 0
-                          ? nearest_sibling(rt, &space, 1)
-                          : NULL;
-    if (sib) {
+    tlm_key sib_key;
+    int has_sib = rt->cfg.async_compile && tlm_space_init(&space, task, &rt->target) == 0 &&
+                  nearest_sibling(rt, &space, 1, NULL, &sib_key);
+    if (has_sib) {
       /* answer now with another shape's kernel of this operator; the
        * background thread builds this shape's own (bg_build). The plan is
        * READY and provisional before the job is queued, so the build can
-       * never finish before there is a provisional plan to replace. */
+       * never finish before there is a provisional plan to replace. The
+       * sibling is looked up again under the lock: it may have gone. */
       pthread_rwlock_wrlock(&rt->map_lock);
+      tlm_kernel *sib = tlm_map_get(&rt->kernels, &sib_key);
+      if (!sib || atomic_load(&sib->state) != TLM_ENTRY_READY) {
+        pthread_rwlock_unlock(&rt->map_lock);
+        goto build_here;
+      }
       p->kernel = sib;
       p->sched = sib->sched;
       p->by_model = 0;
@@ -624,6 +694,7 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
         continue;
       }
     }
+  build_here:;
     tlm_status st = build_plan(rt, p, task, err, errcap);
     pthread_rwlock_wrlock(&rt->map_lock);
     atomic_store(&p->used, 1);

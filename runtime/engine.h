@@ -42,6 +42,7 @@ typedef struct tlm_kernel {
   int from_disk;
   _Atomic int state;
   atomic_int used;       /* CLOCK reference bit */
+  int mark;              /* scratch of free_unreferenced_locked, under the write lock */
 } tlm_kernel;
 
 /* What a shape maps to: its schedule and the kernel that runs it. */
@@ -136,8 +137,10 @@ int tlm_engine_rerun(tlm_runtime *rt, tlm_plan *plan, uint64_t epoch, const tlm_
 tlm_status tlm_engine_plan(tlm_runtime *rt, const tlm_task *task, const tlm_plan **out,
                            char *err, int errcap);
 
-/* The kernel for a given schedule of a task (cached by schedule key;
- * valid like tlm_engine_plan's). */
+/* The kernel for a given schedule of a task (cached by schedule key).
+ * Without a capacity it stays until tlm_destroy; with one, only until the
+ * next kernel is built (no plan holds it: eviction may then free it
+ * whole). */
 tlm_status tlm_engine_kernel(tlm_runtime *rt, const tlm_task *task,
                              const tlm_schedule *sched, tlm_kernel **out, char *err,
                              int errcap);

@@ -605,6 +605,47 @@ int main(int argc, char **argv) {
     tlm_destroy(rt);
   }
 
+  /* evicted kernels are freed whole: 40 distinct schedules of one task
+   * under a capacity of 4 kernels keep at most 5 kernel records (before,
+   * every kernel ever built kept its 5.4 KB record, issue #20); each one
+   * runs right after its build and is checked */
+  {
+    tlm_runtime *rt = make_rt_model("none", 4, "none");
+    tlm_mm_desc d;
+    char err[256];
+    tlm_mm_desc_parse("13x24:24x19", &d, err, sizeof err);
+    tlm_problem pr;
+    int wrong = 0, built = 0;
+    size_t most = 0;
+    if (rt && tlm_problem_make(&d, NULL, 5, &pr) == 0) {
+      tlm_task task;
+      tlm_mm_args a;
+      tlm_validate_matmul(&pr.op, pr.in, pr.n_in, &pr.out, 1, &task, &a, err, sizeof err);
+      tlm_space sp;
+      tlm_space_init(&sp, &task, &rt->target);
+      uint64_t seed = 99;
+      for (int i = 0; i < 40; i++) {
+        tlm_schedule sc;
+        tlm_space_sample(&sp, &seed, &sc);
+        tlm_kernel *k = NULL;
+        if (tlm_engine_kernel(rt, &task, &sc, &k, err, sizeof err) != TLM_OK ||
+            tlm_engine_exec(rt, k, &task, &a, err, sizeof err) != TLM_OK ||
+            tlm_problem_check(&pr) > tlm_problem_tolerance(24))
+          wrong++;
+        built++;
+        if (rt->nkernels > most) most = rt->nkernels;
+      }
+      tlm_problem_free(&pr);
+    }
+    tlm_stats s;
+    if (rt) tlm_get_stats(rt, &s);
+    printf("40 schedules, capacity 4: at most %zu kernel records, %llu evictions\n", most,
+           rt ? (unsigned long long)s.evictions : 0ull);
+    CHECK(rt && built == 40 && wrong == 0, "%d of %d kernels wrong or failed", wrong, built);
+    CHECK(most <= 5, "%zu kernel records under a capacity of 4", most);
+    tlm_destroy(rt);
+  }
+
   /* memory bound: 10,000 distinct shapes, 40 kernels' worth of N, a
    * capacity of 8 kernels */
   {
