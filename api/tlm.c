@@ -269,6 +269,7 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
   }
   int threads = cfg.num_threads ? cfg.num_threads : rt->target.cores;
   rt->nthreads = threads;
+  rt->target.threads = threads; /* the rule blocks for the workers it has */
   if (tlm_pool_create(threads, &rt->pool)) {
     st = TLM_ERR_THREAD;
     snprintf(err, sizeof err, "cannot start %d worker threads", threads - 1);

@@ -9,17 +9,17 @@
 #include "tlm.h"
 #include "../runtime/space.h"
 
-#define KEY_FORMAT 1
+#define KEY_FORMAT 2
 
 /* What of the target the key holds: the ISA kernels are built for, the
- * figures the space and the rule read that CPUID does not fix (cores, cache
- * sizes as the OS and hypervisor report them), and the CPU's identity
+ * figures the space and the rule read that CPUID does not fix (cores, the
+ * runtime's worker threads, cache sizes as the OS and hypervisor report them), and the CPU's identity
  * (cpu_id hashes vendor, brand, family, model and stepping, which fix the
  * host's LLVM features and the FMA table). Lanes, registers and FMA chains
  * follow from these, so the brand string and derived fields stay out of the
  * key, which every call that misses the per-thread memo hashes. */
 typedef struct key_target {
-  int32_t isa, cores;
+  int32_t isa, cores, threads, zero;
   int64_t l1d_bytes, l2_bytes, l3_bytes;
   uint64_t cpu_id;
 } key_target;
@@ -50,9 +50,9 @@ static void header(tlm_key *k, uint32_t kind, const tlm_target *target) {
   put_u32(k, TLM_CODEGEN_VERSION);
   put_u32(k, TLM_RULE_VERSION); /* plans the rule made are the rule's version's */
   put_u32(k, maj * 10000 + min * 100 + pat);
-  key_target kt = {target->isa,      target->cores,    target->l1d_bytes,
-                   target->l2_bytes, target->l3_bytes, target->cpu_id};
-  put(k, &kt, sizeof kt); /* no padding holes: 2 x 4 + 4 x 8 bytes */
+  key_target kt = {target->isa,      target->cores,    target->threads, 0,
+                   target->l1d_bytes, target->l2_bytes, target->l3_bytes, target->cpu_id};
+  put(k, &kt, sizeof kt); /* no padding holes: 4 x 4 + 4 x 8 bytes */
 }
 
 static void finish(tlm_key *k) {

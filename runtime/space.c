@@ -153,7 +153,7 @@ static int64_t mm_parallel_floor(const tlm_space *s, const int32_t *d) {
   int64_t cnt[3];
   mm_level0_blocks(s, d, MM_N1, cnt);
   int64_t most = cnt[0] * cnt[1] * cnt[2];
-  int64_t cores = s->target.cores > 0 ? s->target.cores : 1;
+  int64_t cores = s->target.threads > 0 ? s->target.threads : 1;
   return most < cores ? most : cores;
 }
 
@@ -289,7 +289,7 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
      * core for nothing */
     int loops = (btot > 1 ? 1 : 0) + 2;
     int64_t all = mm_fused_blocks(s, d, loops);
-    int64_t cores = s->target.cores > 0 ? s->target.cores : 1;
+    int64_t cores = s->target.threads > 0 ? s->target.threads : 1;
     int64_t want = all < cores ? all : cores;
     c[n++] = 0;
     for (int i = 1; i <= loops; i++)
@@ -437,7 +437,7 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
   const tlm_matmul_task *t = &s->task.u.mm;
   const tlm_target *tg = &s->target;
   int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 512 * 1024;
-  int cores = tg->cores > 0 ? tg->cores : 1;
+  int cores = tg->threads > 0 ? tg->threads : 1;
   int64_t btot = tlm_task_batch_total(&s->task);
   int kmode = (t->unit & TLM_UNIT_A_K) && (t->unit & TLM_UNIT_B_K) &&
               !(t->unit & TLM_UNIT_B_N) && t->M < 8 && t->K >= 16;
@@ -487,7 +487,7 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
     }
     int64_t mrows = mm_rule_m2(tg, d[MM_K1], d[MM_M3]) * d[MM_M3];
     int64_t mtiles = (t->M + mrows - 1) / mrows;
-    if (mtiles * btot < 2 * cores) {
+    if (cores > 1 && mtiles * btot < 2 * cores) {
       int64_t per = (t->N + (int64_t)d[MM_N3] * 2 * cores - 1) /
                     ((int64_t)d[MM_N3] * 2 * cores);
       if (per < nb) nb = per;
@@ -640,7 +640,7 @@ static int row_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *
 
 static int row_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
   const tlm_row_task *t = &s->task.u.row;
-  int cores = s->target.cores > 0 ? s->target.cores : 1;
+  int cores = s->target.threads > 0 ? s->target.threads : 1;
   (void)d;
   switch (p) {
   case ROW_VEC: return n - 1;
@@ -785,7 +785,7 @@ static int pick_value(const int32_t *c, int n, int32_t want) {
 static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
   const tlm_conv_task *t = &s->task.u.conv;
   const tlm_target *tg = &s->target;
-  int cores = tg->cores > 0 ? tg->cores : 1;
+  int cores = tg->threads > 0 ? tg->threads : 1;
   int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 512 * 1024;
   int64_t vext = 1, rext = 1;
   if (p > CV_AXIS) conv_axis_extents(t, d[CV_AXIS], &vext, &rext);
@@ -900,7 +900,7 @@ static int pool_candidates(const tlm_space *s, int p, const int32_t *d, int32_t 
 
 static int pool_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
   const tlm_pool_task *t = &s->task.u.pool;
-  int cores = s->target.cores > 0 ? s->target.cores : 1;
+  int cores = s->target.threads > 0 ? s->target.threads : 1;
   (void)c;
   switch (p) {
   case PL_VEC: return n - 1;

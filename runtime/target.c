@@ -186,6 +186,7 @@ void tlm_target_detect(tlm_target *t) {
   sysfs_caches(t);
   long c = sysconf(_SC_NPROCESSORS_ONLN);
   t->cores = c > 0 ? (int32_t)c : 1;
+  t->threads = t->cores;
   /* unknown sizes: the smallest common x86-64 ones */
   if (t->l1d_bytes <= 0) t->l1d_bytes = 32 * 1024;
   if (t->l2_bytes <= 0) t->l2_bytes = 256 * 1024;

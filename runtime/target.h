@@ -20,7 +20,7 @@ typedef struct tlm_target {
   int32_t host_isa;     /* the widest tlm_isa the host runs */
   int32_t vec_lanes;    /* f32 lanes of one vector register at `isa` */
   int32_t vec_regs;     /* architectural vector registers at `isa` (16 or 32) */
-  int32_t cores;        /* online CPUs */
+  int32_t cores;        /* online CPUs (the model's prompt word) */
   int32_t avx512_vnni;  /* 1 if AVX-512 VNNI is present and `isa` is avx512 */
   /* FMA datapath of one core (from the vendor/family table in target.c):
    * pipes that each start one FMA per cycle, their width in bits, and the
@@ -36,7 +36,12 @@ typedef struct tlm_target {
   int32_t l3_sharing;   /* logical CPUs sharing that L3 (1 when unknown) */
   int32_t family, model, stepping; /* CPUID display family, model, stepping */
   int32_t vendor;       /* 1 Intel, 2 AMD, 0 other */
-  int32_t pad_;
+  /* worker threads the kernels run on (tlm_config.num_threads; `cores`
+   * until a runtime sets it): the space's parallel floor and the rule's
+   * block counts read this, not `cores`, so one thread on a many-core
+   * host gets single-thread blocking (one N block for GEMV, not a split
+   * for workers that do not exist) */
+  int32_t threads;
   uint64_t cpu_id;      /* XXH3 of vendor, brand string, family, model, stepping */
   char brand[48];       /* CPUID brand string, NUL-padded */
 } tlm_target;

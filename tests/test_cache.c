@@ -276,6 +276,22 @@ static void write_random_model(const char *path, uint64_t seed, float scale) {
   tlm_gpt2_free(&m);
 }
 
+/* conc_worker on 8 threads at once; returns their wrong results */
+static int run_8_threads(tlm_runtime *rt) {
+  thread_arg args[8];
+  pthread_t th[8];
+  for (int t = 0; t < 8; t++) {
+    args[t] = (thread_arg){rt, t, 0};
+    pthread_create(&th[t], NULL, conc_worker, &args[t]);
+  }
+  int wrong = 0;
+  for (int t = 0; t < 8; t++) {
+    pthread_join(th[t], NULL);
+    wrong += args[t].wrong;
+  }
+  return wrong;
+}
+
 static void touch(const char *path, const char *text, time_t age_s) {
   FILE *f = fopen(path, "w");
   if (f) {
@@ -519,17 +535,7 @@ int main(int argc, char **argv) {
   {
     clear_dir(g_dir);
     tlm_runtime *rt = make_rt("none", 0);
-    thread_arg args[8];
-    pthread_t th[8];
-    for (int t = 0; t < 8; t++) {
-      args[t] = (thread_arg){rt, t, 0};
-      pthread_create(&th[t], NULL, conc_worker, &args[t]);
-    }
-    int wrong = 0;
-    for (int t = 0; t < 8; t++) {
-      pthread_join(th[t], NULL);
-      wrong += args[t].wrong;
-    }
+    int wrong = run_8_threads(rt);
     /* expected: the distinct schedule keys of the model's decisions */
     tlm_key keys[CONC_SHAPES];
     int distinct = 0, distinct_shapes = 0;
@@ -580,17 +586,7 @@ int main(int argc, char **argv) {
     g_no_reuse = 1; /* more kernels than one */
     tlm_runtime *rt = make_rt("none", 1);
     g_no_reuse = saved;
-    thread_arg args[8];
-    pthread_t th[8];
-    for (int t = 0; t < 8; t++) {
-      args[t] = (thread_arg){rt, t, 0};
-      pthread_create(&th[t], NULL, conc_worker, &args[t]);
-    }
-    int wrong = 0;
-    for (int t = 0; t < 8; t++) {
-      pthread_join(th[t], NULL);
-      wrong += args[t].wrong;
-    }
+    int wrong = run_8_threads(rt);
     tlm_stats s;
     tlm_get_stats(rt, &s);
     printf("8 threads, capacity 1: %llu runs = %llu hits + %llu misses + %llu waits, %llu evictions\n",

@@ -417,6 +417,7 @@ static void usage(void) {
           "                   [--min-time-ms T] [--max-tasks N] [--seed S] [--list]\n"
           "                   [--propose MODEL [--topk K] [--round R]]\n"
           "                   [--mutate N [--round R]] [--verify K [--round R]]\n"
+          "                   [--known FILE]\n"
           "                   [--synthetic N] [--synthetic-conv N]\n"
           "  Measures the default and random schedules of every task drawn from\n"
           "  DIR/workloads (default ../shared) and appends JSON-lines records to FILE\n"
@@ -432,6 +433,8 @@ static void usage(void) {
           "  schedules recorded for each training task are re-timed side by side (5\n"
           "  interleaved rounds, --min-time-ms in all per schedule), kind \"verify\"\n"
           "  and round R; training prefers these times to the separate records'.\n"
+          "  --known FILE: --mutate and --verify draw the measured schedules from\n"
+          "  FILE instead of --out (a round on another CPU into its own file).\n"
           "  --synthetic N: the task list also holds the layers of N synthetic\n"
           "  transformer models (more shapes to learn from; training families).\n"
           "  --synthetic-conv N: also the convolutions of N synthetic mobile\n"
@@ -444,7 +447,7 @@ int tlm_cmd_collect(int argc, char **argv) {
   int schedules = 32, threads = 2, max_tasks = 1 << 30, list = 0;
   double min_time_ms = 10;
   uint64_t seed = 1;
-  const char *propose = NULL;
+  const char *propose = NULL, *known_path = NULL;
   int topk = 8, round_no = 1, mutate = 0, verify = 0;
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--shared") && i + 1 < argc) shared = argv[++i];
@@ -460,6 +463,7 @@ int tlm_cmd_collect(int argc, char **argv) {
     else if (!strcmp(argv[i], "--round") && i + 1 < argc) round_no = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--mutate") && i + 1 < argc) mutate = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--verify") && i + 1 < argc) verify = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--known") && i + 1 < argc) known_path = argv[++i];
     else if (!strcmp(argv[i], "--synthetic") && i + 1 < argc) tlm_tasks_set_synthetic(atoi(argv[++i]));
     else if (!strcmp(argv[i], "--synthetic-conv") && i + 1 < argc) tlm_tasks_set_synthetic_conv(atoi(argv[++i]));
     else {
@@ -501,8 +505,9 @@ int tlm_cmd_collect(int argc, char **argv) {
   int have = tlm_records_read(out, count_record, &done);
   if (have > 0) fprintf(stderr, "tlm collect: %s holds %d records; resuming\n", out, have);
   measured_set known = {0};
-  if ((mutate || verify) && tlm_records_read(out, measured_record, &known) < 0) {
-    fprintf(stderr, "tlm collect: --mutate and --verify need the records in %s\n", out);
+  if (!known_path) known_path = out;
+  if ((mutate || verify) && tlm_records_read(known_path, measured_record, &known) < 0) {
+    fprintf(stderr, "tlm collect: --mutate and --verify need the records in %s\n", known_path);
     free(tasks);
     return 1;
   }
