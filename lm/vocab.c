@@ -216,9 +216,14 @@ hardware:
   while (n < TLM_LM_TASK_LEN) out[n++] = TLM_TOK_PAD;
   /* the hand rule's schedule, which the decisions then edit */
   out[n++] = tlm_vocab_find(v, "<rule>");
+  /* for one worker per CPU, as every training sentence was measured: a
+   * runtime on fewer threads gets the same prompt (the rule it runs itself
+   * blocks for its own threads), so the model's decisions do not move */
+  tlm_target ptg = *tg;
+  ptg.threads = ptg.cores;
   tlm_space sp;
   tlm_schedule rule;
-  if (tlm_space_init(&sp, task, tg) == 0) {
+  if (tlm_space_init(&sp, task, &ptg) == 0) {
     tlm_space_default(&sp, &rule);
     for (int p = 0; p < sp.npoints && n < TLM_LM_PROMPT_LEN; p++) {
       int t = tlm_lm_decision_token(v, &sp, p, rule.v[p]);

@@ -424,6 +424,27 @@ static int64_t mm_rule_m2(const tlm_target *tg, int64_t k1, int64_t m3) {
   return pow2_floor(m2 < 1 ? 1 : m2);
 }
 
+/* The rule's B packing (MM_PACK_B, decided from the register tile alone).
+ * Pack B into contiguous panels when its rows are not unit-stride
+ * (gathers become vector loads: 128x768:768x768 with B transposed, 9 ->
+ * 69 GFLOPS), or when an unpacked micro-panel row is under two cache
+ * lines while at most two consecutive k rows share a page: then every
+ * k step fetches one lone line, which the paired-line (128-byte)
+ * prefetcher cannot cover and the in-page stride prefetchers of x86
+ * cores do not learn (they train on three or more accesses within one
+ * 4 KiB page). Measured at 6 x 16 on AVX2 (Zen 3, tlm run --vs, packed
+ * over unpacked): 512x768:768x3072 63 -> 86-108 GFLOPS; N = 768 (3 KiB
+ * rows) 1.22-1.35x at M = 32 and 128; N = 512 1.16x; N = 384 (2.7 rows
+ * a page) and N = 256 even. Wider rows (6 x 64 with AVX-512) stream
+ * well unpacked, and packing then only costs (213 -> 187). Only when
+ * the packed block is reused by more than two register tiles of rows. */
+static int mm_rule_packs_b(const tlm_matmul_task *t, const int32_t *d) {
+  const int64_t line = 64, page = 4096; /* x86-64 */
+  int64_t row_bytes = (int64_t)d[MM_N3] * 4, stride_bytes = t->sb[4] * 4;
+  int lone_lines = row_bytes < 2 * line && 2 * stride_bytes >= page;
+  return (!(t->unit & TLM_UNIT_B_N) || lone_lines) && t->M > 2 * (int64_t)d[MM_M3];
+}
+
 /* The rule picks powers of two for the block counts and the K block, so
  * nearby extents (a growing attention length, similar prompt lengths) get
  * the same decisions and share one kernel: M, N and K are run-time
@@ -499,6 +520,22 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
      * streamed from memory) once instead of once per block */
     int64_t rows = (int64_t)c[n - 1] * d[MM_M3];
     if (rows >= t->M && rows <= mm_rule_rows(tg, d[MM_K1])) return n - 1;
+    /* When B will be packed, each block of M packs every B block again
+     * (the pack sits under the level-1 loops): one block of all of M packs
+     * B once, as BLIS packs B once per (n, k) block outside its loop over
+     * M. The A block then streams from L3 instead of L2, so it must fit
+     * half of this core's share of L3 (A's micro-panel, m3 x k1, stays in
+     * L1 across the B panels either way). Measured on Zen 3 AVX2 (6 x 16
+     * tiles, tlm run --vs): 128x4096:4096x4096 1.09-1.16x, 512x768:768x3072
+     * 1.16x over blocks of 96 rows. */
+    if (rows >= t->M && mm_rule_packs_b(t, d)) {
+      /* the threads then share N's blocks alone: at least 7/8 of them busy
+       * in every round (nb / (threads * rounds)) */
+      int64_t share = tg->l3_bytes / (tg->l3_sharing > 0 ? tg->l3_sharing : 1);
+      int64_t nb = ceil_div(t->N, (int64_t)d[MM_N3] * d[MM_N2]) * btot;
+      int64_t rounds = ceil_div(nb, cores);
+      if (rows * d[MM_K1] * 4 <= share / 2 && 8 * nb >= 7 * cores * rounds) return n - 1;
+    }
     return pick_at_most(c, n, mm_rule_m2(tg, d[MM_K1], d[MM_M3]));
   }
   case MM_B2:
@@ -512,26 +549,7 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
   }
   case MM_ORDER1: return 0;
   case MM_ORDER2: return 0; /* m outer: the A micro-panel stays in L1 */
-  case MM_PACK_B: {
-    /* Pack B into contiguous panels when its rows are not unit-stride
-     * (gathers become vector loads: 128x768:768x768 with B transposed, 9 ->
-     * 69 GFLOPS), or when an unpacked micro-panel row is under two cache
-     * lines while at most two consecutive k rows share a page: then every
-     * k step fetches one lone line, which the paired-line (128-byte)
-     * prefetcher cannot cover and the in-page stride prefetchers of x86
-     * cores do not learn (they train on three or more accesses within one
-     * 4 KiB page). Measured at 6 x 16 on AVX2 (Zen 3, tlm run --vs, packed
-     * over unpacked): 512x768:768x3072 63 -> 86-108 GFLOPS; N = 768 (3 KiB
-     * rows) 1.22-1.35x at M = 32 and 128; N = 512 1.16x; N = 384 (2.7 rows
-     * a page) and N = 256 even. Wider rows (6 x 64 with AVX-512) stream
-     * well unpacked, and packing then only costs (213 -> 187). Only when
-     * the packed block is reused by more than two register tiles of rows. */
-    const int64_t line = 64, page = 4096; /* x86-64 */
-    int64_t row_bytes = (int64_t)d[MM_N3] * 4, stride_bytes = t->sb[4] * 4;
-    int lone_lines = row_bytes < 2 * line && 2 * stride_bytes >= page;
-    int want = (!(t->unit & TLM_UNIT_B_N) || lone_lines) && t->M > 2 * (int64_t)d[MM_M3];
-    return want && n > 1 ? 1 : 0;
-  }
+  case MM_PACK_B: return mm_rule_packs_b(t, d) && n > 1 ? 1 : 0;
   case MM_PARALLEL: {
     if (cores == 1) return 0;
     int64_t mb = (t->M + (int64_t)d[MM_M3] * d[MM_M2] - 1) / ((int64_t)d[MM_M3] * d[MM_M2]);

@@ -49,8 +49,13 @@
  * packed for narrow register tiles (AVX2's 16 lanes a row) when at most two
  * of its rows share a page, as when a page or more apart before; the
  * decisions of wider (AVX-512) tiles are unchanged, so the matmul family
- * stays at 2 for the models trained before. */
-#define TLM_RULE_VERSION 4
+ * stays at 2 for the models trained before. Version 5: the rule blocks
+ * for the runtime's threads (tlm_target.threads; prompts keep one thread
+ * per CPU), and when it packs B it takes one block of all of M if A's
+ * block fits half this core's L3 share (B packed once, not once per M
+ * block); wide unpacked AVX-512 tiles and the default thread count are
+ * unchanged, so the matmul family stays at 2. */
+#define TLM_RULE_VERSION 5
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows
