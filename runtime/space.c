@@ -121,6 +121,8 @@ static int tile_candidates(int64_t extent, int64_t inner, int32_t *out) {
   return n;
 }
 
+static int64_t mm_l3_m2(const tlm_target *tg, int64_t k1, int64_t m3);
+
 static int has_epilogue(const tlm_matmul_task *t) {
   return t->has_bias || t->has_residual || t->act != TLM_ACT_NONE;
 }
@@ -247,6 +249,11 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
      * to ceil(128 / 6) = 22 stop at 20) */
     int64_t one = ceil_div(t->M, d[MM_M3]);
     if (n > 0 && n < N_TILE_VALUES && c[n - 1] < one) c[n] = k_tile_values[n], n++;
+    /* and the L3 block (mm_l3_m2), whatever M: one block for every M up
+     * to its rows, so those M share one kernel (M is a run-time argument;
+     * a block larger than M costs nothing) */
+    int64_t l3b = mm_l3_m2(&s->target, d[MM_K1], d[MM_M3]);
+    if (n > 0 && n < TLM_MAX_CANDIDATES && c[n - 1] < l3b) c[n++] = (int32_t)l3b;
     break;
   }
   case MM_B2: n = tile_candidates(btot, d[MM_B3], c); break;
@@ -423,6 +430,19 @@ static int64_t mm_rule_m2(const tlm_target *tg, int64_t k1, int64_t m3) {
   int64_t m2 = mm_rule_rows(tg, k1) / (m3 > 0 ? m3 : 1);
   return pow2_floor(m2 < 1 ? 1 : m2);
 }
+/* The L3 block of M for packed B: each block of M packs every B block again
+ * (the pack sits under the level-1 loops), so fewer, taller blocks pack B
+ * fewer times, as BLIS packs B once per (n, k) block outside its loop over
+ * M. The A block (rows x k1) then streams from L3, in half of this core's
+ * share of it (A's micro-panel, m3 x k1, stays in L1 across B's panels
+ * either way). In tiles of m3 rows, a power of two, at most 4096; it does
+ * not depend on M, so every M up to its rows shares one kernel. */
+static int64_t mm_l3_m2(const tlm_target *tg, int64_t k1, int64_t m3) {
+  int64_t share = tg->l3_bytes / (tg->l3_sharing > 0 ? tg->l3_sharing : 1);
+  int64_t m2 = share / 2 / (k1 * 4) / (m3 > 0 ? m3 : 1);
+  m2 = pow2_floor(m2 < 1 ? 1 : m2);
+  return m2 > 4096 ? 4096 : m2;
+}
 
 /* The rule's B packing (MM_PACK_B, decided from the register tile alone).
  * Pack B into contiguous panels when its rows are not unit-stride
@@ -518,23 +538,22 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
   case MM_M2: {
     /* one block of all of M when it fits the bound: B is then packed (or
      * streamed from memory) once instead of once per block */
-    int64_t rows = (int64_t)c[n - 1] * d[MM_M3];
-    if (rows >= t->M && rows <= mm_rule_rows(tg, d[MM_K1])) return n - 1;
-    /* When B will be packed, each block of M packs every B block again
-     * (the pack sits under the level-1 loops): one block of all of M packs
-     * B once, as BLIS packs B once per (n, k) block outside its loop over
-     * M. The A block then streams from L3 instead of L2, so it must fit
-     * half of this core's share of L3 (A's micro-panel, m3 x k1, stays in
-     * L1 across the B panels either way). Measured on Zen 3 AVX2 (6 x 16
-     * tiles, tlm run --vs): 128x4096:4096x4096 1.09-1.16x, 512x768:768x3072
-     * 1.16x over blocks of 96 rows. */
-    if (rows >= t->M && mm_rule_packs_b(t, d)) {
-      /* the threads then share N's blocks alone: at least 7/8 of them busy
-       * in every round (nb / (threads * rounds)) */
-      int64_t share = tg->l3_bytes / (tg->l3_sharing > 0 ? tg->l3_sharing : 1);
-      int64_t nb = ceil_div(t->N, (int64_t)d[MM_N3] * d[MM_N2]) * btot;
-      int64_t rounds = ceil_div(nb, cores);
-      if (rows * d[MM_K1] * 4 <= share / 2 && 8 * nb >= 7 * cores * rounds) return n - 1;
+    int one = 0; /* the first value that makes one block of all of M */
+    while (one < n - 1 && (int64_t)c[one] * d[MM_M3] < t->M) one++;
+    int64_t rows = (int64_t)c[one] * d[MM_M3];
+    if (rows >= t->M && rows <= mm_rule_rows(tg, d[MM_K1])) return one;
+    /* When B will be packed: the L3 block (mm_l3_m2), B packed once per
+     * block of up to its rows. Measured on Zen 3 AVX2 (6 x 16 tiles, tlm
+     * run --vs, one block of M over blocks of 96 rows): 128x4096:4096x4096
+     * 1.09-1.16x, 512x768:768x3072 1.16x. */
+    int64_t l3b = mm_l3_m2(tg, d[MM_K1], d[MM_M3]);
+    if (mm_rule_packs_b(t, d) && l3b > mm_rule_m2(tg, d[MM_K1], d[MM_M3])) {
+      /* the threads share these fewer blocks: at least 7/8 of them busy
+       * in every round (blocks / (threads * rounds)) */
+      int64_t blocks = ceil_div(t->N, (int64_t)d[MM_N3] * d[MM_N2]) * btot *
+                       ceil_div(t->M, l3b * d[MM_M3]);
+      int64_t rounds = ceil_div(blocks, cores);
+      if (8 * blocks >= 7 * cores * rounds) return pick_at_most(c, n, l3b);
     }
     return pick_at_most(c, n, mm_rule_m2(tg, d[MM_K1], d[MM_M3]));
   }

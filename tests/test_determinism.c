@@ -98,6 +98,37 @@ int main(void) {
     CHECK(!tlm_key_equal(&k1, &k8), "plans for 1 and 8 threads share a key");
     tlm_problem_free(&p);
   }
+  /* Packed B: the rule's M block does not depend on M beyond the L2 bound
+   * (B packed once per block of up to mm_l3_m2 tiles), so 300 and 512 rows
+   * run one kernel and each packs B once. */
+  {
+    tlm_schedule sch[2];
+    const char *sh[2] = {"300x768:768x3072", "512x768:768x3072"};
+    for (int i = 0; i < 2; i++) {
+      tlm_mm_desc d;
+      char err[256];
+      tlm_mm_desc_parse(sh[i], &d, err, sizeof err);
+      tlm_matmul_desc epi = {0, 0, 0, TLM_ACT_NONE, 0};
+      tlm_problem p;
+      if (tlm_problem_make(&d, &epi, 7, &p)) return 1;
+      tlm_task task;
+      tlm_mm_args args;
+      CHECK(tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err) == 0,
+            "%s", err);
+      tlm_target tg = r1->target;
+      tg.isa = TLM_ISA_AVX2 < tg.host_isa ? TLM_ISA_AVX2 : tg.host_isa;
+      tlm_target_restrict(&tg, tg.isa);
+      tg.l2_bytes = 512 * 1024, tg.l3_bytes = 32 << 20, tg.l3_sharing = 8;
+      tlm_space sp;
+      tlm_space_init(&sp, &task, &tg);
+      tlm_space_default(&sp, &sch[i]);
+      if (sch[i].v[MM_PACK_B])
+        CHECK((int64_t)sch[i].v[MM_M2] * sch[i].v[MM_M3] >= 512, "%s: B packed per block of %d rows",
+              sh[i], sch[i].v[MM_M2] * sch[i].v[MM_M3]);
+      tlm_problem_free(&p);
+    }
+    CHECK(!memcmp(&sch[0], &sch[1], sizeof sch[0]), "300 and 512 rows: different rule schedules");
+  }
   tlm_destroy(r1);
   tlm_destroy(r2);
   return check_report("test_determinism");
