@@ -548,10 +548,10 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
      * 1.09-1.16x, 512x768:768x3072 1.16x. */
     int64_t l3b = mm_l3_m2(tg, d[MM_K1], d[MM_M3]);
     if (mm_rule_packs_b(t, d) && l3b > mm_rule_m2(tg, d[MM_K1], d[MM_M3])) {
-      /* the threads share these fewer blocks: at least 7/8 of them busy
-       * in every round (blocks / (threads * rounds)) */
-      int64_t blocks = ceil_div(t->N, (int64_t)d[MM_N3] * d[MM_N2]) * btot *
-                       ceil_div(t->M, l3b * d[MM_M3]);
+      /* the threads share N's blocks (and batches): at least 7/8 of them
+       * busy in every round (blocks / (threads * rounds)); M's blocks are
+       * left out, so the choice, and the kernel, is the same for every M */
+      int64_t blocks = ceil_div(t->N, (int64_t)d[MM_N3] * d[MM_N2]) * btot;
       int64_t rounds = ceil_div(blocks, cores);
       if (8 * blocks >= 7 * cores * rounds) return pick_at_most(c, n, l3b);
     }
