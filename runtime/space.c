@@ -538,15 +538,17 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
   case MM_M2: {
     /* one block of all of M when it fits the bound: B is then packed (or
      * streamed from memory) once instead of once per block */
-    int one = 0; /* the first value that makes one block of all of M */
-    while (one < n - 1 && (int64_t)c[one] * d[MM_M3] < t->M) one++;
-    int64_t rows = (int64_t)c[one] * d[MM_M3];
-    if (rows >= t->M && rows <= mm_rule_rows(tg, d[MM_K1])) return one;
+    /* the largest value of the list before the space appended the L3
+     * block: it spans max(M, 64) rows, so every small M shares it (a
+     * value sized to each M made a kernel per M) */
+    int64_t l3b = mm_l3_m2(tg, d[MM_K1], d[MM_M3]);
+    int last = n > 1 && c[n - 1] == l3b ? n - 2 : n - 1;
+    int64_t rows = (int64_t)c[last] * d[MM_M3];
+    if (rows >= t->M && rows <= mm_rule_rows(tg, d[MM_K1])) return last;
     /* When B will be packed: the L3 block (mm_l3_m2), B packed once per
      * block of up to its rows. Measured on Zen 3 AVX2 (6 x 16 tiles, tlm
      * run --vs, one block of M over blocks of 96 rows): 128x4096:4096x4096
      * 1.09-1.16x, 512x768:768x3072 1.16x. */
-    int64_t l3b = mm_l3_m2(tg, d[MM_K1], d[MM_M3]);
     if (mm_rule_packs_b(t, d) && l3b > mm_rule_m2(tg, d[MM_K1], d[MM_M3])) {
       /* the threads share N's blocks (and batches): at least 7/8 of them
        * busy in every round (blocks / (threads * rounds)); M's blocks are
