@@ -13,11 +13,12 @@
 
 /* What of the target the key holds: the ISA kernels are built for, the
  * figures the space and the rule read that CPUID does not fix (cores, the
- * runtime's worker threads, cache sizes as the OS and hypervisor report them), and the CPU's identity
- * (cpu_id hashes vendor, brand, family, model and stepping, which fix the
- * host's LLVM features and the FMA table). Lanes, registers and FMA chains
- * follow from these, so the brand string and derived fields stay out of the
- * key, which every call that misses the per-thread memo hashes. */
+ * runtime's worker threads, cache sizes as the OS and hypervisor report
+ * them), and the CPU's identity (cpu_id hashes vendor, brand, family,
+ * model and stepping, which fix the host's LLVM features and the FMA
+ * table). Lanes, registers and FMA chains follow from these, so the brand
+ * string and derived fields stay out of the key, which every call that
+ * misses the per-thread memo hashes. */
 typedef struct key_target {
   int32_t isa, cores, threads, zero;
   int64_t l1d_bytes, l2_bytes, l3_bytes;

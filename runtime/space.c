@@ -145,7 +145,7 @@ static void mm_level0_blocks(const tlm_space *s, const int32_t *d, int upto, int
   cnt[2] = ceil_div(t->N, (int64_t)d[MM_N3] * d[MM_N2] * n1);
 }
 
-/* The parallel work a matmul schedule may leave: at least min(cores, the
+/* The parallel work a matmul schedule may leave: at least min(threads, the
  * level-0 blocks its level-2 tiles allow) blocks, so no schedule puts a
  * core-sized problem on one core by an outer tile as large as the problem.
  * Such schedules (e.g. 35x4096:4096x1024 with tile_n1 = 2: one block,
@@ -155,8 +155,8 @@ static int64_t mm_parallel_floor(const tlm_space *s, const int32_t *d) {
   int64_t cnt[3];
   mm_level0_blocks(s, d, MM_N1, cnt);
   int64_t most = cnt[0] * cnt[1] * cnt[2];
-  int64_t cores = s->target.threads > 0 ? s->target.threads : 1;
-  return most < cores ? most : cores;
+  int64_t workers = s->target.threads > 0 ? s->target.threads : 1;
+  return most < workers ? most : workers;
 }
 
 /* blocks of the first `fused` level-0 loops in their order (b when batched,
@@ -291,13 +291,13 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
     break;
   }
   case MM_PARALLEL: { /* level-0 loops: b0 (when batched), m0, n0 */
-    /* serial, or fused loops sharing at least min(cores, all the level-0
+    /* serial, or fused loops sharing at least min(threads, all the level-0
      * blocks) among the threads: a parallel loop of fewer would idle a
      * core for nothing */
     int loops = (btot > 1 ? 1 : 0) + 2;
     int64_t all = mm_fused_blocks(s, d, loops);
-    int64_t cores = s->target.threads > 0 ? s->target.threads : 1;
-    int64_t want = all < cores ? all : cores;
+    int64_t workers = s->target.threads > 0 ? s->target.threads : 1;
+    int64_t want = all < workers ? all : workers;
     c[n++] = 0;
     for (int i = 1; i <= loops; i++)
       if (mm_fused_blocks(s, d, i) >= want) c[n++] = i;
@@ -478,7 +478,7 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
   const tlm_matmul_task *t = &s->task.u.mm;
   const tlm_target *tg = &s->target;
   int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 512 * 1024;
-  int cores = tg->threads > 0 ? tg->threads : 1;
+  int workers = tg->threads > 0 ? tg->threads : 1;
   int64_t btot = tlm_task_batch_total(&s->task);
   int kmode = (t->unit & TLM_UNIT_A_K) && (t->unit & TLM_UNIT_B_K) &&
               !(t->unit & TLM_UNIT_B_N) && t->M < 8 && t->K >= 16;
@@ -528,9 +528,9 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
     }
     int64_t mrows = mm_rule_m2(tg, d[MM_K1], d[MM_M3]) * d[MM_M3];
     int64_t mtiles = (t->M + mrows - 1) / mrows;
-    if (cores > 1 && mtiles * btot < 2 * cores) {
-      int64_t per = (t->N + (int64_t)d[MM_N3] * 2 * cores - 1) /
-                    ((int64_t)d[MM_N3] * 2 * cores);
+    if (workers > 1 && mtiles * btot < 2 * workers) {
+      int64_t per = (t->N + (int64_t)d[MM_N3] * 2 * workers - 1) /
+                    ((int64_t)d[MM_N3] * 2 * workers);
       if (per < nb) nb = per;
     }
     return pick_at_most(c, n, pow2_floor(nb < 1 ? 1 : nb));
@@ -554,8 +554,8 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
        * busy in every round (blocks / (threads * rounds)); M's blocks are
        * left out, so the choice, and the kernel, is the same for every M */
       int64_t blocks = ceil_div(t->N, (int64_t)d[MM_N3] * d[MM_N2]) * btot;
-      int64_t rounds = ceil_div(blocks, cores);
-      if (8 * blocks >= 7 * cores * rounds) return pick_at_most(c, n, l3b);
+      int64_t rounds = ceil_div(blocks, workers);
+      if (8 * blocks >= 7 * workers * rounds) return pick_at_most(c, n, l3b);
     }
     return pick_at_most(c, n, mm_rule_m2(tg, d[MM_K1], d[MM_M3]));
   }
@@ -572,12 +572,12 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
   case MM_ORDER2: return 0; /* m outer: the A micro-panel stays in L1 */
   case MM_PACK_B: return mm_rule_packs_b(t, d) && n > 1 ? 1 : 0;
   case MM_PARALLEL: {
-    if (cores == 1) return 0;
+    if (workers == 1) return 0;
     int64_t mb = (t->M + (int64_t)d[MM_M3] * d[MM_M2] - 1) / ((int64_t)d[MM_M3] * d[MM_M2]);
     int64_t nb = (t->N + (int64_t)d[MM_N3] * d[MM_N2] - 1) / ((int64_t)d[MM_N3] * d[MM_N2]);
     int64_t first = d[MM_ORDER0] ? nb : mb;
     int want = (btot > 1 ? 1 : 0);
-    if (btot < 2 * cores) want += (btot * first >= 2 * cores) ? 1 : 2;
+    if (btot < 2 * workers) want += (btot * first >= 2 * workers) ? 1 : 2;
     /* the fewest fused loops the space offers from `want` on */
     for (int i = 0; i < n; i++)
       if (c[i] >= want) return i;
@@ -679,13 +679,13 @@ static int row_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *
 
 static int row_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
   const tlm_row_task *t = &s->task.u.row;
-  int cores = s->target.threads > 0 ? s->target.threads : 1;
+  int workers = s->target.threads > 0 ? s->target.threads : 1;
   (void)d;
   switch (p) {
   case ROW_VEC: return n - 1;
   case ROW_UNROLL: return 1; /* two accumulators: any length, one kernel */
   case ROW_TILE: return pick_at_most(c, n, 4); /* blocks of 4 rows, claimed dynamically */
-  case ROW_PARALLEL: return cores > 1 && t->rows > 1 ? 1 : 0;
+  case ROW_PARALLEL: return workers > 1 && t->rows > 1 ? 1 : 0;
   default: return 0;
   }
 }
@@ -824,7 +824,7 @@ static int pick_value(const int32_t *c, int n, int32_t want) {
 static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
   const tlm_conv_task *t = &s->task.u.conv;
   const tlm_target *tg = &s->target;
-  int cores = tg->threads > 0 ? tg->threads : 1;
+  int workers = tg->threads > 0 ? tg->threads : 1;
   int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 512 * 1024;
   int64_t vext = 1, rext = 1;
   if (p > CV_AXIS) conv_axis_extents(t, d[CV_AXIS], &vext, &rext);
@@ -899,7 +899,7 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
     return conv_flat(t, d[CV_AXIS]) ? pick_at_most(c, n, 8) : n - 1;
   case CV_ORDER: return 0;
   case CV_PARALLEL: {
-    if (cores == 1) return 0;
+    if (workers == 1) return 0;
     double flops = 2.0 * (double)t->N * t->G * t->OCg * t->ICg * t->KD * t->KH * t->KW *
                    (double)(t->OD * t->OH * t->OW);
     if (flops < 2e5) return 0;
@@ -939,12 +939,12 @@ static int pool_candidates(const tlm_space *s, int p, const int32_t *d, int32_t 
 
 static int pool_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
   const tlm_pool_task *t = &s->task.u.pool;
-  int cores = s->target.threads > 0 ? s->target.threads : 1;
+  int workers = s->target.threads > 0 ? s->target.threads : 1;
   (void)c;
   switch (p) {
   case PL_VEC: return n - 1;
   case PL_UNROLL: return t->C >= 4 * (int64_t)d[PL_VEC] ? 2 : t->C >= 2 * (int64_t)d[PL_VEC] ? 1 : 0;
-  case PL_PARALLEL: return cores > 1 && t->N * t->OD * t->OH > 1 ? 1 : 0;
+  case PL_PARALLEL: return workers > 1 && t->N * t->OD * t->OH > 1 ? 1 : 0;
   default: return 0;
   }
 }

@@ -51,10 +51,11 @@
  * decisions of wider (AVX-512) tiles are unchanged, so the matmul family
  * stays at 2 for the models trained before. Version 5: the rule blocks
  * for the runtime's threads (tlm_target.threads; prompts keep one thread
- * per CPU), and when it packs B it takes one block of all of M if A's
- * block fits half this core's L3 share (B packed once, not once per M
- * block); wide unpacked AVX-512 tiles and the default thread count are
- * unchanged, so the matmul family stays at 2. */
+ * per CPU), and when it packs B past the L2 bound its M block is the L3
+ * block (A's block in half this core's L3 share: B packed once per block
+ * of up to those rows, not once per L2 block); wide unpacked AVX-512
+ * tiles and the default thread count are unchanged, so the matmul family
+ * stays at 2. */
 #define TLM_RULE_VERSION 5
 
 /* The rule version in which the rule or the code generation of the task's
