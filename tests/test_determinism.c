@@ -30,6 +30,18 @@ static int mm_task(const char *shape, tlm_matmul_desc epi, tlm_problem *p, tlm_t
   return ok ? 0 : -1;
 }
 
+/* The rule's schedule of a benchdnn matmul (no epilogue) on target tg. */
+static int rule_schedule(const char *shape, const tlm_target *tg, tlm_schedule *out) {
+  tlm_problem p;
+  tlm_task task;
+  if (mm_task(shape, (tlm_matmul_desc){0}, &p, &task)) return -1;
+  tlm_space sp;
+  tlm_space_init(&sp, &task, tg);
+  tlm_space_default(&sp, out);
+  tlm_problem_free(&p);
+  return 0;
+}
+
 int main(void) {
   tlm_runtime *r1, *r2;
   tlm_config cfg;
@@ -108,21 +120,14 @@ int main(void) {
   {
     tlm_schedule sch[2];
     const char *sh[2] = {"300x768:768x3072", "512x768:768x3072"};
+    tlm_target tg = r1->target;
+    tlm_target_restrict(&tg, TLM_ISA_AVX2 < tg.host_isa ? TLM_ISA_AVX2 : tg.host_isa);
+    tg.l2_bytes = 512 * 1024, tg.l3_bytes = 32 << 20, tg.l3_sharing = 8;
     for (int i = 0; i < 2; i++) {
-      tlm_problem p;
-      tlm_task task;
-      if (mm_task(sh[i], (tlm_matmul_desc){0}, &p, &task)) return check_report("test_determinism");
-      tlm_target tg = r1->target;
-      tg.isa = TLM_ISA_AVX2 < tg.host_isa ? TLM_ISA_AVX2 : tg.host_isa;
-      tlm_target_restrict(&tg, tg.isa);
-      tg.l2_bytes = 512 * 1024, tg.l3_bytes = 32 << 20, tg.l3_sharing = 8;
-      tlm_space sp;
-      tlm_space_init(&sp, &task, &tg);
-      tlm_space_default(&sp, &sch[i]);
+      if (rule_schedule(sh[i], &tg, &sch[i])) return check_report("test_determinism");
       if (sch[i].v[MM_PACK_B])
         CHECK((int64_t)sch[i].v[MM_M2] * sch[i].v[MM_M3] >= 512, "%s: B packed per block of %d rows",
               sh[i], sch[i].v[MM_M2] * sch[i].v[MM_M3]);
-      tlm_problem_free(&p);
     }
     CHECK(!memcmp(&sch[0], &sch[1], sizeof sch[0]), "300 and 512 rows: different rule schedules");
   }
@@ -132,15 +137,8 @@ int main(void) {
   {
     tlm_schedule sch[2];
     const char *sh[2] = {"13x768:768x2304", "42x768:768x2304"};
-    for (int i = 0; i < 2; i++) {
-      tlm_problem p;
-      tlm_task task;
-      if (mm_task(sh[i], (tlm_matmul_desc){0}, &p, &task)) return check_report("test_determinism");
-      tlm_space sp;
-      tlm_space_init(&sp, &task, &r1->target);
-      tlm_space_default(&sp, &sch[i]);
-      tlm_problem_free(&p);
-    }
+    for (int i = 0; i < 2; i++)
+      if (rule_schedule(sh[i], &r1->target, &sch[i])) return check_report("test_determinism");
     CHECK(!memcmp(&sch[0], &sch[1], sizeof sch[0]), "13 and 42 rows: different rule schedules");
   }
   tlm_destroy(r1);
