@@ -97,6 +97,8 @@ tlm_status tlm_config_init(tlm_config *c) {
   if (env_int("TLM_KERNEL_REUSE", 0, 1, &x) == 0) c->disable_kernel_reuse = x == 0;
   if (env_int("TLM_CONV_AS_MATMUL", 0, 1, &x) == 0) c->disable_conv_as_matmul = x == 0;
   if (env_int("TLM_ASYNC", 0, 1, &x) == 0) c->async_compile = (int)x;
+  c->prepack_bytes = (size_t)1 << 30;
+  if (env_int("TLM_PREPACK_BYTES", 0, (long long)1 << 50, &x) == 0) c->prepack_bytes = (size_t)x;
   const char *isa = getenv("TLM_ISA");
   int i = tlm_isa_parse(isa);
   if (i >= -1) c->isa = i + 1; /* tlm_isa -> tlm_cpu_isa; -1 (native) -> 0 */
@@ -110,9 +112,11 @@ tlm_status tlm_config_init(tlm_config *c) {
 static void warn_bad_env(const tlm_runtime *rt) {
   static const char *const names[] = {"TLM_NUM_THREADS",          "TLM_VERBOSE",
                                       "TLM_CACHE_CAPACITY",       "TLM_CACHE_CAPACITY_BYTES",
-                                      "TLM_KERNEL_REUSE",         "TLM_ASYNC"};
-  static const long long hi[] = {1024, 4, (long long)1 << 40, (long long)1 << 50, 1, 1};
-  for (int i = 0; i < 6; i++) {
+                                      "TLM_KERNEL_REUSE",         "TLM_ASYNC",
+                                      "TLM_PREPACK_BYTES"};
+  static const long long hi[] = {1024, 4, (long long)1 << 40, (long long)1 << 50, 1, 1,
+                                 (long long)1 << 50};
+  for (int i = 0; i < 7; i++) {
     long long x;
     if (env_int(names[i], 0, hi[i], &x) < 0)
       tlm_log(rt, TLM_LOG_WARN, "ignoring %s='%s': expected an integer in 0..%lld", names[i],
@@ -245,9 +249,11 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
   pthread_mutex_init(&rt->state_mu, NULL);
   pthread_cond_init(&rt->state_cv, NULL);
   pthread_mutex_init(&rt->exec_lock, NULL);
+  pthread_rwlock_init(&rt->const_lock, NULL);
   tlm_engine_bg_init(rt);
   rt->capacity = cfg.cache_capacity;
   rt->capacity_bytes = cfg.cache_capacity_bytes;
+  rt->prepack_limit = cfg.prepack_bytes;
   rt->serial = atomic_fetch_add(&g_serial, 1) + 1;
   tlm_map_init(&rt->plans);
   tlm_map_init(&rt->kernels);
@@ -319,6 +325,7 @@ void tlm_destroy(tlm_runtime *rt) {
   free(rt->kernel_list);
   for (size_t i = 0; i < rt->nplans; i++) free(rt->plan_list[i]);
   free(rt->plan_list);
+  tlm_prepack_free_all(rt);
   tlm_disk_close(rt->disk);
   tlm_jit_destroy(rt->jit);
   tlm_map_free(&rt->plans);
@@ -327,6 +334,7 @@ void tlm_destroy(tlm_runtime *rt) {
   pthread_mutex_destroy(&rt->state_mu);
   pthread_cond_destroy(&rt->state_cv);
   pthread_mutex_destroy(&rt->exec_lock);
+  pthread_rwlock_destroy(&rt->const_lock);
   free(rt->cache_dir);
   free(rt->model_path);
   if (tls_error.rt == rt) tls_error.rt = NULL;
@@ -439,6 +447,7 @@ static int run_memo(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in, int
                     const tlm_tensor *out, int n_out) {
   memo *m = &tls_memo;
   if (m->serial != rt->serial || n_out != 1 || n_in != m->n_in ||
+
       memcmp(op, &m->op, sizeof *op) || !same_desc(out, &m->out))
     return 0;
   for (int i = 0; i < n_in; i++)
@@ -456,6 +465,8 @@ static int run_memo(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in, int
   if (m->task.u.mm.has_bias) args.bias = in[k++].data;
   if (m->task.u.mm.has_residual) args.res = in[k].data;
   args.c = out->data;
+  /* the plan was made for B constant or not: another B must be the same */
+  if (tlm_prepack_b_constant(rt, &m->task, &args) != m->task.u.mm.b_const) return 0;
   return tlm_engine_rerun(rt, m->plan, m->epoch, &m->task, &args);
 }
 
@@ -503,6 +514,7 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
     st = tlm_validate_matmul(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
                              sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
+    task.u.mm.b_const = tlm_prepack_b_constant(rt, &task, &args);
     st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
     remember_run(rt, op, inputs, n_inputs, outputs, &task, &args, plan, epoch);
@@ -544,9 +556,10 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
               tlm_validate_matmul(&mop, min, mn, &mout, 1, &mtask, &margs, merr, sizeof merr) ==
                   TLM_OK;
     }
-    if (as_mm)
+    if (as_mm) {
+      mtask.u.mm.b_const = tlm_prepack_b_constant(rt, &mtask, &margs);
       st = tlm_engine_run(rt, &mtask, &margs, &plan, &epoch, err, sizeof err);
-    else
+    } else
       st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
     free(gathered);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
@@ -595,6 +608,44 @@ tlm_status tlm_get_stats(const tlm_runtime *rt, tlm_stats *out) {
   out->compile_link_ms = atomic_load(&r->compile_link_ms);
   out->provisional = atomic_load(&r->provisional);
   out->upgrades = atomic_load(&r->upgrades);
+  out->prepacks = atomic_load(&r->prepacks);
+  out->prepacked_bytes = atomic_load(&r->prepacked_bytes_pub);
+  return TLM_OK;
+}
+
+tlm_status tlm_constant_add(tlm_runtime *rt, const void *data, size_t bytes) {
+  if (!rt) return tlm_set_error(NULL, TLM_ERR_NULL_POINTER, "tlm_constant_add: rt is NULL");
+  if (!data) return tlm_set_error(rt, TLM_ERR_NULL_POINTER, "tlm_constant_add: data is NULL");
+  clear_error(rt);
+  char msg[160];
+  if (bytes == 0 || (uintptr_t)data + bytes < (uintptr_t)data) {
+    snprintf(msg, sizeof msg, "tlm_constant_add: %zu bytes at %p is not a range", bytes, data);
+    return tlm_set_error(rt, TLM_ERR_INVALID_ARGUMENT, msg);
+  }
+  pthread_mutex_lock(&rt->exec_lock);
+  int rc = tlm_prepack_add_locked(rt, data, bytes);
+  pthread_mutex_unlock(&rt->exec_lock);
+  if (rc > 0) {
+    snprintf(msg, sizeof msg, "tlm_constant_add: %zu bytes at %p overlap a range declared before",
+             bytes, data);
+    return tlm_set_error(rt, TLM_ERR_INVALID_ARGUMENT, msg);
+  }
+  if (rc < 0) return tlm_set_error(rt, TLM_ERR_OUT_OF_MEMORY, "tlm_constant_add: range table");
+  return TLM_OK;
+}
+
+tlm_status tlm_constant_remove(tlm_runtime *rt, const void *data) {
+  if (!rt) return tlm_set_error(NULL, TLM_ERR_NULL_POINTER, "tlm_constant_remove: rt is NULL");
+  if (!data) return tlm_set_error(rt, TLM_ERR_NULL_POINTER, "tlm_constant_remove: data is NULL");
+  clear_error(rt);
+  pthread_mutex_lock(&rt->exec_lock);
+  int rc = tlm_prepack_remove_locked(rt, data);
+  pthread_mutex_unlock(&rt->exec_lock);
+  if (rc) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "tlm_constant_remove: no constant range starts at %p", data);
+    return tlm_set_error(rt, TLM_ERR_INVALID_ARGUMENT, msg);
+  }
   return TLM_OK;
 }
 

@@ -181,6 +181,12 @@ typedef struct tlm_config {
    * TLM_ERR_UNSUPPORTED. Part of every cache key. Environment: TLM_ISA =
    * native | avx512 | avx2 | sse | scalar. */
   int isa;
+  /* Most bytes of weight matrices tlm keeps packed ahead from memory
+   * declared constant (tlm_constant_add); past it, kernels pack their
+   * weights on every call as they do for other memory (correct, slower).
+   * 0 = never pack ahead. Default (tlm_config_init) 1 GiB. Environment:
+   * TLM_PREPACK_BYTES. */
+  size_t prepack_bytes;
 } tlm_config;
 
 /* Values of tlm_config.isa. */
@@ -501,6 +507,36 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs,
                    int n_inputs, const tlm_tensor *outputs, int n_outputs);
 
 /* ------------------------------------------------------------------------ */
+/* Constant weights                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Declares the bytes [data, data + bytes) constant: the caller promises not
+ * to change them until tlm_constant_remove(rt, data) has returned. A
+ * matmul whose B (input 1), or a convolution run as a matmul whose
+ * weights, lie wholly inside such a range may then be served from a copy
+ * of B packed once in the kernel's panel layout (the weight reorder that
+ * oneDNN and inference engines do ahead of time), made on first use and
+ * kept until removal; the kernel skips its per-call copy of B. Results are
+ * the same either way. Writing the bytes while declared is not detected:
+ * later runs may use the old values. At most tlm_config.prepack_bytes of
+ * copies are kept; past that B is packed per call.
+ *   data    first byte; not NULL. Nothing is read until a run uses it.
+ *   bytes   >= 1; data + bytes must not wrap around.
+ * Statuses: TLM_OK; TLM_ERR_NULL_POINTER (rt or data);
+ * TLM_ERR_INVALID_ARGUMENT (bytes 0, a wrapping range, or one that
+ * overlaps a range already declared); TLM_ERR_OUT_OF_MEMORY.
+ * Thread-safe; waits for kernels running at the time. */
+tlm_status tlm_constant_add(tlm_runtime *rt, const void *data, size_t bytes);
+
+/* Ends the declaration made by tlm_constant_add(rt, data, ...) and frees
+ * the packed copies read from that range. Call it before the memory is
+ * written or freed. Statuses: TLM_OK; TLM_ERR_NULL_POINTER (rt or data);
+ * TLM_ERR_INVALID_ARGUMENT (no declared range starts at data).
+ * Thread-safe; waits for kernels running at the time, so no later run
+ * reads the copies. tlm_destroy() frees whatever is still declared. */
+tlm_status tlm_constant_remove(tlm_runtime *rt, const void *data);
+
+/* ------------------------------------------------------------------------ */
 /* Statistics                                                                */
 /* ------------------------------------------------------------------------ */
 
@@ -534,6 +570,8 @@ typedef struct tlm_stats {
    * cache's store */
   double compile_ir_ms, compile_opt_ms, compile_emit_ms, compile_link_ms;
   uint64_t cache_waits;      /* runs that waited while another thread planned their shape */
+  uint64_t prepacks;         /* weight matrices packed ahead from constant memory */
+  uint64_t prepacked_bytes;  /* bytes of those copies kept now */
 } tlm_stats;
 
 /* Blocks until the background thread (tlm_config.async_compile) has no

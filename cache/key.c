@@ -120,6 +120,7 @@ void tlm_key_schedule(tlm_key *k, const tlm_task *task, const tlm_target *target
   memset(t.u.mm.sc, 0, sizeof t.u.mm.sc);
   memset(t.u.mm.sr, 0, sizeof t.u.mm.sr);
   t.u.mm.sbias = 0;
+  t.u.mm.b_const = 0; /* the code is the same; B packed ahead is an argument */
   put(k, &t, sizeof t);
   put(k, sched, sizeof *sched);
   finish(k);

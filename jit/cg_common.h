@@ -29,11 +29,12 @@ typedef struct cg {
   const ln_nest *nest;
   int batched;
   LLVMValueRef begin, end, scratch;
-  LLVMValueRef pa, pb, pc, pbias, pres, M, N, K;
+  LLVMValueRef pa, pb, pc, pbias, pres, pbpk, M, N, K;
   LLVMValueRef sa[6], sb[6], sc[6], sr[6], sbias;
   /* packing state, valid inside an LN_PACK_B */
   int packed;
   LLVMValueRef pk_b0, pk_n0, pk_k0;
+  LLVMValueRef pk_base; /* the packed block: scratch, or in args->bpk */
   int64_t pk_panels, pk_kb, pk_width;
 } cg;
 

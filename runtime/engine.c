@@ -784,6 +784,14 @@ static tlm_status exec_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_ta
     }
     rt->scratch_bytes = (int64_t)bytes;
   }
+  /* matmuls: B packed ahead when it is constant, else per block (bpk is
+   * always the engine's: callers' args need not set it) */
+  tlm_mm_args mm_args;
+  if (task->kind == TLM_OP_MATMUL) {
+    mm_args = *(const tlm_mm_args *)args;
+    mm_args.bpk = k->scratch_bytes > 0 ? tlm_prepack_lookup_locked(rt, k, task, &mm_args) : NULL;
+    args = &mm_args;
+  }
   exec_ctx e = {k, args, rt->scratch};
   if (!rt->dry_run)
     tlm_pool_run(rt->pool, n,

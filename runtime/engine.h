@@ -101,6 +101,17 @@ struct tlm_runtime {
   int bg_started, bg_stop, bg_busy;
   struct tlm_bg_job *bg_head, *bg_tail;
   atomic_uint_fast64_t provisional, upgrades;
+  /* constant weights (tlm_constant_add) and the B matrices packed ahead
+   * from them (runtime/prepack.c), under exec_lock; the _pub copies are
+   * for lock-free reads (statistics, the skip when nothing is declared) */
+  struct tlm_const_range *consts; /* also under const_lock (read by tlm_run) */
+  size_t nconsts, capconsts;
+  pthread_rwlock_t const_lock;
+  struct tlm_prepacked *prepacked;
+  size_t nprepacked, capprepacked;
+  size_t prepacked_bytes, prepack_limit;
+  atomic_size_t nconsts_pub, prepacked_bytes_pub;
+  atomic_uint_fast64_t prepacks;
   /* statistics */
   atomic_uint_fast64_t runs, hits, misses, waits, decodes, rule_schedules, compiles, compile_fail,
       evictions, disk_plan_hits, disk_kernel_hits;
@@ -115,6 +126,22 @@ struct tlm_runtime {
 void tlm_engine_bg_init(tlm_runtime *rt);
 void tlm_engine_bg_stop(tlm_runtime *rt);
 void tlm_engine_bg_wait(tlm_runtime *rt);
+
+/* Constant weights, all called with exec_lock held (runtime/prepack.c).
+ * add: 0, 1 when [data, data + bytes) overlaps a declared range, -1 out of
+ * memory. remove: 0, 1 when no range starts at data; frees its copies.
+ * lookup: the copy of B packed ahead for kernel k's nest when B lies in a
+ * declared range (packed now if new and within prepack_limit), else NULL. */
+int tlm_prepack_add_locked(tlm_runtime *rt, const void *data, size_t bytes);
+int tlm_prepack_remove_locked(tlm_runtime *rt, const void *data);
+const float *tlm_prepack_lookup_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
+                                       const tlm_mm_args *a);
+void tlm_prepack_free_all(tlm_runtime *rt);
+
+/* 1 when B's view (a->b through a->sb over task's extents) lies inside a
+ * declared constant range: the task's b_const. Takes const_lock to read;
+ * any thread, no other lock needed. */
+int tlm_prepack_b_constant(tlm_runtime *rt, const tlm_task *task, const tlm_mm_args *a);
 
 /* Logs a formatted line at `level` through the runtime's sink. */
 void tlm_log(const tlm_runtime *rt, tlm_log_level level, const char *fmt, ...)

@@ -1,11 +1,12 @@
-/* kernel_abi.h - how the runtime calls a generated matmul kernel (internal).
+/* kernel_abi.h - how the runtime calls a generated kernel (internal).
  *
- * Generated code reads this struct through byte offsets taken with offsetof
- * at code-generation time, so the layout is defined here once.
- * Static in the code: batch extents, N, K, the unit-stride class, the
- * epilogue and the schedule. Run-time arguments: M, every stride and every
- * pointer, so one kernel serves every M (the number of tokens) and every
- * batch layout of its class. */
+ * Generated code reads these structs through byte offsets taken with
+ * offsetof at code-generation time, so the layouts are defined here once.
+ * Matmul kernels: static in the code are the batch extents, the unit-stride
+ * class, the epilogue and the schedule; M, N, K, every stride and every
+ * pointer are run-time arguments, so one kernel serves every M (the number
+ * of tokens), every N and K its schedule's blocks fit, and every batch
+ * layout of its class (cache/key.c leaves them out of schedule keys). */
 #ifndef TLM_RUNTIME_KERNEL_ABI_H
 #define TLM_RUNTIME_KERNEL_ABI_H
 
@@ -20,6 +21,10 @@ typedef struct tlm_mm_args {
   int64_t M, N, K;
   int64_t sa[6], sb[6], sc[6], sr[6]; /* elements: 4 batch dims, row, col */
   int64_t sbias;
+  /* B packed whole ahead of the call in the layout of ln_prepack_b() for
+   * this kernel's nest, or NULL: a kernel whose nest packs B then packs
+   * each block into scratch. The engine sets it (tlm_engine_exec). */
+  const float *bpk;
 } tlm_mm_args;
 
 /* A kernel runs iterations [begin, end) of its fused parallel loops.

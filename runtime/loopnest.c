@@ -1,6 +1,7 @@
 /* loopnest.c - lowering a matmul schedule to the loop-nest IR. */
 #include "loopnest.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -180,4 +181,64 @@ char *ln_print(const ln_nest *nest, char *buf, int cap) {
   buf[0] = 0;
   print_node(nest, nest->root, 0, buf, cap, 0);
   return buf;
+}
+
+/* ---- B packed ahead -------------------------------------------------------------------- */
+
+int ln_pack_layout_of(const ln_nest *nest, const tlm_task *task, ln_pack_layout *out) {
+  memset(out, 0, sizeof *out);
+  const ln_node *pk = NULL;
+  for (int i = 0; i < nest->nnodes; i++)
+    if (nest->nodes[i].kind == LN_PACK_B) pk = &nest->nodes[i];
+  if (!pk || task->kind != TLM_OP_MATMUL) return 0;
+  const tlm_matmul_task *mm = &task->u.mm;
+  out->panels = pk->pack_panels;
+  out->kblock = pk->pack_kblock;
+  out->width = pk->pack_width;
+  int64_t ncols = out->panels * out->width;
+  out->nblocks = (mm->N + ncols - 1) / ncols;
+  out->kblocks = (mm->K + out->kblock - 1) / out->kblock;
+  out->batches = tlm_task_batch_total(task);
+  out->block_floats = ncols * out->kblock;
+  int64_t f = out->block_floats;
+  const int64_t factors[3] = {out->nblocks, out->kblocks, out->batches};
+  for (int i = 0; i < 3; i++) {
+    if (factors[i] > 0 && f > INT64_MAX / factors[i]) return -1;
+    f *= factors[i];
+  }
+  out->floats = f;
+  return 1;
+}
+
+void ln_prepack_b(const ln_pack_layout *lay, const tlm_task *task, const float *b,
+                  const int64_t *sb, float *dst) {
+  const tlm_matmul_task *mm = &task->u.mm;
+  const int64_t W = lay->width, KB = lay->kblock, ncols = lay->panels * W;
+  for (int64_t bi = 0; bi < lay->batches; bi++) {
+    /* batch offset of flat batch bi, innermost dim last (as the kernels) */
+    int64_t boff = 0, q = bi;
+    for (int d = mm->nbatch - 1; d >= 0; d--) {
+      int64_t idx = d ? q % mm->batch[d] : q;
+      if (d) q /= mm->batch[d];
+      boff += idx * sb[d];
+    }
+    if (lay->batches == 1) boff = 0;
+    for (int64_t jn = 0; jn < lay->nblocks; jn++)
+      for (int64_t jk = 0; jk < lay->kblocks; jk++) {
+        float *blk = dst + ((jn * lay->kblocks + jk) * lay->batches + bi) * lay->block_floats;
+        for (int64_t p = 0; p < lay->panels; p++)
+          for (int64_t kk = 0; kk < KB; kk++) {
+            float *o = blk + (p * KB + kk) * W;
+            int64_t k = jk * KB + kk, n0 = jn * ncols + p * W;
+            int64_t valid = k < mm->K ? mm->N - n0 : 0;
+            if (valid > W) valid = W;
+            if (valid < 0) valid = 0;
+            if (valid > 0) {
+              const float *row = b + boff + k * sb[4] + n0 * sb[5];
+              for (int64_t l = 0; l < valid; l++) o[l] = row[l * sb[5]];
+            }
+            for (int64_t l = valid; l < W; l++) o[l] = 0.0f;
+          }
+      }
+  }
 }

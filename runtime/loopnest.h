@@ -68,6 +68,32 @@ typedef struct ln_nest {
 /* Lowers a valid matmul schedule. Returns 0, -1 if the nest would not fit. */
 int ln_lower_matmul(const tlm_task *task, const tlm_schedule *sched, ln_nest *out);
 
+/* How a nest with an LN_PACK_B node lays out B packed whole: blocks of
+ * panels x kblock x width floats (one per batch, N block of panels * width
+ * columns and K block of kblock rows), block (jn, jk) of batch b at
+ * ((jn * kblocks + jk) * batches + b) * block_floats; inside a block,
+ * panel p, row kk, lane l at (p * kblock + kk) * width + l holds
+ * B[b][jk * kblock + kk][jn * panels * width + p * width + l], 0 past K or
+ * N. This is what LN_PACK_B copies into scratch block by block, laid end to
+ * end, so a kernel given the whole (tlm_mm_args.bpk) skips the copy. */
+typedef struct ln_pack_layout {
+  int64_t panels, kblock, width;       /* from the LN_PACK_B node */
+  int64_t nblocks, kblocks, batches;   /* block counts */
+  int64_t block_floats;                /* panels * kblock * width */
+  int64_t floats;                      /* the whole: every block */
+} ln_pack_layout;
+
+/* Fills *out for a nest lowered for `task` (the N, K and batch extents are
+ * the task's). Returns 1 when the nest packs B, 0 when it does not (*out
+ * zeroed), -1 when the whole would overflow int64. */
+int ln_pack_layout_of(const ln_nest *nest, const tlm_task *task, ln_pack_layout *out);
+
+/* Packs B of a matmul task, read through strides sb (elements: 4 batch
+ * dims, row k, column n, as tlm_mm_args.sb), into dst (lay->floats floats,
+ * written in full, the padding with zeros). Thread-safe; no allocation. */
+void ln_prepack_b(const ln_pack_layout *lay, const tlm_task *task, const float *b,
+                  const int64_t *sb, float *dst);
+
 /* Iterations of the root's fused parallel loops for this task (M is the
  * run-time M). >= 1. */
 int64_t ln_parallel_count(const ln_nest *nest, const tlm_task *task);

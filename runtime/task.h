@@ -34,7 +34,10 @@ typedef struct tlm_matmul_task {
   int32_t act;                    /* tlm_activation */
   int32_t has_bias, has_residual; /* 0/1 */
   int32_t unit;                   /* TLM_UNIT_* bits */
-  int32_t pad_;                   /* keeps the struct free of holes */
+  int32_t b_const;                /* 1: B lies in memory declared constant
+                                     (tlm_constant_add), so packing it is
+                                     free after the first call; in shape keys,
+                                     not in kernel keys */
   int64_t batch[TLM_MAX_BATCH];   /* C's batch extents, unused = 1 */
   int64_t M, N, K;                /* M is dynamic in kernels, see below */
   /* strides: [0..3] batch dims, [4] row axis, [5] column axis */

@@ -25,6 +25,13 @@ static const char *k_builtin[] = {
     "9x129:129x33",    "1x3:3x2048",      "2x5x1x41:2x5x41x43", "3x3x3:3x3x3",
 };
 
+/* bytes a tensor's view reaches from its data pointer */
+static size_t tensor_bytes(const tlm_tensor *t) {
+  size_t last = 0;
+  for (int i = 0; i < t->ndim; i++) last += (size_t)(t->shape[i] - 1) * (size_t)t->strides[i];
+  return (last + 1) * sizeof(float);
+}
+
 /* Keeps small dims, folds large ones into [97, 158): odd sizes stay odd. */
 static int64_t shrink(int64_t d) { return d <= 160 ? d : 97 + d % 61; }
 
@@ -86,7 +93,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   uint64_t rng = 12345;
-  int schedules = 0, epilogues_seen = 0;
+  int schedules = 0, epilogues_seen = 0, prepacked = 0;
   for (int s = 0; s < nshapes; s++) {
     for (int r = 0; r <= per_shape; r++) {
       tlm_mm_desc d = shapes[s];
@@ -108,11 +115,19 @@ int main(int argc, char **argv) {
       tlm_mm_desc_str(&d, ds, sizeof ds);
       int64_t K = d.a[d.nda - 1];
       if (r == per_shape) {
-        /* the default rule through the public API */
+        /* the default rule through the public API, with B declared
+         * constant every other shape: rule kernels are shared across N and
+         * K, so B packed ahead must follow the run-time extents */
+        int constant = s % 2 == 1;
+        if (constant)
+          CHECK(tlm_constant_add(rt, p.in[1].data, tensor_bytes(&p.in[1])) == TLM_OK,
+                "constant_add: %s", tlm_last_error(rt));
         tlm_status st = tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
         CHECK(st == TLM_OK, "%s default: %s", ds, tlm_last_error(rt));
         double e = st == TLM_OK ? tlm_problem_check(&p) : -1;
-        CHECK(e >= 0 && e <= tlm_problem_tolerance(K), "%s default: error %g", ds, e);
+        CHECK(e >= 0 && e <= tlm_problem_tolerance(K), "%s default%s: error %g", ds,
+              constant ? " (B constant)" : "", e);
+        if (constant) CHECK(tlm_constant_remove(rt, p.in[1].data) == TLM_OK, "constant_remove");
       } else {
         tlm_task task;
         tlm_mm_args args;
@@ -150,12 +165,62 @@ int main(int argc, char **argv) {
                   "%s tA%d tB%d bias%d act%d res%d [%s]: error %g", ds, d.transpose_a,
                   d.transpose_b, epi.has_bias, (int)epi.activation, epi.has_residual, ss, e);
             schedules++;
+            if (k->scratch_bytes > 0 && st == TLM_OK) {
+              /* B declared constant: the same kernel reads B packed ahead */
+              size_t bbytes = tensor_bytes(&p.in[1]), cbytes = tensor_bytes(&p.out);
+              tlm_stats before, after;
+              tlm_get_stats(rt, &before);
+              CHECK(tlm_constant_add(rt, p.in[1].data, bbytes) == TLM_OK, "constant_add: %s",
+                    tlm_last_error(rt));
+              memset(p.out.data, 0xff, cbytes); /* NaN: every element must be written */
+              st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
+              e = tlm_problem_check(&p);
+              tlm_get_stats(rt, &after);
+              CHECK(st == TLM_OK && e >= 0 && e <= tlm_problem_tolerance(K),
+                    "%s tA%d tB%d prepacked B [%s]: error %g", ds, d.transpose_a, d.transpose_b,
+                    ss, e);
+              CHECK(after.prepacks == before.prepacks + 1 && after.prepacked_bytes > 0,
+                    "%s [%s]: B was not packed ahead", ds, ss);
+              CHECK(tlm_constant_remove(rt, p.in[1].data) == TLM_OK, "constant_remove");
+              tlm_get_stats(rt, &after);
+              CHECK(after.prepacked_bytes == 0, "copies kept after remove");
+              prepacked++;
+            }
           }
         }
       }
       tlm_problem_free(&p);
     }
   }
+  /* B packed ahead for shapes that share one rule kernel across K and N
+   * (ResNet's res5 1x1 and 3x3-as-im2col products), K past one K block, N
+   * and M tails, a batched B */
+  static const char *shared_kernel[] = {"49x1024:1024x512", "49x4608:4608x512",
+                                        "50x1000:1000x300", "7x520:520x17",
+                                        "3x19x300:3x300x41"};
+  for (size_t i = 0; i < sizeof shared_kernel / sizeof shared_kernel[0]; i++) {
+    tlm_mm_desc d;
+    char err[256];
+    tlm_mm_desc_parse(shared_kernel[i], &d, err, sizeof err);
+    tlm_matmul_desc epi = {0, 0, 1, TLM_ACT_NONE, 0};
+    tlm_problem p;
+    if (tlm_problem_make(&d, &epi, 99 + i, &p)) continue;
+    CHECK(tlm_constant_add(rt, p.in[1].data, tensor_bytes(&p.in[1])) == TLM_OK, "constant_add");
+    for (int rep = 0; rep < 2; rep++) { /* packs, then reuses the copy */
+      memset(p.out.data, 0xff, tensor_bytes(&p.out));
+      tlm_status st = tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
+      double e = st == TLM_OK ? tlm_problem_check(&p) : -1;
+      CHECK(e >= 0 && e <= tlm_problem_tolerance(d.a[d.nda - 1]), "%s B constant, run %d: error %g",
+            shared_kernel[i], rep, e);
+    }
+    CHECK(tlm_constant_remove(rt, p.in[1].data) == TLM_OK, "constant_remove");
+    tlm_problem_free(&p);
+  }
+  tlm_stats ps;
+  tlm_get_stats(rt, &ps);
+  CHECK(ps.prepacks >= 3, "only %llu B matrices packed ahead", (unsigned long long)ps.prepacks);
+  CHECK(ps.prepacked_bytes == 0, "%llu bytes of copies left", (unsigned long long)ps.prepacked_bytes);
+
   /* activations at extreme inputs (exp overflow and underflow ranges) */
   for (int act = 1; act < TLM_ACT_COUNT_; act++) {
     tlm_mm_desc d;
@@ -172,8 +237,9 @@ int main(int argc, char **argv) {
     tlm_problem_free(&p);
   }
   CHECK(schedules >= 500 || per_shape < 7, "only %d random schedules checked", schedules);
-  printf("shapes %d, random schedules %d, epilogue combinations %d\n", nshapes, schedules,
-         __builtin_popcount((unsigned)epilogues_seen));
+  CHECK(prepacked >= 50 || per_shape < 7, "only %d schedules with B packed ahead", prepacked);
+  printf("shapes %d, random schedules %d (%d with B packed ahead), epilogue combinations %d\n",
+         nshapes, schedules, prepacked, __builtin_popcount((unsigned)epilogues_seen));
   tlm_destroy(rt);
   return check_report("test_matmul_random");
 }

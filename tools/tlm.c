@@ -50,6 +50,7 @@ static void usage(FILE *f) {
           "                    e.g. \"vec=16 tile_n3=32 ...\"\n"
           "      --epilogue E  comma list of bias, relu, relu6, gelu, silu, residual\n"
           "      --transpose-a, --transpose-b   transposed storage of A or B\n"
+          "      --const-b     declare B constant (tlm_constant_add): packed once, not per call\n"
           "      --vs S        time a second schedule (same forms as --schedule) side\n"
           "                    by side with the first, in alternating batches (matmul)\n"
           "      --threads N   worker threads (default: TLM_NUM_THREADS or all CPUs)\n"
@@ -299,10 +300,11 @@ static int cmd_run(int argc, char **argv) {
   float scale = 0;
   tlm_matmul_desc epi;
   memset(&epi, 0, sizeof epi);
-  int ta = 0, tb = 0;
+  int ta = 0, tb = 0, const_b = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--check")) check = 1;
+    else if (!strcmp(a, "--const-b")) const_b = 1;
     else if (!strcmp(a, "--transpose-a")) ta = 1;
     else if (!strcmp(a, "--causal")) causal = 1;
     else if (!strcmp(a, "--scale") && i + 1 < argc) scale = (float)atof(argv[++i]);
@@ -364,6 +366,14 @@ static int cmd_run(int argc, char **argv) {
     tlm_destroy(rt);
     return 1;
   }
+  if (const_b) { /* B declared constant: kernels that pack it read a copy packed once */
+    int64_t last = 0;
+    for (int i = 0; i < p.in[1].ndim; i++) last += (p.in[1].shape[i] - 1) * p.in[1].strides[i];
+    if (tlm_constant_add(rt, p.in[1].data, (size_t)(last + 1) * sizeof(float)) != TLM_OK) {
+      fprintf(stderr, "tlm run: %s\n", tlm_last_error(rt));
+      goto out;
+    }
+  }
   tlm_task task;
   tlm_mm_args args;
   tlm_status st = tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err);
@@ -371,6 +381,7 @@ static int cmd_run(int argc, char **argv) {
     fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
     goto out;
   }
+  task.u.mm.b_const = tlm_prepack_b_constant(rt, &task, &args); /* as tlm_run sets it */
   tlm_space space;
   tlm_space_init(&space, &task, &rt->target);
   tlm_schedule sched;

@@ -1,0 +1,168 @@
+/* prepack.c - constant weights packed once (internal; see tlm_constant_add).
+ *
+ * A kernel whose nest packs B (LN_PACK_B) copies each (batch, K, N) block
+ * of B into per-thread scratch every time it reaches the block: for a
+ * product with few rows (ResNet's 7x7 layers as matmuls, M = 49) that copy
+ * is a large part of the call. When B lies inside memory the caller has
+ * declared constant, the engine packs all of it once, in the layout of
+ * ln_prepack_b for the kernel's pack geometry, keeps the copy, and passes
+ * it as tlm_mm_args.bpk: the kernel then skips its copies. This is the
+ * weight reorder oneDNN and inference engines do ahead of time.
+ *
+ * Everything here runs under the runtime's exec_lock: every kernel call
+ * holds it, so a copy is never freed while a kernel reads it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+struct tlm_const_range {
+  uintptr_t lo, hi; /* bytes [lo, hi) */
+};
+
+/* a copy is reused for exactly the same B view and pack geometry */
+typedef struct prepack_key {
+  const float *b;
+  int64_t sb[6];
+  int64_t N, K;
+  int64_t nbatch, batch[TLM_MAX_BATCH];
+  int64_t panels, kblock, width;
+} prepack_key;
+
+struct tlm_prepacked {
+  prepack_key key;
+  uintptr_t range_lo; /* the declared range it was read from */
+  float *data;
+  size_t bytes;
+};
+
+static int range_index(const tlm_runtime *rt, uintptr_t lo, uintptr_t hi) {
+  for (size_t i = 0; i < rt->nconsts; i++)
+    if (rt->consts[i].lo <= lo && hi <= rt->consts[i].hi) return (int)i;
+  return -1;
+}
+
+int tlm_prepack_add_locked(tlm_runtime *rt, const void *data, size_t bytes) {
+  uintptr_t lo = (uintptr_t)data, hi = lo + bytes;
+  for (size_t i = 0; i < rt->nconsts; i++)
+    if (lo < rt->consts[i].hi && rt->consts[i].lo < hi) return 1; /* overlaps */
+  pthread_rwlock_wrlock(&rt->const_lock);
+  int rc = 0;
+  if (rt->nconsts == rt->capconsts) {
+    size_t cap = rt->capconsts ? 2 * rt->capconsts : 16;
+    struct tlm_const_range *p = realloc(rt->consts, cap * sizeof *p);
+    if (p) {
+      rt->consts = p;
+      rt->capconsts = cap;
+    } else {
+      rc = -1;
+    }
+  }
+  if (!rc) {
+    rt->consts[rt->nconsts].lo = lo;
+    rt->consts[rt->nconsts].hi = hi;
+    atomic_store_explicit(&rt->nconsts_pub, ++rt->nconsts, memory_order_relaxed);
+  }
+  pthread_rwlock_unlock(&rt->const_lock);
+  return rc;
+}
+
+int tlm_prepack_remove_locked(tlm_runtime *rt, const void *data) {
+  uintptr_t lo = (uintptr_t)data;
+  size_t r = 0;
+  while (r < rt->nconsts && rt->consts[r].lo != lo) r++;
+  if (r == rt->nconsts) return 1;
+  pthread_rwlock_wrlock(&rt->const_lock);
+  rt->consts[r] = rt->consts[--rt->nconsts];
+  atomic_store_explicit(&rt->nconsts_pub, rt->nconsts, memory_order_relaxed);
+  pthread_rwlock_unlock(&rt->const_lock);
+  size_t j = 0;
+  for (size_t i = 0; i < rt->nprepacked; i++) {
+    struct tlm_prepacked *p = &rt->prepacked[i];
+    if (p->range_lo == lo) {
+      rt->prepacked_bytes -= p->bytes;
+      free(p->data);
+    } else {
+      rt->prepacked[j++] = *p;
+    }
+  }
+  rt->nprepacked = j;
+  atomic_store_explicit(&rt->prepacked_bytes_pub, rt->prepacked_bytes, memory_order_relaxed);
+  return 0;
+}
+
+void tlm_prepack_free_all(tlm_runtime *rt) {
+  for (size_t i = 0; i < rt->nprepacked; i++) free(rt->prepacked[i].data);
+  free(rt->prepacked);
+  free(rt->consts);
+  rt->prepacked = NULL;
+  rt->consts = NULL;
+  rt->nprepacked = rt->capprepacked = rt->nconsts = rt->capconsts = 0;
+  rt->prepacked_bytes = 0;
+}
+
+/* bytes [lo, hi) that B's view reaches */
+static void b_span(const tlm_matmul_task *mm, const tlm_mm_args *a, uintptr_t *lo, uintptr_t *hi) {
+  int64_t last = (mm->K - 1) * a->sb[4] + (mm->N - 1) * a->sb[5];
+  for (int d = 0; d < mm->nbatch; d++) last += (mm->batch[d] - 1) * a->sb[d];
+  *lo = (uintptr_t)a->b;
+  *hi = *lo + ((uintptr_t)last + 1) * sizeof(float);
+}
+
+int tlm_prepack_b_constant(tlm_runtime *rt, const tlm_task *task, const tlm_mm_args *a) {
+  if (!atomic_load_explicit(&rt->nconsts_pub, memory_order_relaxed) || !a->b) return 0;
+  uintptr_t lo, hi;
+  b_span(&task->u.mm, a, &lo, &hi);
+  pthread_rwlock_rdlock(&rt->const_lock);
+  int r = range_index(rt, lo, hi);
+  pthread_rwlock_unlock(&rt->const_lock);
+  return r >= 0;
+}
+
+const float *tlm_prepack_lookup_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
+                                       const tlm_mm_args *a) {
+  if (!rt->nconsts || !a->b) return NULL;
+  ln_pack_layout lay;
+  if (ln_pack_layout_of(&k->nest, task, &lay) != 1) return NULL;
+  const tlm_matmul_task *mm = &task->u.mm;
+  uintptr_t lo, hi;
+  b_span(mm, a, &lo, &hi);
+  int r = range_index(rt, lo, hi);
+  if (r < 0) return NULL;
+  prepack_key key;
+  memset(&key, 0, sizeof key);
+  key.b = a->b;
+  memcpy(key.sb, a->sb, sizeof key.sb);
+  key.N = mm->N;
+  key.K = mm->K;
+  key.nbatch = mm->nbatch;
+  for (int d = 0; d < mm->nbatch && d < TLM_MAX_BATCH; d++) key.batch[d] = mm->batch[d];
+  key.panels = lay.panels;
+  key.kblock = lay.kblock;
+  key.width = lay.width;
+  for (size_t i = 0; i < rt->nprepacked; i++)
+    if (!memcmp(&rt->prepacked[i].key, &key, sizeof key)) return rt->prepacked[i].data;
+  /* a new copy, within the limit; past it the kernel packs per block */
+  if (lay.floats > (int64_t)(SIZE_MAX / 8)) return NULL;
+  size_t bytes = ((size_t)lay.floats * sizeof(float) + 63) & ~(size_t)63;
+  if (bytes > rt->prepack_limit || rt->prepacked_bytes > rt->prepack_limit - bytes) return NULL;
+  if (rt->nprepacked == rt->capprepacked) {
+    size_t cap = rt->capprepacked ? 2 * rt->capprepacked : 16;
+    struct tlm_prepacked *p = realloc(rt->prepacked, cap * sizeof *p);
+    if (!p) return NULL;
+    rt->prepacked = p;
+    rt->capprepacked = cap;
+  }
+  float *data = aligned_alloc(64, bytes);
+  if (!data) return NULL; /* not an error: the kernel packs per block */
+  ln_prepack_b(&lay, task, a->b, a->sb, data);
+  struct tlm_prepacked *p = &rt->prepacked[rt->nprepacked++];
+  p->key = key;
+  p->range_lo = rt->consts[r].lo;
+  p->data = data;
+  p->bytes = bytes;
+  rt->prepacked_bytes += bytes;
+  atomic_fetch_add_explicit(&rt->prepacks, 1, memory_order_relaxed);
+  atomic_store_explicit(&rt->prepacked_bytes_pub, rt->prepacked_bytes, memory_order_relaxed);
+  return data;
+}
