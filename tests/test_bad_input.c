@@ -1,5 +1,7 @@
 /* Bad input through the public API: every case returns its documented
  * status and a message, never crashes, and leaves the output untouched. */
+#include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,110 @@ static void expect(tlm_runtime *rt, setup *s, tlm_status want, const char *what)
     for (int i = 0; i < 64 * 64; i++) untouched &= C[i] == 12345.0f;
     CHECK(untouched, "%s: output written on a validation error", what);
   }
+}
+
+/* ---- constant weights -------------------------------------------------- */
+
+enum { CM = 37, CK = 300, CN = 50 };
+static float ca[CM * CK], cb[CK * CN], cwant[CM * CN];
+
+typedef struct cworker {
+  tlm_runtime *rt;
+  float c[CM * CN];
+  int wrong, failed;
+} cworker;
+
+static int run_const_mm(tlm_runtime *rt, float *c) {
+  tlm_op op = tlm_op_matmul();
+  tlm_tensor in[2], out;
+  tlm_tensor_dense(&in[0], TLM_F32, 2, (int64_t[]){CM, CK}, ca);
+  tlm_tensor_dense(&in[1], TLM_F32, 2, (int64_t[]){CK, CN}, cb);
+  tlm_tensor_dense(&out, TLM_F32, 2, (int64_t[]){CM, CN}, c);
+  return tlm_run(rt, &op, in, 2, &out, 1) != TLM_OK;
+}
+
+static int same_as_want(const float *c) {
+  for (int i = 0; i < CM * CN; i++)
+    if (!(fabsf(c[i] - cwant[i]) <= 1e-3f * (1.0f + fabsf(cwant[i])))) return 0;
+  return 1;
+}
+
+static void *const_worker(void *p) {
+  cworker *w = p;
+  for (int r = 0; r < 40; r++) {
+    memset(w->c, 0xff, sizeof w->c);
+    w->failed += run_const_mm(w->rt, w->c);
+    w->wrong += !same_as_want(w->c);
+  }
+  return NULL;
+}
+
+/* tlm_constant_add/remove: statuses, and runs racing declarations (TSan) */
+static void constant_cases(tlm_runtime *rt) {
+  static float w[256];
+  CHECK(tlm_constant_add(NULL, w, sizeof w) == TLM_ERR_NULL_POINTER, "constant_add(NULL rt)");
+  CHECK(tlm_constant_add(rt, NULL, 16) == TLM_ERR_NULL_POINTER, "constant_add(NULL data)");
+  CHECK(strlen(tlm_last_error(rt)) > 0, "constant_add message");
+  CHECK(tlm_constant_add(rt, w, 0) == TLM_ERR_INVALID_ARGUMENT, "constant_add 0 bytes");
+  CHECK(tlm_constant_add(rt, (void *)(UINTPTR_MAX - 15), 64) == TLM_ERR_INVALID_ARGUMENT,
+        "constant_add wrapping range");
+  CHECK(tlm_constant_add(rt, w, sizeof w) == TLM_OK, "constant_add");
+  CHECK(tlm_constant_add(rt, w + 10, 16) == TLM_ERR_INVALID_ARGUMENT, "constant_add inside");
+  CHECK(tlm_constant_add(rt, w, sizeof w) == TLM_ERR_INVALID_ARGUMENT, "constant_add twice");
+  CHECK(tlm_constant_remove(rt, w + 1) == TLM_ERR_INVALID_ARGUMENT, "remove not a start");
+  CHECK(strlen(tlm_last_error(rt)) > 0, "constant_remove message");
+  CHECK(tlm_constant_remove(NULL, w) == TLM_ERR_NULL_POINTER, "remove(NULL rt)");
+  CHECK(tlm_constant_remove(rt, NULL) == TLM_ERR_NULL_POINTER, "remove(NULL data)");
+  CHECK(tlm_constant_remove(rt, w) == TLM_OK, "constant_remove");
+  CHECK(tlm_constant_remove(rt, w) == TLM_ERR_INVALID_ARGUMENT, "remove twice");
+
+  for (int i = 0; i < CM * CK; i++) ca[i] = (float)((i * 7) % 13) * 0.125f - 0.75f;
+  for (int i = 0; i < CK * CN; i++) cb[i] = (float)((i * 5) % 11) * 0.25f - 1.25f;
+  for (int m = 0; m < CM; m++)
+    for (int n = 0; n < CN; n++) {
+      double acc = 0;
+      for (int k = 0; k < CK; k++) acc += (double)ca[m * CK + k] * cb[k * CN + n];
+      cwant[m * CN + n] = (float)acc;
+    }
+  /* declared: right values, a copy kept; changed and re-declared: the new
+   * values (remove dropped the old copy) */
+  static float c[CM * CN];
+  CHECK(tlm_constant_add(rt, cb, sizeof cb) == TLM_OK, "declare B");
+  CHECK(!run_const_mm(rt, c) && same_as_want(c), "constant B: wrong result");
+  tlm_stats st;
+  tlm_get_stats(rt, &st);
+  CHECK(st.prepacks >= 1 && st.prepacked_bytes >= sizeof cb, "no copy: %llu prepacks",
+        (unsigned long long)st.prepacks);
+  CHECK(tlm_constant_remove(rt, cb) == TLM_OK, "remove B");
+  for (int i = 0; i < CK * CN; i++) cb[i] = -cb[i];
+  for (int i = 0; i < CM * CN; i++) cwant[i] = -cwant[i];
+  CHECK(!run_const_mm(rt, c) && same_as_want(c), "B changed after remove: stale result");
+  CHECK(tlm_constant_add(rt, cb, sizeof cb) == TLM_OK, "declare B again");
+  CHECK(!run_const_mm(rt, c) && same_as_want(c), "B re-declared: stale copy");
+  CHECK(tlm_constant_remove(rt, cb) == TLM_OK, "remove B again");
+  /* two threads run while the main thread declares and removes B */
+  cworker wk[2];
+  pthread_t th[2];
+  for (int t = 0; t < 2; t++) {
+    memset(&wk[t], 0, sizeof wk[t]);
+    wk[t].rt = rt;
+    pthread_create(&th[t], NULL, const_worker, &wk[t]);
+  }
+  for (int r = 0; r < 40; r++) {
+    CHECK(tlm_constant_add(rt, cb, sizeof cb) == TLM_OK, "racing add %d", r);
+    CHECK(tlm_constant_remove(rt, cb) == TLM_OK, "racing remove %d", r);
+  }
+  for (int t = 0; t < 2; t++) {
+    pthread_join(th[t], NULL);
+    CHECK(wk[t].failed == 0 && wk[t].wrong == 0, "thread %d: %d failed, %d wrong runs", t,
+          wk[t].failed, wk[t].wrong);
+  }
+  tlm_get_stats(rt, &st);
+  CHECK(st.prepacked_bytes == 0, "%llu bytes of copies left after removal",
+        (unsigned long long)st.prepacked_bytes);
+  /* a copy still declared at tlm_destroy is freed there (ASan checks) */
+  CHECK(tlm_constant_add(rt, cb, sizeof cb) == TLM_OK, "declare B before destroy");
+  CHECK(!run_const_mm(rt, c) && same_as_want(c), "constant B before destroy");
 }
 
 int main(void) {
@@ -208,6 +314,7 @@ int main(void) {
   CHECK(tlm_tensor_dense(&t, TLM_F32, 0, (int64_t[]){1}, A) == TLM_ERR_INVALID_ARGUMENT, "dense ndim");
   CHECK(tlm_tensor_dense(&t, TLM_F32, 3, (int64_t[]){1 << 30, 1 << 30, 1 << 30}, A) ==
             TLM_ERR_OVERFLOW, "dense overflow");
+  constant_cases(rt);
   tlm_destroy(rt);
   tlm_destroy(NULL);
   return check_report("test_bad_input");

@@ -141,6 +141,36 @@ int main(void) {
       if (rule_schedule(sh[i], &r1->target, &sch[i])) return check_report("test_determinism");
     CHECK(!memcmp(&sch[0], &sch[1], sizeof sch[0]), "13 and 42 rows: different rule schedules");
   }
+  /* Constant B (tlm_constant_add) is packed once, so every schedule that
+   * can pack it does, from a matrix-vector product up; the shape keys of
+   * constant and plain B differ, the kernel keys of one schedule do not. */
+  {
+    const char *sh[3] = {"1x768:768x768", "12x768:768x2304", "196x1024:1024x256"};
+    for (int i = 0; i < 3; i++) {
+      tlm_problem p;
+      tlm_task task;
+      if (mm_task(sh[i], (tlm_matmul_desc){0}, &p, &task)) return check_report("test_determinism");
+      tlm_task ct = task;
+      ct.u.mm.b_const = 1;
+      tlm_space sp, cs;
+      tlm_space_init(&sp, &task, &r1->target);
+      tlm_space_init(&cs, &ct, &r1->target);
+      tlm_schedule plain, cst;
+      tlm_space_default(&sp, &plain);
+      tlm_space_default(&cs, &cst);
+      if (!tlm_vec_is_k(cst.v[MM_VEC]))
+        CHECK(cst.v[MM_PACK_B] == 1, "%s: constant B not packed by the rule", sh[i]);
+      CHECK(tlm_space_accepts(&cs, &cst), "%s: constant-B rule schedule rejected", sh[i]);
+      tlm_key a, b;
+      tlm_key_shape(&a, &task, &r1->target, 0);
+      tlm_key_shape(&b, &ct, &r1->target, 0);
+      CHECK(!tlm_key_equal(&a, &b), "%s: constant and plain B share a shape key", sh[i]);
+      tlm_key_schedule(&a, &task, &r1->target, &cst);
+      tlm_key_schedule(&b, &ct, &r1->target, &cst);
+      CHECK(tlm_key_equal(&a, &b), "%s: constant B keys its kernel apart", sh[i]);
+      tlm_problem_free(&p);
+    }
+  }
   tlm_destroy(r1);
   tlm_destroy(r2);
   return check_report("test_determinism");
