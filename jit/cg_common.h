@@ -34,7 +34,8 @@ typedef struct cg {
   /* packing state, valid inside an LN_PACK_B */
   int packed;
   LLVMValueRef pk_b0, pk_n0, pk_k0;
-  LLVMValueRef pk_base; /* the packed block: scratch, or in args->bpk */
+  LLVMValueRef pk_base;    /* the packed block: scratch, or in args->bpk */
+  LLVMValueRef pk_bstride; /* floats from one batch's packed block to the next */
   int64_t pk_panels, pk_kb, pk_width;
 } cg;
 

@@ -123,30 +123,31 @@ static int emit_pack(cg *g, const ln_node *n, blk *bk) {
   LLVMValueRef k0 = bk->start[LN_K], ks = bk->size[LN_K];
   LLVMValueRef nlast = sub(g, add(g, n0, ns), c64(g, 1));
   int unit = (mm->unit & TLM_UNIT_B_N) != 0;
-  /* B packed ahead (args->bpk, the layout of ln_prepack_b): this block is
-   * block (n0 / (panels * nr), k0 / kblock) for batch b0 there, and the
-   * copy below is skipped */
+  /* B packed ahead (args->bpk, the layout of ln_prepack_b): this block's
+   * panels start at panel n0 / nr of slab (k0 / kblock, b0), a batch's
+   * slab further on, and the copy below is skipped */
   LLVMValueRef base = LLVMBuildAlloca(g->ab, g->ptr, "");
+  LLVMValueRef bstride = LLVMBuildAlloca(g->ab, g->i64, "");
   LLVMBasicBlockRef bpre = LLVMAppendBasicBlockInContext(g->C, g->fn, "prepacked");
   LLVMBasicBlockRef bcopy = LLVMAppendBasicBlockInContext(g->C, g->fn, "pack");
   LLVMBasicBlockRef bbody = LLVMAppendBasicBlockInContext(g->C, g->fn, "packed_body");
   LLVMBuildCondBr(g->b, LLVMBuildIsNull(g->b, g->pbpk, ""), bcopy, bpre);
   LLVMPositionBuilderAtEnd(g->b, bpre);
   {
-    /* K is a run-time extent (kernels are shared across K and N) */
-    LLVMValueRef kblocks =
-        LLVMBuildSDiv(g->b, add(g, g->K, c64(g, n->pack_kblock - 1)), c64(g, n->pack_kblock), "");
-    int64_t bfloats = n->pack_panels * n->pack_kblock * nr;
-    LLVMValueRef jn = LLVMBuildSDiv(g->b, n0, c64(g, n->pack_panels * nr), "");
+    /* N is a run-time extent (kernels are shared across K and N) */
+    LLVMValueRef npanels = LLVMBuildSDiv(g->b, add(g, g->N, c64(g, nr - 1)), c64(g, nr), "");
+    LLVMValueRef slab = mul(g, npanels, c64(g, n->pack_kblock * nr));
     LLVMValueRef jk = LLVMBuildSDiv(g->b, k0, c64(g, n->pack_kblock), "");
-    LLVMValueRef blkno = add(g, mul(g, add(g, mul(g, jn, kblocks), jk),
-                                    c64(g, tlm_task_batch_total(g->task))),
-                             b0);
-    LLVMBuildStore(g->b, gep(g, g->pbpk, mul(g, blkno, c64(g, bfloats))), base);
+    LLVMValueRef sno = add(g, mul(g, jk, c64(g, tlm_task_batch_total(g->task))), b0);
+    LLVMValueRef off = add(g, mul(g, sno, slab),
+                           mul(g, LLVMBuildSDiv(g->b, n0, c64(g, nr), ""), c64(g, n->pack_kblock * nr)));
+    LLVMBuildStore(g->b, gep(g, g->pbpk, off), base);
+    LLVMBuildStore(g->b, slab, bstride);
     LLVMBuildBr(g->b, bbody);
   }
   LLVMPositionBuilderAtEnd(g->b, bcopy);
   LLVMBuildStore(g->b, g->scratch, base);
+  LLVMBuildStore(g->b, c64(g, n->pack_panels * n->pack_kblock * nr), bstride);
   loop Lb, Lp, Lk;
   LLVMValueRef ib = loop_begin(g, &Lb, c64(g, 0), bs, c64(g, 1));
   LLVMValueRef boff = batch_offset(g, add(g, b0, ib), g->sb);
@@ -185,6 +186,7 @@ static int emit_pack(cg *g, const ln_node *n, blk *bk) {
   cg saved = *g;
   g->packed = 1;
   g->pk_base = LLVMBuildLoad2(g->b, g->ptr, base, "");
+  g->pk_bstride = LLVMBuildLoad2(g->b, g->i64, bstride, "");
   g->pk_b0 = b0;
   g->pk_n0 = n0;
   g->pk_k0 = k0;
@@ -194,6 +196,7 @@ static int emit_pack(cg *g, const ln_node *n, blk *bk) {
   int rc = emit_body(g, n, bk);
   g->packed = saved.packed;
   g->pk_base = saved.pk_base;
+  g->pk_bstride = saved.pk_bstride;
   return rc;
 }
 
@@ -275,9 +278,9 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
           if (g->packed) {
             LLVMValueRef bl = sub(g, bidx[ib], g->pk_b0);
             LLVMValueRef panel = LLVMBuildSDiv(g->b, sub(g, n0, g->pk_n0), c64(g, g->pk_width), "");
-            LLVMValueRef idx = add(g, mul(g, bl, c64(g, g->pk_panels)), panel);
-            idx = add(g, mul(g, idx, c64(g, g->pk_kb)), sub(g, k, g->pk_k0));
+            LLVMValueRef idx = add(g, mul(g, panel, c64(g, g->pk_kb)), sub(g, k, g->pk_k0));
             idx = add(g, mul(g, idx, c64(g, g->pk_width)), c64(g, (int64_t)v * W));
+            idx = add(g, mul(g, bl, g->pk_bstride), idx);
             bvec[v] = load(g, vt, gep(g, g->pk_base, idx), 4);
           } else {
             LLVMValueRef row = gep(g, g->pb, add(g, boff[ib], mul(g, k, g->sb[4])));

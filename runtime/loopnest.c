@@ -195,13 +195,12 @@ int ln_pack_layout_of(const ln_nest *nest, const tlm_task *task, ln_pack_layout 
   out->panels = pk->pack_panels;
   out->kblock = pk->pack_kblock;
   out->width = pk->pack_width;
-  int64_t ncols = out->panels * out->width;
-  out->nblocks = (mm->N + ncols - 1) / ncols;
+  out->npanels = (mm->N + out->width - 1) / out->width;
   out->kblocks = (mm->K + out->kblock - 1) / out->kblock;
   out->batches = tlm_task_batch_total(task);
-  out->block_floats = ncols * out->kblock;
-  int64_t f = out->block_floats;
-  const int64_t factors[3] = {out->nblocks, out->kblocks, out->batches};
+  out->panel_floats = out->kblock * out->width;
+  int64_t f = out->panel_floats;
+  const int64_t factors[3] = {out->npanels, out->kblocks, out->batches};
   for (int i = 0; i < 3; i++) {
     if (factors[i] > 0 && f > INT64_MAX / factors[i]) return -1;
     f *= factors[i];
@@ -211,34 +210,32 @@ int ln_pack_layout_of(const ln_nest *nest, const tlm_task *task, ln_pack_layout 
 }
 
 void ln_prepack_b(const ln_pack_layout *lay, const tlm_task *task, const float *b,
-                  const int64_t *sb, float *dst) {
+                  const int64_t *sb, float *dst, int64_t begin, int64_t end) {
   const tlm_matmul_task *mm = &task->u.mm;
-  const int64_t W = lay->width, KB = lay->kblock, ncols = lay->panels * W;
-  for (int64_t bi = 0; bi < lay->batches; bi++) {
+  const int64_t W = lay->width, KB = lay->kblock;
+  /* in memory order, so the copy's pages are first touched in sequence;
+   * rows past K and lanes past N are zeros */
+  for (int64_t u = begin; u < end; u++) {
+    int64_t pn = u % lay->npanels, slab = u / lay->npanels;
+    int64_t bi = slab % lay->batches, jk = slab / lay->batches;
     /* batch offset of flat batch bi, innermost dim last (as the kernels) */
     int64_t boff = 0, q = bi;
-    for (int d = mm->nbatch - 1; d >= 0; d--) {
+    for (int d = mm->nbatch - 1; d >= 0 && lay->batches > 1; d--) {
       int64_t idx = d ? q % mm->batch[d] : q;
       if (d) q /= mm->batch[d];
       boff += idx * sb[d];
     }
-    if (lay->batches == 1) boff = 0;
-    for (int64_t jn = 0; jn < lay->nblocks; jn++)
-      for (int64_t jk = 0; jk < lay->kblocks; jk++) {
-        float *blk = dst + ((jn * lay->kblocks + jk) * lay->batches + bi) * lay->block_floats;
-        for (int64_t p = 0; p < lay->panels; p++)
-          for (int64_t kk = 0; kk < KB; kk++) {
-            float *o = blk + (p * KB + kk) * W;
-            int64_t k = jk * KB + kk, n0 = jn * ncols + p * W;
-            int64_t valid = k < mm->K ? mm->N - n0 : 0;
-            if (valid > W) valid = W;
-            if (valid < 0) valid = 0;
-            if (valid > 0) {
-              const float *row = b + boff + k * sb[4] + n0 * sb[5];
-              for (int64_t l = 0; l < valid; l++) o[l] = row[l * sb[5]];
-            }
-            for (int64_t l = valid; l < W; l++) o[l] = 0.0f;
-          }
+    float *o = dst + u * lay->panel_floats;
+    int64_t n0 = pn * W, valid = mm->N - n0 < W ? mm->N - n0 : W;
+    for (int64_t kk = 0; kk < KB; kk++, o += W) {
+      int64_t k = jk * KB + kk, v = k < mm->K ? valid : 0;
+      if (v) {
+        const float *src = b + boff + k * sb[4] + n0 * sb[5];
+        if (sb[5] == 1) memcpy(o, src, (size_t)v * sizeof(float));
+        else
+          for (int64_t l = 0; l < v; l++) o[l] = src[l * sb[5]];
       }
+      if (v < W) memset(o + v, 0, (size_t)(W - v) * sizeof(float));
+    }
   }
 }

@@ -68,19 +68,21 @@ typedef struct ln_nest {
 /* Lowers a valid matmul schedule. Returns 0, -1 if the nest would not fit. */
 int ln_lower_matmul(const tlm_task *task, const tlm_schedule *sched, ln_nest *out);
 
-/* How a nest with an LN_PACK_B node lays out B packed whole: blocks of
- * panels x kblock x width floats (one per batch, N block of panels * width
- * columns and K block of kblock rows), block (jn, jk) of batch b at
- * ((jn * kblocks + jk) * batches + b) * block_floats; inside a block,
- * panel p, row kk, lane l at (p * kblock + kk) * width + l holds
- * B[b][jk * kblock + kk][jn * panels * width + p * width + l], 0 past K or
- * N. This is what LN_PACK_B copies into scratch block by block, laid end to
- * end, so a kernel given the whole (tlm_mm_args.bpk) skips the copy. */
+/* How a nest with an LN_PACK_B node lays out B packed whole: panels of
+ * `width` columns (N padded to whole panels with zeros), each `kblock` rows
+ * of one K block (K padded likewise), as LN_PACK_B copies them into
+ * scratch; slab (jk, b) holds K block jk of batch b, its panels in order:
+ * panel pn, row kk, lane l of slab (jk, b) at
+ *   ((jk * batches + b) * npanels + pn) * kblock * width + kk * width + l
+ * holds B[b][jk * kblock + kk][pn * width + l]. A block of `panels` panels
+ * from panel n0 / width is then the contiguous run the kernel reads after
+ * its copy; a kernel given the whole (tlm_mm_args.bpk) skips the copy.
+ * Only the width and kblock matter, not the N block. */
 typedef struct ln_pack_layout {
-  int64_t panels, kblock, width;       /* from the LN_PACK_B node */
-  int64_t nblocks, kblocks, batches;   /* block counts */
-  int64_t block_floats;                /* panels * kblock * width */
-  int64_t floats;                      /* the whole: every block */
+  int64_t panels, kblock, width;          /* from the LN_PACK_B node */
+  int64_t npanels, kblocks, batches;      /* ceil(N / width), ceil(K / kblock) */
+  int64_t panel_floats;                   /* kblock * width */
+  int64_t floats;                         /* the whole */
 } ln_pack_layout;
 
 /* Fills *out for a nest lowered for `task` (the N, K and batch extents are
@@ -89,10 +91,12 @@ typedef struct ln_pack_layout {
 int ln_pack_layout_of(const ln_nest *nest, const tlm_task *task, ln_pack_layout *out);
 
 /* Packs B of a matmul task, read through strides sb (elements: 4 batch
- * dims, row k, column n, as tlm_mm_args.sb), into dst (lay->floats floats,
- * written in full, the padding with zeros). Thread-safe; no allocation. */
+ * dims, row k, column n, as tlm_mm_args.sb), into dst (lay->floats
+ * floats): panels [begin, end) of the kblocks * batches * npanels in
+ * memory order, each written in full (padding with zeros), so disjoint
+ * ranges can be packed by different threads. No allocation. */
 void ln_prepack_b(const ln_pack_layout *lay, const tlm_task *task, const float *b,
-                  const int64_t *sb, float *dst);
+                  const int64_t *sb, float *dst, int64_t begin, int64_t end);
 
 /* Iterations of the root's fused parallel loops for this task (M is the
  * run-time M). >= 1. */
