@@ -262,8 +262,24 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
 
   /* k loop: main part unrolled, then the remainder one step at a time */
   LLVMValueRef kend = add(g, k0, ks);
-  int U = partial == 1 ? 1 : n->unroll; /* N tails are rare: the smallest code */
+  /* N tails are rare: the smallest code, unless B is packed (whole zero-
+   * padded vectors, no masks: a product narrower than one tile, N = 5, is
+   * all tail) */
+  int U = partial == 1 && !g->packed ? 1 : n->unroll;
   LLVMValueRef kmain = add(g, k0, mul(g, LLVMBuildSDiv(g->b, ks, c64(g, U), ""), c64(g, U)));
+  /* a tile of fewer accumulators than the FMA unit has chains in flight
+   * would wait on FMA latency (a matrix-vector product with N = 5: one
+   * chain): unrolled step u adds into set u % S, the sets summed below */
+  const int NACC = TB * TM * NV;
+  int S = n->chains > NACC ? (n->chains + NACC - 1) / NACC : 1;
+  if (S > U) S = U;
+  if (S > MAX_ACC / NACC) S = MAX_ACC / NACC;
+  if (S < 1) S = 1;
+  LLVMValueRef accx[MAX_ACC];
+  for (int i = 0; i < (S - 1) * NACC; i++) {
+    accx[i] = alloca_of(g, vt);
+    LLVMBuildStore(g->b, zero, accx[i]);
+  }
   for (int part = 0; part < 2; part++) {
     if (part == 1 && U == 1) break;
     loop L;
@@ -292,7 +308,8 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
           LLVMValueRef a = load(g, g->f32, gep(g, arow[ib * TM + im], mul(g, k, g->sa[5])), 4);
           LLVMValueRef as = splat(g, a, W);
           for (int v = 0; v < NV; v++) {
-            LLVMValueRef slot = acc[(ib * TM + im) * NV + v];
+            int set = part == 0 ? u % S : 0, i = (ib * TM + im) * NV + v;
+            LLVMValueRef slot = set ? accx[(set - 1) * NACC + i] : acc[i];
             LLVMValueRef cur = LLVMBuildLoad2(g->b, vt, slot, "");
             LLVMValueRef args[3] = {as, bvec[v], cur};
             LLVMBuildStore(g->b, call_intrinsic(g, "llvm.fmuladd", &vt, 1, args, 3), slot);
@@ -301,6 +318,12 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
       }
     }
     loop_end(g, &L);
+  }
+  for (int i = 0; i < NACC && S > 1; i++) {
+    LLVMValueRef x = LLVMBuildLoad2(g->b, vt, acc[i], "");
+    for (int set = 1; set < S; set++)
+      x = LLVMBuildFAdd(g->b, x, LLVMBuildLoad2(g->b, vt, accx[(set - 1) * NACC + i], ""), "");
+    LLVMBuildStore(g->b, x, acc[i]);
   }
 
   /* epilogue in registers after the last k block */

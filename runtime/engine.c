@@ -119,6 +119,7 @@ static tlm_status make_module(tlm_runtime *rt, const tlm_task *task, const tlm_s
     snprintf(err, (size_t)errcap, "schedule does not lower to a loop nest");
     return TLM_ERR_INTERNAL;
   }
+  ln_set_fma_chains(nest, rt->target.fma_chains);
   if (tlm_codegen_matmul(ctx, task, nest, name, tlm_jit_cpu(rt->jit), tlm_jit_features(rt->jit),
                          mod, err, errcap))
     return TLM_ERR_JIT;
@@ -899,6 +900,7 @@ tlm_status tlm_engine_kernel_variant(tlm_runtime *rt, const tlm_task *task,
     return TLM_ERR_INTERNAL;
   }
   k->scratch_bytes = tlm_mm_scratch_bytes(task, sched);
+  ln_set_fma_chains(&k->nest, rt->target.fma_chains);
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod = NULL;
   int bad = static_m ? tlm_codegen_matmul_static_m(ctx, task, &k->nest, k->name, tlm_jit_cpu(rt->jit),

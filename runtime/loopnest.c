@@ -239,3 +239,8 @@ void ln_prepack_b(const ln_pack_layout *lay, const tlm_task *task, const float *
     }
   }
 }
+
+void ln_set_fma_chains(ln_nest *nest, int chains) {
+  for (int i = 0; i < nest->nnodes; i++)
+    if (nest->nodes[i].kind == LN_TILE) nest->nodes[i].chains = chains > 0 ? chains : 0;
+}

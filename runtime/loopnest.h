@@ -52,6 +52,11 @@ typedef struct ln_node {
   /* LN_TILE */
   int32_t tile_b, tile_m, vec, nvec, unroll, epilogue;
   int32_t kvec; /* 1: vectors run along k (dot products), nvec = columns */
+  /* independent FMA chains the target needs in flight (tlm_target
+   * fma_chains; 0 = no split): a tile of fewer accumulators keeps up to
+   * `unroll` sets of them, one per unrolled k step, summed after the k
+   * loop (ln_set_fma_chains) */
+  int32_t chains;
   /* LN_PACK_B: panels per block and k block (the packed strides) */
   int64_t pack_panels, pack_kblock, pack_width;
   /* children, run in order */
@@ -97,6 +102,9 @@ int ln_pack_layout_of(const ln_nest *nest, const tlm_task *task, ln_pack_layout 
  * ranges can be packed by different threads. No allocation. */
 void ln_prepack_b(const ln_pack_layout *lay, const tlm_task *task, const float *b,
                   const int64_t *sb, float *dst, int64_t begin, int64_t end);
+
+/* Sets every register tile's `chains` (see ln_node). */
+void ln_set_fma_chains(ln_nest *nest, int chains);
 
 /* Iterations of the root's fused parallel loops for this task (M is the
  * run-time M). >= 1. */

@@ -518,9 +518,12 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
      * reused by nothing, so the kernel is a stream of B. Short K blocks
      * with the level-2 block across N (below) read B's rows whole, k1 rows
      * at a time, as the prefetchers like; the accumulators' reload every
-     * 16 steps costs 2 L1 accesses per 16 B loads. Otherwise a K block of
-     * 256 keeps the A micro-panel (m3 x k1) in L1. */
-    return pick_at_most(c, n, mm_streams_b(t, d) ? 16 : 256);
+     * 16 steps costs 2 L1 accesses per 16 B loads. Not when one tile spans
+     * all of N (N <= n3, e.g. MobileNet's 1024 -> 5 classifier): there is
+     * no row to read whole, and each K block would only reload the tile
+     * (1.46x slower at 1x1024:1024x5 by tlm run --vs, Zen 3). Otherwise a
+     * K block of 256 keeps the A micro-panel (m3 x k1) in L1. */
+    return pick_at_most(c, n, mm_streams_b(t, d) && t->N > d[MM_N3] ? 16 : 256);
   case MM_UNROLL: return pick_at_most(c, n, 4);
   case MM_N2: {
     /* B block (k1 x n2*n3) in half of L2; enough n blocks for all cores

@@ -55,8 +55,12 @@
  * block (A's block in half this core's L3 share: B packed once per block
  * of up to those rows, not once per L2 block); wide unpacked AVX-512
  * tiles and the default thread count are unchanged, so the matmul family
- * stays at 2. */
-#define TLM_RULE_VERSION 5
+ * stays at 2. Version 6: a matrix-vector product whose N fits one register
+ * tile streams B in K blocks of 256, not 16; B declared constant
+ * (tlm_matmul_task.b_const, a task no model has seen) is always packed
+ * where the space allows it. Other matmul decisions are unchanged, so the
+ * family stays at 2. */
+#define TLM_RULE_VERSION 6
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows
