@@ -498,7 +498,11 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
   case MM_N3: {
     if (tlm_vec_is_k(d[MM_VEC])) return pick_at_most(c, n, 4);
     int rows, nv;
-    tlm_reg_tile(tg, t->M, 8, &rows, &nv);
+    /* constant B: the width of the many-row tile for every M, so decode and
+     * prefill read one packed copy (its layout is the panel width and the K
+     * block); a narrow matrix-vector tile keeps its FMA chains with
+     * accumulator sets (codegen), measured as fast (tlm run --vs, Zen 3) */
+    tlm_reg_tile(tg, t->b_const ? (int64_t)1 << 30 : t->M, 8, &rows, &nv);
     return pick_at_most(c, n, (int64_t)nv * d[MM_VEC]);
   }
   case MM_M3: {
@@ -523,13 +527,13 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
      * no row to read whole, and each K block would only reload the tile
      * (1.46x slower at 1x1024:1024x5 by tlm run --vs, Zen 3). Otherwise a
      * K block of 256 keeps the A micro-panel (m3 x k1) in L1. */
-    return pick_at_most(c, n, mm_streams_b(t, d) && t->N > d[MM_N3] ? 16 : 256);
+    return pick_at_most(c, n, mm_streams_b(t, d) && t->N > d[MM_N3] && !t->b_const ? 16 : 256);
   case MM_UNROLL: return pick_at_most(c, n, 4);
   case MM_N2: {
     /* B block (k1 x n2*n3) in half of L2; enough n blocks for all cores
      * when m offers little parallelism */
     int64_t nb = l2 / 2 / ((int64_t)d[MM_K1] * d[MM_N3] * 4);
-    if (mm_streams_b(t, d)) { /* the C block (n2 x n3) in half of L1 */
+    if (mm_streams_b(t, d) && !t->b_const) { /* the C block (n2 x n3) in half of L1 */
       int64_t l1 = tg->l1d_bytes > 0 ? tg->l1d_bytes : 32 * 1024;
       nb = l1 / 2 / ((int64_t)d[MM_N3] * 4);
     }
