@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <string.h>
 #include <time.h>
+#include <xxhash.h>
 
 #include "engine.h"
 
@@ -32,6 +33,7 @@ typedef struct prepack_key {
 } prepack_key;
 
 struct tlm_prepacked {
+  uint64_t hash; /* of key: the lookup compares it first */
   prepack_key key;
   uintptr_t range_lo; /* the declared range it was read from */
   float *data;
@@ -158,8 +160,10 @@ const float *tlm_prepack_lookup_locked(tlm_runtime *rt, const tlm_kernel *k, con
   for (int d = 0; d < mm->nbatch && d < TLM_MAX_BATCH; d++) key.batch[d] = mm->batch[d];
   key.kblock = lay.kblock;
   key.width = lay.width;
+  uint64_t hash = XXH3_64bits(&key, sizeof key); /* no padding holes: all 8-byte fields */
   for (size_t i = 0; i < rt->nprepacked; i++)
-    if (!memcmp(&rt->prepacked[i].key, &key, sizeof key)) return rt->prepacked[i].data;
+    if (rt->prepacked[i].hash == hash && !memcmp(&rt->prepacked[i].key, &key, sizeof key))
+      return rt->prepacked[i].data;
   /* a new copy, within the limit; past it the kernel packs per block */
   if (lay.floats > (int64_t)(SIZE_MAX / 8)) return NULL;
   size_t bytes = ((size_t)lay.floats * sizeof(float) + 63) & ~(size_t)63;
@@ -192,6 +196,7 @@ const float *tlm_prepack_lookup_locked(tlm_runtime *rt, const tlm_kernel *k, con
           (long long)mm->K, (long long)mm->N, bytes, (long long)lay.kblock, (long long)lay.width,
           (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6);
   struct tlm_prepacked *p = &rt->prepacked[rt->nprepacked++];
+  p->hash = hash;
   p->key = key;
   p->range_lo = rt->consts[r].lo;
   p->data = data;
