@@ -186,71 +186,89 @@ __attribute__((target("avx512f,avx512vnni"))) static void matvec_vnni_packed(
 #endif
 
 #if defined(__x86_64__)
-#define AVX2_MAX_BLOCKS 128 /* input blocks kept in registers' worth of stack */
-/* out = W x (+ bias) with AVX2: x's blocks and their signs prepared once,
- * then 4 rows at a time interleaved block by block (4 independent FMA
- * chains, and 4 weight loads in flight), reduced together by a tree of
- * horizontal adds instead of one horizontal sum per row. The same
- * products as dot_avx2. */
+/* out[t] = W x[t] (+ bias) for P token rows with AVX2: rows of W 4 at a time
+ * interleaved block by block (4 independent FMA chains, 4 weight loads in
+ * flight), reduced together by a tree of horizontal adds; every token of
+ * the batch runs on a group of rows while its weights are in L1, so the
+ * prompt (P tokens at once) streams W from memory once, not P times. x[t]
+ * is xq + t * xstride (ic bytes used), its scales xd + t * xstride / 32;
+ * out[t] is out + t * ostride. The same products, in the same order, for
+ * every P. */
 __attribute__((target("avx2,fma"))) static void matvec_avx2(float *out, const tlm_q8_block *w,
                                                              const float *bias, const int8_t *xq,
-                                                             const float *xd, int nb, int oc) {
-  __m256i xs[AVX2_MAX_BLOCKS], axs[AVX2_MAX_BLOCKS];
+                                                             const float *xd, int nb, int oc,
+                                                             int P, int xstride, int ostride) {
   const __m256i ones = _mm256_set1_epi16(1);
-  for (int b = 0; b < nb; b++) {
-    xs[b] = _mm256_loadu_si256((const __m256i *)(xq + b * TLM_Q8_BLOCK));
-    axs[b] = _mm256_sign_epi8(xs[b], xs[b]);
-  }
   for (int o = 0; o < oc; o += 4) {
     /* rows past the end repeat the last one; their sums are not stored */
     const tlm_q8_block *w0 = w + (size_t)o * nb;
     const tlm_q8_block *w1 = w + (size_t)(o + 1 < oc ? o + 1 : oc - 1) * nb;
     const tlm_q8_block *w2 = w + (size_t)(o + 2 < oc ? o + 2 : oc - 1) * nb;
     const tlm_q8_block *w3 = w + (size_t)(o + 3 < oc ? o + 3 : oc - 1) * nb;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int b = 0; b < nb; b++) {
-      const __m256i x = xs[b], ax = axs[b];
-      const float xb = xd[b];
+    for (int t = 0; t < P; t++) {
+      const int8_t *xt = xq + (size_t)t * xstride;
+      const float *dt = xd + (size_t)t * xstride / TLM_Q8_BLOCK;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int b = 0; b < nb; b++) {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(xt + b * TLM_Q8_BLOCK));
+        const __m256i ax = _mm256_sign_epi8(x, x);
+        const float xb = dt[b];
 #define TLM_ROW(acc, wr)                                                                          \
   do {                                                                                            \
     __m256i q = _mm256_loadu_si256((const __m256i *)(wr)[b].q);                                   \
     __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(q, x)), ones);      \
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps((wr)[b].d * xb), acc);          \
   } while (0)
-      TLM_ROW(a0, w0);
-      TLM_ROW(a1, w1);
-      TLM_ROW(a2, w2);
-      TLM_ROW(a3, w3);
+        TLM_ROW(a0, w0);
+        TLM_ROW(a1, w1);
+        TLM_ROW(a2, w2);
+        TLM_ROW(a3, w3);
 #undef TLM_ROW
+      }
+      __m256 tsum = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+      __m128 sums = _mm_add_ps(_mm256_castps256_ps128(tsum), _mm256_extractf128_ps(tsum, 1));
+      float tmp[4];
+      _mm_storeu_ps(tmp, sums);
+      int n = oc - o < 4 ? oc - o : 4;
+      float *ot = out + (size_t)t * ostride;
+      for (int r = 0; r < n; r++) ot[o + r] = tmp[r] + (bias ? bias[o + r] : 0.0f);
     }
-    __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    __m128 sums = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-    float tmp[4];
-    _mm_storeu_ps(tmp, sums);
-    int n = oc - o < 4 ? oc - o : 4;
-    for (int r = 0; r < n; r++) out[o + r] = tmp[r] + (bias ? bias[o + r] : 0.0f);
   }
 }
 #endif
 
-/* out (oc) = W (oc, ic) x + b for a quantized x: the packed VNNI kernel
- * when it runs, the 4-row AVX2 kernel, else a dot product per row */
-static void matvec(dot_fn dot, float *out, const tlm_q8_block *w, const tlm_q8_packed *packed,
-                   const float *bias, const int8_t *xq, const float *xd, int ic, int oc) {
+/* out (oc) = W (oc, ic) x + b for P quantized token rows (x[t] at xq + t *
+ * xstride, out[t] at out + t * ostride): the 4-row AVX2 kernel over the
+ * batch, else per token the packed VNNI kernel or a dot product per row */
+static void matvec_batch(dot_fn dot, float *out, const tlm_q8_block *w,
+                         const tlm_q8_packed *packed, const float *bias, const int8_t *xq,
+                         const float *xd, int ic, int oc, int P, int xstride, int ostride) {
 #if defined(__x86_64__)
-  if (dot == dot_vnni && packed) {
-    matvec_vnni_packed(out, packed, bias, xq, xd);
-    return;
-  }
-  if (dot == dot_avx2 && ic / TLM_Q8_BLOCK <= AVX2_MAX_BLOCKS) {
-    matvec_avx2(out, w, bias, xq, xd, ic / TLM_Q8_BLOCK, oc);
+  if (dot == dot_avx2) {
+    matvec_avx2(out, w, bias, xq, xd, ic / TLM_Q8_BLOCK, oc, P, xstride, ostride);
     return;
   }
 #endif
-  (void)packed;
   int nb = ic / TLM_Q8_BLOCK;
-  for (int o = 0; o < oc; o++)
-    out[o] = dot(w + (size_t)o * nb, xq, xd, nb) + (bias ? bias[o] : 0.0f);
+  for (int t = 0; t < P; t++) {
+    const int8_t *xt = xq + (size_t)t * xstride;
+    const float *dt = xd + (size_t)t * xstride / TLM_Q8_BLOCK;
+    float *ot = out + (size_t)t * ostride;
+#if defined(__x86_64__)
+    if (dot == dot_vnni && packed) {
+      matvec_vnni_packed(ot, packed, bias, xt, dt);
+      continue;
+    }
+#endif
+    for (int o = 0; o < oc; o++)
+      ot[o] = dot(w + (size_t)o * nb, xt, dt, nb) + (bias ? bias[o] : 0.0f);
+  }
+  (void)packed;
+}
+
+static void matvec(dot_fn dot, float *out, const tlm_q8_block *w, const tlm_q8_packed *packed,
+                   const float *bias, const int8_t *xq, const float *xd, int ic, int oc) {
+  matvec_batch(dot, out, w, packed, bias, xq, xd, ic, oc, 1, 0, 0);
 }
 
 static inline void layernorm(float *out, const float *x, const float *w, const float *b, int C) {
@@ -351,72 +369,101 @@ int tlm_lm_state_copy(tlm_lm_state *dst, const tlm_lm_state *src) {
   return 0;
 }
 
-/* One step of the decoder; the final logits only when want_logits (the
- * prompt's tokens but its last fill the KV cache and need none). Compiled
- * below once per x86-64 level (v4, v3, baseline) and chosen per call, so
- * the attention, normalization and activation loops are vectorized for the
+/* Feeds P tokens at positions pos .. pos + P - 1 (P = 1: one decode step;
+ * the prompt all at once, so each weight matrix is read from memory once
+ * for the whole prompt, not once per token) and returns the logits of the
+ * token after the last (owned by the state), or NULL when the context is
+ * full or a token is out of range. The scratch rows: x, buf (C floats
+ * each), qkv (3C), fch (4C), xq (4C bytes) and xd (4C / 32) per token.
+ * Every token's arithmetic is the same for every P. Compiled below once
+ * per x86-64 level (v4, v3, baseline) and chosen per call, so the
+ * attention, normalization and activation loops are vectorized for the
  * machine and follow the same ISA cap as the int8 path. */
-static inline __attribute__((always_inline)) const float *step_body(tlm_lm_state *s,
-                                                                    int32_t token,
-                                                                    int want_logits) {
+static inline __attribute__((always_inline)) const float *run_body(
+    tlm_lm_state *s, const int32_t *tokens, int P, int want_logits, float *xs, float *bufs,
+    float *qkvs, float *fchs, int8_t *xqs, float *xds) {
   const tlm_lm_model *m = s->m;
   const int C = m->cfg.width, NH = m->cfg.heads, hs = C / NH, T = m->cfg.max_seq;
   const int V = m->cfg.vocab, nbc = C / TLM_Q8_BLOCK;
-  if (s->pos >= T || token < 0 || token >= V) return NULL;
+  const int C3 = 3 * C, C4 = 4 * C;
+  if (P < 1 || s->pos + P > T) return NULL;
+  for (int p = 0; p < P; p++)
+    if (tokens[p] < 0 || tokens[p] >= V) return NULL;
   dot_fn dot = pick_dot();
-  int t = s->pos;
-  float *x = s->x;
-  const tlm_q8_block *e = m->wte + (size_t)token * nbc;
-  for (int b = 0; b < nbc; b++)
-    for (int i = 0; i < TLM_Q8_BLOCK; i++)
-      x[b * TLM_Q8_BLOCK + i] = e[b].d * e[b].q[i] + m->wpe[(size_t)t * C + b * TLM_Q8_BLOCK + i];
+  for (int p = 0; p < P; p++) {
+    float *x = xs + (size_t)p * C;
+    const tlm_q8_block *e = m->wte + (size_t)tokens[p] * nbc;
+    int t = s->pos + p;
+    for (int b = 0; b < nbc; b++)
+      for (int i = 0; i < TLM_Q8_BLOCK; i++)
+        x[b * TLM_Q8_BLOCK + i] = e[b].d * e[b].q[i] + m->wpe[(size_t)t * C + b * TLM_Q8_BLOCK + i];
+  }
   float scale = 1.0f / sqrtf((float)hs);
   for (int l = 0; l < m->cfg.layers; l++) {
-    layernorm(s->buf, x, m->ln1w + l * C, m->ln1b + l * C, C);
-    quantize_act(s->buf, C, s->xq, s->xd);
-    const tlm_q8_packed *pk = m->packed ? &m->packed[1 + 4 * l] : NULL;
-    matvec(dot, s->qkv, m->qkvw + (size_t)l * 3 * C * nbc, pk ? &pk[0] : NULL, m->qkvb + l * 3 * C,
-           s->xq, s->xd, C, 3 * C);
-    float *kc = s->k + ((size_t)l * T) * C, *vc = s->v + ((size_t)l * T) * C;
-    memcpy(kc + (size_t)t * C, s->qkv + C, sizeof(float) * (size_t)C);
-    memcpy(vc + (size_t)t * C, s->qkv + 2 * C, sizeof(float) * (size_t)C);
-    for (int h = 0; h < NH; h++) {
-      const float *q = s->qkv + h * hs;
-      float mx = -INFINITY;
-      for (int t2 = 0; t2 <= t; t2++) {
-        float d = 0;
-        for (int i = 0; i < hs; i++) d += q[i] * kc[(size_t)t2 * C + h * hs + i];
-        s->att[t2] = d * scale;
-        if (s->att[t2] > mx) mx = s->att[t2];
-      }
-      float sum = 0;
-      for (int t2 = 0; t2 <= t; t2++) sum += (s->att[t2] = fast_exp(s->att[t2] - mx));
-      float *o = s->buf + h * hs;
-      for (int i = 0; i < hs; i++) o[i] = 0;
-      for (int t2 = 0; t2 <= t; t2++) {
-        float p = s->att[t2] / sum;
-        for (int i = 0; i < hs; i++) o[i] += p * vc[(size_t)t2 * C + h * hs + i];
-      }
+    for (int p = 0; p < P; p++) {
+      layernorm(bufs + (size_t)p * C, xs + (size_t)p * C, m->ln1w + l * C, m->ln1b + l * C, C);
+      quantize_act(bufs + (size_t)p * C, C, xqs + (size_t)p * C4, xds + (size_t)p * C4 / TLM_Q8_BLOCK);
     }
-    quantize_act(s->buf, C, s->xq, s->xd);
-    matvec(dot, s->fch, m->projw + (size_t)l * C * nbc, pk ? &pk[1] : NULL, m->projb + l * C,
-           s->xq, s->xd, C, C);
-    for (int c = 0; c < C; c++) x[c] += s->fch[c];
-    layernorm(s->buf, x, m->ln2w + l * C, m->ln2b + l * C, C);
-    quantize_act(s->buf, C, s->xq, s->xd);
-    matvec(dot, s->fch, m->fcw + (size_t)l * 4 * C * nbc, pk ? &pk[2] : NULL, m->fcb + l * 4 * C,
-           s->xq, s->xd, C, 4 * C);
-    gelu_inplace(s->fch, 4 * C);
-    quantize_act(s->fch, 4 * C, s->xq, s->xd);
-    matvec(dot, s->buf, m->fcprojw + (size_t)l * C * 4 * nbc, pk ? &pk[3] : NULL,
-           m->fcprojb + l * C, s->xq, s->xd, 4 * C, C);
-    for (int c = 0; c < C; c++) x[c] += s->buf[c];
+    const tlm_q8_packed *pk = m->packed ? &m->packed[1 + 4 * l] : NULL;
+    matvec_batch(dot, qkvs, m->qkvw + (size_t)l * 3 * C * nbc, pk ? &pk[0] : NULL,
+                 m->qkvb + l * 3 * C, xqs, xds, C, 3 * C, P, C4, C3);
+    float *kc = s->k + ((size_t)l * T) * C, *vc = s->v + ((size_t)l * T) * C;
+    for (int p = 0; p < P; p++) {
+      int t = s->pos + p;
+      memcpy(kc + (size_t)t * C, qkvs + (size_t)p * C3 + C, sizeof(float) * (size_t)C);
+      memcpy(vc + (size_t)t * C, qkvs + (size_t)p * C3 + 2 * C, sizeof(float) * (size_t)C);
+    }
+    for (int p = 0; p < P; p++) { /* causal: token p sees positions <= its own */
+      int t = s->pos + p;
+      for (int h = 0; h < NH; h++) {
+        const float *q = qkvs + (size_t)p * C3 + h * hs;
+        float mx = -INFINITY;
+        for (int t2 = 0; t2 <= t; t2++) {
+          float d = 0;
+          for (int i = 0; i < hs; i++) d += q[i] * kc[(size_t)t2 * C + h * hs + i];
+          s->att[t2] = d * scale;
+          if (s->att[t2] > mx) mx = s->att[t2];
+        }
+        float sum = 0;
+        for (int t2 = 0; t2 <= t; t2++) sum += (s->att[t2] = fast_exp(s->att[t2] - mx));
+        float *o = bufs + (size_t)p * C + h * hs;
+        for (int i = 0; i < hs; i++) o[i] = 0;
+        for (int t2 = 0; t2 <= t; t2++) {
+          float pr = s->att[t2] / sum;
+          for (int i = 0; i < hs; i++) o[i] += pr * vc[(size_t)t2 * C + h * hs + i];
+        }
+      }
+      quantize_act(bufs + (size_t)p * C, C, xqs + (size_t)p * C4, xds + (size_t)p * C4 / TLM_Q8_BLOCK);
+    }
+    matvec_batch(dot, fchs, m->projw + (size_t)l * C * nbc, pk ? &pk[1] : NULL, m->projb + l * C,
+                 xqs, xds, C, C, P, C4, C4);
+    for (int p = 0; p < P; p++) {
+      float *x = xs + (size_t)p * C;
+      const float *f = fchs + (size_t)p * C4;
+      for (int c = 0; c < C; c++) x[c] += f[c];
+      layernorm(bufs + (size_t)p * C, x, m->ln2w + l * C, m->ln2b + l * C, C);
+      quantize_act(bufs + (size_t)p * C, C, xqs + (size_t)p * C4, xds + (size_t)p * C4 / TLM_Q8_BLOCK);
+    }
+    matvec_batch(dot, fchs, m->fcw + (size_t)l * 4 * C * nbc, pk ? &pk[2] : NULL, m->fcb + l * 4 * C,
+                 xqs, xds, C, 4 * C, P, C4, C4);
+    for (int p = 0; p < P; p++) {
+      gelu_inplace(fchs + (size_t)p * C4, 4 * C);
+      quantize_act(fchs + (size_t)p * C4, 4 * C, xqs + (size_t)p * C4,
+                   xds + (size_t)p * C4 / TLM_Q8_BLOCK);
+    }
+    matvec_batch(dot, bufs, m->fcprojw + (size_t)l * C * 4 * nbc, pk ? &pk[3] : NULL,
+                 m->fcprojb + l * C, xqs, xds, 4 * C, C, P, C4, C);
+    for (int p = 0; p < P; p++) {
+      float *x = xs + (size_t)p * C;
+      const float *f = bufs + (size_t)p * C;
+      for (int c = 0; c < C; c++) x[c] += f[c];
+    }
   }
-  if (!want_logits) {
-    s->pos++;
-    return s->logits;
-  }
-  layernorm(s->buf, x, m->lnfw, m->lnfb, C);
+  s->pos += P;
+  if (!want_logits) return s->logits;
+  const float *x = xs + (size_t)(P - 1) * C;
+  float *buf = bufs; /* row 0 is free again */
+  layernorm(buf, x, m->lnfw, m->lnfb, C);
   /* the logits decide every choice: keep the final activations in f32
    * (int8 weights, dequantized on the fly), which costs V * C multiply-adds
    * per step and keeps greedy decisions closest to the fp32 model's */
@@ -425,44 +472,69 @@ static inline __attribute__((always_inline)) const float *step_body(tlm_lm_state
     float acc = 0;
     for (int b = 0; b < nbc; b++) {
       float part = 0;
-      for (int i = 0; i < TLM_Q8_BLOCK; i++) part += (float)w[b].q[i] * s->buf[b * TLM_Q8_BLOCK + i];
+      for (int i = 0; i < TLM_Q8_BLOCK; i++) part += (float)w[b].q[i] * buf[b * TLM_Q8_BLOCK + i];
       acc += w[b].d * part;
     }
     s->logits[v] = acc;
   }
-  s->pos++;
   return s->logits;
+}
+
+static inline __attribute__((always_inline)) const float *step_body(tlm_lm_state *s,
+                                                                    const int32_t *tokens, int P,
+                                                                    int want_logits) {
+  if (P == 1)
+    return run_body(s, tokens, 1, want_logits, s->x, s->buf, s->qkv, s->fch, s->xq, s->xd);
+  const int C = s->m->cfg.width;
+  size_t rows = (size_t)P;
+  float *f = malloc(sizeof(float) * rows * (size_t)(C + C + 3 * C + 4 * C + 4 * C / TLM_Q8_BLOCK));
+  int8_t *q = malloc(rows * (size_t)(4 * C));
+  const float *lg = NULL;
+  if (f && q) {
+    float *x = f, *buf = x + rows * C, *qkv = buf + rows * C, *fch = qkv + rows * 3 * C;
+    float *xd = fch + rows * 4 * C;
+    lg = run_body(s, tokens, P, want_logits, x, buf, qkv, fch, q, xd);
+  }
+  free(f);
+  free(q);
+  return lg;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define TLM_STEP_LEVELS 1
 __attribute__((target("arch=x86-64-v4"))) static const float *step_v4(tlm_lm_state *s,
-                                                                      int32_t token, int w) {
-  return step_body(s, token, w);
+                                                                      const int32_t *tokens,
+                                                                      int P, int w) {
+  return step_body(s, tokens, P, w);
 }
 __attribute__((target("arch=x86-64-v3"))) static const float *step_v3(tlm_lm_state *s,
-                                                                      int32_t token, int w) {
-  return step_body(s, token, w);
+                                                                      const int32_t *tokens,
+                                                                      int P, int w) {
+  return step_body(s, tokens, P, w);
 }
 #endif
-static const float *step_base(tlm_lm_state *s, int32_t token, int w) {
-  return step_body(s, token, w);
+static const float *step_base(tlm_lm_state *s, const int32_t *tokens, int P, int w) {
+  return step_body(s, tokens, P, w);
 }
 
 /* the widest level the host runs and the decoder's ISA cap allows */
-static const float *step(tlm_lm_state *s, int32_t token, int want_logits) {
+static const float *step(tlm_lm_state *s, const int32_t *tokens, int P, int want_logits) {
 #ifdef TLM_STEP_LEVELS
   int cap = g_isa_cap;
   __builtin_cpu_init();
   if ((cap < 0 || cap >= TLM_ISA_AVX512) && __builtin_cpu_supports("x86-64-v4"))
-    return step_v4(s, token, want_logits);
+    return step_v4(s, tokens, P, want_logits);
   if ((cap < 0 || cap >= TLM_ISA_AVX2) && __builtin_cpu_supports("x86-64-v3"))
-    return step_v3(s, token, want_logits);
+    return step_v3(s, tokens, P, want_logits);
 #endif
-  return step_base(s, token, want_logits);
+  return step_base(s, tokens, P, want_logits);
 }
 
-const float *tlm_lm_step(tlm_lm_state *s, int32_t token) { return step(s, token, 1); }
+const float *tlm_lm_step(tlm_lm_state *s, int32_t token) { return step(s, &token, 1, 1); }
+
+const float *tlm_lm_feed(tlm_lm_state *s, const int32_t *tokens, int n) {
+  return step(s, tokens, n, 1);
+}
 
 /* ---- constrained decoding ------------------------------------------------------ */
 
@@ -481,12 +553,7 @@ static void candidate_logp(const float *logits, const int *toks, const int32_t *
 static const float *feed_prompt(tlm_lm_state *st, const tlm_space *s) {
   int32_t prompt[TLM_LM_PROMPT_LEN];
   tlm_lm_prompt(&st->m->vocab, &s->task, &s->target, prompt);
-  const float *lg = NULL;
-  for (int i = 0; i < TLM_LM_PROMPT_LEN; i++) {
-    lg = step(st, prompt[i], i == TLM_LM_PROMPT_LEN - 1);
-    if (!lg) return NULL;
-  }
-  return lg;
+  return step(st, prompt, TLM_LM_PROMPT_LEN, 1); /* all at once */
 }
 
 tlm_status tlm_lm_decode(const tlm_lm_model *m, const tlm_space *s, tlm_schedule *out,

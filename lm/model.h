@@ -174,6 +174,12 @@ int tlm_lm_state_copy(tlm_lm_state *dst, const tlm_lm_state *src);
  * token (owned by the state), or NULL when the context is full. */
 const float *tlm_lm_step(tlm_lm_state *s, int32_t token);
 
+/* Feeds n tokens at once (n >= 1; a prompt): each weight matrix is read
+ * once for all of them. The same state and logits as n tlm_lm_step calls
+ * (each token's arithmetic is the same), or NULL when they do not fit the
+ * context, a token is out of range, or out of memory. */
+const float *tlm_lm_feed(tlm_lm_state *s, const int32_t *tokens, int n);
+
 /* Greedy constrained decoding: at each decision point only its candidates
  * may be chosen (logits of all other tokens masked); the most probable
  * candidate wins (the rule's value with m->rule_bonus added to its
