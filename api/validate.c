@@ -919,6 +919,18 @@ tlm_status tlm_validate_conv(const tlm_op *op, const tlm_tensor *in, int n_in,
               (xe[3] == 1 || xs[3] == xe[4]) && (ye[3] == 1 || ys[3] == ye[4]) &&
               (!R || ye[3] == 1 || rs[3] == ye[4]);
   if (plane) unit |= TLM_UNIT_CONV_PLANE;
+  /* dense strides; a stride over an extent of 1 is never used, so any */
+  {
+    const int64_t we[5] = {OC, IC / G, ke[0], ke[1], ke[2]};
+    const int64_t dense[5] = {1, OC, ke[1] * ke[2] * (IC / G) * OC, ke[2] * (IC / G) * OC,
+                              (IC / G) * OC};
+    int hwio = 1;
+    for (int j = 0; j < 5; j++) hwio &= we[j] == 1 || t->sw_[j] == dense[j];
+    if (hwio) unit |= TLM_UNIT_CONV_WEI_HWIO;
+  }
+  if ((unit & TLM_UNIT_CONV_SRC_C) && (xe[4] == 1 || xs[4] == IC)) unit |= TLM_UNIT_CONV_SRC_PIX;
+  if ((unit & TLM_UNIT_CONV_DST_C) && (ye[4] == 1 || (ys[4] == OC && (!R || rs[4] == OC))))
+    unit |= TLM_UNIT_CONV_DST_PIX;
   t->unit = unit;
 
   args->dst = Y->data;

@@ -655,6 +655,18 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
   if (t->unit & TLM_UNIT_CONV_SRC_C) cc.ss[1] = c64(g, 1);
   if (t->unit & TLM_UNIT_CONV_SRC_W) cc.ss[4] = c64(g, 1);
   if (t->unit & TLM_UNIT_CONV_WEI_O) cc.sw[0] = c64(g, 1);
+  {
+    int64_t IC_ = (int64_t)t->G * t->ICg, OC_ = (int64_t)t->G * t->OCg;
+    if (t->unit & TLM_UNIT_CONV_WEI_HWIO) { /* every window offset a constant */
+      cc.sw[0] = c64(g, 1);
+      cc.sw[1] = c64(g, OC_);
+      cc.sw[2] = c64(g, (int64_t)t->KH * t->KW * t->ICg * OC_);
+      cc.sw[3] = c64(g, (int64_t)t->KW * t->ICg * OC_);
+      cc.sw[4] = c64(g, (int64_t)t->ICg * OC_);
+    }
+    if (t->unit & TLM_UNIT_CONV_SRC_PIX) cc.ss[4] = c64(g, IC_);
+    if (t->unit & TLM_UNIT_CONV_DST_PIX) cc.sd[4] = cc.sr[4] = c64(g, OC_);
+  }
   cc.sbias = arg_field(g, args, offsetof(tlm_conv_args, sbias), g->i64);
   cc.sscale = arg_field(g, args, offsetof(tlm_conv_args, sscale), g->i64);
   cc.sshift = arg_field(g, args, offsetof(tlm_conv_args, sshift), g->i64);

@@ -86,9 +86,15 @@ enum {
   TLM_UNIT_CONV_DST_C = 1 << 3, /* dst (and residual) channels adjacent */
   TLM_UNIT_CONV_DST_W = 1 << 4, /* dst (and residual) columns adjacent */
   TLM_UNIT_CONV_VEC = 1 << 5,   /* bias, scale and shift contiguous */
-  TLM_UNIT_CONV_PLANE = 1 << 6  /* 1x1, stride 1, no padding, 2-D, and the (h, w) planes of
+  TLM_UNIT_CONV_PLANE = 1 << 6, /* 1x1, stride 1, no padding, 2-D, and the (h, w) planes of
                                    src, dst (and residual) dense with w unit-stride: pixel p
                                    of the plane is at p for every tensor */
+  /* dense strides the code takes as constants (every offset of a tile's
+   * window then a displacement, not a register; AVX2 depthwise ran out of
+   * general registers and spilled its 9 window offsets) */
+  TLM_UNIT_CONV_WEI_HWIO = 1 << 7, /* weights dense HWIO: (kd, kh, kw, icg, oc) */
+  TLM_UNIT_CONV_SRC_PIX = 1 << 8,  /* NHWC src pixels IC apart (channels dense) */
+  TLM_UNIT_CONV_DST_PIX = 1 << 9   /* NHWC dst (and residual) pixels OC apart */
 };
 
 /* Convolution task, always in 3-D form (a 2-D one has D = KD = 1).
