@@ -474,8 +474,10 @@ tlm_op tlm_op_eltwise(tlm_activation activation, tlm_binary binary);
 /* Runs `op` on `inputs` and writes `outputs`.
  *
  * The first call for a given task (operator, shapes, strides, dtypes,
- * epilogue) schedules and JIT-compiles a kernel, which takes milliseconds;
- * later calls with the same task reuse it from the in-memory cache.
+ * epilogue, and whether the weights lie in memory declared constant with
+ * tlm_constant_add) schedules and JIT-compiles a kernel, which takes
+ * milliseconds; later calls with the same task reuse it from the in-memory
+ * cache.
  * Work is split over the runtime's threads; the call returns when the
  * outputs are complete.
  *
