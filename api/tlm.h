@@ -182,9 +182,9 @@ typedef struct tlm_config {
    * native | avx512 | avx2 | sse | scalar. */
   int isa;
   /* Most bytes of weight matrices tlm keeps packed ahead from memory
-   * declared constant (tlm_constant_add); past it, kernels pack their
-   * weights on every call as they do for other memory (correct, slower).
-   * 0 = never pack ahead. Default (tlm_config_init) 1 GiB. Environment:
+   * declared constant (tlm_constant_add); a weight matrix that would not
+   * fit is scheduled and run as undeclared memory is. 0 = never pack
+   * ahead. Default (tlm_config_init) 1 GiB. Environment:
    * TLM_PREPACK_BYTES. */
   size_t prepack_bytes;
 } tlm_config;
@@ -514,14 +514,16 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs,
 
 /* Declares the bytes [data, data + bytes) constant: the caller promises not
  * to change them until tlm_constant_remove(rt, data) has returned. A
- * matmul whose B (input 1), or a convolution run as a matmul whose
- * weights, lie wholly inside such a range may then be served from a copy
- * of B packed once in the kernel's panel layout (the weight reorder that
- * oneDNN and inference engines do ahead of time), made on first use and
- * kept until removal; the kernel skips its per-call copy of B. Results are
- * the same either way. Writing the bytes while declared is not detected:
- * later runs may use the old values. At most tlm_config.prepack_bytes of
- * copies are kept; past that B is packed per call.
+ * matmul whose B (input 1), or a channels-last convolution run as a matmul
+ * (TLM_CONV_AS_MATMUL) whose weights, lie wholly inside such a range may
+ * then be served from a copy of B packed once in the kernel's panel layout
+ * (the weight reorder that oneDNN and inference engines do ahead of time),
+ * made on first use and kept until removal; the kernel skips its per-call
+ * copy of B. Such a task is scheduled on its own (its schedule packs B),
+ * so results agree with undeclared B up to float rounding, not bit for
+ * bit. Writing the bytes while declared is not detected: later runs may
+ * use the old values. At most tlm_config.prepack_bytes of copies are kept;
+ * a B that would not fit is treated as undeclared.
  *   data    first byte; not NULL. Nothing is read until a run uses it.
  *   bytes   >= 1; data + bytes must not wrap around.
  * Statuses: TLM_OK; TLM_ERR_NULL_POINTER (rt or data);

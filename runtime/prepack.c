@@ -21,6 +21,7 @@
 
 struct tlm_const_range {
   uintptr_t lo, hi; /* bytes [lo, hi) */
+  size_t packed;    /* bytes of copies made from it (written under both locks) */
 };
 
 /* a copy is reused for exactly the same B view and pack geometry */
@@ -65,6 +66,7 @@ int tlm_prepack_add_locked(tlm_runtime *rt, const void *data, size_t bytes) {
   if (!rc) {
     rt->consts[rt->nconsts].lo = lo;
     rt->consts[rt->nconsts].hi = hi;
+    rt->consts[rt->nconsts].packed = 0;
     atomic_store_explicit(&rt->nconsts_pub, ++rt->nconsts, memory_order_relaxed);
   }
   pthread_rwlock_unlock(&rt->const_lock);
@@ -114,13 +116,21 @@ static void b_span(const tlm_matmul_task *mm, const tlm_mm_args *a, uintptr_t *l
 }
 
 int tlm_prepack_b_constant(tlm_runtime *rt, const tlm_task *task, const tlm_mm_args *a) {
-  if (!atomic_load_explicit(&rt->nconsts_pub, memory_order_relaxed) || !a->b) return 0;
+  if (!atomic_load_explicit(&rt->nconsts_pub, memory_order_relaxed) || !a->b || !rt->prepack_limit)
+    return 0;
   uintptr_t lo, hi;
   b_span(&task->u.mm, a, &lo, &hi);
   pthread_rwlock_rdlock(&rt->const_lock);
   int r = range_index(rt, lo, hi);
+  size_t from_range = r >= 0 ? rt->consts[r].packed : 0;
   pthread_rwlock_unlock(&rt->const_lock);
-  return r >= 0;
+  if (r < 0) return 0;
+  /* Constant B makes the schedule pack it, which pays only if the copy is
+   * made: when the range has none yet and B would not fit the limit, the
+   * task stays a plain one (else every call would pack B) */
+  size_t used = atomic_load_explicit(&rt->prepacked_bytes_pub, memory_order_relaxed);
+  size_t need = hi - lo;
+  return from_range > 0 || (need <= rt->prepack_limit && used <= rt->prepack_limit - need);
 }
 
 typedef struct pack_ctx {
@@ -199,6 +209,9 @@ const float *tlm_prepack_lookup_locked(tlm_runtime *rt, const tlm_kernel *k, con
   p->hash = hash;
   p->key = key;
   p->range_lo = rt->consts[r].lo;
+  pthread_rwlock_wrlock(&rt->const_lock);
+  rt->consts[r].packed += bytes;
+  pthread_rwlock_unlock(&rt->const_lock);
   p->data = data;
   p->bytes = bytes;
   rt->prepacked_bytes += bytes;

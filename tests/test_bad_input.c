@@ -141,6 +141,25 @@ static void constant_cases(tlm_runtime *rt) {
   tlm_get_stats(rt, &st);
   CHECK(st.prepacked_bytes == 0, "%llu bytes of copies left after removal",
         (unsigned long long)st.prepacked_bytes);
+  /* prepack_bytes 0: declared memory is run as undeclared (no copy, and no
+   * schedule that would then pack B on every call) */
+  {
+    tlm_config c0;
+    tlm_config_init(&c0);
+    c0.cache_dir = "none";
+    c0.num_threads = 1;
+    c0.prepack_bytes = 0;
+    tlm_runtime *r0 = NULL;
+    CHECK(tlm_create(&c0, &r0) == TLM_OK, "create with prepack_bytes 0");
+    if (r0) {
+      CHECK(tlm_constant_add(r0, cb, sizeof cb) == TLM_OK, "declare with no budget");
+      CHECK(!run_const_mm(r0, c) && same_as_want(c), "no budget: wrong result");
+      tlm_get_stats(r0, &st);
+      CHECK(st.prepacks == 0 && st.prepacked_bytes == 0, "no budget: %llu copies",
+            (unsigned long long)st.prepacks);
+      tlm_destroy(r0);
+    }
+  }
   /* a copy still declared at tlm_destroy is freed there (ASan checks) */
   CHECK(tlm_constant_add(rt, cb, sizeof cb) == TLM_OK, "declare B before destroy");
   CHECK(!run_const_mm(rt, c) && same_as_want(c), "constant B before destroy");
