@@ -164,11 +164,14 @@ int main(int argc, char **argv) {
     else {
       fprintf(stderr, "usage: %s [--threads N] [--batches N] [--layout nchw|nhwc] [--mb N] "
               "[--no-prepack] [--json FILE] FILE...\n"
-              "  weights are declared constant to tlm (tlm_constant_add) unless --no-prepack,\n"
+              "  NHWC weights are declared constant to tlm (tlm_constant_add) unless --no-prepack,\n"
               "  as oneDNN's are reordered once outside the timing\n", argv[0]);
       return 2;
     }
   }
+  /* declared weights matter only where tlm packs them: channels-last
+   * convolutions run as matmuls (channels-first ones make them input A) */
+  if (!nhwc) prepack = 0;
   if (threads < 1 || batches < 3 || mb < 1 || !nfiles) {
     fprintf(stderr, "bench_conv: need >= 1 thread, >= 3 batches, mb >= 1 and a file\n");
     return 2;
@@ -198,7 +201,8 @@ int main(int argc, char **argv) {
          "weights: oneDNN reordered once, untimed; tlm %s\n", target, tlm_isa_name(rt->target.isa), dnnl_baseline_isa(), threads,
          nhwc ? "nhwc" : "nchw", mb, batches,
          prepack ? "declared constant (packed once on first use, in the untimed first call)"
-                 : "read as given on every call (--no-prepack)");
+                 : nhwc ? "read as given on every call (--no-prepack)"
+                        : "read as given (NCHW: declaring them would change nothing)");
   for (int fi = 0; fi < nfiles; fi++) {
     FILE *f = fopen(files[fi], "r");
     if (!f) {
