@@ -129,13 +129,6 @@ static void run_tlm(void *c) {
   }
 }
 
-/* bytes a tensor's view reaches from its data pointer */
-static size_t tensor_bytes(const tlm_tensor *t) {
-  size_t last = 0;
-  for (int i = 0; i < t->ndim; i++) last += (size_t)(t->shape[i] - 1) * (size_t)t->strides[i];
-  return (last + 1) * sizeof(float);
-}
-
 typedef void (*run_fn)(void *);
 static double time_batch(run_fn f, void *ctx, int calls) {
   double t0 = tlm_now_ns();
@@ -230,7 +223,7 @@ int main(int argc, char **argv) {
                                 nhwc ? TLM_WEIGHTS_HWIO : TLM_WEIGHTS_OIHW, NULL, 1, &p))
         return 1;
       tlm_ctx tc = {rt, &p};
-      if (prepack && tlm_constant_add(rt, p.in[1].data, tensor_bytes(&p.in[1])) != TLM_OK) {
+      if (prepack && tlm_constant_add(rt, p.in[1].data, tlm_tensor_span_bytes(&p.in[1])) != TLM_OK) {
         fprintf(stderr, "tlm_constant_add: %s\n", tlm_last_error(rt));
         return 1;
       }

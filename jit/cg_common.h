@@ -36,7 +36,7 @@ typedef struct cg {
   LLVMValueRef pk_b0, pk_n0, pk_k0;
   LLVMValueRef pk_base;    /* the packed block: scratch, or in args->bpk */
   LLVMValueRef pk_bstride; /* floats from one batch's packed block to the next */
-  int64_t pk_panels, pk_kb, pk_width;
+  int64_t pk_kb, pk_width;
 } cg;
 
 typedef struct blk {

@@ -190,7 +190,6 @@ static int emit_pack(cg *g, const ln_node *n, blk *bk) {
   g->pk_b0 = b0;
   g->pk_n0 = n0;
   g->pk_k0 = k0;
-  g->pk_panels = n->pack_panels;
   g->pk_kb = n->pack_kblock;
   g->pk_width = nr;
   int rc = emit_body(g, n, bk);

@@ -192,7 +192,6 @@ int ln_pack_layout_of(const ln_nest *nest, const tlm_task *task, ln_pack_layout 
     if (nest->nodes[i].kind == LN_PACK_B) pk = &nest->nodes[i];
   if (!pk || task->kind != TLM_OP_MATMUL) return 0;
   const tlm_matmul_task *mm = &task->u.mm;
-  out->panels = pk->pack_panels;
   out->kblock = pk->pack_kblock;
   out->width = pk->pack_width;
   out->npanels = (mm->N + out->width - 1) / out->width;

@@ -79,12 +79,12 @@ int ln_lower_matmul(const tlm_task *task, const tlm_schedule *sched, ln_nest *ou
  * scratch; slab (jk, b) holds K block jk of batch b, its panels in order:
  * panel pn, row kk, lane l of slab (jk, b) at
  *   ((jk * batches + b) * npanels + pn) * kblock * width + kk * width + l
- * holds B[b][jk * kblock + kk][pn * width + l]. A block of `panels` panels
+ * holds B[b][jk * kblock + kk][pn * width + l]. A block of the node's pack_panels panels
  * from panel n0 / width is then the contiguous run the kernel reads after
  * its copy; a kernel given the whole (tlm_mm_args.bpk) skips the copy.
  * Only the width and kblock matter, not the N block. */
 typedef struct ln_pack_layout {
-  int64_t panels, kblock, width;          /* from the LN_PACK_B node */
+  int64_t kblock, width;                  /* from the LN_PACK_B node */
   int64_t npanels, kblocks, batches;      /* ceil(N / width), ceil(K / kblock) */
   int64_t panel_floats;                   /* kblock * width */
   int64_t floats;                         /* the whole */

@@ -176,8 +176,7 @@ const float *tlm_prepack_lookup_locked(tlm_runtime *rt, const tlm_kernel *k, con
       return rt->prepacked[i].data;
   /* a new copy, within the limit; past it the kernel packs per block */
   if (lay.floats > (int64_t)(SIZE_MAX / 8)) return NULL;
-  size_t bytes = ((size_t)lay.floats * sizeof(float) + 63) & ~(size_t)63;
-  if (bytes > rt->prepack_limit || rt->prepacked_bytes > rt->prepack_limit - bytes) return NULL;
+  size_t bytes = (size_t)lay.floats * sizeof(float);
   if (rt->nprepacked == rt->capprepacked) {
     size_t cap = rt->capprepacked ? 2 * rt->capprepacked : 16;
     struct tlm_prepacked *p = realloc(rt->prepacked, cap * sizeof *p);

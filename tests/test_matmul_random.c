@@ -25,13 +25,6 @@ static const char *k_builtin[] = {
     "9x129:129x33",    "1x3:3x2048",      "2x5x1x41:2x5x41x43", "3x3x3:3x3x3",
 };
 
-/* bytes a tensor's view reaches from its data pointer */
-static size_t tensor_bytes(const tlm_tensor *t) {
-  size_t last = 0;
-  for (int i = 0; i < t->ndim; i++) last += (size_t)(t->shape[i] - 1) * (size_t)t->strides[i];
-  return (last + 1) * sizeof(float);
-}
-
 /* Keeps small dims, folds large ones into [97, 158): odd sizes stay odd. */
 static int64_t shrink(int64_t d) { return d <= 160 ? d : 97 + d % 61; }
 
@@ -120,7 +113,7 @@ int main(int argc, char **argv) {
          * K, so B packed ahead must follow the run-time extents */
         int constant = s % 2 == 1;
         if (constant)
-          CHECK(tlm_constant_add(rt, p.in[1].data, tensor_bytes(&p.in[1])) == TLM_OK,
+          CHECK(tlm_constant_add(rt, p.in[1].data, tlm_tensor_span_bytes(&p.in[1])) == TLM_OK,
                 "constant_add: %s", tlm_last_error(rt));
         tlm_status st = tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
         CHECK(st == TLM_OK, "%s default: %s", ds, tlm_last_error(rt));
@@ -167,7 +160,7 @@ int main(int argc, char **argv) {
             schedules++;
             if (k->scratch_bytes > 0 && st == TLM_OK) {
               /* B declared constant: the same kernel reads B packed ahead */
-              size_t bbytes = tensor_bytes(&p.in[1]), cbytes = tensor_bytes(&p.out);
+              size_t bbytes = tlm_tensor_span_bytes(&p.in[1]), cbytes = tlm_tensor_span_bytes(&p.out);
               tlm_stats before, after;
               tlm_get_stats(rt, &before);
               CHECK(tlm_constant_add(rt, p.in[1].data, bbytes) == TLM_OK, "constant_add: %s",
@@ -205,9 +198,9 @@ int main(int argc, char **argv) {
     tlm_matmul_desc epi = {0, 0, 1, TLM_ACT_NONE, 0};
     tlm_problem p;
     if (tlm_problem_make(&d, &epi, 99 + i, &p)) continue;
-    CHECK(tlm_constant_add(rt, p.in[1].data, tensor_bytes(&p.in[1])) == TLM_OK, "constant_add");
+    CHECK(tlm_constant_add(rt, p.in[1].data, tlm_tensor_span_bytes(&p.in[1])) == TLM_OK, "constant_add");
     for (int rep = 0; rep < 2; rep++) { /* packs, then reuses the copy */
-      memset(p.out.data, 0xff, tensor_bytes(&p.out));
+      memset(p.out.data, 0xff, tlm_tensor_span_bytes(&p.out));
       tlm_status st = tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
       double e = st == TLM_OK ? tlm_problem_check(&p) : -1;
       CHECK(e >= 0 && e <= tlm_problem_tolerance(d.a[d.nda - 1]), "%s B constant, run %d: error %g",

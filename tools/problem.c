@@ -204,6 +204,12 @@ void tlm_problem_free(tlm_problem *p) {
 
 double tlm_problem_tolerance(int64_t K) { return 1e-5 + (double)K / 8388608.0; }
 
+size_t tlm_tensor_span_bytes(const tlm_tensor *t) {
+  size_t last = 0;
+  for (int i = 0; i < t->ndim; i++) last += (size_t)(t->shape[i] - 1) * (size_t)t->strides[i];
+  return (last + 1) * sizeof(float);
+}
+
 
 static int64_t boff(const tlm_matmul_task *t, int64_t bi, const int64_t *s) {
   int64_t off = 0;

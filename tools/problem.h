@@ -73,4 +73,8 @@ double tlm_problem_check_sampled(const tlm_problem *p, int points, uint64_t seed
  * epilogue's exp/tanh. */
 double tlm_problem_tolerance(int64_t K);
 
+/* Bytes a tensor's view reaches from its data pointer (f32 elements):
+ * what tlm_constant_add needs for a weight tensor. */
+size_t tlm_tensor_span_bytes(const tlm_tensor *t);
+
 #endif

@@ -367,9 +367,7 @@ static int cmd_run(int argc, char **argv) {
     return 1;
   }
   if (const_b) { /* B declared constant: kernels that pack it read a copy packed once */
-    int64_t last = 0;
-    for (int i = 0; i < p.in[1].ndim; i++) last += (p.in[1].shape[i] - 1) * p.in[1].strides[i];
-    if (tlm_constant_add(rt, p.in[1].data, (size_t)(last + 1) * sizeof(float)) != TLM_OK) {
+    if (tlm_constant_add(rt, p.in[1].data, tlm_tensor_span_bytes(&p.in[1])) != TLM_OK) {
       fprintf(stderr, "tlm run: %s\n", tlm_last_error(rt));
       goto out;
     }
