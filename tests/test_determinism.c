@@ -171,6 +171,31 @@ int main(void) {
       tlm_problem_free(&p);
     }
   }
+  /* B in declared memory is a constant-B task only when its copy can be
+   * made: with no budget it stays plain (else its packed schedule would
+   * pack B on every call) */
+  {
+    tlm_problem p;
+    tlm_task task;
+    tlm_mm_args args;
+    char err[256];
+    tlm_config c0 = cfg;
+    tlm_runtime *budget, *none;
+    c0.prepack_bytes = 0;
+    if (mm_task("12x768:768x2304", (tlm_matmul_desc){0}, &p, &task) == 0 &&
+        tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err) == 0 &&
+        tlm_create(&cfg, &budget) == TLM_OK && tlm_create(&c0, &none) == TLM_OK) {
+      size_t bytes = sizeof(float) * 768 * 2304;
+      CHECK(tlm_constant_add(budget, p.in[1].data, bytes) == TLM_OK, "declare");
+      CHECK(tlm_constant_add(none, p.in[1].data, bytes) == TLM_OK, "declare, no budget");
+      CHECK(tlm_prepack_b_constant(budget, &task, &args) == 1, "declared B is not constant");
+      CHECK(tlm_prepack_b_constant(none, &task, &args) == 0,
+            "declared B with no budget for its copy is a constant-B task");
+      tlm_destroy(budget);
+      tlm_destroy(none);
+      tlm_problem_free(&p);
+    }
+  }
   tlm_destroy(r1);
   tlm_destroy(r2);
   return check_report("test_determinism");
