@@ -206,6 +206,21 @@ static tlm_status load_model(tlm_runtime *rt, char *err, int errcap) {
               "model %s was trained against rule version %u, this build's rule is version %d "
               "(its prompts hold the rule's schedule): new shapes are scheduled by the rule",
               path, m->rule_version, TLM_RULE_VERSION);
+    } else if (((m->isa_seen >> rt->target.isa) & 1u) && !tlm_lm_covers_hw(m, &rt->target)) {
+      /* the right ISA on a machine whose cores, caches or FMA width the
+       * model never saw in a prompt */
+      int32_t words[TLM_LM_HW_WORDS];
+      char host[160], seen[TLM_LM_MAX_HW * 80] = "";
+      tlm_lm_hw_words(&m->vocab, &rt->target, words);
+      tlm_lm_hw_str(&m->vocab, words, host, sizeof host);
+      for (uint32_t i = 0, len = 0; i < m->hw_seen.n && len < sizeof seen; i++) {
+        char one[160];
+        len += (uint32_t)snprintf(seen + len, sizeof seen - len, "%s(%s)", i ? ", " : "",
+                                  tlm_lm_hw_str(&m->vocab, m->hw_seen.tok[i], one, sizeof one));
+      }
+      tlm_log(rt, TLM_LOG_ERROR,
+              "model %s was trained on the hardware prompts %s only; this machine's is (%s): "
+              "new shapes are scheduled by the rule", path, seen[0] ? seen : "(none)", host);
     } else {
       char seen[64] = "";
       for (int i = 0, len = 0; i <= TLM_ISA_AVX512; i++)

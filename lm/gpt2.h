@@ -64,8 +64,10 @@ typedef struct tlm_gpt2 {
   int64_t step;
   /* provenance written into model files (lm/model.h): the tlm_isa bits of
    * the targets whose prompts the model was trained on, and the
-   * TLM_RULE_VERSION of the rule in those prompts; 0 = not set */
+   * TLM_RULE_VERSION of the rule in those prompts; 0 = not set; and the
+   * distinct hardware prompts of those sentences */
   uint32_t isa_seen, rule_version;
+  tlm_lm_hw_set hw_seen;
 } tlm_gpt2;
 
 /* Number of floats of each parameter tensor, in the order of

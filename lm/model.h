@@ -6,9 +6,15 @@
  *   (1 fp32 checkpoint, 2 int8 model), 5 x i32 config (vocab, max_seq,
  *   layers, heads, width), u32 vocab version, u64 vocab checksum, u32 vocab
  *   size, vocab strings (16 bytes each), i64 training step, u64 seed,
- *   [version 2: u32 ISA bits seen in training, u32 rule version], u64
- *   payload bytes, payload, u64 XXH3-64 of every byte before it. Version 1
- *   files are read as ISA bits = AVX-512 only, rule version 1.
+ *   [version 2: u32 ISA bits seen in training, u32 rule version],
+ *   [version 3: u32 count H (at most TLM_LM_MAX_HW), H x TLM_LM_HW_WORDS
+ *   i32 token ids: the hardware prompts seen in training], u64 payload
+ *   bytes, payload, u64 XXH3-64 of every byte before it. Version 1 files
+ *   are read as ISA bits = AVX-512 only, rule version 1, no hardware.
+ *   Version 2 files are read as the one hardware prompt every one of them
+ *   was trained on: the session-8/9 AMD EPYC Zen 5 VM (isa:avx512 fma:512
+ *   cores:1 l1:5 l2:10 l3:15; models/README.md), as `tlm train` built
+ *   every prompt on its own host's target.
  * fp32 payload: the parameters in tlm_gpt2_params order.
  * int8 payload: per tensor in that order, the matrices (wte, qkvw, projw,
  *   fcw, fcprojw) as blocks of 32 int8 weights along the input dimension
@@ -34,7 +40,7 @@
 #include "tlm.h"
 #include "vocab.h"
 
-#define TLM_LM_FILE_VERSION 2
+#define TLM_LM_FILE_VERSION 3
 #define TLM_LM_KIND_FP32 1
 #define TLM_LM_KIND_INT8 2
 #define TLM_Q8_BLOCK 32
@@ -88,13 +94,21 @@ typedef struct tlm_lm_model {
    * such section: every one was trained on records measured on AVX-512
    * machines only (data/README.md) against rule version 1. */
   uint32_t isa_seen, rule_version;
+  /* The hardware prompts of its training sentences (format 3; a version-2
+   * file stands for the one it was trained on, model.h's file layout) */
+  tlm_lm_hw_set hw_seen;
 } tlm_lm_model;
 
 /* 1 when the model was trained on hardware like `t` (same ISA class, hence
- * lanes and vector registers) against a rule version this build still
- * has for some family (TLM_RULE_VERSION_MIN..TLM_RULE_VERSION); 0 when its
- * prompts would be ones it never saw. */
+ * lanes and vector registers, and the same hardware prompt: FMA width,
+ * cores and caches, tlm_lm_hw_words) against a rule version this build
+ * still has for some family (TLM_RULE_VERSION_MIN..TLM_RULE_VERSION); 0
+ * when its prompts would be ones it never saw. */
 int tlm_lm_covers(const tlm_lm_model *m, const tlm_target *t);
+
+/* 1 when t's hardware prompt is one the model was trained on (part of
+ * tlm_lm_covers; apart so that callers can say which test failed). */
+int tlm_lm_covers_hw(const tlm_lm_model *m, const tlm_target *t);
 
 /* Oldest rule version any family of this build still has
  * (tlm_rule_family_version): models trained against older rules cover

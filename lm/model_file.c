@@ -43,7 +43,8 @@ static size_t row_len(const tlm_gpt2_config *c, int t) {
 }
 
 static void header(wbuf *b, uint32_t kind, const tlm_gpt2_config *c, const tlm_vocab *v,
-                   int64_t step, uint64_t seed, uint32_t isa_seen, uint32_t rule_version) {
+                   int64_t step, uint64_t seed, uint32_t isa_seen, uint32_t rule_version,
+                   const tlm_lm_hw_set *hw) {
   put(b, "TLMM", 4);
   put_u32(b, TLM_LM_FILE_VERSION);
   put_u32(b, kind);
@@ -56,6 +57,9 @@ static void header(wbuf *b, uint32_t kind, const tlm_gpt2_config *c, const tlm_v
   put_u64(b, seed);
   put_u32(b, isa_seen);
   put_u32(b, rule_version);
+  uint32_t nhw = hw->n < TLM_LM_MAX_HW ? hw->n : TLM_LM_MAX_HW;
+  put_u32(b, nhw);
+  put(b, hw->tok, nhw * sizeof hw->tok[0]);
 }
 
 static tlm_status write_atomic(wbuf *b, const char *path, char *err, int errcap) {
@@ -87,7 +91,8 @@ static tlm_status write_atomic(wbuf *b, const char *path, char *err, int errcap)
 tlm_status tlm_gpt2_save(const tlm_gpt2 *m, const tlm_vocab *v, uint64_t seed, const char *path,
                          char *err, int errcap) {
   wbuf b = {0};
-  header(&b, TLM_LM_KIND_FP32, &m->cfg, v, m->step, seed, m->isa_seen, m->rule_version);
+  header(&b, TLM_LM_KIND_FP32, &m->cfg, v, m->step, seed, m->isa_seen, m->rule_version,
+         &m->hw_seen);
   put_u64(&b, m->nparams * sizeof(float));
   put(&b, m->mem, m->nparams * sizeof(float));
   tlm_status st = write_atomic(&b, path, err, errcap);
@@ -124,7 +129,8 @@ tlm_status tlm_lm_quantize(const tlm_gpt2 *m, const tlm_vocab *v, uint64_t seed,
     return TLM_ERR_INVALID_ARGUMENT;
   }
   wbuf b = {0};
-  header(&b, TLM_LM_KIND_INT8, &m->cfg, v, m->step, seed, m->isa_seen, m->rule_version);
+  header(&b, TLM_LM_KIND_INT8, &m->cfg, v, m->step, seed, m->isa_seen, m->rule_version,
+         &m->hw_seen);
   put_u64(&b, q8_payload(&m->cfg));
   size_t s[TLM_GPT2_NTENSORS];
   tlm_gpt2_sizes(&m->cfg, s);
@@ -168,8 +174,8 @@ static int get(rbuf *r, void *dst, size_t n) {
  * fields are set and r is positioned at the payload. */
 static tlm_status open_model(const char *path, uint32_t want_kind, uint8_t **data, rbuf *r,
                              tlm_gpt2_config *cfg, tlm_vocab *vocab, int64_t *step,
-                             uint64_t *seed, uint64_t *checksum, uint32_t prov[2], char *err,
-                             int errcap) {
+                             uint64_t *seed, uint64_t *checksum, uint32_t prov[2],
+                             tlm_lm_hw_set *hw, char *err, int errcap) {
   *data = NULL;
   FILE *f = fopen(path, "rb");
   if (!f) {
@@ -232,9 +238,26 @@ static tlm_status open_model(const char *path, uint32_t want_kind, uint8_t **dat
   }
   uint64_t payload;
   prov[0] = 1u << TLM_ISA_AVX512, prov[1] = 1; /* version 1 (model.h) */
+  memset(hw, 0, sizeof *hw);
   if (get(r, step, 8) || get(r, seed, 8) ||
-      (version >= 2 && (get(r, &prov[0], 4) || get(r, &prov[1], 4))) || get(r, &payload, 8) ||
-      payload != r->len - r->at)
+      (version >= 2 && (get(r, &prov[0], 4) || get(r, &prov[1], 4))))
+    BAD("model %s: payload size does not match", path);
+  if (version >= 3) {
+    if (get(r, &hw->n, 4) || hw->n > TLM_LM_MAX_HW ||
+        get(r, hw->tok, hw->n * sizeof hw->tok[0]))
+      BAD("model %s: bad list of hardware seen in training", path);
+    for (uint32_t i = 0; i < hw->n; i++)
+      for (int w = 0; w < TLM_LM_HW_WORDS; w++)
+        if (hw->tok[i][w] < 0 || hw->tok[i][w] >= vocab->n)
+          BAD("model %s: bad list of hardware seen in training", path);
+  } else if (version == 2) {
+    /* every version-2 model was trained on one machine (model.h) */
+    static const char *zen5[TLM_LM_HW_WORDS] = {"isa:avx512", "fma:512", "cores:1",
+                                                "l1:5",       "l2:10",   "l3:15"};
+    hw->n = 1;
+    for (int w = 0; w < TLM_LM_HW_WORDS; w++) hw->tok[0][w] = tlm_vocab_find(vocab, zen5[w]);
+  }
+  if (get(r, &payload, 8) || payload != r->len - r->at)
     BAD("model %s: payload size does not match", path);
 #undef BAD
   *checksum = stored;
@@ -251,8 +274,9 @@ tlm_status tlm_gpt2_load(tlm_gpt2 *m, const char *path, char *err, int errcap) {
   uint64_t seed, sum;
   if (!v) return TLM_ERR_OUT_OF_MEMORY;
   uint32_t prov[2];
+  tlm_lm_hw_set hw;
   tlm_status st = open_model(path, TLM_LM_KIND_FP32, &d, &r, &cfg, v, &step, &seed, &sum, prov,
-                             err, errcap);
+                             &hw, err, errcap);
   free(v);
   if (st) return st;
   if (tlm_gpt2_init(m, &cfg, 0)) {
@@ -269,6 +293,7 @@ tlm_status tlm_gpt2_load(tlm_gpt2 *m, const char *path, char *err, int errcap) {
   m->step = step;
   m->isa_seen = prov[0];
   m->rule_version = prov[1];
+  m->hw_seen = hw;
   free(d);
   return TLM_OK;
 }
@@ -298,7 +323,7 @@ tlm_status tlm_lm_load(tlm_lm_model *q, const char *path, char *err, int errcap)
   rbuf r;
   uint32_t prov[2];
   tlm_status st = open_model(path, TLM_LM_KIND_INT8, &d, &r, &q->cfg, &q->vocab, &q->step,
-                             &q->seed, &q->checksum, prov, err, errcap);
+                             &q->seed, &q->checksum, prov, &q->hw_seen, err, errcap);
   q->isa_seen = prov[0];
   q->rule_version = prov[1];
   if (st) return st;
@@ -323,9 +348,17 @@ tlm_status tlm_lm_load(tlm_lm_model *q, const char *path, char *err, int errcap)
   return TLM_OK;
 }
 
+int tlm_lm_covers_hw(const tlm_lm_model *m, const tlm_target *t) {
+  if (m->hw_seen.any) return 1;
+  int32_t words[TLM_LM_HW_WORDS];
+  tlm_lm_hw_words(&m->vocab, t, words);
+  return tlm_lm_hw_has(&m->hw_seen, words);
+}
+
 int tlm_lm_covers(const tlm_lm_model *m, const tlm_target *t) {
   return t->isa >= 0 && t->isa < 32 && ((m->isa_seen >> t->isa) & 1u) &&
-         m->rule_version >= TLM_RULE_VERSION_MIN && m->rule_version <= TLM_RULE_VERSION;
+         m->rule_version >= TLM_RULE_VERSION_MIN && m->rule_version <= TLM_RULE_VERSION &&
+         tlm_lm_covers_hw(m, t);
 }
 
 int tlm_lm_covers_task(const tlm_lm_model *m, const tlm_task *task) {
@@ -341,6 +374,8 @@ tlm_status tlm_lm_from_gpt2(tlm_lm_model *q, const tlm_gpt2 *m, const tlm_vocab 
   /* in-memory models (tests) stand for any hardware and this rule */
   q->isa_seen = ~0u;
   q->rule_version = TLM_RULE_VERSION;
+  q->hw_seen = m->hw_seen;
+  if (q->hw_seen.n == 0) q->hw_seen.any = 1;
   q->mem = malloc(q8_payload(&m->cfg));
   if (!q->mem) return TLM_ERR_OUT_OF_MEMORY;
   point_q8(q);

@@ -114,7 +114,6 @@ static int extent_tokens(const tlm_vocab *v, const char *axis, int64_t e, int32_
 
 void tlm_lm_prompt(const tlm_vocab *v, const tlm_task *task, const tlm_target *tg, int32_t *out) {
   static const char *acts[] = {"act:none", "act:relu", "act:gelu", "act:silu", "act:relu6"};
-  static const char *isas[] = {"isa:scalar", "isa:sse", "isa:avx2", "isa:avx512"};
   static const char *ops[] = {"", "op:matmul", "op:softmax", "op:layernorm", "op:rmsnorm"};
   int n = 0;
   out[n++] = TLM_TOK_BOS;
@@ -206,12 +205,7 @@ void tlm_lm_prompt(const tlm_vocab *v, const tlm_task *task, const tlm_target *t
     n += extent_tokens(v, "k", m->K, out + n);
   }
 hardware:
-  out[n++] = tlm_vocab_find(v, isas[tg->isa >= 0 && tg->isa < 4 ? tg->isa : 0]);
-  out[n++] = tok(v, "fma:%lld", tg->fma_bits >= 512 ? 512 : tg->fma_bits >= 256 ? 256 : 128);
-  out[n++] = tok(v, "cores:%lld", ilog2((uint64_t)(tg->cores > 0 ? tg->cores : 1)));
-  out[n++] = tok(v, "l1:%lld", ilog2((uint64_t)(tg->l1d_bytes / 1024 + 1)));
-  out[n++] = tok(v, "l2:%lld", ilog2((uint64_t)(tg->l2_bytes / 1024 + 1)));
-  out[n++] = tok(v, "l3:%lld", ilog2((uint64_t)(tg->l3_bytes / 1024 + 1)));
+  n += tlm_lm_hw_words(v, tg, out + n);
   out[n++] = TLM_TOK_SEP;
   while (n < TLM_LM_TASK_LEN) out[n++] = TLM_TOK_PAD;
   /* the hand rule's schedule, which the decisions then edit */
@@ -231,6 +225,41 @@ hardware:
     }
   }
   while (n < TLM_LM_PROMPT_LEN) out[n++] = TLM_TOK_PAD;
+}
+
+int tlm_lm_hw_words(const tlm_vocab *v, const tlm_target *tg, int32_t *out) {
+  static const char *isas[] = {"isa:scalar", "isa:sse", "isa:avx2", "isa:avx512"};
+  int n = 0;
+  out[n++] = tlm_vocab_find(v, isas[tg->isa >= 0 && tg->isa < 4 ? tg->isa : 0]);
+  out[n++] = tok(v, "fma:%lld", tg->fma_bits >= 512 ? 512 : tg->fma_bits >= 256 ? 256 : 128);
+  out[n++] = tok(v, "cores:%lld", ilog2((uint64_t)(tg->cores > 0 ? tg->cores : 1)));
+  out[n++] = tok(v, "l1:%lld", ilog2((uint64_t)(tg->l1d_bytes / 1024 + 1)));
+  out[n++] = tok(v, "l2:%lld", ilog2((uint64_t)(tg->l2_bytes / 1024 + 1)));
+  out[n++] = tok(v, "l3:%lld", ilog2((uint64_t)(tg->l3_bytes / 1024 + 1)));
+  return n;
+}
+
+int tlm_lm_hw_has(const tlm_lm_hw_set *set, const int32_t *words) {
+  for (uint32_t i = 0; i < set->n && i < TLM_LM_MAX_HW; i++)
+    if (!memcmp(set->tok[i], words, sizeof set->tok[i])) return 1;
+  return 0;
+}
+
+int tlm_lm_hw_add(tlm_lm_hw_set *set, const int32_t *words) {
+  if (tlm_lm_hw_has(set, words)) return 0;
+  if (set->n >= TLM_LM_MAX_HW) return -1;
+  memcpy(set->tok[set->n++], words, sizeof set->tok[0]);
+  return 0;
+}
+
+char *tlm_lm_hw_str(const tlm_vocab *v, const int32_t *words, char *buf, int cap) {
+  int len = 0;
+  buf[0] = 0;
+  for (int i = 0; i < TLM_LM_HW_WORDS && len < cap; i++) {
+    const char *w = words[i] >= 0 && words[i] < v->n ? v->tok[words[i]] : "?";
+    len += snprintf(buf + len, (size_t)(cap - len), "%s%.16s", i ? " " : "", w);
+  }
+  return buf;
 }
 
 int tlm_lm_decision_token(const tlm_vocab *v, const tlm_space *s, int p, int32_t value) {

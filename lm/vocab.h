@@ -78,6 +78,33 @@ int tlm_vocab_find(const tlm_vocab *v, const char *s);
 void tlm_lm_prompt(const tlm_vocab *v, const tlm_task *task, const tlm_target *target,
                    int32_t *out);
 
+/* The hardware words of the prompt: isa fma cores l1 l2 l3, in that order. */
+#define TLM_LM_HW_WORDS 6
+/* Hardware prompts a model file can list as seen in training. */
+#define TLM_LM_MAX_HW 16
+
+/* The distinct hardware prompts a model's training sentences held (token
+ * ids of this vocabulary, TLM_LM_HW_WORDS each). A model schedules only
+ * for a target whose hardware words are one of them (tlm_lm_covers): a
+ * prompt it never saw is the rule's job (issue #16: model 23, trained on
+ * one Zen 5, ran at 0.82x the rule on an Intel Xeon whose l2 and l3 words
+ * it had never seen). `any`: stands for every target (in-memory test
+ * models only; never written to a file). */
+typedef struct tlm_lm_hw_set {
+  uint32_t n, any;
+  int32_t tok[TLM_LM_MAX_HW][TLM_LM_HW_WORDS];
+} tlm_lm_hw_set;
+
+/* Writes the TLM_LM_HW_WORDS hardware tokens of `tg`'s prompt into out;
+ * returns TLM_LM_HW_WORDS. */
+int tlm_lm_hw_words(const tlm_vocab *v, const tlm_target *tg, int32_t *out);
+/* 1 when `words` (TLM_LM_HW_WORDS tokens) is in the set. */
+int tlm_lm_hw_has(const tlm_lm_hw_set *set, const int32_t *words);
+/* Adds `words` unless present. Returns 0, or -1 when the set is full. */
+int tlm_lm_hw_add(tlm_lm_hw_set *set, const int32_t *words);
+/* "isa:avx512 fma:512 cores:1 l1:5 l2:10 l3:15" into buf; returns buf. */
+char *tlm_lm_hw_str(const tlm_vocab *v, const int32_t *words, char *buf, int cap);
+
 /* Token of decision point p of the space taking `value`, -1 if none. */
 int tlm_lm_decision_token(const tlm_vocab *v, const tlm_space *s, int p, int32_t value);
 

@@ -378,18 +378,52 @@ int main(void) {
       free(d);
       /* provenance: the ISA bits and the rule version survive checkpoint ->
        * int8 file -> load, and decide which targets the model serves */
-      fm.isa_seen = 1u << TLM_ISA_AVX2;
-      fm.rule_version = TLM_RULE_VERSION;
-      CHECK(tlm_gpt2_save(&fm, &vocab, 7, bad, err, sizeof err) == TLM_OK, "%s", err);
-      CHECK(tlm_gpt2_load(&back, bad, err, sizeof err) == TLM_OK && back.isa_seen == fm.isa_seen &&
-                back.rule_version == TLM_RULE_VERSION, "provenance in checkpoints: %s", err);
-      CHECK(tlm_lm_quantize(&back, &vocab, 7, path, err, sizeof err) == TLM_OK, "%s", err);
-      tlm_gpt2_free(&back);
-      CHECK(tlm_lm_load(&lm, path, err, sizeof err) == TLM_OK, "load: %s", err);
       tlm_target tg;
       tlm_target_detect(&tg);
       tg.isa = TLM_ISA_AVX2;
+      fm.isa_seen = 1u << TLM_ISA_AVX2;
+      fm.rule_version = TLM_RULE_VERSION;
+      /* the hardware prompts of its sentences: this host as AVX2, and one
+       * with twice its L2 */
+      memset(&fm.hw_seen, 0, sizeof fm.hw_seen);
+      int32_t words[TLM_LM_HW_WORDS];
+      tlm_lm_hw_words(&vocab, &tg, words);
+      CHECK(tlm_lm_hw_add(&fm.hw_seen, words) == 0 && tlm_lm_hw_add(&fm.hw_seen, words) == 0 &&
+                fm.hw_seen.n == 1, "a hardware prompt is listed once");
+      tlm_target big = tg;
+      big.l2_bytes *= 2;
+      tlm_lm_hw_words(&vocab, &big, words);
+      CHECK(tlm_lm_hw_add(&fm.hw_seen, words) == 0 && fm.hw_seen.n == 2, "two hardware prompts");
+      CHECK(tlm_gpt2_save(&fm, &vocab, 7, bad, err, sizeof err) == TLM_OK, "%s", err);
+      CHECK(tlm_gpt2_load(&back, bad, err, sizeof err) == TLM_OK && back.isa_seen == fm.isa_seen &&
+                back.rule_version == TLM_RULE_VERSION && back.hw_seen.n == 2 &&
+                !memcmp(back.hw_seen.tok, fm.hw_seen.tok, sizeof fm.hw_seen.tok[0] * 2),
+            "provenance in checkpoints: %s", err);
+      CHECK(tlm_lm_quantize(&back, &vocab, 7, path, err, sizeof err) == TLM_OK, "%s", err);
+      tlm_gpt2_free(&back);
+      CHECK(tlm_lm_load(&lm, path, err, sizeof err) == TLM_OK, "load: %s", err);
+      CHECK(lm.hw_seen.n == 2 && !lm.hw_seen.any, "hardware prompts in int8 files");
       CHECK(tlm_lm_covers(&lm, &tg), "an AVX2 model serves an AVX2 target");
+      CHECK(tlm_lm_covers(&lm, &big), "... and the other hardware it saw");
+      {
+        /* issue #16: the right ISA on hardware the model never saw */
+        tlm_target other = tg;
+        other.l2_bytes *= 4;
+        CHECK(!tlm_lm_covers(&lm, &other) && !tlm_lm_covers_hw(&lm, &other),
+              "another L2 size is hardware it never saw");
+        other = tg;
+        other.l3_bytes = other.l3_bytes * 8 + (1 << 20);
+        CHECK(!tlm_lm_covers(&lm, &other), "another L3 size is hardware it never saw");
+        other = tg;
+        other.cores = other.cores * 4 + 4;
+        CHECK(!tlm_lm_covers(&lm, &other), "another core count is hardware it never saw");
+        other = tg;
+        other.fma_bits = other.fma_bits >= 512 ? 256 : 512;
+        CHECK(!tlm_lm_covers(&lm, &other), "another FMA width is hardware it never saw");
+        other = tg;
+        other.threads = 1; /* the prompt holds cores, not the runtime's threads */
+        CHECK(tlm_lm_covers(&lm, &other), "the runtime's thread count is not hardware");
+      }
       tg.isa = TLM_ISA_AVX512;
       CHECK(!tlm_lm_covers(&lm, &tg), "an AVX2 model does not serve an AVX-512 target");
       tg.isa = TLM_ISA_AVX2;
@@ -411,7 +445,46 @@ int main(void) {
       lm.rule_version = TLM_RULE_VERSION;
       CHECK(tlm_lm_covers_task(&lm, &dwt), "a current model schedules depthwise convs");
       tlm_lm_free(&lm);
+      {
+        /* a version-2 file (no hardware list) stands for the Zen 5 VM every
+         * version-2 model was trained on (model.h) */
+        memset(&fm.hw_seen, 0, sizeof fm.hw_seen);
+        CHECK(tlm_lm_quantize(&fm, &vocab, 7, path, err, sizeof err) == TLM_OK, "%s", err);
+        size_t n2;
+        uint8_t *d2 = read_bytes(path, &n2);
+        size_t at = 4 + 4 + 4 + sizeof(tlm_gpt2_config) + 4 + 8 + 4 + 16 * (size_t)vocab.n + 8 +
+                    8 + 4 + 4; /* the hardware count */
+        uint32_t nhw = 1, ver2 = 2;
+        if (d2) memcpy(&nhw, d2 + at, 4);
+        CHECK(d2 && nhw == 0, "hardware count where model.h puts it");
+        if (d2 && nhw == 0) {
+          memmove(d2 + at, d2 + at + 4, n2 - at - 4);
+          n2 -= 4;
+          memcpy(d2 + 4, &ver2, 4);
+          uint64_t h2 = XXH3_64bits(d2, n2 - 8);
+          memcpy(d2 + n2 - 8, &h2, 8);
+          write_bytes(bad, d2, n2);
+          CHECK(tlm_lm_load(&lm, bad, err, sizeof err) == TLM_OK, "a version-2 file loads: %s",
+                err);
+          tlm_target zen5 = tg;
+          zen5.isa = TLM_ISA_AVX512, zen5.fma_bits = 512, zen5.cores = 2;
+          zen5.l1d_bytes = 48 << 10, zen5.l2_bytes = 1 << 20, zen5.l3_bytes = 32 << 20;
+          lm.isa_seen = 1u << TLM_ISA_AVX512;
+          CHECK(lm.hw_seen.n == 1 && tlm_lm_covers(&lm, &zen5),
+                "a version-2 model serves the Zen 5 it was trained on");
+          zen5.l2_bytes = 2 << 20, zen5.l3_bytes = 480 << 20;
+          CHECK(!tlm_lm_covers(&lm, &zen5), "... and not a Xeon with 2 MiB of L2");
+          tlm_lm_free(&lm);
+        }
+        free(d2);
+        /* a file listing no hardware serves none */
+        CHECK(tlm_lm_quantize(&fm, &vocab, 7, path, err, sizeof err) == TLM_OK &&
+                  tlm_lm_load(&lm, path, err, sizeof err) == TLM_OK && !tlm_lm_covers(&lm, &tg),
+              "a model that lists no hardware serves none: %s", err);
+        tlm_lm_free(&lm);
+      }
       fm.isa_seen = 0, fm.rule_version = 0;
+      memset(&fm.hw_seen, 0, sizeof fm.hw_seen);
     }
     unlink(path);
     unlink(bad);

@@ -522,7 +522,8 @@ int tlm_cmd_train(int argc, char **argv) {
   int taught_rule = 0, beat_rule = 0, no_rule = 0, verified_tasks = 0, near_extra = 0;
   int equal_moved = 0, rule_dropped = 0, good_sentences = 0, good_tasks = 0, fine_tasks = 0;
   uint32_t isa_seen = 0;
-  int foreign_isa = 0;
+  tlm_lm_hw_set hw_seen = {0};
+  int foreign_isa = 0, hw_full = 0;
   for (int i = 0; i < nbest; i++) {
     tlm_task_spec spec;
     tlm_task task;
@@ -537,6 +538,11 @@ int tlm_cmd_train(int argc, char **argv) {
         tlm_space_init(&s, &task, &tg))
       continue;
     isa_seen |= 1u << tg.isa;
+    int32_t hw_words[TLM_LM_HW_WORDS];
+    tlm_lm_hw_words(&vocab, &tg, hw_words);
+    if (tlm_lm_hw_add(&hw_seen, hw_words) && !hw_full++)
+      fprintf(stderr, "tlm train: more than %d distinct hardware prompts: the model will list "
+              "the first %d only (and be used only there)\n", TLM_LM_MAX_HW, TLM_LM_MAX_HW);
     tlm_schedule rule;
     tlm_space_default(&s, &rule);
     double rule_spread = 0;
@@ -679,6 +685,10 @@ int tlm_cmd_train(int argc, char **argv) {
       len += snprintf(seen_buf + len, sizeof seen_buf - (size_t)len, "%s%s", len ? "," : "",
                       tlm_isa_name(i));
   fprintf(stderr, "tlm train: sentences on the targets of %s\n", seen_buf[0] ? seen_buf : "none");
+  for (uint32_t i = 0; i < hw_seen.n; i++) {
+    char hb[160];
+    fprintf(stderr, "tlm train: hardware prompt %s\n", tlm_lm_hw_str(&vocab, hw_seen.tok[i], hb, sizeof hb));
+  }
   fprintf(stderr, "tlm train: %d training tasks with a best schedule (%d pretraining sentences)\n",
           fine_tasks, pre.n);
   fprintf(stderr,
@@ -714,6 +724,11 @@ int tlm_cmd_train(int argc, char **argv) {
    * target: lanes, registers, FMA chains) */
   m.isa_seen = isa_seen ? isa_seen : 1u << rt->target.isa;
   m.rule_version = TLM_RULE_VERSION;
+  m.hw_seen = hw_seen;
+  if (m.hw_seen.n == 0) {
+    int32_t hw_words[TLM_LM_HW_WORDS];
+    tlm_lm_hw_add(&m.hw_seen, (tlm_lm_hw_words(&vocab, &rt->target, hw_words), hw_words));
+  }
   int64_t total = pretrain + steps;
   if (pretrain) run_steps(&m, &pre, pretrain, 0, total, lr, &rng, "pretrain");
   run_steps(&m, &fine, steps, pretrain, total, lr, &rng, "finetune");
