@@ -462,11 +462,29 @@ static int64_t mm_l3_m2(const tlm_target *tg, int64_t k1, int64_t m3) {
  * a page) and N = 256 even. Wider rows (6 x 64 with AVX-512) stream
  * well unpacked, and packing then only costs (213 -> 187). Only when
  * the packed block is reused by more than two register tiles of rows. */
-static int mm_rule_packs_b(const tlm_matmul_task *t, const int32_t *d) {
+static int mm_rule_packs_b(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d) {
   const int64_t line = 64, page = 4096; /* x86-64 */
   int64_t row_bytes = (int64_t)d[MM_N3] * 4, stride_bytes = t->sb[4] * 4;
+  int64_t m3 = d[MM_M3]; /* t->M > r * m3: more than r register tiles of rows reuse the pack */
+  if (!(t->unit & TLM_UNIT_B_N)) return t->M > 2 * m3;
+  /* Rows further apart than the L1 stride prefetcher follows
+   * (tlm_target.pf_stride_bytes: 2 KiB on Intel cores) are demand
+   * misses whatever the row's width, so wide AVX-512 rows are packed too.
+   * A stride of two pages or more puts every k step in a page no
+   * prefetcher has touched: packing pays from the lone-line reuse on;
+   * between the reach and two pages the streamers still see two rows a
+   * page, and packing pays only over more register tiles. Measured on an
+   * Intel Xeon (family 6, AVX-512 6 x 64 tiles, tlm run --vs, packed over
+   * unpacked): N = 3072 (12 KiB rows) 1.5x at M = 24, 1.8x at 32-48, 3.1x
+   * at 512; N = 2048 and 4096 at M = 128 1.47x and 1.65x; N = 768 and
+   * 1024 (3-4 KiB) 0.81-0.97x at M = 24-48, 1.0 at 64, 1.12-1.18x at 128.
+   * Under AVX2 (6 x 16) on the same core, N = 768 and 1024 ran 1.01-1.25x
+   * faster unpacked at M = 24-64, against the lone-line test below, which
+   * was measured on a Zen 3 (whose prefetcher names no reach). */
+  if (tg->pf_stride_bytes > 0 && stride_bytes > tg->pf_stride_bytes)
+    return t->M > (stride_bytes >= 2 * page ? 2 : 8) * m3;
   int lone_lines = row_bytes < 2 * line && 2 * stride_bytes >= page;
-  return (!(t->unit & TLM_UNIT_B_N) || lone_lines) && t->M > 2 * (int64_t)d[MM_M3];
+  return lone_lines && t->M > 2 * m3;
 }
 
 /* The rule picks powers of two for the block counts and the K block, so
@@ -560,7 +578,7 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
      * block of up to its rows. Measured on Zen 3 AVX2 (6 x 16 tiles, tlm
      * run --vs, one block of M over blocks of 96 rows): 128x4096:4096x4096
      * 1.09-1.16x, 512x768:768x3072 1.16x. */
-    if (mm_rule_packs_b(t, d) && l3b > mm_rule_m2(tg, d[MM_K1], d[MM_M3])) {
+    if (mm_rule_packs_b(tg, t, d) && l3b > mm_rule_m2(tg, d[MM_K1], d[MM_M3])) {
       /* the threads share N's blocks (and batches): at least 7/8 of them
        * busy in every round (blocks / (threads * rounds)); M's blocks are
        * left out, so the choice, and the kernel, is the same for every M */
@@ -581,7 +599,7 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
   }
   case MM_ORDER1: return 0;
   case MM_ORDER2: return 0; /* m outer: the A micro-panel stays in L1 */
-  case MM_PACK_B: return mm_rule_packs_b(t, d) && n > 1 ? 1 : 0;
+  case MM_PACK_B: return mm_rule_packs_b(tg, t, d) && n > 1 ? 1 : 0;
   case MM_PARALLEL: {
     if (workers == 1) return 0;
     int64_t mb = (t->M + (int64_t)d[MM_M3] * d[MM_M2] - 1) / ((int64_t)d[MM_M3] * d[MM_M2]);

@@ -105,6 +105,10 @@ static void fma_table(tlm_target *t) {
       t->fma_bits = mobile ? 256 : 512;
     }
   } else if (t->vendor == 1 && t->family == 6) {
+    /* Intel 64 and IA-32 Optimization Reference Manual, data prefetch to
+     * the L1: the IP-based stride prefetcher detects forward or backward
+     * strides of up to 2 KiB (every Intel core since Sandy Bridge) */
+    t->pf_stride_bytes = 2048;
     /* Haswell and Broadwell: latency 5; later cores 4. AVX-512 parts are
      * taken to have two 512-bit FMA pipes (server cores; CPUID does not
      * tell the one-pipe parts apart). */
@@ -241,11 +245,13 @@ char *tlm_isa_features(int isa, const char *host, char *buf, int cap) {
 char *tlm_target_str(const tlm_target *t, char *buf, int cap) {
   snprintf(buf, (size_t)cap,
            "%s%s %d lanes, %d regs, FMA %dx%d lat %d (%d chains), %d cores, L1 %lldK L2 %lldK "
-           "L3 %lldK; host %s; %s (family %d model %d)",
+           "L3 %lldK, L1 prefetch stride %s; host %s; %s (family %d model %d)",
            tlm_isa_name(t->isa), t->avx512_vnni ? "+vnni" : "", t->vec_lanes, t->vec_regs,
            t->fma_pipes, t->fma_bits, t->fma_latency, t->fma_chains, t->cores,
            (long long)(t->l1d_bytes / 1024), (long long)(t->l2_bytes / 1024),
-           (long long)(t->l3_bytes / 1024), tlm_isa_name(t->host_isa),
+           (long long)(t->l3_bytes / 1024),
+           t->pf_stride_bytes == 2048 ? "<= 2K" : t->pf_stride_bytes ? "bounded" : "any",
+           tlm_isa_name(t->host_isa),
            t->brand[0] ? t->brand : "unknown CPU", t->family, t->model);
   return buf;
 }

@@ -42,6 +42,14 @@ typedef struct tlm_target {
    * host gets single-thread blocking (one N block for GEMV, not a split
    * for workers that do not exist) */
   int32_t threads;
+  /* the longest stride between a load's successive addresses that the
+   * core's L1 stride prefetcher follows, in bytes; 0 when it follows any
+   * stride within a page (from the vendor table in target.c: Intel's
+   * IP-based stride prefetcher detects strides of up to 2 KiB; AMD's
+   * L1 stride prefetcher names no limit). The matmul rule packs B whose
+   * rows lie further apart than this (space.c, mm_rule_packs_b). */
+  int32_t pf_stride_bytes;
+  int32_t reserved;     /* zero: no padding hole before cpu_id */
   uint64_t cpu_id;      /* XXH3 of vendor, brand string, family, model, stepping */
   char brand[48];       /* CPUID brand string, NUL-padded */
 } tlm_target;

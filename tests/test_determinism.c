@@ -131,6 +131,37 @@ int main(void) {
     }
     CHECK(!memcmp(&sch[0], &sch[1], sizeof sch[0]), "300 and 512 rows: different rule schedules");
   }
+  /* B rows further apart than the L1 stride prefetcher's reach
+   * (tlm_target.pf_stride_bytes, Intel's 2 KiB) are packed from the
+   * lone-line reuse on when two pages or more apart, and only over more
+   * than 8 register tiles between the reach and two pages; a target whose
+   * prefetcher names no reach keeps the lone-line test (AVX2 6 x 16
+   * tiles, so the check runs on any AVX2 host). */
+  if (r1->target.host_isa >= TLM_ISA_AVX2) {
+    tlm_target intel = r1->target, amd;
+    tlm_target_restrict(&intel, TLM_ISA_AVX2);
+    intel.pf_stride_bytes = 2048;
+    amd = intel;
+    amd.pf_stride_bytes = 0;
+    static const struct {
+      const char *shape;
+      int intel, amd;
+    } k_pack[] = {{"24x768:768x3072", 1, 1},  /* 12 KiB rows: past two pages */
+                  {"32x768:768x768", 0, 1},   /* 3 KiB rows, 5 tiles: not on Intel */
+                  {"128x768:768x768", 1, 1},  /* 21 tiles */
+                  {"32x768:768x1024", 0, 1},  /* 4 KiB rows, 5 tiles */
+                  {"64x512:512x512", 1, 1},   /* 2 KiB rows: within the reach */
+                  {"12x768:768x3072", 0, 0}}; /* 2 tiles: never */
+    for (size_t i = 0; i < sizeof k_pack / sizeof k_pack[0]; i++) {
+      tlm_schedule si, sa;
+      if (rule_schedule(k_pack[i].shape, &intel, &si) || rule_schedule(k_pack[i].shape, &amd, &sa))
+        return check_report("test_determinism");
+      CHECK(si.v[MM_PACK_B] == k_pack[i].intel, "%s: pack_b=%d with a 2 KiB prefetch reach",
+            k_pack[i].shape, si.v[MM_PACK_B]);
+      CHECK(sa.v[MM_PACK_B] == k_pack[i].amd, "%s: pack_b=%d with no prefetch reach",
+            k_pack[i].shape, sa.v[MM_PACK_B]);
+    }
+  }
   /* Small M shares one kernel too: prompt lengths 13 and 42 of one layer
    * get one rule schedule (a block sized to each M compiled a kernel per
    * prompt length: 49 instead of 35 kernels in 200 serving requests) */
