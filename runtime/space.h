@@ -59,8 +59,11 @@
  * tile streams B in K blocks of 256, not 16; B declared constant
  * (tlm_matmul_task.b_const, a task no model has seen) is always packed
  * where the space allows it. Other matmul decisions are unchanged, so the
- * family stays at 2. */
-#define TLM_RULE_VERSION 6
+ * family stays at 2. Version 7: on cores whose L1 stride prefetcher has a
+ * reach (tlm_target.pf_stride_bytes: Intel's), B rows beyond it are
+ * packed whatever the tile's width; AMD targets, the only ones a model
+ * has been trained on, keep every decision, so the family stays at 2. */
+#define TLM_RULE_VERSION 7
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows
