@@ -94,6 +94,7 @@ static void fma_table(tlm_target *t) {
   t->fma_pipes = 2;
   t->fma_bits = avx512 ? 512 : t->host_isa == TLM_ISA_AVX2 ? 256 : 128;
   t->fma_latency = 4;
+  t->pf_stride_bytes = 0;
   if (t->vendor == 2) {
     if (t->family == 0x17) { /* Zen, Zen+: 128-bit pipes; Zen 2: 256 */
       t->fma_bits = t->model >= 0x30 ? 256 : 128;
@@ -197,6 +198,19 @@ void tlm_target_detect(tlm_target *t) {
   if (t->l3_bytes < 0) t->l3_bytes = 0;
   fma_table(t);
   t->isa = t->host_isa;
+  set_isa_shape(t);
+}
+
+void tlm_target_complete(tlm_target *t) {
+  if (t->host_isa < t->isa) t->host_isa = t->isa;
+  if (t->l3_sharing <= 0) t->l3_sharing = 1;
+  if (t->cores <= 0) t->cores = 1;
+  if (t->threads <= 0) t->threads = t->cores;
+  int pipes = t->fma_pipes, bits = t->fma_bits, lat = t->fma_latency;
+  fma_table(t);
+  if (pipes > 0 && bits > 0 && lat > 0) /* as the description gave it */
+    t->fma_pipes = pipes, t->fma_bits = bits, t->fma_latency = lat;
+  if (t->isa != TLM_ISA_AVX512) t->avx512_vnni = 0;
   set_isa_shape(t);
 }
 

@@ -60,6 +60,14 @@ typedef struct tlm_target {
  * one machine: no timing. */
 void tlm_target_detect(tlm_target *t);
 
+/* Completes a target described rather than detected (the machine a
+ * training record was measured on): from vendor, family, model, host_isa,
+ * isa, cores and the cache sizes set by the caller, fills the FMA datapath
+ * from the vendor table (unless fma_pipes, fma_bits and fma_latency are
+ * all set, as the description gave them), the prefetch reach, lanes,
+ * vector registers and FMA chains; threads defaults to cores. */
+void tlm_target_complete(tlm_target *t);
+
 /* Narrows a detected target to `isa` (at most t->host_isa): lanes, vector
  * registers, VNNI and FMA chains as that ISA has them, so the schedule space
  * and the code generator produce genuine `isa` kernels on a wider host.

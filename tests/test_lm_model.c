@@ -12,6 +12,7 @@
 #include "lm/model.h"
 #include "runtime/engine.h"
 #include "tools/problem.h"
+#include "tools/train.h"
 
 #include <xxhash.h>
 
@@ -58,9 +59,68 @@ static uint8_t *read_bytes(const char *path, size_t *n) {
   return d;
 }
 
+/* The machines of the records in data/ (their "hw" texts as written), and
+ * the hardware prompt each must train under. */
+static void check_record_targets(const tlm_vocab *v) {
+  static const struct {
+    const char *hw, *words;
+    int isa, lanes, fma_bits, pf;
+  } k_hw[] = {
+      {"znver4; avx512+vnni 16 lanes, 32 regs, 2 cores, L1 32K L2 1024K L3 327680K",
+       "isa:avx512 fma:256 cores:1 l1:5 l2:10 l3:18", TLM_ISA_AVX512, 16, 256, 0},
+      {"znver5; avx512+vnni 16 lanes, 32 regs, FMA 2x512 lat 4 (8 chains), 2 cores, L1 48K L2 1024K "
+       "L3 32768K; host avx512; AMD EPYC (family 26 model 2)",
+       "isa:avx512 fma:512 cores:1 l1:5 l2:10 l3:15", TLM_ISA_AVX512, 16, 512, 0},
+      {"znver3; avx2 8 lanes, 16 regs, FMA 2x256 lat 4 (8 chains), 2 cores, L1 32K L2 512K L3 32768K; "
+       "host avx2; AMD EPYC (family 25 model 1)",
+       "isa:avx2 fma:256 cores:1 l1:5 l2:9 l3:15", TLM_ISA_AVX2, 8, 256, 0},
+      {"znver5; avx2 8 lanes, 16 regs, FMA 2x512 lat 4 (8 chains), 2 cores, L1 48K L2 1024K L3 32768K; "
+       "host avx512; AMD EPYC (family 26 model 2)",
+       "isa:avx2 fma:512 cores:1 l1:5 l2:10 l3:15", TLM_ISA_AVX2, 8, 512, 0},
+      {"graniterapids; avx2 8 lanes, 16 regs, FMA 2x512 lat 4 (8 chains), 2 cores, L1 48K L2 2048K L3 "
+       "491520K, L1 prefetch stride <= 2K; host avx512; Intel(R) Xeon(R) Processor (family 6 model 167)",
+       "isa:avx2 fma:512 cores:1 l1:5 l2:11 l3:18", TLM_ISA_AVX2, 8, 512, 2048},
+  };
+  for (size_t i = 0; i < sizeof k_hw / sizeof k_hw[0]; i++) {
+    tlm_target tg;
+    char words[160];
+    int32_t w[TLM_LM_HW_WORDS];
+    CHECK(tlm_target_from_hw(k_hw[i].hw, &tg) == 0, "hw text %zu not parsed", i);
+    tlm_lm_hw_str(v, (tlm_lm_hw_words(v, &tg, w), w), words, sizeof words);
+    CHECK(!strcmp(words, k_hw[i].words), "hw text %zu: prompt %s, want %s", i, words, k_hw[i].words);
+    CHECK(tg.isa == k_hw[i].isa && tg.vec_lanes == k_hw[i].lanes && tg.fma_bits == k_hw[i].fma_bits &&
+              tg.pf_stride_bytes == k_hw[i].pf && tg.threads == tg.cores && tg.fma_chains >= 4,
+          "hw text %zu: isa %d lanes %d fma %d pf %d chains %d", i, tg.isa, tg.vec_lanes, tg.fma_bits,
+          tg.pf_stride_bytes, tg.fma_chains);
+  }
+  /* the Zen 5 of every version-2 model is the one its records describe */
+  tlm_lm_model m2;
+  memset(&m2, 0, sizeof m2);
+  m2.vocab = *v;
+  tlm_target z5;
+  tlm_target_from_hw(k_hw[1].hw, &z5);
+  tlm_lm_hw_words(v, &z5, m2.hw_seen.tok[0]);
+  m2.hw_seen.n = 1;
+  CHECK(tlm_lm_covers_hw(&m2, &z5), "the Zen 5 records' prompt");
+  /* this host, described as the collector writes it, comes back the same */
+  tlm_target host, back;
+  tlm_target_detect(&host);
+  char text[400], desc[300];
+  snprintf(text, sizeof text, "somecpu; %s", tlm_target_str(&host, desc, sizeof desc));
+  int32_t a[TLM_LM_HW_WORDS], b[TLM_LM_HW_WORDS];
+  CHECK(tlm_target_from_hw(text, &back) == 0 &&
+            !memcmp((tlm_lm_hw_words(v, &host, a), a), (tlm_lm_hw_words(v, &back, b), b), sizeof a) &&
+            back.fma_chains == host.fma_chains && back.vec_regs == host.vec_regs &&
+            back.pf_stride_bytes == host.pf_stride_bytes && back.l2_bytes == host.l2_bytes,
+        "this host's description does not round-trip: %s", text);
+  CHECK(tlm_target_from_hw("znver4", &back) != 0 && tlm_target_from_hw("x; avx2 8 lanes", &back) != 0,
+        "a text without ISA or caches is refused");
+}
+
 int main(void) {
   static tlm_vocab vocab;
   tlm_vocab_build(&vocab);
+  check_record_targets(&vocab);
   printf("vocabulary: %d tokens\n", vocab.n);
   CHECK(vocab.n > 100 && vocab.n <= TLM_LM_MAX_VOCAB, "vocab size %d", vocab.n);
   tlm_config cfg;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <xxhash.h>
 
 #include "lm/model.h"
 #include "runtime/engine.h"
@@ -60,14 +61,18 @@ static int best_record(void *ctx, const cJSON *r) {
   int held = tlm_family_heldout(fam->valuestring);
   if (b->split >= 0 && held != b->split) return 0;
   const cJSON *hw = cJSON_GetObjectItem(r, "hw");
-  int isa = tlm_record_isa(cJSON_IsString(hw) ? hw->valuestring : NULL);
+  const char *hw_text = cJSON_IsString(hw) ? hw->valuestring : NULL;
+  int isa = tlm_record_isa(hw_text);
+  uint64_t hw_id = hw_text ? XXH3_64bits(hw_text, strlen(hw_text)) : 0;
+  if (hw_id == 0 && hw_text) hw_id = 1;
   const cJSON *kind = cJSON_GetObjectItem(r, "kind"), *round_no = cJSON_GetObjectItem(r, "round");
   int verified = cJSON_IsString(kind) && !strcmp(kind->valuestring, "verify") && cJSON_IsNumber(round_no);
   if (verified && round_no->valuedouble > g_max_verify_round) return 0;
   if (!verified && (strcmp(status->valuestring, "ok") || ns->valuedouble <= 0)) return 0;
   int i;
   for (i = 0; i < b->n; i++)
-    if (b->v[i].isa == isa && !strcmp(b->v[i].task, task->valuestring)) break;
+    if (b->v[i].hw_id == hw_id && b->v[i].isa == isa && !strcmp(b->v[i].task, task->valuestring))
+      break;
   if (i == b->n) {
     if (b->n == b->cap) {
       b->cap = b->cap ? b->cap * 2 : 256;
@@ -79,6 +84,8 @@ static int best_record(void *ctx, const cJSON *r) {
     snprintf(b->v[i].task, sizeof b->v[i].task, "%s", task->valuestring);
     snprintf(b->v[i].family, sizeof b->v[i].family, "%s", fam->valuestring);
     b->v[i].isa = isa;
+    b->v[i].hw_id = hw_id;
+    b->v[i].has_target = hw_text && tlm_target_from_hw(hw_text, &b->v[i].target) == 0;
     b->v[i].ns = INFINITY;
     b->v[i].default_ns = INFINITY;
     b->n++;
@@ -176,7 +183,86 @@ int tlm_record_isa(const char *hw) {
   return isa >= 0 ? isa : -1;
 }
 
+/* "<word> <number>" at or after p: the number, or -1 */
+static long long number_after(const char *text, const char *word) {
+  const char *p = strstr(text, word);
+  if (!p) return -1;
+  p += strlen(word);
+  char *end;
+  long long v = strtoll(p, &end, 10);
+  return end == p ? -1 : v;
+}
+
+int tlm_target_from_hw(const char *hw, tlm_target *out) {
+  memset(out, 0, sizeof *out);
+  int isa = tlm_record_isa(hw);
+  if (isa < 0) return -1;
+  const char *semi = strstr(hw, "; ");
+  char cpu[32] = "";
+  size_t cn = (size_t)(semi - hw);
+  if (cn < sizeof cpu) memcpy(cpu, hw, cn), cpu[cn] = 0;
+  out->isa = out->host_isa = isa;
+  out->avx512_vnni = strstr(semi, "+vnni ") != NULL;
+  long long l1 = number_after(semi, "L1 "), l2 = number_after(semi, " L2 "),
+            l3 = number_after(semi, " L3 ");
+  if (l1 <= 0 || l2 <= 0 || l3 < 0) return -1;
+  out->l1d_bytes = l1 * 1024, out->l2_bytes = l2 * 1024, out->l3_bytes = l3 * 1024;
+  /* "..., 2 cores, L1": the number before " cores" */
+  const char *c = strstr(semi, " cores");
+  if (c) {
+    const char *b = c;
+    while (b > semi && b[-1] >= '0' && b[-1] <= '9') b--;
+    out->cores = (int32_t)atoi(b);
+  }
+  const char *fma = strstr(semi, "FMA ");
+  int pipes = 0, bits = 0, lat = 0;
+  if (fma && sscanf(fma, "FMA %dx%d lat %d", &pipes, &bits, &lat) == 3 && pipes > 0 && bits > 0 &&
+      lat > 0)
+    out->fma_pipes = pipes, out->fma_bits = bits, out->fma_latency = lat;
+  const char *host = strstr(semi, "; host ");
+  if (host) {
+    char name[16];
+    size_t n = strcspn(host + 7, " ;");
+    if (n < sizeof name) {
+      memcpy(name, host + 7, n);
+      name[n] = 0;
+      int h = tlm_isa_parse(name);
+      if (h >= 0) out->host_isa = h;
+    }
+    const char *brand = strstr(host + 7, "; ");
+    if (brand) {
+      brand += 2;
+      size_t bn = strcspn(brand, "(");
+      while (bn > 0 && brand[bn - 1] == ' ') bn--;
+      if (bn >= sizeof out->brand) bn = sizeof out->brand - 1;
+      memcpy(out->brand, brand, bn);
+    }
+  }
+  long long fam = number_after(semi, "(family "), mod = number_after(semi, " model ");
+  if (strstr(out->brand, "AMD") || !strncmp(cpu, "znver", 5) || !strncmp(cpu, "bdver", 5) ||
+      !strncmp(cpu, "btver", 5))
+    out->vendor = 2;
+  else if (strstr(out->brand, "Intel") || cpu[0])
+    out->vendor = 1; /* LLVM's other x86-64 CPU names are Intel's */
+  if (fam > 0) {
+    out->family = (int32_t)fam, out->model = mod > 0 ? (int32_t)mod : 0;
+  } else if (out->vendor == 2 && !strncmp(cpu, "znver", 5)) {
+    int gen = atoi(cpu + 5); /* znver1-2: 17h (Zen 2 from model 30h), 3-4: 19h, 5: 1Ah */
+    out->family = gen <= 2 ? 0x17 : gen <= 4 ? 0x19 : 0x1a;
+    out->model = gen == 2 ? 0x31 : gen == 4 ? 0x11 : gen == 5 ? 0x02 : 0x01;
+  } else if (out->vendor == 1) {
+    out->family = 6;
+  }
+  out->cpu_id = XXH3_64bits(hw, (size_t)(semi - hw));
+  tlm_target_complete(out);
+  return 0;
+}
+
 int tlm_best_target(const tlm_best *b, const tlm_target *host, tlm_target *out) {
+  if (b->has_target) {
+    *out = b->target;
+    return 0;
+  }
   *out = *host;
   if (b->isa < 0 || b->isa == host->isa) return 0;
   return b->isa > host->host_isa ? -1 : tlm_target_restrict(out, b->isa);

@@ -3,6 +3,7 @@
 #define TLM_TOOLS_TRAIN_H
 
 #include "runtime/space.h"
+#include "runtime/target.h"
 
 /* Task families held out of training (prefixes of the records' "family"):
  * GPT-2-355M's layers and attention, the benchdnn Transformer shapes and
@@ -17,6 +18,12 @@ typedef struct tlm_best {
    * "<cpu>; <isa>[+vnni] ..."); records of one task under two ISAs are
    * two entries */
   int isa;
+  /* the machine they were measured on, rebuilt from "hw"
+   * (tlm_target_from_hw) when has_target; entries are per task and hw
+   * text, so one task measured on two CPUs is two entries */
+  int has_target;
+  tlm_target target;
+  uint64_t hw_id; /* XXH3 of the hw text, 0 when absent */
   tlm_schedule sched;
   double ns;         /* best median time */
   double default_ns; /* the default rule's, INFINITY if not measured */
@@ -41,10 +48,22 @@ int tlm_best_load(const char *records, int split, tlm_best **out);
 /* The ISA of a record's "hw" text, -1 when it names none. */
 int tlm_record_isa(const char *hw);
 
-/* The target an entry's records were measured on, as far as this host can
- * rebuild it: `host` narrowed to the entry's ISA (records are collected
- * under TLM_ISA on one machine). Returns 0, or -1 when the host cannot run
- * that ISA (the entry is then skipped). */
+/* Rebuilds the target a record was measured on from its "hw" text, which
+ * the collector writes as the LLVM CPU name, "; " and tlm_target_str:
+ *   "<cpu>; <isa>[+vnni] L lanes, R regs, [FMA PxB lat N (C chains), ]
+ *    N cores, L1 xK L2 yK L3 zK[, ...][; host <isa>; <brand> (family F
+ *    model M)]"
+ * The bracketed parts are missing from older records: the vendor and
+ * family then come from the CPU name (znver1-5: AMD families 17h-1Ah;
+ * other names: Intel family 6) and the FMA datapath from the vendor table
+ * (tlm_target_complete). threads = cores (the collector ran one worker per
+ * CPU). Returns 0, or -1 when the text names no ISA or caches. */
+int tlm_target_from_hw(const char *hw, tlm_target *out);
+
+/* The target an entry's records were measured on: the one rebuilt from
+ * their hw text when there is one, else `host` narrowed to the entry's ISA
+ * (records without hw were collected under TLM_ISA on this machine).
+ * Returns 0, or -1 when neither works (the entry is then skipped). */
 int tlm_best_target(const tlm_best *b, const tlm_target *host, tlm_target *out);
 void tlm_best_free(tlm_best *b, int n);
 
