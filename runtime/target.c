@@ -259,11 +259,11 @@ char *tlm_isa_features(int isa, const char *host, char *buf, int cap) {
 char *tlm_target_str(const tlm_target *t, char *buf, int cap) {
   snprintf(buf, (size_t)cap,
            "%s%s %d lanes, %d regs, FMA %dx%d lat %d (%d chains), %d cores, L1 %lldK L2 %lldK "
-           "L3 %lldK, L1 prefetch stride %s; host %s; %s (family %d model %d)",
+           "L3 %lldK shared by %d, L1 prefetch stride %s; host %s; %s (family %d model %d)",
            tlm_isa_name(t->isa), t->avx512_vnni ? "+vnni" : "", t->vec_lanes, t->vec_regs,
            t->fma_pipes, t->fma_bits, t->fma_latency, t->fma_chains, t->cores,
            (long long)(t->l1d_bytes / 1024), (long long)(t->l2_bytes / 1024),
-           (long long)(t->l3_bytes / 1024),
+           (long long)(t->l3_bytes / 1024), t->l3_sharing > 0 ? t->l3_sharing : 1,
            t->pf_stride_bytes == 2048 ? "<= 2K" : t->pf_stride_bytes ? "bounded" : "any",
            tlm_isa_name(t->host_isa),
            t->brand[0] ? t->brand : "unknown CPU", t->family, t->model);

@@ -88,7 +88,10 @@ int tlm_isa_parse(const char *s);
 char *tlm_isa_features(int isa, const char *host_features, char *buf, int cap);
 
 /* One line: "avx2 8 lanes, 16 regs, FMA 2x256 lat 4 (8 chains), 2 cores,
- * L1 48K L2 1024K L3 32768K; host avx512; AMD EPYC ... (family 26 model 2)". */
+ * L1 48K L2 1024K L3 32768K shared by 2, L1 prefetch stride any; host
+ * avx512; AMD EPYC ... (family 26 model 2)". Training records carry it
+ * (their "hw"), and the trainer rebuilds the target from it, so it names
+ * everything the rule reads. */
 char *tlm_target_str(const tlm_target *t, char *buf, int cap);
 
 #endif

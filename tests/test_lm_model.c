@@ -12,6 +12,7 @@
 #include "lm/model.h"
 #include "runtime/engine.h"
 #include "tools/problem.h"
+#include "tools/tasks.h"
 #include "tools/train.h"
 
 #include <xxhash.h>
@@ -111,8 +112,37 @@ static void check_record_targets(const tlm_vocab *v) {
   CHECK(tlm_target_from_hw(text, &back) == 0 &&
             !memcmp((tlm_lm_hw_words(v, &host, a), a), (tlm_lm_hw_words(v, &back, b), b), sizeof a) &&
             back.fma_chains == host.fma_chains && back.vec_regs == host.vec_regs &&
-            back.pf_stride_bytes == host.pf_stride_bytes && back.l2_bytes == host.l2_bytes,
+            back.pf_stride_bytes == host.pf_stride_bytes && back.l2_bytes == host.l2_bytes &&
+            back.l3_sharing == host.l3_sharing,
         "this host's description does not round-trip: %s", text);
+  /* ... and every prompt, the rule's schedule in it included, is the one
+   * the runtime builds here: what a record of this host trains under */
+  static const char *const k_tasks[] = {
+      "512x768:768x3072 tA0 tB0 bias0 act0 res0", "1x768:768x768 tA0 tB0 bias0 act0 res0",
+      "300x768:768x3072 tA0 tB1 bias1 act2 res1", "7x2048:2048x640 tA0 tB0 bias0 act0 res0",
+      "conv:g1mb1_ic64ih56iw56_oc64oh56ow56_kh3kw3_sh1sw1_ph1pw1_dh0dw0 nhwc bias1 bn0 act1 res0"};
+  for (int isa = TLM_ISA_SCALAR; isa <= host.host_isa; isa++) {
+    tlm_target h = host, r;
+    if (tlm_target_restrict(&h, isa)) continue;
+    snprintf(text, sizeof text, "somecpu; %s", tlm_target_str(&h, desc, sizeof desc));
+    if (tlm_target_from_hw(text, &r)) {
+      CHECK(0, "%s not parsed", text);
+      continue;
+    }
+    for (size_t i = 0; i < sizeof k_tasks / sizeof k_tasks[0]; i++) {
+      tlm_task_spec spec;
+      tlm_task task;
+      int32_t pa[TLM_LM_PROMPT_LEN], pb[TLM_LM_PROMPT_LEN];
+      if (tlm_task_spec_parse(k_tasks[i], &spec) || tlm_task_spec_task(&spec, &task)) {
+        CHECK(0, "task %s", k_tasks[i]);
+        continue;
+      }
+      tlm_lm_prompt(v, &task, &h, pa);
+      tlm_lm_prompt(v, &task, &r, pb);
+      CHECK(!memcmp(pa, pb, sizeof pa), "%s at %s: the rebuilt target's prompt differs", k_tasks[i],
+            tlm_isa_name(isa));
+    }
+  }
   CHECK(tlm_target_from_hw("znver4", &back) != 0 && tlm_target_from_hw("x; avx2 8 lanes", &back) != 0,
         "a text without ISA or caches is refused");
 }

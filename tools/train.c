@@ -207,6 +207,8 @@ int tlm_target_from_hw(const char *hw, tlm_target *out) {
             l3 = number_after(semi, " L3 ");
   if (l1 <= 0 || l2 <= 0 || l3 < 0) return -1;
   out->l1d_bytes = l1 * 1024, out->l2_bytes = l2 * 1024, out->l3_bytes = l3 * 1024;
+  long long share = number_after(semi, "K shared by "); /* since session 13; 1 before */
+  out->l3_sharing = share > 0 ? (int32_t)share : 1;
   /* "..., 2 cores, L1": the number before " cores" */
   const char *c = strstr(semi, " cores");
   if (c) {

@@ -51,7 +51,7 @@ int tlm_record_isa(const char *hw);
 /* Rebuilds the target a record was measured on from its "hw" text, which
  * the collector writes as the LLVM CPU name, "; " and tlm_target_str:
  *   "<cpu>; <isa>[+vnni] L lanes, R regs, [FMA PxB lat N (C chains), ]
- *    N cores, L1 xK L2 yK L3 zK[, ...][; host <isa>; <brand> (family F
+ *    N cores, L1 xK L2 yK L3 zK[ shared by S][, ...][; host <isa>; <brand> (family F
  *    model M)]"
  * The bracketed parts are missing from older records: the vendor and
  * family then come from the CPU name (znver1-5: AMD families 17h-1Ah;
