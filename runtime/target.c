@@ -210,7 +210,6 @@ void tlm_target_complete(tlm_target *t) {
   fma_table(t);
   if (pipes > 0 && bits > 0 && lat > 0) /* as the description gave it */
     t->fma_pipes = pipes, t->fma_bits = bits, t->fma_latency = lat;
-  if (t->isa != TLM_ISA_AVX512) t->avx512_vnni = 0;
   set_isa_shape(t);
 }
 
@@ -257,14 +256,16 @@ char *tlm_isa_features(int isa, const char *host, char *buf, int cap) {
 }
 
 char *tlm_target_str(const tlm_target *t, char *buf, int cap) {
+  char pf[16] = "";
+  if (t->pf_stride_bytes) snprintf(pf, sizeof pf, "%dK", t->pf_stride_bytes / 1024);
   snprintf(buf, (size_t)cap,
            "%s%s %d lanes, %d regs, FMA %dx%d lat %d (%d chains), %d cores, L1 %lldK L2 %lldK "
-           "L3 %lldK shared by %d, L1 prefetch stride %s; host %s; %s (family %d model %d)",
+           "L3 %lldK shared by %d, L1 prefetch stride %s%s; host %s; %s (family %d model %d)",
            tlm_isa_name(t->isa), t->avx512_vnni ? "+vnni" : "", t->vec_lanes, t->vec_regs,
            t->fma_pipes, t->fma_bits, t->fma_latency, t->fma_chains, t->cores,
            (long long)(t->l1d_bytes / 1024), (long long)(t->l2_bytes / 1024),
            (long long)(t->l3_bytes / 1024), t->l3_sharing > 0 ? t->l3_sharing : 1,
-           t->pf_stride_bytes == 2048 ? "<= 2K" : t->pf_stride_bytes ? "bounded" : "any",
+           t->pf_stride_bytes ? "<= " : "any", pf,
            tlm_isa_name(t->host_isa),
            t->brand[0] ? t->brand : "unknown CPU", t->family, t->model);
   return buf;

@@ -63,16 +63,14 @@ static int best_record(void *ctx, const cJSON *r) {
   const cJSON *hw = cJSON_GetObjectItem(r, "hw");
   const char *hw_text = cJSON_IsString(hw) ? hw->valuestring : NULL;
   int isa = tlm_record_isa(hw_text);
-  uint64_t hw_id = hw_text ? XXH3_64bits(hw_text, strlen(hw_text)) : 0;
-  if (hw_id == 0 && hw_text) hw_id = 1;
+  uint64_t hw_id = hw_text ? XXH3_64bits(hw_text, strlen(hw_text)) | 1 : 0; /* 0: no hw */
   const cJSON *kind = cJSON_GetObjectItem(r, "kind"), *round_no = cJSON_GetObjectItem(r, "round");
   int verified = cJSON_IsString(kind) && !strcmp(kind->valuestring, "verify") && cJSON_IsNumber(round_no);
   if (verified && round_no->valuedouble > g_max_verify_round) return 0;
   if (!verified && (strcmp(status->valuestring, "ok") || ns->valuedouble <= 0)) return 0;
   int i;
   for (i = 0; i < b->n; i++)
-    if (b->v[i].hw_id == hw_id && b->v[i].isa == isa && !strcmp(b->v[i].task, task->valuestring))
-      break;
+    if (b->v[i].hw_id == hw_id && !strcmp(b->v[i].task, task->valuestring)) break;
   if (i == b->n) {
     if (b->n == b->cap) {
       b->cap = b->cap ? b->cap * 2 : 256;

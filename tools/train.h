@@ -23,7 +23,7 @@ typedef struct tlm_best {
    * text, so one task measured on two CPUs is two entries */
   int has_target;
   tlm_target target;
-  uint64_t hw_id; /* XXH3 of the hw text, 0 when absent */
+  uint64_t hw_id; /* XXH3 of the hw text with its low bit set, 0 when absent */
   tlm_schedule sched;
   double ns;         /* best median time */
   double default_ns; /* the default rule's, INFINITY if not measured */
