@@ -95,8 +95,36 @@ const char *tlm_lm_isa(void) {
   return "scalar";
 }
 
+#if defined(__x86_64__)
+/* quantize_act with AVX2: the same scales and the same integers (vcvtps2dq
+ * rounds to nearest even, as rintf does in the default rounding mode) */
+__attribute__((target("avx2"))) static void quantize_act_avx2(const float *x, int n, int8_t *q,
+                                                             float *d) {
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int b = 0; b < n / TLM_Q8_BLOCK; b++) {
+    const float *xb = x + b * TLM_Q8_BLOCK;
+    __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
+    __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v0, absmask), _mm256_and_ps(v1, absmask)),
+                             _mm256_max_ps(_mm256_and_ps(v2, absmask), _mm256_and_ps(v3, absmask)));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    d[b] = amax / 127.0f;
+    const __m256 id = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+    __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, id)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, id));
+    __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, id)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, id));
+    /* packs work per 128-bit lane: put the 32 bytes back in order */
+    __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+    w = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)(q + b * TLM_Q8_BLOCK), w);
+  }
+}
+#endif
+
 /* x (n) -> int8 blocks with one scale each (the activations' Q8) */
-static inline void quantize_act(const float *x, int n, int8_t *q, float *d) {
+static inline void quantize_act_ref(const float *x, int n, int8_t *q, float *d) {
   for (int b = 0; b < n / TLM_Q8_BLOCK; b++) {
     float amax = 0;
     for (int i = 0; i < TLM_Q8_BLOCK; i++) {
@@ -108,6 +136,18 @@ static inline void quantize_act(const float *x, int n, int8_t *q, float *d) {
     for (int i = 0; i < TLM_Q8_BLOCK; i++)
       q[b * TLM_Q8_BLOCK + i] = (int8_t)__builtin_rintf(x[b * TLM_Q8_BLOCK + i] * id);
   }
+}
+
+/* simd: the host runs AVX2 (the decoder's int8 path is not the scalar one) */
+static inline void quantize_act(int simd, const float *x, int n, int8_t *q, float *d) {
+#if defined(__x86_64__)
+  if (simd) {
+    quantize_act_avx2(x, n, q, d);
+    return;
+  }
+#endif
+  (void)simd;
+  quantize_act_ref(x, n, q, d);
 }
 
 /* ---- packed layout for VNNI ------------------------------------------------------ */
@@ -135,6 +175,18 @@ static int pack_matrix(tlm_q8_packed *p, const tlm_q8_block *w, int rows, int nb
       p->comp[gb * 16 + lane] = 128 * sum;
     }
   }
+  if (rows % 16) return 0; /* the AVX2 kernel takes whole 16-row tiles */
+  p->q8 = malloc((size_t)rows * nb * TLM_Q8_BLOCK);
+  p->d8 = malloc(sizeof(float) * (size_t)rows * nb);
+  if (!p->q8 || !p->d8) return -1;
+  for (int r = 0; r < rows; r++)
+    for (int b = 0; b < nb; b++) {
+      const tlm_q8_block *blk = w + (size_t)r * nb + b;
+      size_t gb = (size_t)(r / 8) * nb + b;
+      for (int i = 0; i < TLM_Q8_BLOCK; i++) /* pair i / 2, row r % 8, element i % 2 */
+        p->q8[gb * 256 + (size_t)(i / 2) * 16 + (size_t)(r % 8) * 2 + i % 2] = blk->q[i];
+      p->d8[gb * 8 + r % 8] = blk->d;
+    }
   return 0;
 }
 
@@ -186,6 +238,141 @@ __attribute__((target("avx512f,avx512vnni"))) static void matvec_vnni_packed(
 #endif
 
 #if defined(__x86_64__)
+#if defined(__x86_64__)
+/* Tiles of the AVX2 int8 GEMM: out[t][16 rows from 8-row group g] += the
+ * block-scaled int8 products of those rows with 6 tokens (gemm_avx2_5) or
+ * one (gemm_avx2_1), block by block. Per block each (token, 8 rows) keeps
+ * an exact int32 sum: the weights widened to int16 (vpmovsxbw), times a
+ * broadcast pair of the token's int16 activations (vpmaddwd: 8 rows x 2 k
+ * per instruction, no saturation, unlike vpmaddubsw), then one FMA with the
+ * row scales times the token's block scale. The 6 tokens share each weight
+ * load; 12 int32 accumulators + 2 weights + 1 broadcast fit AVX2's 16
+ * registers (named, so that the compiler keeps them there). x16: the
+ * tokens' activations as int16 pairs (one int32 per pair, xs32 per token);
+ * xd: their block scales (xds per token). Both tiles do the same
+ * arithmetic per token. */
+#define TLM_GEMM_SCALE(acc, d, o)                                                                 \
+  _mm256_storeu_ps((o), _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps((d), xs),           \
+                                        _mm256_loadu_ps(o)))
+__attribute__((target("avx2,fma"), noinline)) static void gemm_avx2_5(float *out, int ostride,
+                                                             const tlm_q8_packed *p, int g,
+                                                             const int32_t *x16, int xs32,
+                                                             const float *xd, int xds) {
+  const int nb = p->nb;
+  for (int b = 0; b < nb; b++) {
+    __m256i a00 = _mm256_setzero_si256(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
+    __m256i a30 = a00, a31 = a00, a40 = a00, a41 = a00;
+    const int8_t *q0 = p->q8 + ((size_t)g * nb + b) * 256, *q1 = q0 + (size_t)nb * 256;
+    const int32_t *x = x16 + b * (TLM_Q8_BLOCK / 2);
+    for (int j = 0; j < TLM_Q8_BLOCK / 2; j++) {
+      const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q0 + 16 * j)));
+      const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q1 + 16 * j)));
+      __m256i xb;
+#define TLM_GEMM_TOKEN(t, acc0, acc1)                                                             \
+  xb = _mm256_set1_epi32(x[(size_t)(t) * xs32 + j]);                                              \
+  acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(w0, xb));                                       \
+  acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(w1, xb))
+      TLM_GEMM_TOKEN(0, a00, a01);
+      TLM_GEMM_TOKEN(1, a10, a11);
+      TLM_GEMM_TOKEN(2, a20, a21);
+      TLM_GEMM_TOKEN(3, a30, a31);
+      TLM_GEMM_TOKEN(4, a40, a41);
+#undef TLM_GEMM_TOKEN
+    }
+    const __m256 d0 = _mm256_loadu_ps(p->d8 + ((size_t)g * nb + b) * 8);
+    const __m256 d1 = _mm256_loadu_ps(p->d8 + ((size_t)(g + 1) * nb + b) * 8);
+    __m256 xs;
+    float *o = out + 8 * g;
+#define TLM_GEMM_OUT(t, acc0, acc1)                                                               \
+  xs = _mm256_set1_ps(xd[(size_t)(t) * xds + b]);                                                 \
+  TLM_GEMM_SCALE(acc0, d0, o + (size_t)(t) * ostride);                                            \
+  TLM_GEMM_SCALE(acc1, d1, o + (size_t)(t) * ostride + 8)
+    TLM_GEMM_OUT(0, a00, a01);
+    TLM_GEMM_OUT(1, a10, a11);
+    TLM_GEMM_OUT(2, a20, a21);
+    TLM_GEMM_OUT(3, a30, a31);
+    TLM_GEMM_OUT(4, a40, a41);
+#undef TLM_GEMM_OUT
+  }
+}
+
+/* one token, 32 rows (groups g .. g + 3) a tile: 4 independent chains */
+__attribute__((target("avx2,fma"))) static void gemm_avx2_1(float *out, const tlm_q8_packed *p,
+                                                             int g, const int32_t *x16,
+                                                             const float *xd, int ng) {
+  const int nb = p->nb;
+  for (int b = 0; b < nb; b++) {
+    const int8_t *q = p->q8 + ((size_t)g * nb + b) * 256;
+    const size_t gs = (size_t)nb * 256; /* next group */
+    const int32_t *x = x16 + b * (TLM_Q8_BLOCK / 2);
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (int j = 0; j < TLM_Q8_BLOCK / 2; j++) {
+      const __m256i xb = _mm256_set1_epi32(x[j]);
+#define TLM_GEMM_ROWS(acc, i)                                                                     \
+  acc = _mm256_add_epi32(                                                                         \
+      acc, _mm256_madd_epi16(                                                                     \
+               _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + (i) * gs + 16 * j))), \
+               xb))
+      TLM_GEMM_ROWS(a0, 0);
+      TLM_GEMM_ROWS(a1, 1);
+      if (ng == 4) {
+        TLM_GEMM_ROWS(a2, 2);
+        TLM_GEMM_ROWS(a3, 3);
+      }
+#undef TLM_GEMM_ROWS
+    }
+    const __m256 xs = _mm256_set1_ps(xd[b]);
+    const float *d = p->d8 + ((size_t)g * nb + b) * 8;
+    float *o = out + 8 * g;
+    TLM_GEMM_SCALE(a0, _mm256_loadu_ps(d), o);
+    TLM_GEMM_SCALE(a1, _mm256_loadu_ps(d + gs / 32), o + 8);
+    if (ng == 4) {
+      TLM_GEMM_SCALE(a2, _mm256_loadu_ps(d + 2 * gs / 32), o + 16);
+      TLM_GEMM_SCALE(a3, _mm256_loadu_ps(d + 3 * gs / 32), o + 24);
+    }
+  }
+}
+#undef TLM_GEMM_SCALE
+
+/* out[t] = W x[t] (+ bias) for P tokens over p's AVX2 layout (rows a
+ * multiple of 16): tiles of 16 rows x 6 tokens, tokens taken in chunks
+ * whose int16 copy fits a 16 KiB stack buffer (L1-resident with the tile's
+ * weights). Each row's sum is bias + sum over blocks, in block order, of
+ * scale x exact block sum: the same arithmetic for every P and tile. */
+__attribute__((target("avx2,fma"))) static void gemm_avx2(float *out, const tlm_q8_packed *p,
+                                                           const float *bias, const int8_t *xq,
+                                                           const float *xd, int P, int xstride,
+                                                           int ostride) {
+  enum { X16_WORDS = 4096 };
+  int32_t x16[X16_WORDS];
+  const int nb = p->nb, ic = nb * TLM_Q8_BLOCK, oc = p->rows, xs32 = ic / 2;
+  const int chunk = X16_WORDS / xs32 < 1 ? 1 : X16_WORDS / xs32;
+  for (int t = 0; t < P; t++)
+    for (int o = 0; o < oc; o++) out[(size_t)t * ostride + o] = bias ? bias[o] : 0.0f;
+  const int xds = xstride / TLM_Q8_BLOCK;
+  for (int t0 = 0; t0 < P; t0 += chunk) {
+    const int n = P - t0 < chunk ? P - t0 : chunk;
+    for (int t = 0; t < n; t++) {
+      const int8_t *x = xq + (size_t)(t0 + t) * xstride;
+      for (int k = 0; k < ic; k += 16) /* int16 pairs (x[2j], x[2j + 1]) as words j */
+        _mm256_storeu_si256((__m256i *)&x16[(size_t)t * xs32 + k / 2],
+                            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + k))));
+    }
+    const float *d = xd + (size_t)t0 * xds;
+    float *o0 = out + (size_t)t0 * ostride;
+    int t = 0;
+    for (; t + 5 <= n; t += 5)
+      for (int g = 0; g < oc / 8; g += 2)
+        gemm_avx2_5(o0 + (size_t)t * ostride, ostride, p, g, x16 + (size_t)t * xs32, xs32,
+                    d + (size_t)t * xds, xds);
+    for (; t < n; t++)
+      for (int g = 0; g < oc / 8; g += 4)
+        gemm_avx2_1(o0 + (size_t)t * ostride, p, g, x16 + (size_t)t * xs32, d + (size_t)t * xds,
+                    oc / 8 - g >= 4 ? 4 : 2);
+  }
+}
+#endif
+
 /* out[t] = W x[t] (+ bias) for P token rows with AVX2: rows of W 4 at a time
  * interleaved block by block (4 independent FMA chains, 4 weight loads in
  * flight), reduced together by a tree of horizontal adds; every token of
@@ -244,6 +431,10 @@ static void matvec_batch(dot_fn dot, float *out, const tlm_q8_block *w,
                          const tlm_q8_packed *packed, const float *bias, const int8_t *xq,
                          const float *xd, int ic, int oc, int P, int xstride, int ostride) {
 #if defined(__x86_64__)
+  if (dot == dot_avx2 && packed && packed->q8) {
+    gemm_avx2(out, packed, bias, xq, xd, P, xstride, ostride);
+    return;
+  }
   if (dot == dot_avx2) {
     matvec_avx2(out, w, bias, xq, xd, ic / TLM_Q8_BLOCK, oc, P, xstride, ostride);
     return;
@@ -390,6 +581,7 @@ static inline __attribute__((always_inline)) const float *run_body(
   for (int p = 0; p < P; p++)
     if (tokens[p] < 0 || tokens[p] >= V) return NULL;
   dot_fn dot = pick_dot();
+  const int simd = dot != dot_scalar;
   for (int p = 0; p < P; p++) {
     float *x = xs + (size_t)p * C;
     const tlm_q8_block *e = m->wte + (size_t)tokens[p] * nbc;
@@ -402,38 +594,45 @@ static inline __attribute__((always_inline)) const float *run_body(
   for (int l = 0; l < m->cfg.layers; l++) {
     for (int p = 0; p < P; p++) {
       layernorm(bufs + (size_t)p * C, xs + (size_t)p * C, m->ln1w + l * C, m->ln1b + l * C, C);
-      quantize_act(bufs + (size_t)p * C, C, xqs + (size_t)p * C4, xds + (size_t)p * C4 / TLM_Q8_BLOCK);
+      quantize_act(simd, bufs + (size_t)p * C, C, xqs + (size_t)p * C4, xds + (size_t)p * C4 / TLM_Q8_BLOCK);
     }
     const tlm_q8_packed *pk = m->packed ? &m->packed[1 + 4 * l] : NULL;
     matvec_batch(dot, qkvs, m->qkvw + (size_t)l * 3 * C * nbc, pk ? &pk[0] : NULL,
                  m->qkvb + l * 3 * C, xqs, xds, C, 3 * C, P, C4, C3);
-    float *kc = s->k + ((size_t)l * T) * C, *vc = s->v + ((size_t)l * T) * C;
+    /* keys transposed per head, (hs, T) each, so that a query's scores
+     * over every earlier position are one contiguous multiply-add per
+     * element of the head (vectorized over positions, no horizontal sums) */
+    float *kc = s->k + (size_t)l * T * C, *vc = s->v + ((size_t)l * T) * C;
     for (int p = 0; p < P; p++) {
       int t = s->pos + p;
-      memcpy(kc + (size_t)t * C, qkvs + (size_t)p * C3 + C, sizeof(float) * (size_t)C);
+      const float *kp = qkvs + (size_t)p * C3 + C;
+      for (int c = 0; c < C; c++) kc[(size_t)c * T + t] = kp[c];
       memcpy(vc + (size_t)t * C, qkvs + (size_t)p * C3 + 2 * C, sizeof(float) * (size_t)C);
     }
     for (int p = 0; p < P; p++) { /* causal: token p sees positions <= its own */
       int t = s->pos + p;
+      float *restrict att = s->att;
       for (int h = 0; h < NH; h++) {
         const float *q = qkvs + (size_t)p * C3 + h * hs;
-        float mx = -INFINITY;
-        for (int t2 = 0; t2 <= t; t2++) {
-          float d = 0;
-          for (int i = 0; i < hs; i++) d += q[i] * kc[(size_t)t2 * C + h * hs + i];
-          s->att[t2] = d * scale;
-          if (s->att[t2] > mx) mx = s->att[t2];
+        const float *kh = kc + (size_t)h * hs * T;
+        for (int t2 = 0; t2 <= t; t2++) att[t2] = 0;
+        for (int i = 0; i < hs; i++) {
+          const float qi = q[i] * scale, *restrict ki = kh + (size_t)i * T;
+          for (int t2 = 0; t2 <= t; t2++) att[t2] += qi * ki[t2];
         }
+        float mx = -INFINITY;
+        for (int t2 = 0; t2 <= t; t2++) mx = att[t2] > mx ? att[t2] : mx;
         float sum = 0;
-        for (int t2 = 0; t2 <= t; t2++) sum += (s->att[t2] = fast_exp(s->att[t2] - mx));
-        float *o = bufs + (size_t)p * C + h * hs;
+        for (int t2 = 0; t2 <= t; t2++) sum += (att[t2] = fast_exp(att[t2] - mx));
+        float *restrict o = bufs + (size_t)p * C + h * hs;
         for (int i = 0; i < hs; i++) o[i] = 0;
+        const float inv = 1.0f / sum;
         for (int t2 = 0; t2 <= t; t2++) {
-          float pr = s->att[t2] / sum;
-          for (int i = 0; i < hs; i++) o[i] += pr * vc[(size_t)t2 * C + h * hs + i];
+          const float pr = att[t2] * inv, *restrict vt = vc + (size_t)t2 * C + h * hs;
+          for (int i = 0; i < hs; i++) o[i] += pr * vt[i];
         }
       }
-      quantize_act(bufs + (size_t)p * C, C, xqs + (size_t)p * C4, xds + (size_t)p * C4 / TLM_Q8_BLOCK);
+      quantize_act(simd, bufs + (size_t)p * C, C, xqs + (size_t)p * C4, xds + (size_t)p * C4 / TLM_Q8_BLOCK);
     }
     matvec_batch(dot, fchs, m->projw + (size_t)l * C * nbc, pk ? &pk[1] : NULL, m->projb + l * C,
                  xqs, xds, C, C, P, C4, C4);
@@ -442,13 +641,13 @@ static inline __attribute__((always_inline)) const float *run_body(
       const float *f = fchs + (size_t)p * C4;
       for (int c = 0; c < C; c++) x[c] += f[c];
       layernorm(bufs + (size_t)p * C, x, m->ln2w + l * C, m->ln2b + l * C, C);
-      quantize_act(bufs + (size_t)p * C, C, xqs + (size_t)p * C4, xds + (size_t)p * C4 / TLM_Q8_BLOCK);
+      quantize_act(simd, bufs + (size_t)p * C, C, xqs + (size_t)p * C4, xds + (size_t)p * C4 / TLM_Q8_BLOCK);
     }
     matvec_batch(dot, fchs, m->fcw + (size_t)l * 4 * C * nbc, pk ? &pk[2] : NULL, m->fcb + l * 4 * C,
                  xqs, xds, C, 4 * C, P, C4, C4);
     for (int p = 0; p < P; p++) {
       gelu_inplace(fchs + (size_t)p * C4, 4 * C);
-      quantize_act(fchs + (size_t)p * C4, 4 * C, xqs + (size_t)p * C4,
+      quantize_act(simd, fchs + (size_t)p * C4, 4 * C, xqs + (size_t)p * C4,
                    xds + (size_t)p * C4 / TLM_Q8_BLOCK);
     }
     matvec_batch(dot, bufs, m->fcprojw + (size_t)l * C * 4 * nbc, pk ? &pk[3] : NULL,

@@ -61,6 +61,14 @@ typedef struct tlm_q8_packed {
   int8_t *q;          /* (groups, nb, 8, 16, 4) */
   float *d;           /* (groups, nb, 16) row scales */
   int32_t *comp;      /* (groups, nb, 16) */
+  /* The same matrix for the AVX2 kernel (vpmaddwd on sign-extended int16):
+   * groups of 8 rows; for each group and block, its 16 pairs of
+   * consecutive weights (k = 2j, 2j + 1) for the 8 rows, 16 bytes a pair,
+   * so one widened load times a broadcast pair of x yields 8 row partial
+   * sums. NULL when rows is not a multiple of 16 (the row-wise kernel is
+   * used instead). */
+  int8_t *q8;         /* (rows / 8, nb, 16, 8, 2) */
+  float *d8;          /* (rows / 8, nb, 8) row scales */
 } tlm_q8_packed;
 
 /* int8 model for decoding: matrices quantized, the rest f32. */
@@ -175,7 +183,7 @@ void tlm_lm_matvec(const tlm_lm_model *m, int which, const int8_t *xq, const flo
 typedef struct tlm_lm_state {
   const tlm_lm_model *m;
   int pos;
-  float *k, *v;     /* (L, T, C) each */
+  float *k, *v;     /* (L, C, T) keys, transposed; (L, T, C) values */
   float *x, *buf, *qkv, *att, *fch, *logits; /* scratch */
   int8_t *xq;       /* quantized activations */
   float *xd;        /* their block scales */

@@ -405,6 +405,8 @@ void tlm_lm_free(tlm_lm_model *m) {
       free(m->packed[i].q);
       free(m->packed[i].d);
       free(m->packed[i].comp);
+      free(m->packed[i].q8);
+      free(m->packed[i].d8);
     }
   free(m->packed);
   free(m->mem);

@@ -287,22 +287,30 @@ int main(void) {
       }
       tlm_lm_state_free(&st);
       /* the prompt fed at once (tlm_lm_feed, as decoding does) gives the
-       * logits, and the state, of feeding it token by token */
-      tlm_lm_state a, b;
-      tlm_lm_state_init(&a, &qm);
-      tlm_lm_state_init(&b, &qm);
-      const float *la = NULL, *lb = tlm_lm_feed(&b, toks, TLM_LM_PROMPT_LEN);
-      for (int t = 0; t < TLM_LM_PROMPT_LEN; t++) la = tlm_lm_step(&a, toks[t]);
-      CHECK(la && lb && a.pos == b.pos, "prompt feed failed");
-      if (la && lb) {
-        CHECK(!memcmp(la, lb, sizeof(float) * (size_t)vocab.n), "task %d: prompt fed at once: other logits", i);
-        la = tlm_lm_step(&a, toks[TLM_LM_PROMPT_LEN]);
-        lb = tlm_lm_step(&b, toks[TLM_LM_PROMPT_LEN]);
-        CHECK(la && lb && !memcmp(la, lb, sizeof(float) * (size_t)vocab.n),
-              "task %d: step after the prompt fed at once: other logits", i);
+       * logits, and the state, of feeding it token by token: on the
+       * host's path and on the AVX2 one (its GEMM tiles take 5 tokens or
+       * 1), and on the scalar reference */
+      for (int cap = -1; cap <= TLM_ISA_AVX2; cap++) {
+        if (cap == TLM_ISA_SCALAR + 1) cap = TLM_ISA_AVX2; /* host, scalar, AVX2 */
+        tlm_lm_force_isa(cap);
+        tlm_lm_state a, b;
+        tlm_lm_state_init(&a, &qm);
+        tlm_lm_state_init(&b, &qm);
+        const float *la = NULL, *lb = tlm_lm_feed(&b, toks, TLM_LM_PROMPT_LEN);
+        for (int t = 0; t < TLM_LM_PROMPT_LEN; t++) la = tlm_lm_step(&a, toks[t]);
+        CHECK(la && lb && a.pos == b.pos, "prompt feed failed");
+        if (la && lb) {
+          CHECK(!memcmp(la, lb, sizeof(float) * (size_t)vocab.n),
+                "task %d, isa cap %d: prompt fed at once: other logits", i, cap);
+          la = tlm_lm_step(&a, toks[TLM_LM_PROMPT_LEN]);
+          lb = tlm_lm_step(&b, toks[TLM_LM_PROMPT_LEN]);
+          CHECK(la && lb && !memcmp(la, lb, sizeof(float) * (size_t)vocab.n),
+                "task %d, isa cap %d: step after the prompt fed at once: other logits", i, cap);
+        }
+        tlm_lm_state_free(&a);
+        tlm_lm_state_free(&b);
       }
-      tlm_lm_state_free(&a);
-      tlm_lm_state_free(&b);
+      tlm_lm_force_isa(-1);
       tlm_problem_free(&p);
     }
     double nmse = se / (ss + 1e-30);
