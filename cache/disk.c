@@ -279,10 +279,15 @@ int tlm_disk_load_plan(tlm_disk *d, const tlm_key *key, tlm_schedule *out) {
 }
 
 int tlm_disk_store_plan(tlm_disk *d, const tlm_key *key, const tlm_schedule *s,
-                        const char *problem) {
+                        const char *problem, double measured_ns) {
   cJSON *j = new_meta("plan", key, problem);
+  if (!j) return -1;
   cJSON *arr = cJSON_AddArrayToObject(j, "decisions");
   for (int i = 0; i < s->n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(s->v[i]));
+  if (measured_ns > 0) {
+    cJSON_AddBoolToObject(j, "measured", 1);
+    cJSON_AddNumberToObject(j, "kernel_ns", measured_ns);
+  }
   char name[64];
   key_name(key, ".json", name, sizeof name);
   int64_t bytes = 0;

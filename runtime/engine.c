@@ -451,6 +451,30 @@ int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *o
   return 0;
 }
 
+tlm_status tlm_engine_store_measured_plan(tlm_runtime *rt, const tlm_task *task,
+                                          const tlm_schedule *sched, double kernel_ns, char *err,
+                                          int errcap) {
+  tlm_space space;
+  if (tlm_space_init(&space, task, &rt->target) || !tlm_space_accepts(&space, sched) ||
+      !(kernel_ns > 0)) {
+    snprintf(err, (size_t)errcap, "not a schedule of this task, or no measured time");
+    return TLM_ERR_INVALID_ARGUMENT;
+  }
+  if (!rt->disk) {
+    snprintf(err, (size_t)errcap, "no disk cache (TLM_CACHE_DIR=none?): nowhere to keep the plan");
+    return TLM_ERR_UNSUPPORTED;
+  }
+  tlm_key key;
+  tlm_key_shape(&key, task, &rt->target, scheduler_id(rt));
+  char ts[160];
+  tlm_task_str(task, ts, sizeof ts);
+  if (tlm_disk_store_plan(rt->disk, &key, sched, ts, kernel_ns)) {
+    snprintf(err, (size_t)errcap, "cannot write the plan under %s", tlm_disk_dir(rt->disk));
+    return TLM_ERR_IO;
+  }
+  return TLM_OK;
+}
+
 /* The builder's part of a plan: decisions from disk, the model or the rule. */
 static tlm_status build_plan(tlm_runtime *rt, tlm_plan *p, const tlm_task *task, char *err,
                              int errcap) {
@@ -477,7 +501,7 @@ static tlm_status build_plan(tlm_runtime *rt, tlm_plan *p, const tlm_task *task,
   char ts[160], ss[512];
   if (rt->disk && !p->from_disk) {
     tlm_task_str(task, ts, sizeof ts);
-    tlm_disk_store_plan(rt->disk, &p->key, &p->sched, ts);
+    tlm_disk_store_plan(rt->disk, &p->key, &p->sched, ts, 0);
   }
   if (rt->cfg.verbose >= TLM_LOG_INFO)
     tlm_log(rt, TLM_LOG_INFO,

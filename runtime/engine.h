@@ -191,6 +191,19 @@ tlm_status tlm_engine_ir(tlm_runtime *rt, const tlm_task *task, const tlm_schedu
  * the same schedules. Returns 1 if the model chose it. */
 int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out);
 
+/* Stores `sched` in the disk cache as the measured plan of `task` (`tlm
+ * tune`): under the shape key tlm_run computes for the task with this
+ * runtime's scheduler (model checksum, or the rule), so a later runtime
+ * with the same model, target and cache directory runs it without
+ * decoding. kernel_ns (> 0): the winner's median time per call, kept in
+ * the entry. Plans this runtime already holds in memory are not changed.
+ * Returns TLM_OK, TLM_ERR_INVALID_ARGUMENT (sched is not a point of the
+ * task's space, or kernel_ns <= 0), TLM_ERR_UNSUPPORTED (no disk cache) or
+ * TLM_ERR_IO (the entry could not be written), with a message in err. */
+tlm_status tlm_engine_store_measured_plan(tlm_runtime *rt, const tlm_task *task,
+                                          const tlm_schedule *sched, double kernel_ns, char *err,
+                                          int errcap);
+
 /* Compiles a standalone kernel (not cached; the caller frees it with
  * tlm_engine_kernel_free) with M a run-time argument (static_m 0, what the
  * runtime uses) or a constant (1), for benchmarks. */

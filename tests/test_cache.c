@@ -355,7 +355,7 @@ static void disk_trim_cases(void) {
     k.hash_lo = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
     k.hash_hi = (uint64_t)i;
     sc.v[0] = i;
-    stored += tlm_disk_store_plan(d, &k, &sc, "test") == 0;
+    stored += tlm_disk_store_plan(d, &k, &sc, "test", 0) == 0;
   }
   tlm_disk_wait_trim(d);
   CHECK(stored == 2000, "stored %d of 2000 plans", stored);
@@ -745,6 +745,53 @@ int main(int argc, char **argv) {
       tlm_destroy(rt);
       if (kernels < 3) break;
     }
+  }
+  /* measured plans (tlm tune): a stored plan that is not what the
+   * scheduler would pick is the one the next runtime runs, from disk,
+   * correctly; bad requests get their statuses */
+  {
+    clear_dir(g_dir);
+    tlm_mm_desc d;
+    char err[256];
+    tlm_mm_desc_parse("29x31:31x37", &d, err, sizeof err);
+    tlm_problem pr;
+    tlm_task task;
+    tlm_mm_args a;
+    CHECK(tlm_problem_make(&d, NULL, 11, &pr) == 0, "problem");
+    CHECK(tlm_validate_matmul(&pr.op, pr.in, pr.n_in, &pr.out, 1, &task, &a, err, sizeof err) ==
+              TLM_OK, "validate: %s", err);
+    tlm_runtime *rt = make_rt(g_dir, 0);
+    tlm_space sp;
+    tlm_space_init(&sp, &task, &rt->target);
+    tlm_schedule pick, other;
+    tlm_engine_schedule(rt, &sp, &pick);
+    uint64_t rng = 5;
+    do tlm_space_sample(&sp, &rng, &other);
+    while (!memcmp(other.v, pick.v, sizeof pick.v[0] * (size_t)pick.n));
+    CHECK(tlm_engine_store_measured_plan(rt, &task, &other, 0.0, err, sizeof err) ==
+              TLM_ERR_INVALID_ARGUMENT, "no time: not refused");
+    tlm_schedule bad = other;
+    bad.v[0] = -7;
+    CHECK(tlm_engine_store_measured_plan(rt, &task, &bad, 1e3, err, sizeof err) ==
+              TLM_ERR_INVALID_ARGUMENT, "a schedule outside the space: not refused");
+    CHECK(tlm_engine_store_measured_plan(rt, &task, &other, 1234.5, err, sizeof err) == TLM_OK,
+          "store: %s", err);
+    tlm_destroy(rt);
+    tlm_runtime *none = make_rt("none", 0);
+    CHECK(tlm_engine_store_measured_plan(none, &task, &other, 1e3, err, sizeof err) ==
+              TLM_ERR_UNSUPPORTED, "no disk cache: not refused");
+    tlm_destroy(none);
+    rt = make_rt(g_dir, 0);
+    const tlm_plan *plan = NULL;
+    CHECK(tlm_engine_plan(rt, &task, &plan, err, sizeof err) == TLM_OK && plan, "plan: %s", err);
+    if (plan)
+      CHECK(plan->from_disk && !memcmp(plan->sched.v, other.v, sizeof other.v[0] * (size_t)other.n),
+            "the measured plan was not the one run (from disk %d)", plan->from_disk);
+    CHECK(tlm_run(rt, &pr.op, pr.in, pr.n_in, &pr.out, 1) == TLM_OK, "run: %s", tlm_last_error(rt));
+    double e = tlm_problem_check(&pr);
+    CHECK(e >= 0 && e <= tlm_problem_tolerance(31), "measured plan: error %g", e);
+    tlm_destroy(rt);
+    tlm_problem_free(&pr);
   }
   clear_dir(g_dir);
   unlink(g_model);

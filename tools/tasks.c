@@ -141,7 +141,16 @@ double tlm_task_spec_flop(const tlm_task_spec *s) {
   return flop_of(&s->d);
 }
 
+static int g_exact; /* tlm_tasks_set_exact */
+
+void tlm_tasks_set_exact(int on) { g_exact = on != 0; }
+
 static int add(list *l, tlm_task_spec *s) {
+  if (g_exact) {
+    if (s->op != TLM_OP_CONV) s->op = TLM_OP_MATMUL;
+    tlm_task_spec_text(s);
+    return add_unique(l, s);
+  }
   if (s->op == TLM_OP_POOL || s->op == TLM_OP_ELTWISE) {
     tlm_task_spec_text(s);
     return add_unique(l, s);

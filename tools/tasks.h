@@ -91,6 +91,10 @@ int tlm_tasks_build(const char *shared_dir, uint64_t seed, tlm_task_spec **out, 
  * "file:<name>"; convolutions in NHWC with bias and ReLU at minibatch 1),
  * reduced and deduplicated like tlm_tasks_build. Returns the count or -1. */
 int tlm_tasks_from_file(const char *path, tlm_task_spec **out, char *err, int errcap);
+/* With tlm_tasks_set_exact(1) before, tlm_tasks_from_file keeps every
+ * task at its extents (no reduction of batch or M: `tlm tune` must tune
+ * the shapes applications run). Not thread-safe. */
+void tlm_tasks_set_exact(int on);
 
 /* Reorders tasks round-robin over their families (first task of each
  * family, then the second of each, ...), keeping the order within a family.

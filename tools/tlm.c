@@ -19,6 +19,7 @@
 #include "tools/eval.h"
 #include "tools/lmtools.h"
 #include "tools/overhead.h"
+#include "tools/tune.h"
 #include "tools/measure.h"
 #include "tools/problem.h"
 #include "tools/train.h"
@@ -63,6 +64,8 @@ static void usage(FILE *f) {
           "  bound --records F how often measured search beats the rule again (--help)\n"
           "  explain DESC      the language model's decisions for a matmul\n"
           "  eval ...          model vs default rule vs random search (tlm eval --help)\n"
+          "  tune FILE...      measure K candidates per shape, keep the fastest in the\n"
+          "                    disk cache (tlm tune --help)\n"
           "  bench decode ...  decode time and int8-vs-fp32 agreement (--help)\n"
           "  bench overhead    cache hit, disk warm start, new-shape costs (--json F)\n"
           "  cache list|stats|verify|clear [--dir DIR]   the disk kernel cache\n"
@@ -475,6 +478,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "train")) return tlm_cmd_train(argc - 2, argv + 2);
   if (!strcmp(argv[1], "explain")) return tlm_cmd_explain(argc - 2, argv + 2);
   if (!strcmp(argv[1], "eval")) return tlm_cmd_eval(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "tune")) return tlm_cmd_tune(argc - 2, argv + 2);
   if (argc > 2 && !strcmp(argv[1], "bench") && !strcmp(argv[2], "decode"))
     return tlm_cmd_bench_decode(argc - 3, argv + 3);
   if (argc > 2 && !strcmp(argv[1], "bench") && !strcmp(argv[2], "overhead"))
