@@ -245,9 +245,10 @@ __attribute__((target("avx512f,avx512vnni"))) static void matvec_vnni_packed(
  * an exact int32 sum: the weights widened to int16 (vpmovsxbw), times a
  * broadcast pair of the token's int16 activations (vpmaddwd: 8 rows x 2 k
  * per instruction, no saturation, unlike vpmaddubsw), then one FMA with the
- * row scales times the token's block scale. The 6 tokens share each weight
- * load; 12 int32 accumulators + 2 weights + 1 broadcast fit AVX2's 16
- * registers (named, so that the compiler keeps them there). x16: the
+ * row scales times the token's block scale. The 5 tokens share each weight
+ * load; 10 int32 accumulators + 2 weights + 1 broadcast + 1 product fit
+ * AVX2's 16 registers (named, so that GCC keeps them there: an array of
+ * them, or 6 tokens, made it spill every accumulator). x16: the
  * tokens' activations as int16 pairs (one int32 per pair, xs32 per token);
  * xd: their block scales (xds per token). Both tiles do the same
  * arithmetic per token. */
@@ -335,7 +336,7 @@ __attribute__((target("avx2,fma"))) static void gemm_avx2_1(float *out, const tl
 #undef TLM_GEMM_SCALE
 
 /* out[t] = W x[t] (+ bias) for P tokens over p's AVX2 layout (rows a
- * multiple of 16): tiles of 16 rows x 6 tokens, tokens taken in chunks
+ * multiple of 16): tiles of 16 rows x 5 tokens (then 32 rows x 1), tokens taken in chunks
  * whose int16 copy fits a 16 KiB stack buffer (L1-resident with the tile's
  * weights). Each row's sum is bias + sum over blocks, in block order, of
  * scale x exact block sum: the same arithmetic for every P and tile. */
