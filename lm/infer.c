@@ -240,7 +240,7 @@ __attribute__((target("avx512f,avx512vnni"))) static void matvec_vnni_packed(
 #if defined(__x86_64__)
 #if defined(__x86_64__)
 /* Tiles of the AVX2 int8 GEMM: out[t][16 rows from 8-row group g] += the
- * block-scaled int8 products of those rows with 6 tokens (gemm_avx2_5) or
+ * block-scaled int8 products of those rows with 5 tokens (gemm_avx2_5) or
  * one (gemm_avx2_1), block by block. Per block each (token, 8 rows) keeps
  * an exact int32 sum: the weights widened to int16 (vpmovsxbw), times a
  * broadcast pair of the token's int16 activations (vpmaddwd: 8 rows x 2 k
