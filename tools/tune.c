@@ -137,7 +137,7 @@ int tlm_cmd_tune(int argc, char **argv) {
   tlm_config cfg;
   tlm_config_init(&cfg); /* TLM_CACHE_DIR, TLM_MODEL, TLM_ISA as tlm_run reads them */
   if (threads) cfg.num_threads = threads;
-  cfg.cache_capacity = 4 * TUNE_MAX_K; /* every candidate of a task stays resident */
+  cfg.cache_capacity = 0; /* no eviction: the candidates' kernels stay valid while timed */
   tlm_runtime *rt = NULL;
   if (tlm_create(&cfg, &rt) != TLM_OK) {
     fprintf(stderr, "tlm tune: %s\n", tlm_last_error(NULL));
@@ -180,26 +180,35 @@ int tlm_cmd_tune(int argc, char **argv) {
     }
     for (int t = 0; t < n; t++) {
       double t0 = now_ms();
+      /* a runtime per task: its kernels live until the task is done */
+      tlm_runtime *trt = NULL;
+      if (tlm_create(&cfg, &trt) != TLM_OK) {
+        fprintf(stderr, "tlm tune: %s\n", tlm_last_error(NULL));
+        failed++;
+        continue;
+      }
       tlm_spec_problem p;
       if (tlm_spec_problem_make(&specs[t], 3, &p)) {
         fprintf(stderr, "tlm tune: %s: cannot build (too large or out of memory)\n", specs[t].text);
         failed++;
+        tlm_destroy(trt);
         continue;
       }
       tlm_space s;
-      if (tlm_space_init(&s, &p.task, &rt->target)) {
+      if (tlm_space_init(&s, &p.task, &trt->target)) {
         tlm_spec_problem_free(&p);
+        tlm_destroy(trt);
         failed++;
         continue;
       }
       tlm_schedule cand[TUNE_MAX_K];
-      int nc = candidates(rt, &s, k, 0x74756e65ull ^ (uint64_t)t, cand);
+      int nc = candidates(trt, &s, k, 0x74756e65ull ^ (uint64_t)t, cand);
       const tlm_kernel *kern[TUNE_MAX_K];
       int idx[TUNE_MAX_K], nk = 0;
       for (int i = 0; i < nc; i++) {
         tlm_kernel *kk;
-        if (tlm_engine_kernel(rt, &p.task, &cand[i], &kk, err, sizeof err) ||
-            tlm_engine_exec(rt, kk, &p.task, p.args, err, sizeof err))
+        if (tlm_engine_kernel(trt, &p.task, &cand[i], &kk, err, sizeof err) ||
+            tlm_engine_exec(trt, kk, &p.task, p.args, err, sizeof err))
           continue;
         double e = tlm_spec_problem_check(&p, 32, 7);
         if (!(e >= 0 && e <= tlm_spec_problem_tolerance(&p))) {
@@ -213,11 +222,12 @@ int tlm_cmd_tune(int argc, char **argv) {
         fprintf(stderr, "tlm tune: %s: the pick did not compile or run correctly: skipped\n",
                 specs[t].text);
         tlm_spec_problem_free(&p);
+        tlm_destroy(trt);
         failed++;
         continue;
       }
       tlm_timing tm[TUNE_MAX_K];
-      tlm_time_side_by_side(rt, kern, nk, &p.task, p.args, rounds, 4.0, tm);
+      tlm_time_side_by_side(trt, kern, nk, &p.task, p.args, rounds, 4.0, tm);
       int best = 0;
       for (int j = 1; j < nk; j++)
         if (tm[j].median_ns < tm[best].median_ns) best = j;
@@ -225,7 +235,7 @@ int tlm_cmd_tune(int argc, char **argv) {
       double tune_ms = now_ms() - t0;
       int stored = 0;
       if (!dry) {
-        tlm_status st = tlm_engine_store_measured_plan(rt, &p.task, &cand[idx[best]],
+        tlm_status st = tlm_engine_store_measured_plan(trt, &p.task, &cand[idx[best]],
                                                        tm[best].median_ns, err, sizeof err);
         if (st != TLM_OK) fprintf(stderr, "tlm tune: %s: %s\n", specs[t].text, err);
         stored = st == TLM_OK;
@@ -249,6 +259,7 @@ int tlm_cmd_tune(int argc, char **argv) {
         first = 0;
       }
       tlm_spec_problem_free(&p);
+      tlm_destroy(trt);
     }
     free(specs);
   }
