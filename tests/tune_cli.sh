@@ -1,0 +1,26 @@
+#!/bin/sh
+# `tlm tune` end to end: shapes of a benchdnn-style file (odd extents, a
+# convolution) are tuned into a private disk cache; every task is stored as
+# a measured plan; `tlm run --check` of a tuned shape then takes its plan
+# from that cache and passes the reference check; bad usage exits 2 and a
+# missing disk cache is refused.
+# Usage: tune_cli.sh TLM_BINARY
+set -eu
+tlm=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+printf '# odd shapes\n7x33:33x129\n1x17:17x5\nmb1ic3ih11oc8oh11kh3ph1\n' > "$tmp/shapes"
+export TLM_CACHE_DIR="$tmp/cache"
+"$tlm" tune --k 3 --threads 1 --rounds 2 --json "$tmp/t.json" "$tmp/shapes" > "$tmp/out"
+grep -q '"tasks_tuned": 3' "$tmp/t.json" || { cat "$tmp/out"; echo "tune: not 3 tasks"; exit 1; }
+n=$(grep -l '"measured":true' "$tmp/cache/plans/"*.json | wc -l)
+[ "$n" -eq 3 ] || { echo "tune: $n measured plans, want 3"; exit 1; }
+TLM_VERBOSE=1 "$tlm" run 7x33:33x129 --check --threads 1 --min-time 0.01 > "$tmp/run" 2>&1 ||
+  { cat "$tmp/run"; echo "run of a tuned shape failed its check"; exit 1; }
+grep -q 'disk' "$tmp/run" || { cat "$tmp/run"; echo "run did not take the tuned plan"; exit 1; }
+set +e
+"$tlm" tune --k 0 "$tmp/shapes" > /dev/null 2>&1
+[ $? -eq 2 ] || { echo "tune --k 0: want exit 2"; exit 1; }
+TLM_CACHE_DIR=none "$tlm" tune --k 2 "$tmp/shapes" > /dev/null 2>&1
+[ $? -eq 1 ] || { echo "tune without a disk cache: want exit 1"; exit 1; }
+echo "tune_cli: passed"
