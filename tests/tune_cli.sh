@@ -15,9 +15,14 @@ export TLM_CACHE_DIR="$tmp/cache"
 grep -q '"tasks_tuned": 3' "$tmp/t.json" || { cat "$tmp/out"; echo "tune: not 3 tasks"; exit 1; }
 n=$(grep -l '"measured":true' "$tmp/cache/plans/"*.json | wc -l)
 [ "$n" -eq 3 ] || { echo "tune: $n measured plans, want 3"; exit 1; }
-TLM_VERBOSE=1 "$tlm" run 7x33:33x129 --check --threads 1 --min-time 0.01 > "$tmp/run" 2>&1 ||
+TLM_VERBOSE=3 "$tlm" run 7x33:33x129 --check --threads 1 --min-time 0.01 > "$tmp/run" 2>&1 ||
   { cat "$tmp/run"; echo "run of a tuned shape failed its check"; exit 1; }
-grep -q 'disk' "$tmp/run" || { cat "$tmp/run"; echo "run did not take the tuned plan"; exit 1; }
+# the plan came from the disk cache, and it is the schedule tune stored
+grep -q 'new plan 7x33:33x129.*schedule([a-z]*, disk)' "$tmp/run" ||
+  { cat "$tmp/run"; echo "run did not take its plan from the disk cache"; exit 1; }
+want=$(grep '"task": "7x33:33x129' "$tmp/t.json" | sed 's/.*"schedule": "\([^"]*\)".*/\1/')
+[ -n "$want" ] && grep -qF "schedule     $want" "$tmp/run" ||
+  { cat "$tmp/run"; echo "run's schedule is not the tuned one ($want)"; exit 1; }
 set +e
 "$tlm" tune --k 0 "$tmp/shapes" > /dev/null 2>&1
 [ $? -eq 2 ] || { echo "tune --k 0: want exit 2"; exit 1; }
