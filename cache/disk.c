@@ -237,6 +237,9 @@ static int store_meta(tlm_disk *d, const char *sub, const char *name, cJSON *j, 
   return rc;
 }
 
+/* The metadata every entry starts with; NULL when any part of it could not
+ * be allocated (a store then writes nothing rather than an entry its
+ * loader would refuse). */
 static cJSON *new_meta(const char *kind, const tlm_key *key, const char *problem) {
   cJSON *j = cJSON_CreateObject();
   char *kh = key_blob_hex(key);
@@ -244,14 +247,17 @@ static cJSON *new_meta(const char *kind, const tlm_key *key, const char *problem
   char llvm[32];
   LLVMGetVersion(&maj, &min, &pat);
   snprintf(llvm, sizeof llvm, "%u.%u.%u", maj, min, pat);
-  cJSON_AddNumberToObject(j, "format", TLM_DISK_FORMAT);
-  cJSON_AddStringToObject(j, "kind", kind);
-  cJSON_AddStringToObject(j, "key", kh ? kh : "");
-  cJSON_AddStringToObject(j, "tlm_version", tlm_version());
-  cJSON_AddStringToObject(j, "llvm_version", llvm);
-  cJSON_AddStringToObject(j, "problem", problem ? problem : "");
-  cJSON_AddNumberToObject(j, "created_unix", (double)time(NULL));
+  int ok = j && kh && cJSON_AddNumberToObject(j, "format", TLM_DISK_FORMAT) &&
+           cJSON_AddStringToObject(j, "kind", kind) && cJSON_AddStringToObject(j, "key", kh) &&
+           cJSON_AddStringToObject(j, "tlm_version", tlm_version()) &&
+           cJSON_AddStringToObject(j, "llvm_version", llvm) &&
+           cJSON_AddStringToObject(j, "problem", problem ? problem : "") &&
+           cJSON_AddNumberToObject(j, "created_unix", (double)time(NULL));
   free(kh);
+  if (!ok) {
+    cJSON_Delete(j);
+    return NULL;
+  }
   return j;
 }
 
@@ -283,10 +289,17 @@ int tlm_disk_store_plan(tlm_disk *d, const tlm_key *key, const tlm_schedule *s,
   cJSON *j = new_meta("plan", key, problem);
   if (!j) return -1;
   cJSON *arr = cJSON_AddArrayToObject(j, "decisions");
-  for (int i = 0; i < s->n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(s->v[i]));
-  if (measured_ns > 0) {
-    cJSON_AddBoolToObject(j, "measured", 1);
-    cJSON_AddNumberToObject(j, "kernel_ns", measured_ns);
+  int ok = arr != NULL;
+  for (int i = 0; ok && i < s->n; i++) {
+    cJSON *x = cJSON_CreateNumber(s->v[i]);
+    ok = x && cJSON_AddItemToArray(arr, x);
+    if (!ok) cJSON_Delete(x);
+  }
+  if (ok && measured_ns > 0)
+    ok = cJSON_AddBoolToObject(j, "measured", 1) && cJSON_AddNumberToObject(j, "kernel_ns", measured_ns);
+  if (!ok) {
+    cJSON_Delete(j);
+    return -1;
   }
   char name[64];
   key_name(key, ".json", name, sizeof name);
@@ -339,16 +352,25 @@ int tlm_disk_load_kernel(tlm_disk *d, const tlm_key *key, void **obj, size_t *le
 
 int tlm_disk_store_kernel(tlm_disk *d, const tlm_key *key, const void *obj, size_t len,
                           const char *symbol, const char *problem, const char *decisions) {
-  char name[64];
-  key_name(key, ".o", name, sizeof name);
-  if (write_atomic(d, "kernels", name, obj, len)) return -1;
+  /* the metadata is complete before anything is written: the object
+   * first, then its metadata, so a reader never finds metadata without
+   * its object */
   cJSON *j = new_meta("kernel", key, problem);
   char hex[17];
   snprintf(hex, sizeof hex, "%016llx", (unsigned long long)XXH3_64bits(obj, len));
-  cJSON_AddStringToObject(j, "decisions", decisions ? decisions : "");
-  cJSON_AddStringToObject(j, "symbol", symbol);
-  cJSON_AddStringToObject(j, "object_xxh3", hex);
-  cJSON_AddNumberToObject(j, "object_bytes", (double)len);
+  if (!j || !cJSON_AddStringToObject(j, "decisions", decisions ? decisions : "") ||
+      !cJSON_AddStringToObject(j, "symbol", symbol) ||
+      !cJSON_AddStringToObject(j, "object_xxh3", hex) ||
+      !cJSON_AddNumberToObject(j, "object_bytes", (double)len)) {
+    cJSON_Delete(j);
+    return -1;
+  }
+  char name[64];
+  key_name(key, ".o", name, sizeof name);
+  if (write_atomic(d, "kernels", name, obj, len)) {
+    cJSON_Delete(j);
+    return -1;
+  }
   key_name(key, ".json", name, sizeof name);
   int64_t bytes = (int64_t)len;
   int rc = store_meta(d, "kernels", name, j, &bytes);
