@@ -8,7 +8,7 @@ SHARED ?= $(abspath ../shared)
 # no "Entering directory" lines from the sub-makes cmake --build runs
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build run test test-fast test-asan test-tsan bench clean
+.PHONY: all deps build run test test-fast test-asan test-tsan fuzz bench clean
 
 all: build
 
@@ -23,11 +23,12 @@ run: build
 	$(BUILD)/samples/llm_serving --trace $(SHARED)/workloads/traces/AzureLLMInferenceTrace_conv.csv
 
 # Whole suite, then the same suite under AddressSanitizer + UBSan, then the
-# threaded tests under ThreadSanitizer.
+# threaded tests under ThreadSanitizer, then each fuzz target for 15 s.
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j2
 	$(MAKE) test-asan
 	$(MAKE) test-tsan
+	@scripts/fuzz.sh 15
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j2
@@ -51,8 +52,13 @@ test-tsan: deps
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" \
 	  $(TSAN_BUILD)/tests/test_async
 
+# libFuzzer targets (fuzz/README.md), FUZZ_SECONDS each
+FUZZ_SECONDS ?= 600
+fuzz: deps
+	@scripts/fuzz.sh $(FUZZ_SECONDS)
+
 bench: build
 	$(BUILD)/bench/bench_matmul --json $(BUILD)/bench_matmul.json
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz

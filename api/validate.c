@@ -20,7 +20,8 @@ static int64_t max_offset(const tlm_tensor *t) {
       return -1;
   }
   int64_t bytes;
-  if (__builtin_mul_overflow(off + 1, (int64_t)sizeof(float), &bytes)) return -1;
+  if (off == INT64_MAX || __builtin_mul_overflow(off + 1, (int64_t)sizeof(float), &bytes))
+    return -1;
   return off;
 }
 

@@ -191,6 +191,7 @@ static int pack_matrix(tlm_q8_packed *p, const tlm_q8_block *w, int rows, int nb
 }
 
 int tlm_lm_pack(tlm_lm_model *m) {
+  if (m->packed) return 0; /* packed at load already */
   const int C = m->cfg.width, L = m->cfg.layers, nbc = C / TLM_Q8_BLOCK;
   m->packed = calloc((size_t)(1 + 4 * L), sizeof *m->packed);
   if (!m->packed) return -1;

@@ -139,7 +139,8 @@ int tlm_lm_covers_task(const tlm_lm_model *m, const tlm_task *task);
  * 5-8 were better with ln 2. */
 #define TLM_LM_RULE_BONUS 0.0
 
-/* Builds m->packed from the row-major blocks. Returns 0, -1. */
+/* Builds m->packed from the row-major blocks (tlm_lm_load does; a model
+ * already packed is left as it is). Returns 0, -1 (out of memory). */
 int tlm_lm_pack(tlm_lm_model *m);
 
 /* Saves a trained fp32 model (kind 1) atomically (temporary file, then

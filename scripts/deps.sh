@@ -2,7 +2,9 @@
 # Installs the Debian 12 packages tlm needs, only those that are missing.
 # Non-interactive; uses sudo when not root. Usage: scripts/deps.sh [--bench]
 set -eu
-pkgs="cmake make gcc pkg-config llvm-19-dev libxxhash-dev libcjson-dev zlib1g-dev libdnnl-dev"
+# clang-19 and its runtime libraries: the libFuzzer targets (fuzz/)
+pkgs="cmake make gcc pkg-config llvm-19-dev libxxhash-dev libcjson-dev zlib1g-dev libdnnl-dev
+  clang-19 libclang-rt-19-dev"
 missing=""
 for p in $pkgs; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

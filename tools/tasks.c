@@ -41,6 +41,13 @@ void tlm_task_spec_text(tlm_task_spec *s) {
            s->d.transpose_b, s->epi.has_bias, (int)s->epi.activation, s->epi.has_residual);
 }
 
+/* 1 when a * b * c * d (each >= 1) is at most `limit`, without overflow */
+static int elems_at_most(long long a, long long b, long long c, long long d, long long limit) {
+  long long x;
+  return !__builtin_mul_overflow(a, b, &x) && !__builtin_mul_overflow(x, c, &x) &&
+         !__builtin_mul_overflow(x, d, &x) && x <= limit;
+}
+
 int tlm_task_spec_parse(const char *text, tlm_task_spec *s) {
   memset(s, 0, sizeof *s);
   char d[160], err[256];
@@ -54,7 +61,7 @@ int tlm_task_spec_parse(const char *text, tlm_task_spec *s) {
       return -1;
     if (strcmp(alg, "max") && strcmp(alg, "avg")) return -1;
     if (strcmp(lay, "nhwc") && strcmp(lay, "nchw")) return -1;
-    if (n < 1 || c < 1 || ih < 1 || iw < 1 || oh < 1 || ow < 1 || n * c * ih * iw > (1ll << 31))
+    if (n < 1 || c < 1 || ih < 1 || iw < 1 || oh < 1 || ow < 1 || !elems_at_most(n, c, ih, iw, 1ll << 31))
       return -1;
     p->alg = strcmp(alg, "max") ? TLM_POOL_AVG : TLM_POOL_MAX;
     p->n = n, p->c = c, p->ih = ih, p->iw = iw, p->oh = oh, p->ow = ow;
@@ -67,7 +74,7 @@ int tlm_task_spec_parse(const char *text, tlm_task_spec *s) {
     long long r, c;
     if (sscanf(text + 8, "act%d bin%d %lldx%lld", &s->act, &s->bin, &r, &c) != 4) return -1;
     if (s->act < 0 || s->act >= TLM_ACT_COUNT_ || s->bin < 0 || s->bin > TLM_BINARY_MUL || r < 1 ||
-        c < 1 || r * c > (1ll << 31))
+        c < 1 || !elems_at_most(r, c, 1, 1, 1ll << 31))
       return -1;
     s->op = TLM_OP_ELTWISE;
     s->rows = r, s->cols = c;
