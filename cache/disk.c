@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <llvm-c/Core.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,9 @@ struct tlm_disk {
    * runs */
   int64_t total, pending, trims;
   int scanned, trim_running, has_thread;
+  /* set by tlm_disk_close: a trim pass in flight stops at its next file
+   * (the next process's first store over the cap starts another) */
+  atomic_int stop;
   pthread_t thread;
 };
 
@@ -119,6 +124,7 @@ int tlm_disk_open(const char *dir, int64_t max_bytes, tlm_disk_warn_fn warn, voi
 
 void tlm_disk_close(tlm_disk *d) {
   if (!d) return;
+  atomic_store(&d->stop, 1);
   tlm_disk_wait_trim(d);
   pthread_mutex_destroy(&d->mu);
   free(d);
@@ -405,14 +411,14 @@ typedef struct file_info {
 
 /* The cache's own regular files in `dir` (tlm_disk_entry_name); nothing
  * else is listed, so nothing else is ever counted or removed. */
-static int list_dir(const char *dir, file_info **out) {
+static int list_dir(const char *dir, file_info **out, const atomic_int *stop) {
   *out = NULL;
   DIR *dp = opendir(dir);
   if (!dp) return 0;
   int n = 0, cap = 0;
   file_info *v = NULL;
   struct dirent *e;
-  while ((e = readdir(dp))) {
+  while ((e = readdir(dp)) && !(stop && atomic_load(stop))) {
     int kind = tlm_disk_entry_name(e->d_name);
     if (!kind) continue;
     char path[3400];
@@ -441,12 +447,12 @@ void tlm_disk_stat(tlm_disk *d, tlm_disk_stats *out) {
   char sub[3200];
   file_info *v = NULL;
   snprintf(sub, sizeof sub, "%s/plans", d->dir);
-  int n = list_dir(sub, &v);
+  int n = list_dir(sub, &v, NULL);
   for (int i = 0; i < n; i++)
     if (v[i].kind == TLM_DISK_NAME_META) out->plans++, out->bytes += v[i].bytes;
   free(v);
   snprintf(sub, sizeof sub, "%s/kernels", d->dir);
-  n = list_dir(sub, &v);
+  n = list_dir(sub, &v, NULL);
   for (int i = 0; i < n; i++) {
     if (v[i].kind == TLM_DISK_NAME_TEMP) continue;
     if (v[i].kind == TLM_DISK_NAME_OBJECT) out->kernels++;
@@ -488,7 +494,7 @@ static int64_t trim_pass(tlm_disk *d) {
     char dir[3200];
     snprintf(dir, sizeof dir, "%s/%s", d->dir, subs[s]);
     file_info *v = NULL;
-    int n = list_dir(dir, &v);
+    int n = list_dir(dir, &v, &d->stop);
     if (n > 1) qsort(v, (size_t)n, sizeof *v, by_name); /* "<hex>.json" just before "<hex>.o" */
     for (int i = 0; i < n; i++) {
       if (v[i].kind == TLM_DISK_NAME_TEMP) {
@@ -532,7 +538,7 @@ static int64_t trim_pass(tlm_disk *d) {
   if (total > d->max_bytes && ne > 0) {
     int64_t low = d->max_bytes - d->max_bytes / TLM_DISK_TRIM_SLACK;
     if (ne > 1) qsort(e, (size_t)ne, sizeof *e, by_age);
-    for (int i = 0; i < ne && total > low; i++) {
+    for (int i = 0; i < ne && total > low && !atomic_load(&d->stop); i++) {
       /* metadata first: a reader never finds metadata without its object */
       char path[3400];
       int gone = 1;
@@ -565,6 +571,18 @@ static void *trim_main(void *arg) {
   return NULL;
 }
 
+/* The trim on its own thread runs at idle priority (SCHED_IDLE, Linux):
+ * listing and unlinking thousands of files never takes a core from the
+ * application or its compiles; where the policy is refused it runs at the
+ * caller's priority. */
+static void *trim_thread(void *arg) {
+#ifdef SCHED_IDLE
+  struct sched_param sp = {0};
+  pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+#endif
+  return trim_main(arg);
+}
+
 /* After a store of `bytes`: the running total grows; only when it passes
  * max_bytes (or was never counted) does a trim pass run, on a thread of its
  * own so that the store returns at once (inline when no thread can be
@@ -581,7 +599,7 @@ static void account_store(tlm_disk *d, int64_t bytes) {
     d->trim_running = 1;
     d->pending = 0;
     if (d->has_thread) pthread_join(d->thread, NULL); /* finished: trim_running was 0 */
-    d->has_thread = pthread_create(&d->thread, NULL, trim_main, d) == 0;
+    d->has_thread = pthread_create(&d->thread, NULL, trim_thread, d) == 0;
     inline_pass = !d->has_thread;
   }
   pthread_mutex_unlock(&d->mu);

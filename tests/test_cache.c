@@ -393,6 +393,120 @@ static void disk_trim_cases(void) {
   clear_dir(g_dir);
 }
 
+static double wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* fills `dir` with n cache-named entries a day old (half plans, half
+ * kernels with object and metadata); returns their bytes */
+static int64_t fill_cache(const char *dir, int n) {
+  char sub[700], path[900];
+  int64_t bytes = 0;
+  static char blob[2048];
+  memset(blob, 'x', sizeof blob);
+  for (int s = 0; s < 2; s++) {
+    snprintf(sub, sizeof sub, "%s/%s", dir, s ? "kernels" : "plans");
+    mkdir(sub, 0700);
+  }
+  struct timespec ts[2];
+  ts[0].tv_sec = ts[1].tv_sec = time(NULL) - 86400;
+  ts[0].tv_nsec = ts[1].tv_nsec = 0;
+  for (int i = 0; i < n; i++) {
+    int kernel = i % 2;
+    char hex[33];
+    snprintf(hex, sizeof hex, "%08x%08x%016llx", (unsigned)i, 0xabcdu, 0x1234ull * (unsigned)i);
+    for (int f = 0; f < 1 + kernel; f++) {
+      snprintf(path, sizeof path, "%s/%s/%s%s", dir, kernel ? "kernels" : "plans", hex,
+               f ? ".o" : ".json");
+      int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (fd < 0) continue;
+      size_t len = f ? sizeof blob : 300;
+      if (write(fd, blob, len) == (ssize_t)len) bytes += (int64_t)len;
+      close(fd);
+      utimensat(AT_FDCWD, path, ts, 0);
+    }
+  }
+  return bytes;
+}
+
+/* ms to run `n` new shapes (after one to warm up) in a runtime on `dir` */
+static double new_shapes_ms(const char *dir, int n, int *wrong) {
+  static const char *shapes[] = {"23x37:37x29", "31x41:41x43", "47x53:53x59", "61x67:67x71",
+                                 "73x79:79x83"};
+  tlm_runtime *rt = make_rt_model(dir, 0, "none");
+  double t = 0;
+  for (int i = 0; rt && i <= n && i < 5; i++) {
+    tlm_mm_desc d;
+    char err[256];
+    tlm_mm_desc_parse(shapes[i], &d, err, sizeof err);
+    tlm_problem p;
+    if (tlm_problem_make(&d, NULL, (uint64_t)i, &p)) {
+      (*wrong)++;
+      continue;
+    }
+    double t0 = wall_ms();
+    if (tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1) != TLM_OK) (*wrong)++;
+    if (i > 0) t += wall_ms() - t0;
+    if (!(tlm_problem_check(&p) <= tlm_problem_tolerance(d.a[d.nda - 1]))) (*wrong)++;
+    tlm_problem_free(&p);
+  }
+  /* the trim pass (its own thread, idle priority) finishes; tlm_destroy
+   * alone would stop it */
+  if (rt && rt->disk) tlm_disk_wait_trim(rt->disk);
+  tlm_destroy(rt);
+  return t;
+}
+
+/* A full cache costs a new shape nothing it would notice (issue #20): with
+ * 20,000 entries at the cap, new shapes take at most twice as long as in an
+ * empty cache (the trim runs on its own thread, once, down to a low-water
+ * mark); afterwards the cache is under the cap and the new entries are
+ * kept. */
+static void full_cache_case(void) {
+  char empty[600];
+  snprintf(empty, sizeof empty, "%s.empty", g_dir);
+  clear_dir(g_dir);
+  clear_dir(empty);
+  mkdir(g_dir, 0700);
+  mkdir(empty, 0700);
+  int64_t bytes = fill_cache(g_dir, 20000);
+  char cap[32];
+  snprintf(cap, sizeof cap, "%lld", (long long)bytes);
+  setenv("TLM_CACHE_DISK_BYTES", cap, 1);
+  int wrong = 0;
+  double t_empty = new_shapes_ms(empty, 4, &wrong);
+  double t_full = new_shapes_ms(g_dir, 4, &wrong);
+  unsetenv("TLM_CACHE_DISK_BYTES");
+  printf("full cache: 4 new shapes %.1f ms at the cap of 20000 entries (%lld bytes), %.1f ms in "
+         "an empty cache\n",
+         t_full, (long long)bytes, t_empty);
+  CHECK(wrong == 0, "full cache: %d wrong results", wrong);
+  CHECK(t_full <= 2 * t_empty + 20, "full cache: new shapes took %.1f ms, %.1f ms when empty",
+        t_full, t_empty);
+  char sub[700];
+  snprintf(sub, sizeof sub, "%s/plans", g_dir);
+  int plans = count_files(sub, ".json");
+  snprintf(sub, sizeof sub, "%s/kernels", g_dir);
+  int kernels = count_files(sub, ".o");
+  CHECK(plans + kernels < 20000 && plans + kernels > 1000,
+        "full cache after the trim: %d plans and %d kernels", plans, kernels);
+  /* the new entries are the newest: the trim kept them */
+  int fresh = 0;
+  DIR *dp = opendir(sub);
+  struct dirent *e;
+  while (dp && (e = readdir(dp))) {
+    char path[1000];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
+    if (strstr(e->d_name, ".o") && !stat(path, &st) && st.st_mtime > time(NULL) - 3600) fresh++;
+  }
+  if (dp) closedir(dp);
+  CHECK(fresh >= 4, "full cache: %d of the new kernels kept by the trim", fresh);
+  clear_dir(empty);
+}
+
 int main(int argc, char **argv) {
   const char *work = argc > 1 ? argv[1] : "/tmp";
   snprintf(g_dir, sizeof g_dir, "%s/tlm_test_cache_%d", work, (int)getpid());
@@ -400,6 +514,7 @@ int main(int argc, char **argv) {
   /* a small random model, so that plans are decoded by the language model */
   write_random_model(g_model, 3, 1.0f);
   disk_trim_cases();
+  full_cache_case();
 
   /* restart: the second process compiles and decodes nothing */
   clear_dir(g_dir);

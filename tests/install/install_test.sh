@@ -24,6 +24,18 @@ if ! grep -q "model $tmp/prefix/.*tlm/models/" "$tmp/log"; then
   cat "$tmp/log" >&2
   exit 1
 fi
+# the prefix moved elsewhere (an installed tree copied to another machine
+# or folder; nothing of the build or source tree in its paths): the
+# library finds the model beside itself at its new place
+mv "$tmp/prefix" "$tmp/moved"
+mlib=$(dirname "$(find "$tmp/moved" -name 'libtlm.so*' | head -n 1)")
+LD_LIBRARY_PATH="$mlib" TLM_VERBOSE=3 "$tmp/embed_pc" 2>"$tmp/log"
+if ! grep -q "model $tmp/moved/.*tlm/models/" "$tmp/log"; then
+  echo "install_test: a moved prefix's library did not load its own model:" >&2
+  cat "$tmp/log" >&2
+  exit 1
+fi
+mv "$tmp/moved" "$tmp/prefix"
 # linked statically through tlm-static.pc: no libtlm.so at run time
 cc -std=c11 -Wall -Werror "$src/embed.c" -o "$tmp/embed_static" \
   $(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs tlm-static)
@@ -35,4 +47,4 @@ fi
 cmake -S "$src" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/cm" >/dev/null
 LD_LIBRARY_PATH="$libdir/.." "$tmp/cm/embed_cmake"
-echo "install_test: 4 passed, 0 failed"
+echo "install_test: 5 passed, 0 failed"
