@@ -324,6 +324,24 @@ fail:
 void tlm_destroy(tlm_runtime *rt) {
   if (!rt) return;
   tlm_engine_bg_stop(rt); /* first: the thread uses everything below */
+  if (rt->disk) { /* this runtime's counters into the directory's lifetime ones */
+    tlm_stats s;
+    tlm_get_stats(rt, &s);
+    if (s.runs || s.compiles) {
+      tlm_disk_usage u = {1,
+                          (int64_t)s.runs,
+                          (int64_t)s.cache_hits,
+                          (int64_t)s.cache_misses,
+                          (int64_t)s.cache_waits,
+                          (int64_t)s.compiles,
+                          (int64_t)s.evictions,
+                          (int64_t)s.disk_plan_hits,
+                          (int64_t)s.disk_kernel_hits,
+                          s.compile_ms,
+                          s.disk_load_ms};
+      tlm_disk_add_usage(rt->disk, &u);
+    }
+  }
   tlm_pool_destroy(rt->pool);
   if (rt->model) {
     tlm_lm_free(rt->model);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -630,4 +631,114 @@ int64_t tlm_disk_trims(tlm_disk *d) {
   int64_t n = d->trims;
   pthread_mutex_unlock(&d->mu);
   return n;
+}
+
+/* ---- lifetime counters -------------------------------------------------------- */
+
+static const char *const k_usage_int[] = {"processes", "runs", "cache_hits", "cache_misses",
+                                          "cache_waits", "compiles", "evictions",
+                                          "disk_plan_hits", "disk_kernel_hits"};
+static const char *const k_usage_dbl[] = {"compile_ms", "disk_load_ms"};
+
+static int64_t *usage_int(tlm_disk_usage *u, int i) {
+  int64_t *f[] = {&u->processes, &u->runs, &u->hits, &u->misses, &u->waits,
+                  &u->compiles, &u->evictions, &u->disk_plan_hits, &u->disk_kernel_hits};
+  return f[i];
+}
+static double *usage_dbl(tlm_disk_usage *u, int i) {
+  double *f[] = {&u->compile_ms, &u->disk_load_ms};
+  return f[i];
+}
+
+/* The counters in text (at most 64 KiB read); 0 ok, -1 not the counters. */
+static int usage_parse(const char *text, tlm_disk_usage *u) {
+  memset(u, 0, sizeof *u);
+  cJSON *j = cJSON_Parse(text);
+  int ok = cJSON_IsObject(j);
+  for (int i = 0; ok && i < (int)(sizeof k_usage_int / sizeof *k_usage_int); i++) {
+    const cJSON *x = cJSON_GetObjectItem(j, k_usage_int[i]);
+    ok = cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble < 9e18;
+    if (ok) *usage_int(u, i) = (int64_t)x->valuedouble;
+  }
+  for (int i = 0; ok && i < (int)(sizeof k_usage_dbl / sizeof *k_usage_dbl); i++) {
+    const cJSON *x = cJSON_GetObjectItem(j, k_usage_dbl[i]);
+    ok = cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble < 1e300;
+    if (ok) *usage_dbl(u, i) = x->valuedouble;
+  }
+  cJSON_Delete(j);
+  if (!ok) memset(u, 0, sizeof *u);
+  return ok ? 0 : -1;
+}
+
+/* Opens <dir>/stats.json (created with `flags` & O_CREAT), checked as a
+ * private regular file of this user, locked with `lock`; its text into
+ * *text (NUL-terminated, "" when empty). Returns the fd, or -1. */
+static int usage_open(const char *dir, int flags, int lock, char **text) {
+  char path[3200];
+  snprintf(path, sizeof path, "%s/stats.json", dir);
+  *text = NULL;
+  int fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & (S_IWGRP | S_IWOTH)) || flock(fd, lock)) {
+    close(fd);
+    return -2;
+  }
+  char *buf = malloc(65536);
+  ssize_t n = buf ? pread(fd, buf, 65535, 0) : -1;
+  if (n < 0) {
+    free(buf);
+    close(fd);
+    return -2;
+  }
+  buf[n] = 0;
+  *text = buf;
+  return fd;
+}
+
+int tlm_disk_add_usage(tlm_disk *d, const tlm_disk_usage *u) {
+  char *text;
+  int fd = usage_open(d->dir, O_RDWR | O_CREAT, LOCK_EX, &text);
+  if (fd < 0) {
+    warn_once(d, fd == -2 ? W_PERM : W_IO, "cannot update the statistics in %s", d->dir);
+    return -1;
+  }
+  tlm_disk_usage sum;
+  if (text[0] && usage_parse(text, &sum))
+    warn_once(d, W_CORRUPT, "the statistics in %s were damaged: started afresh", d->dir);
+  if (!text[0]) memset(&sum, 0, sizeof sum);
+  free(text);
+  tlm_disk_usage add = *u;
+  for (int i = 0; i < (int)(sizeof k_usage_int / sizeof *k_usage_int); i++)
+    *usage_int(&sum, i) += *usage_int(&add, i);
+  for (int i = 0; i < (int)(sizeof k_usage_dbl / sizeof *k_usage_dbl); i++)
+    *usage_dbl(&sum, i) += *usage_dbl(&add, i);
+  cJSON *j = cJSON_CreateObject();
+  int ok = j != NULL;
+  for (int i = 0; ok && i < (int)(sizeof k_usage_int / sizeof *k_usage_int); i++)
+    ok = cJSON_AddNumberToObject(j, k_usage_int[i], (double)*usage_int(&sum, i)) != NULL;
+  for (int i = 0; ok && i < (int)(sizeof k_usage_dbl / sizeof *k_usage_dbl); i++)
+    ok = cJSON_AddNumberToObject(j, k_usage_dbl[i], *usage_dbl(&sum, i)) != NULL;
+  char *out = ok ? cJSON_PrintUnformatted(j) : NULL;
+  cJSON_Delete(j);
+  size_t len = out ? strlen(out) : 0;
+  /* under the lock: readers (shared lock) never see a half-written file */
+  ok = out && ftruncate(fd, 0) == 0 && pwrite(fd, out, len, 0) == (ssize_t)len;
+  free(out);
+  close(fd); /* releases the lock */
+  if (!ok) warn_once(d, W_IO, "cannot update the statistics in %s", d->dir);
+  return ok ? 0 : -1;
+}
+
+int tlm_disk_read_usage(const char *dir, tlm_disk_usage *out) {
+  memset(out, 0, sizeof *out);
+  char *text;
+  int fd = usage_open(dir, O_RDONLY, LOCK_SH, &text);
+  if (fd == -1) return 0;
+  if (fd < 0) return -1;
+  close(fd);
+  int rc = text[0] ? (usage_parse(text, out) ? -1 : 1) : 0;
+  free(text);
+  return rc;
 }

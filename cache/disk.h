@@ -87,6 +87,28 @@ void tlm_disk_trim(tlm_disk *d);
 void tlm_disk_wait_trim(tlm_disk *d);
 int64_t tlm_disk_trims(tlm_disk *d);
 
+/* Lifetime counters of the runtimes that used a cache directory, kept in
+ * <dir>/stats.json: each runtime adds its own at tlm_destroy, under an
+ * exclusive flock (so concurrent processes lose no update); `tlm cache
+ * stats` reads them under a shared one. hits + misses + waits = runs for
+ * every runtime, so for the sum too. */
+typedef struct tlm_disk_usage {
+  int64_t processes; /* runtimes that added their counters */
+  int64_t runs, hits, misses, waits;
+  int64_t compiles, evictions, disk_plan_hits, disk_kernel_hits;
+  double compile_ms, disk_load_ms;
+} tlm_disk_usage;
+
+/* Adds *u to the directory's counters. A damaged or foreign stats file
+ * (not a private regular file of this user, or not the counters) is
+ * started afresh, with a warning. Returns 0, -1 (I/O). Thread-safe. */
+int tlm_disk_add_usage(tlm_disk *d, const tlm_disk_usage *u);
+
+/* Reads the counters of the cache directory `dir` into *out (zeros when
+ * there are none yet). Returns 1 when found, 0 when none, -1 when the file
+ * is unsafe or damaged. */
+int tlm_disk_read_usage(const char *dir, tlm_disk_usage *out);
+
 /* Resolves the directory from a configured path, $TLM_CACHE_DIR,
  * $XDG_CACHE_HOME/tlm or $HOME/.cache/tlm, into buf. Returns buf or NULL. */
 char *tlm_disk_default_dir(const char *configured, char *buf, size_t cap);

@@ -431,32 +431,36 @@ static int64_t fill_cache(const char *dir, int n) {
   return bytes;
 }
 
-/* ms to run `n` new shapes (after one to warm up) in a runtime on `dir` */
-static double new_shapes_ms(const char *dir, int n, int *wrong) {
+/* ms that `n` new shapes (after one to warm up) take in a runtime on
+ * `dirs[0]` and in one on `dirs[1]`, run in turns so that a load on the
+ * machine falls on both alike */
+static void new_shapes_ms(const char *dirs[2], int n, double ms[2], int *wrong) {
   static const char *shapes[] = {"23x37:37x29", "31x41:41x43", "47x53:53x59", "61x67:67x71",
                                  "73x79:79x83"};
-  tlm_runtime *rt = make_rt_model(dir, 0, "none");
-  double t = 0;
-  for (int i = 0; rt && i <= n && i < 5; i++) {
-    tlm_mm_desc d;
-    char err[256];
-    tlm_mm_desc_parse(shapes[i], &d, err, sizeof err);
-    tlm_problem p;
-    if (tlm_problem_make(&d, NULL, (uint64_t)i, &p)) {
-      (*wrong)++;
-      continue;
+  tlm_runtime *rt[2] = {make_rt_model(dirs[0], 0, "none"), make_rt_model(dirs[1], 0, "none")};
+  ms[0] = ms[1] = 0;
+  for (int i = 0; rt[0] && rt[1] && i <= n && i < 5; i++)
+    for (int r = 0; r < 2; r++) {
+      tlm_mm_desc d;
+      char err[256];
+      tlm_mm_desc_parse(shapes[i], &d, err, sizeof err);
+      tlm_problem p;
+      if (tlm_problem_make(&d, NULL, (uint64_t)i, &p)) {
+        (*wrong)++;
+        continue;
+      }
+      double t0 = wall_ms();
+      if (tlm_run(rt[r], &p.op, p.in, p.n_in, &p.out, 1) != TLM_OK) (*wrong)++;
+      if (i > 0) ms[r] += wall_ms() - t0;
+      if (!(tlm_problem_check(&p) <= tlm_problem_tolerance(d.a[d.nda - 1]))) (*wrong)++;
+      tlm_problem_free(&p);
     }
-    double t0 = wall_ms();
-    if (tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1) != TLM_OK) (*wrong)++;
-    if (i > 0) t += wall_ms() - t0;
-    if (!(tlm_problem_check(&p) <= tlm_problem_tolerance(d.a[d.nda - 1]))) (*wrong)++;
-    tlm_problem_free(&p);
+  for (int r = 0; r < 2; r++) {
+    /* the trim pass (its own thread, idle priority) finishes; tlm_destroy
+     * alone would stop it */
+    if (rt[r] && rt[r]->disk) tlm_disk_wait_trim(rt[r]->disk);
+    tlm_destroy(rt[r]);
   }
-  /* the trim pass (its own thread, idle priority) finishes; tlm_destroy
-   * alone would stop it */
-  if (rt && rt->disk) tlm_disk_wait_trim(rt->disk);
-  tlm_destroy(rt);
-  return t;
 }
 
 /* A full cache costs a new shape nothing it would notice (issue #20): with
@@ -471,20 +475,31 @@ static void full_cache_case(void) {
   clear_dir(empty);
   mkdir(g_dir, 0700);
   mkdir(empty, 0700);
-  int64_t bytes = fill_cache(g_dir, 20000);
-  char cap[32];
-  snprintf(cap, sizeof cap, "%lld", (long long)bytes);
-  setenv("TLM_CACHE_DISK_BYTES", cap, 1);
+  /* timing on a shared machine: the best of up to 3 attempts (a trim on
+   * the caller's path, as before, costs 0.8-9 s a shape at this size) */
+  double ms[2] = {0, 0};
   int wrong = 0;
-  double t_empty = new_shapes_ms(empty, 4, &wrong);
-  double t_full = new_shapes_ms(g_dir, 4, &wrong);
-  unsetenv("TLM_CACHE_DISK_BYTES");
-  printf("full cache: 4 new shapes %.1f ms at the cap of 20000 entries (%lld bytes), %.1f ms in "
-         "an empty cache\n",
-         t_full, (long long)bytes, t_empty);
+  int64_t bytes = 0;
+  for (int attempt = 0; attempt < 3; attempt++) {
+    clear_dir(g_dir);
+    clear_dir(empty);
+    mkdir(g_dir, 0700);
+    mkdir(empty, 0700);
+    bytes = fill_cache(g_dir, 20000);
+    char cap[32];
+    snprintf(cap, sizeof cap, "%lld", (long long)bytes);
+    setenv("TLM_CACHE_DISK_BYTES", cap, 1);
+    const char *dirs[2] = {empty, g_dir};
+    new_shapes_ms(dirs, 4, ms, &wrong);
+    unsetenv("TLM_CACHE_DISK_BYTES");
+    printf("full cache: 4 new shapes %.1f ms at the cap of 20000 entries (%lld bytes), %.1f ms in "
+           "an empty cache\n",
+           ms[1], (long long)bytes, ms[0]);
+    if (ms[1] <= 2 * ms[0] + 20) break;
+  }
   CHECK(wrong == 0, "full cache: %d wrong results", wrong);
-  CHECK(t_full <= 2 * t_empty + 20, "full cache: new shapes took %.1f ms, %.1f ms when empty",
-        t_full, t_empty);
+  CHECK(ms[1] <= 2 * ms[0] + 20, "full cache: new shapes took %.1f ms, %.1f ms when empty", ms[1],
+        ms[0]);
   char sub[700];
   snprintf(sub, sizeof sub, "%s/plans", g_dir);
   int plans = count_files(sub, ".json");
@@ -530,6 +545,22 @@ int main(int argc, char **argv) {
   CHECK(s2.disk_kernel_hits == s1.compiles && s2.disk_plan_hits == NSHAPES,
         "restart: %llu kernels and %llu plans from disk", (unsigned long long)s2.disk_kernel_hits,
         (unsigned long long)s2.disk_plan_hits);
+  /* the directory's lifetime counters: both runtimes, adding up */
+  {
+    tlm_disk_usage u;
+    CHECK(tlm_disk_read_usage(g_dir, &u) == 1, "no lifetime counters in %s", g_dir);
+    CHECK(u.processes == 2 && u.runs == 2 * NSHAPES && u.hits + u.misses + u.waits == u.runs &&
+              u.compiles == (int64_t)(s1.compiles + s2.compiles) &&
+              u.disk_kernel_hits == (int64_t)s2.disk_kernel_hits,
+          "lifetime counters: %lld runtimes, %lld runs = %lld + %lld + %lld, %lld compiles, %lld "
+          "kernels from disk",
+          (long long)u.processes, (long long)u.runs, (long long)u.hits, (long long)u.misses,
+          (long long)u.waits, (long long)u.compiles, (long long)u.disk_kernel_hits);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "%s cache stats --dir '%s' | grep -q 'lifetime: 2 runtimes'",
+             TLM_CLI, g_dir);
+    CHECK(system(cmd) == 0, "tlm cache stats does not show the lifetime counters");
+  }
   printf("restart: first %llu compiles / %llu decodes, second %llu / %llu\n",
          (unsigned long long)s1.compiles, (unsigned long long)s1.decodes,
          (unsigned long long)s2.compiles, (unsigned long long)s2.decodes);

@@ -80,7 +80,8 @@ int tlm_cmd_cache(int argc, char **argv) {
             "usage: tlm cache list|stats|verify|clear [--dir DIR]\n"
             "  The disk kernel cache ($TLM_CACHE_DIR, $XDG_CACHE_HOME/tlm or ~/.cache/tlm).\n"
             "  verify exits 1 when an entry is damaged or unsafe (the runtime ignores such\n"
-            "  entries); clear deletes every entry.\n");
+            "  entries); clear deletes every entry; stats adds the lifetime counters of the\n"
+            "  runtimes that used the directory (runs, hits, misses, waits, compiles).\n");
     return !strcmp(sub, "--help") ? 0 : 2;
   }
   char dir[3072];
@@ -112,6 +113,11 @@ int tlm_cmd_cache(int argc, char **argv) {
       }
       if (dp) closedir(dp);
     }
+    char stats[3200];
+    struct stat st;
+    snprintf(stats, sizeof stats, "%s/stats.json", dir);
+    if (!lstat(stats, &st) && S_ISREG(st.st_mode) && st.st_uid == geteuid())
+      removed += unlink(stats) == 0;
     printf("removed %d files from %s\n", removed, dir);
     return 0;
   }
@@ -155,5 +161,22 @@ int tlm_cmd_cache(int argc, char **argv) {
   if (dp) closedir(dp);
   printf("cache %s: %d kernels (%lld bytes of object code), %d plans, %d bad\n", dir, kernels,
          bytes, plans, bad);
+  if (!strcmp(sub, "stats")) {
+    /* what the runtimes that used this directory counted (tlm_disk_usage) */
+    tlm_disk_usage u;
+    int rc = tlm_disk_read_usage(dir, &u);
+    if (rc < 0)
+      printf("lifetime: stats.json is damaged or not a private file of this user\n");
+    else if (rc == 0)
+      printf("lifetime: no runtime has finished with this directory yet\n");
+    else
+      printf("lifetime: %lld runtimes, %lld runs = %lld hits + %lld misses + %lld waits; "
+             "%lld compiles (%.1f ms), %lld kernels and %lld plans loaded from disk (%.1f ms), "
+             "%lld evictions\n",
+             (long long)u.processes, (long long)u.runs, (long long)u.hits, (long long)u.misses,
+             (long long)u.waits, (long long)u.compiles, u.compile_ms,
+             (long long)u.disk_kernel_hits, (long long)u.disk_plan_hits, u.disk_load_ms,
+             (long long)u.evictions);
+  }
   return !strcmp(sub, "verify") && bad ? 1 : 0;
 }
