@@ -141,6 +141,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tlm_schedule s;
     int r = tlm_disk_load_plan(g_disk, &g_key, &s);
     REQUIRE(r == 0 || r == -1);
+    if (getenv("TLM_FUZZ_VERBOSE")) fprintf(stderr, "fuzz_cache: mode %d plan: %d\n", mode, r);
     if (r == 0) {
       REQUIRE(s.n >= 0 && s.n <= TLM_MAX_POINTS);
       for (int i = 0; i < s.n; i++) REQUIRE(s.v[i] >= 0);
@@ -151,6 +152,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char sym[64];
     int r = tlm_disk_load_kernel(g_disk, &g_key, &o, &len, sym, sizeof sym);
     REQUIRE(r == 0 || r == -1);
+    if (getenv("TLM_FUZZ_VERBOSE")) fprintf(stderr, "fuzz_cache: mode %d kernel: %d\n", mode, r);
     if (r == 0) {
       REQUIRE(o && len == objlen && !memcmp(o, obj, len) && !strncmp(sym, "tlm_", 4) &&
               memchr(sym, 0, sizeof sym));

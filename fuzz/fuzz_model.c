@@ -37,12 +37,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (g_fd < 0) {
     g_fd = memfd_create("tlm_fuzz_model", 0);
     REQUIRE(g_fd >= 0);
+    /* the space every accepted model decodes in */
     static tlm_task_spec spec;
     tlm_task task;
     tlm_target tg;
     tlm_target_detect(&tg);
-    g_have_space = tlm_task_spec_parse("13x40:40x24", &spec) == 0 &&
+    g_have_space = tlm_task_spec_parse("13x40:40x24 tA0 tB0 bias0 act0 res0", &spec) == 0 &&
                    tlm_task_spec_task(&spec, &task) == 0 && tlm_space_init(&g_space, &task, &tg) == 0;
+    REQUIRE(g_have_space);
   }
   if (size < 1 || size > (8u << 20)) return 0;
   int fix = data[0] & 1;
@@ -62,6 +64,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tlm_status st = tlm_lm_load(&m, path, err, sizeof err);
   REQUIRE(st == TLM_OK || st == TLM_ERR_IO || st == TLM_ERR_FORMAT ||
           st == TLM_ERR_OUT_OF_MEMORY);
+  if (getenv("TLM_FUZZ_VERBOSE")) /* for corpus upkeep: what each input reached */
+    fprintf(stderr, "fuzz_model: mode %d, %zu bytes: %s%s%s\n", fix, size - 1, tlm_status_str(st),
+            err[0] ? ": " : "", err);
   if (st != TLM_OK) {
     REQUIRE(err[0]);
     return 0;
@@ -70,6 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tlm_schedule s;
     st = tlm_lm_decode(&m, &g_space, &s, NULL);
     REQUIRE(st == TLM_OK || st == TLM_ERR_INTERNAL);
+    if (getenv("TLM_FUZZ_VERBOSE")) fprintf(stderr, "fuzz_model: decode: %s\n", tlm_status_str(st));
     if (st == TLM_OK) REQUIRE(tlm_space_accepts(&g_space, &s));
   }
   tlm_lm_free(&m);

@@ -479,7 +479,9 @@ static inline void layernorm(float *out, const float *x, const float *w, const f
  * [-0.5, 0.5] (Taylor coefficients of e^(f ln 2)); relative error < 2e-7,
  * plain C that the compiler vectorizes. */
 static inline float fast_exp(float x) {
-  x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
+  /* written so that NaN (every comparison false) becomes -87: a NaN
+   * reaching the integer conversion below would be undefined */
+  x = x > -87.0f ? (x < 88.0f ? x : 88.0f) : -87.0f;
   float t = x * 1.4426950408889634f;
   float n = __builtin_rintf(t);
   float f = (t - n) * 0.6931471805599453f;

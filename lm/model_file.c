@@ -315,6 +315,29 @@ static tlm_status point_q8(tlm_lm_model *q) {
   return TLM_OK;
 }
 
+/* 1 when every scale and f32 parameter is finite: a file can pass its
+ * checksum and still hold NaN or infinities (written by a buggy or hostile
+ * tool), which would turn every logit into NaN */
+static int q8_finite(const tlm_lm_model *q) {
+  size_t s[TLM_GPT2_NTENSORS];
+  tlm_gpt2_sizes(&q->cfg, s);
+  const uint8_t *p = q->mem;
+  for (int t = 0; t < TLM_GPT2_NTENSORS; t++) {
+    if (k_is_matrix[t]) {
+      const tlm_q8_block *b = (const tlm_q8_block *)p;
+      for (size_t i = 0; i < s[t] / TLM_Q8_BLOCK; i++)
+        if (!isfinite(b[i].d)) return 0;
+      p += s[t] / TLM_Q8_BLOCK * sizeof(tlm_q8_block);
+    } else {
+      const float *f = (const float *)p;
+      for (size_t i = 0; i < s[t]; i++)
+        if (!isfinite(f[i])) return 0;
+      p += s[t] * sizeof(float);
+    }
+  }
+  return 1;
+}
+
 tlm_status tlm_lm_load(tlm_lm_model *q, const char *path, char *err, int errcap) {
   memset(q, 0, sizeof *q);
   q->rule_bonus = TLM_LM_RULE_BONUS;
@@ -341,6 +364,12 @@ tlm_status tlm_lm_load(tlm_lm_model *q, const char *path, char *err, int errcap)
   memcpy(q->mem, r.p + r.at, want);
   free(d);
   point_q8(q);
+  if (!q8_finite(q)) {
+    tlm_lm_free(q);
+    snprintf(err, (size_t)errcap, "model %s: a weight or scale is not finite (NaN or infinity)",
+             path);
+    return TLM_ERR_FORMAT;
+  }
   if (tlm_lm_pack(q)) {
     tlm_lm_free(q);
     return TLM_ERR_OUT_OF_MEMORY;
