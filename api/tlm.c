@@ -83,6 +83,15 @@ static int env_int(const char *name, long long lo, long long hi, long long *out)
   return 0;
 }
 
+/* TLM_PASSES: a tlm_passes, -1 when unset, -2 when not a known name */
+static int passes_parse(const char *s) {
+  static const char *const names[] = {"fast", "O1", "O2", "O3"};
+  if (!s || !*s) return -1;
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(s, names[i])) return i;
+  return -2;
+}
+
 tlm_status tlm_config_init(tlm_config *c) {
   if (!c) return TLM_ERR_NULL_POINTER;
   memset(c, 0, sizeof *c);
@@ -102,6 +111,8 @@ tlm_status tlm_config_init(tlm_config *c) {
   const char *isa = getenv("TLM_ISA");
   int i = tlm_isa_parse(isa);
   if (i >= -1) c->isa = i + 1; /* tlm_isa -> tlm_cpu_isa; -1 (native) -> 0 */
+  int ps = passes_parse(getenv("TLM_PASSES"));
+  if (ps >= 0) c->passes = ps;
   const char *d = getenv("TLM_CACHE_DIR");
   if (d && *d) c->cache_dir = d;
   const char *m = getenv("TLM_MODEL");
@@ -122,6 +133,9 @@ static void warn_bad_env(const tlm_runtime *rt) {
       tlm_log(rt, TLM_LOG_WARN, "ignoring %s='%s': expected an integer in 0..%lld", names[i],
               getenv(names[i]), hi[i]);
   }
+  if (passes_parse(getenv("TLM_PASSES")) == -2)
+    tlm_log(rt, TLM_LOG_WARN, "ignoring TLM_PASSES='%s': expected fast, O1, O2 or O3",
+            getenv("TLM_PASSES"));
   if (tlm_isa_parse(getenv("TLM_ISA")) == -2)
     tlm_log(rt, TLM_LOG_WARN, "ignoring TLM_ISA='%s': expected native, avx512, avx2, sse or scalar",
             getenv("TLM_ISA"));
@@ -253,6 +267,8 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
     return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "num_threads must be in 0..1024");
   if ((int)cfg.verbose < 0 || cfg.verbose > TLM_LOG_DEBUG)
     return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "verbose must be in 0..4");
+  if (cfg.passes < TLM_PASSES_FAST || cfg.passes > TLM_PASSES_O3)
+    return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "passes must be a tlm_passes (0..3)");
   if (cfg.isa < TLM_CPU_ISA_NATIVE || cfg.isa > TLM_CPU_ISA_AVX512)
     return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "isa must be a tlm_cpu_isa (0..4)");
   tlm_runtime *rt = calloc(1, sizeof *rt);
@@ -291,6 +307,7 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
   int threads = cfg.num_threads ? cfg.num_threads : rt->target.cores;
   rt->nthreads = threads;
   rt->target.threads = threads; /* the rule blocks for the workers it has */
+  rt->target.passes = cfg.passes; /* in every key */
   if (tlm_pool_create(threads, &rt->pool)) {
     st = TLM_ERR_THREAD;
     snprintf(err, sizeof err, "cannot start %d worker threads", threads - 1);

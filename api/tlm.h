@@ -187,7 +187,24 @@ typedef struct tlm_config {
    * ahead. Default (tlm_config_init) 1 GiB. Environment:
    * TLM_PREPACK_BYTES. */
   size_t prepack_bytes;
+  /* LLVM pass pipeline the kernels are optimized with (tlm_passes):
+   * TLM_PASSES_FAST (0, default) or LLVM's own O1, O2, O3. The generated
+   * loop nests are already tiled, unrolled and vectorized, so "fast" (SROA,
+   * early CSE, instcombine, CFG simplification, LICM) reaches the same
+   * speed as O1-O3 in less compile time; the others are there to check
+   * that. Part of every cache key: a kernel built with one pipeline is
+   * never served under another. Environment: TLM_PASSES = fast | O1 | O2
+   * | O3. */
+  int passes;
 } tlm_config;
+
+/* Values of tlm_config.passes. */
+typedef enum tlm_passes {
+  TLM_PASSES_FAST = 0,
+  TLM_PASSES_O1 = 1,
+  TLM_PASSES_O2 = 2,
+  TLM_PASSES_O3 = 3
+} tlm_passes;
 
 /* Values of tlm_config.isa. */
 typedef enum tlm_cpu_isa {
@@ -495,8 +512,13 @@ tlm_op tlm_op_eltwise(tlm_activation activation, tlm_binary binary);
  * broadcastable, bias or residual of the wrong shape, output shape wrong);
  * TLM_ERR_OVERFLOW (an element count or byte offset overflows int64);
  * TLM_ERR_ALIASING (output with a zero stride or overlapping itself, or
- * sharing memory with an input);
- * TLM_ERR_OUT_OF_MEMORY; TLM_ERR_JIT.
+ * sharing memory with an input); TLM_ERR_UNSUPPORTED (a valid request
+ * this build cannot serve: an eltwise z broadcast other than those listed
+ * for tlm_eltwise_desc, row-op leading dims that do not collapse into rows
+ * of one stride, a convolution with more than 2^24 channels or a kernel
+ * extent over 4096); TLM_ERR_OUT_OF_MEMORY; TLM_ERR_JIT (LLVM failed to
+ * build the kernel); TLM_ERR_INTERNAL (a schedule that does not lower to a
+ * loop nest: a bug in tlm, please report it).
  * On failure the outputs may have been left untouched or partly written
  * only for TLM_ERR_JIT/TLM_ERR_OUT_OF_MEMORY (never for validation errors),
  * and tlm_last_error() holds the details.

@@ -20,7 +20,7 @@
  * string and derived fields stay out of the key, which every call that
  * misses the per-thread memo hashes. */
 typedef struct key_target {
-  int32_t isa, cores, threads, zero;
+  int32_t isa, cores, threads, passes;
   int64_t l1d_bytes, l2_bytes, l3_bytes;
   uint64_t cpu_id;
 } key_target;
@@ -51,7 +51,9 @@ static void header(tlm_key *k, uint32_t kind, const tlm_target *target) {
   put_u32(k, TLM_CODEGEN_VERSION);
   put_u32(k, TLM_RULE_VERSION); /* plans the rule made are the rule's version's */
   put_u32(k, maj * 10000 + min * 100 + pat);
-  key_target kt = {target->isa,      target->cores,    target->threads, 0,
+  /* passes 0 ("fast", the default) gives the bytes keys had before the
+   * pipeline was part of them: existing caches stay valid */
+  key_target kt = {target->isa,      target->cores,    target->threads, target->passes,
                    target->l1d_bytes, target->l2_bytes, target->l3_bytes, target->cpu_id};
   put(k, &kt, sizeof kt); /* no padding holes: 4 x 4 + 4 x 8 bytes */
 }

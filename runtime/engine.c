@@ -22,23 +22,19 @@
 #include "../cache/key.h"
 #include "../jit/codegen.h"
 
-/* LLVM pass pipelines by name (TLM_PASSES). "fast", the default: the
- * generated code is already tiled, unrolled and vectorized, so it needs
- * SROA (accumulators into registers), CSE, combining, CFG cleanup and
- * hoisting; measured on GPT-2 layer kernels it compiles 30-40% faster than
- * default<O1> at the same GFLOPS. Only known names are accepted: LLVM
- * aborts on some malformed pipelines. */
-static const char *pipeline(void) {
-  static const char *const names[][2] = {
-      {"fast", "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
-               "loop-mssa(licm),instcombine<no-verify-fixpoint>)"},
-      {"O1", "default<O1>"},
-      {"O2", "default<O2>"},
-      {"O3", "default<O3>"}};
-  const char *p = getenv("TLM_PASSES");
-  for (size_t i = 0; p && i < sizeof names / sizeof names[0]; i++)
-    if (!strcmp(p, names[i][0])) return names[i][1];
-  return names[0][1];
+/* LLVM pass pipelines (tlm_config.passes, TLM_PASSES). TLM_PASSES_FAST,
+ * the default: the generated code is already tiled, unrolled and
+ * vectorized, so it needs SROA (accumulators into registers), CSE,
+ * combining, CFG cleanup and hoisting; measured on GPT-2 layer kernels it
+ * compiles 30-40% faster than default<O1> at the same GFLOPS. Only these
+ * fixed texts reach LLVM (it aborts on some malformed pipelines). */
+static const char *pipeline(const tlm_runtime *rt) {
+  static const char *const texts[] = {
+      "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
+      "loop-mssa(licm),instcombine<no-verify-fixpoint>)",
+      "default<O1>", "default<O2>", "default<O3>"};
+  int p = rt->target.passes;
+  return texts[p >= 0 && p < 4 ? p : 0];
 }
 
 static double now_ms(void) {
@@ -162,7 +158,7 @@ static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, char *err, int er
   tlm_status st = make_module(rt, &k->task, &k->sched, ctx, k->name, &k->nest, &mod, err, errcap);
   t_ir = now_ms() - t_ir;
   tlm_jit_times jt = {0, 0, 0};
-  if (st == TLM_OK && tlm_jit_compile_object(rt->jit, mod, pipeline(), &obj, &len, &jt, err, errcap))
+  if (st == TLM_OK && tlm_jit_compile_object(rt->jit, mod, pipeline(rt), &obj, &len, &jt, err, errcap))
     st = TLM_ERR_JIT;
   if (mod) LLVMDisposeModule(mod);
   LLVMContextDispose(ctx);
@@ -897,7 +893,7 @@ tlm_status tlm_engine_ir(tlm_runtime *rt, const tlm_task *task, const tlm_schedu
   LLVMModuleRef mod = NULL;
   ln_nest nest;
   tlm_status st = make_module(rt, task, sched, ctx, name, &nest, &mod, err, errcap);
-  if (st == TLM_OK && optimize && tlm_jit_optimize(rt->jit, mod, pipeline(), err, errcap))
+  if (st == TLM_OK && optimize && tlm_jit_optimize(rt->jit, mod, pipeline(rt), err, errcap))
     st = TLM_ERR_JIT;
   if (st == TLM_OK) {
     char *s = LLVMPrintModuleToString(mod);
@@ -933,7 +929,7 @@ tlm_status tlm_engine_kernel_variant(tlm_runtime *rt, const tlm_task *task,
                                           tlm_jit_features(rt->jit), &mod, err, errcap);
   void *obj = NULL, *fn = NULL;
   size_t len = 0;
-  if (!bad) bad = tlm_jit_compile_object(rt->jit, mod, pipeline(), &obj, &len, NULL, err, errcap);
+  if (!bad) bad = tlm_jit_compile_object(rt->jit, mod, pipeline(rt), &obj, &len, NULL, err, errcap);
   if (mod) LLVMDisposeModule(mod);
   LLVMContextDispose(ctx);
   if (!bad) bad = tlm_jit_load(rt->jit, obj, len, k->name, &fn, &k->code, err, errcap);

@@ -49,7 +49,11 @@ typedef struct tlm_target {
    * L1 stride prefetcher names no limit). The matmul rule packs B whose
    * rows lie further apart than this (space.c, mm_rule_packs_b). */
   int32_t pf_stride_bytes;
-  int32_t reserved;     /* zero: no padding hole before cpu_id */
+  /* tlm_passes: the LLVM pass pipeline the kernels are optimized with
+   * (tlm_config.passes; 0, "fast", until a runtime sets it). It changes
+   * the object code, so it is in every cache key; also keeps cpu_id
+   * 8-byte aligned without a padding hole. */
+  int32_t passes;
   uint64_t cpu_id;      /* XXH3 of vendor, brand string, family, model, stepping */
   char brand[48];       /* CPUID brand string, NUL-padded */
 } tlm_target;

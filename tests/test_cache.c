@@ -565,6 +565,52 @@ int main(int argc, char **argv) {
          (unsigned long long)s1.compiles, (unsigned long long)s1.decodes,
          (unsigned long long)s2.compiles, (unsigned long long)s2.decodes);
 
+  /* the pass pipeline is in every key: a kernel built with one pipeline
+   * is never loaded from disk by a runtime using another */
+  {
+    clear_dir(g_dir);
+    static const int passes[3] = {TLM_PASSES_FAST, TLM_PASSES_O2, TLM_PASSES_FAST};
+    uint64_t compiles[3] = {0}, loaded[3] = {0};
+    for (int r = 0; r < 3; r++) {
+      tlm_config cfg;
+      tlm_config_init(&cfg);
+      cfg.cache_dir = g_dir;
+      cfg.model_path = "none";
+      cfg.num_threads = 1;
+      cfg.passes = passes[r];
+      tlm_runtime *rt = NULL;
+      CHECK(tlm_create(&cfg, &rt) == TLM_OK, "tlm_create with passes %d", passes[r]);
+      tlm_mm_desc d;
+      char err[256];
+      tlm_mm_desc_parse("19x23:23x29", &d, err, sizeof err);
+      tlm_problem p;
+      int ok = rt && tlm_problem_make(&d, NULL, 3, &p) == 0;
+      if (ok) {
+        ok = tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1) == TLM_OK &&
+             tlm_problem_check(&p) <= tlm_problem_tolerance(23);
+        tlm_problem_free(&p);
+      }
+      CHECK(ok, "passes %d: wrong or failed run", passes[r]);
+      tlm_stats st;
+      memset(&st, 0, sizeof st);
+      if (rt) tlm_get_stats(rt, &st);
+      compiles[r] = st.compiles;
+      loaded[r] = st.disk_kernel_hits;
+      tlm_destroy(rt);
+    }
+    CHECK(compiles[0] == 1 && compiles[1] == 1 && loaded[1] == 0 && compiles[2] == 0 &&
+              loaded[2] == 1,
+          "pass pipelines in the key: compiles %llu/%llu/%llu, loads %llu/%llu/%llu",
+          (unsigned long long)compiles[0], (unsigned long long)compiles[1],
+          (unsigned long long)compiles[2], (unsigned long long)loaded[0],
+          (unsigned long long)loaded[1], (unsigned long long)loaded[2]);
+    tlm_config cfg;
+    tlm_config_init(&cfg);
+    cfg.passes = 9;
+    tlm_runtime *rt = NULL;
+    CHECK(tlm_create(&cfg, &rt) == TLM_ERR_INVALID_ARGUMENT && !rt, "passes 9 accepted");
+  }
+
   /* kernel reuse: shapes of one operator that differ only in M. A model
    * with strong, prompt-dependent preferences (random weights scaled up)
    * decodes different schedules for them on its own (reuse bonus 0); with
