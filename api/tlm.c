@@ -106,6 +106,7 @@ tlm_status tlm_config_init(tlm_config *c) {
   if (env_int("TLM_KERNEL_REUSE", 0, 1, &x) == 0) c->disable_kernel_reuse = x == 0;
   if (env_int("TLM_CONV_AS_MATMUL", 0, 1, &x) == 0) c->disable_conv_as_matmul = x == 0;
   if (env_int("TLM_ASYNC", 0, 1, &x) == 0) c->async_compile = (int)x;
+  if (env_int("TLM_TUNE", 0, TLM_TUNE_MAX, &x) == 0) c->tune_k = (int)x;
   c->prepack_bytes = (size_t)1 << 30;
   if (env_int("TLM_PREPACK_BYTES", 0, (long long)1 << 50, &x) == 0) c->prepack_bytes = (size_t)x;
   const char *isa = getenv("TLM_ISA");
@@ -124,10 +125,10 @@ static void warn_bad_env(const tlm_runtime *rt) {
   static const char *const names[] = {"TLM_NUM_THREADS",          "TLM_VERBOSE",
                                       "TLM_CACHE_CAPACITY",       "TLM_CACHE_CAPACITY_BYTES",
                                       "TLM_KERNEL_REUSE",         "TLM_ASYNC",
-                                      "TLM_PREPACK_BYTES"};
+                                      "TLM_PREPACK_BYTES",        "TLM_TUNE"};
   static const long long hi[] = {1024, 4, (long long)1 << 40, (long long)1 << 50, 1, 1,
-                                 (long long)1 << 50};
-  for (int i = 0; i < 7; i++) {
+                                 (long long)1 << 50, TLM_TUNE_MAX};
+  for (int i = 0; i < 8; i++) {
     long long x;
     if (env_int(names[i], 0, hi[i], &x) < 0)
       tlm_log(rt, TLM_LOG_WARN, "ignoring %s='%s': expected an integer in 0..%lld", names[i],
@@ -267,6 +268,8 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
     return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "num_threads must be in 0..1024");
   if ((int)cfg.verbose < 0 || cfg.verbose > TLM_LOG_DEBUG)
     return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "verbose must be in 0..4");
+  if (cfg.tune_k < 0 || cfg.tune_k > TLM_TUNE_MAX)
+    return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "tune_k must be in 0..TLM_TUNE_MAX");
   if (cfg.passes < TLM_PASSES_FAST || cfg.passes > TLM_PASSES_O3)
     return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "passes must be a tlm_passes (0..3)");
   if (cfg.isa < TLM_CPU_ISA_NATIVE || cfg.isa > TLM_CPU_ISA_AVX512)
@@ -542,6 +545,85 @@ static void remember_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in
   m->epoch = epoch;
 }
 
+/* ---- measured top-k: private copies of a call's operands ------------------------------ */
+
+typedef union any_args {
+  tlm_mm_args mm;
+  tlm_row_args row;
+  tlm_conv_args conv;
+  tlm_pool_args pool;
+} any_args;
+
+/* the API-boundary checks of any family (the task and the kernel's args) */
+static tlm_status validate_any(const tlm_op *op, const tlm_tensor *in, int n_in,
+                               const tlm_tensor *out, tlm_task *task, any_args *a, char *err,
+                               int errcap) {
+  switch (op->kind) {
+  case TLM_OP_MATMUL: return tlm_validate_matmul(op, in, n_in, out, 1, task, &a->mm, err, errcap);
+  case TLM_OP_SOFTMAX:
+  case TLM_OP_LAYERNORM:
+  case TLM_OP_RMSNORM:
+  case TLM_OP_ELTWISE: return tlm_validate_row(op, in, n_in, out, 1, task, &a->row, err, errcap);
+  case TLM_OP_POOL: return tlm_validate_pool(op, in, n_in, out, 1, task, &a->pool, err, errcap);
+  case TLM_OP_CONV: return tlm_validate_conv(op, in, n_in, out, 1, task, &a->conv, err, errcap);
+  default: return TLM_ERR_INVALID_ARGUMENT;
+  }
+}
+
+/* Most bytes of operand copies one tuning job may hold. */
+#define TUNE_COPY_MAX ((size_t)256 << 20)
+
+/* Queues the shape's tuning (tlm_engine_tune_enqueue) with private copies
+ * of this call's operands: a tensor sharing an earlier one's data (in
+ * place) shares its copy. Best effort: without memory, or above
+ * TUNE_COPY_MAX, the shape is not tuned. `task` is what the engine ran. */
+static void tune_request(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in, int n_in,
+                         const tlm_tensor *out, const tlm_task *task) {
+  enum { MAXB = 8 };
+  if (n_in < 1 || n_in > MAXB - 1) return;
+  tlm_tensor t[MAXB];
+  void *bufs[MAXB] = {0};
+  size_t sizes[MAXB] = {0}, total = 0;
+  int is_in[MAXB] = {0}, is_out[MAXB] = {0}, nb = 0, of[MAXB];
+  const void *orig[MAXB];
+  for (int i = 0; i <= n_in; i++) {
+    const tlm_tensor *src = i < n_in ? &in[i] : out;
+    t[i] = *src;
+    orig[i] = src->data;
+    int shared = -1;
+    for (int e = 0; e < i && shared < 0; e++)
+      if (orig[e] == src->data) { /* the same memory (in place): one copy, same span */
+        if (span_bytes(&t[e]) != span_bytes(src)) goto drop;
+        shared = of[e];
+      }
+    if (shared >= 0) {
+      of[i] = shared;
+    } else {
+      size_t bytes = span_bytes(src);
+      total += bytes;
+      if (total > TUNE_COPY_MAX) goto drop;
+      bufs[nb] = malloc(bytes);
+      if (!bufs[nb]) goto drop;
+      sizes[nb] = bytes;
+      if (i < n_in) memcpy(bufs[nb], src->data, bytes);
+      else memset(bufs[nb], 0, bytes);
+      of[i] = nb++;
+    }
+    if (i < n_in) is_in[of[i]] = 1;
+    else is_out[of[i]] = 1;
+    t[i].data = bufs[of[i]];
+  }
+  tlm_task t2;
+  any_args a;
+  char err[TLM_ERRMSG];
+  if (validate_any(op, t, n_in, &t[n_in], &t2, &a, err, sizeof err) != TLM_OK) goto drop;
+  if (t2.kind == TLM_OP_MATMUL) t2.u.mm.b_const = task->u.mm.b_const;
+  if (memcmp(&t2, task, sizeof t2)) goto drop; /* the copies' layout is the caller's */
+  if (tlm_engine_tune_enqueue(rt, &t2, &a, sizeof a, bufs, sizes, is_in, is_out, nb) == 0) return;
+drop:
+  for (int i = 0; i < nb; i++) free(bufs[i]);
+}
+
 tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, int n_inputs,
                    const tlm_tensor *outputs, int n_outputs) {
   char err[TLM_ERRMSG];
@@ -559,29 +641,33 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
   tlm_status st;
   tlm_plan *plan = NULL;
   uint64_t epoch = 0;
+  int tune = 0; /* tlm_config.tune_k: this call queues its shape's tuning */
   if (op->kind == TLM_OP_MATMUL) {
     tlm_mm_args args;
     st = tlm_validate_matmul(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
                              sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
     task.u.mm.b_const = tlm_prepack_b_constant(rt, &task, &args);
-    st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
+    st = tlm_engine_run(rt, &task, &args, &plan, &epoch, &tune, err, sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
     remember_run(rt, op, inputs, n_inputs, outputs, &task, &args, plan, epoch);
+    if (tune) tune_request(rt, op, inputs, n_inputs, outputs, &task);
   } else if (op->kind == TLM_OP_SOFTMAX || op->kind == TLM_OP_LAYERNORM ||
              op->kind == TLM_OP_RMSNORM || op->kind == TLM_OP_ELTWISE) {
     tlm_row_args args;
     st = tlm_validate_row(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err, sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
-    st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
+    st = tlm_engine_run(rt, &task, &args, &plan, &epoch, &tune, err, sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
+    if (tune) tune_request(rt, op, inputs, n_inputs, outputs, &task);
   } else if (op->kind == TLM_OP_POOL) {
     tlm_pool_args args;
     st = tlm_validate_pool(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
                            sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
-    st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
+    st = tlm_engine_run(rt, &task, &args, &plan, &epoch, &tune, err, sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
+    if (tune) tune_request(rt, op, inputs, n_inputs, outputs, &task);
   } else if (op->kind == TLM_OP_CONV) {
     tlm_conv_args args;
     st = tlm_validate_conv(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
@@ -608,9 +694,12 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
     }
     if (as_mm) {
       mtask.u.mm.b_const = tlm_prepack_b_constant(rt, &mtask, &margs);
-      st = tlm_engine_run(rt, &mtask, &margs, &plan, &epoch, err, sizeof err);
-    } else
-      st = tlm_engine_run(rt, &task, &args, &plan, &epoch, err, sizeof err);
+      st = tlm_engine_run(rt, &mtask, &margs, &plan, &epoch, &tune, err, sizeof err);
+      if (st == TLM_OK && tune) tune_request(rt, &mop, min, mn, &mout, &mtask);
+    } else {
+      st = tlm_engine_run(rt, &task, &args, &plan, &epoch, &tune, err, sizeof err);
+      if (st == TLM_OK && tune) tune_request(rt, op, inputs, n_inputs, outputs, &task);
+    }
     free(gathered);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
   } else {
@@ -652,6 +741,9 @@ tlm_status tlm_get_stats(const tlm_runtime *rt, tlm_stats *out) {
   out->schedule_ms = atomic_load(&r->schedule_ms);
   out->compile_ms = atomic_load(&r->compile_ms);
   out->disk_load_ms = atomic_load(&r->disk_load_ms);
+  out->tunes = atomic_load(&r->tunes);
+  out->tune_improved = atomic_load(&r->tune_improved);
+  out->tune_ms = atomic_load(&r->tune_ms);
   out->compile_ir_ms = atomic_load(&r->compile_ir_ms);
   out->compile_opt_ms = atomic_load(&r->compile_opt_ms);
   out->compile_emit_ms = atomic_load(&r->compile_emit_ms);

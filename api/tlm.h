@@ -196,7 +196,24 @@ typedef struct tlm_config {
    * never served under another. Environment: TLM_PASSES = fast | O1 | O2
    * | O3. */
   int passes;
+  /* Measured top-k (benchmark mode), 0 (default) = off. K > 0: once a new
+   * shape runs its own kernel, a background thread compiles up to K
+   * candidate schedules (the current one, the model's next best, then
+   * neighbours of the current one), checks each against the current
+   * kernel's output, times them side by side on private copies of that
+   * first call's operands (never the caller's buffers; up to 256 MiB of
+   * copies, larger calls are not tuned) while no tlm_run executes a
+   * kernel, and gives the shape the fastest when it is more than 2%
+   * faster. The winner is stored in the disk cache as measured, so later
+   * processes start from it without tuning again. tlm_destroy cancels a
+   * tuning job at its next step. Schedules then depend on timing: keep 0
+   * where byte-identical schedules matter. At most TLM_TUNE_MAX (32).
+   * Environment: TLM_TUNE. */
+  int tune_k;
 } tlm_config;
+
+/* Largest tlm_config.tune_k. */
+#define TLM_TUNE_MAX 32
 
 /* Values of tlm_config.passes. */
 typedef enum tlm_passes {
@@ -598,6 +615,9 @@ typedef struct tlm_stats {
   uint64_t cache_waits;      /* runs that waited while another thread planned their shape */
   uint64_t prepacks;         /* weight matrices packed ahead from constant memory */
   uint64_t prepacked_bytes;  /* bytes of those copies kept now */
+  uint64_t tunes;            /* shapes measured by tlm_config.tune_k's background thread */
+  uint64_t tune_improved;    /* of which given a faster kernel than their first */
+  double tune_ms;            /* total wall time of that thread's tuning */
 } tlm_stats;
 
 /* Blocks until the background thread (tlm_config.async_compile) has no

@@ -270,7 +270,7 @@ static cJSON *new_meta(const char *kind, const tlm_key *key, const char *problem
 
 /* ---- plans ------------------------------------------------------------------- */
 
-int tlm_disk_load_plan(tlm_disk *d, const tlm_key *key, tlm_schedule *out) {
+int tlm_disk_load_plan(tlm_disk *d, const tlm_key *key, tlm_schedule *out, int *measured) {
   char name[64], path[3200];
   key_name(key, ".json", name, sizeof name);
   snprintf(path, sizeof path, "%s/plans/%s", d->dir, name);
@@ -286,6 +286,7 @@ int tlm_disk_load_plan(tlm_disk *d, const tlm_key *key, tlm_schedule *out) {
       ok = 0;
     else out->v[out->n++] = (int32_t)x->valuedouble;
   }
+  if (measured) *measured = ok && cJSON_IsTrue(cJSON_GetObjectItem(j, "measured"));
   cJSON_Delete(j);
   if (!ok) warn_once(d, W_CORRUPT, "cache entry %s has bad decisions: ignored", path);
   return ok ? 0 : -1;

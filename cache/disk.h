@@ -41,12 +41,13 @@ int tlm_disk_open(const char *dir, int64_t max_bytes, tlm_disk_warn_fn warn, voi
 void tlm_disk_close(tlm_disk *d);
 const char *tlm_disk_dir(const tlm_disk *d);
 
-/* Plan entries. load returns 0 and the schedule on a verified hit.
+/* Plan entries. load returns 0 and the schedule on a verified hit, with
+ * *measured (when not NULL) 1 for a plan chosen by measurement.
  * store: measured_ns > 0 marks a plan chosen by measurement (`tlm tune`:
  * "measured": true and the winner's median time per call in "kernel_ns");
  * 0 a plan that was only predicted (model or rule). A later store of the
  * same key replaces the entry. */
-int tlm_disk_load_plan(tlm_disk *d, const tlm_key *key, tlm_schedule *out);
+int tlm_disk_load_plan(tlm_disk *d, const tlm_key *key, tlm_schedule *out, int *measured);
 int tlm_disk_store_plan(tlm_disk *d, const tlm_key *key, const tlm_schedule *s,
                         const char *problem, double measured_ns);
 

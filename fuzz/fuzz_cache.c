@@ -139,7 +139,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   if (!kernel) {
     tlm_schedule s;
-    int r = tlm_disk_load_plan(g_disk, &g_key, &s);
+    int r = tlm_disk_load_plan(g_disk, &g_key, &s, NULL);
     REQUIRE(r == 0 || r == -1);
     if (getenv("TLM_FUZZ_VERBOSE")) fprintf(stderr, "fuzz_cache: mode %d plan: %d\n", mode, r);
     if (r == 0) {

@@ -128,7 +128,10 @@ static void kernel_name(const tlm_key *key, char *buf, size_t cap) {
 }
 
 /* The builder's part: object code from disk or compiled now, linked. */
-static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, char *err, int errcap) {
+/* cached 0: a private kernel (a tuning candidate) that neither comes from
+ * nor goes to the disk cache */
+static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, int cached, char *err,
+                               int errcap) {
   double t0 = now_ms();
   if (k->task.kind == TLM_OP_MATMUL && ln_lower_matmul(&k->task, &k->sched, &k->nest)) {
     snprintf(err, (size_t)errcap, "schedule does not lower to a loop nest");
@@ -139,7 +142,8 @@ static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, char *err, int er
   size_t len = 0;
   char sym[64];
   void *fn = NULL;
-  if (rt->disk && tlm_disk_load_kernel(rt->disk, &k->key, &obj, &len, sym, sizeof sym) == 0 &&
+  if (cached && rt->disk &&
+      tlm_disk_load_kernel(rt->disk, &k->key, &obj, &len, sym, sizeof sym) == 0 &&
       !strcmp(sym, k->name) &&
       tlm_jit_load(rt->jit, obj, len, k->name, &fn, &k->code, err, errcap) == 0) {
     free(obj);
@@ -181,7 +185,7 @@ static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, char *err, int er
   atomic_add_double(&rt->compile_opt_ms, jt.tm_ms + jt.opt_ms);
   atomic_add_double(&rt->compile_emit_ms, jt.emit_ms);
   atomic_add_double(&rt->compile_link_ms, t_link);
-  if (rt->disk) {
+  if (cached && rt->disk) {
     char problem[160], decisions[512];
     tlm_space sp;
     tlm_space_init(&sp, &k->task, &rt->target);
@@ -327,7 +331,7 @@ static tlm_status get_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_sc
       wait_change(rt, g);
       continue;
     }
-    tlm_status st = build_kernel(rt, k, err, errcap);
+    tlm_status st = build_kernel(rt, k, 1, err, errcap);
     if (info) {
       info->built = st == TLM_OK;
       info->from_disk = k->from_disk;
@@ -481,9 +485,12 @@ static tlm_status build_plan(tlm_runtime *rt, tlm_plan *p, const tlm_task *task,
     return TLM_ERR_UNSUPPORTED;
   }
   p->from_disk = 0;
-  if (rt->disk && tlm_disk_load_plan(rt->disk, &p->key, &p->sched) == 0 &&
+  int measured = 0;
+  p->measured = 0;
+  if (rt->disk && tlm_disk_load_plan(rt->disk, &p->key, &p->sched, &measured) == 0 &&
       tlm_space_accepts(&space, &p->sched)) {
     p->from_disk = 1;
+    p->measured = measured;
     p->by_model = rt->model != NULL;
     atomic_fetch_add(&rt->disk_plan_hits, 1);
   } else {
@@ -512,11 +519,31 @@ static tlm_status build_plan(tlm_runtime *rt, tlm_plan *p, const tlm_task *task,
 
 /* ---- background builds (cfg.async_compile) ---------------------------------------------- */
 
+#define TUNE_MAX_BUFS 8
 typedef struct tlm_bg_job {
   struct tlm_bg_job *next;
   tlm_task task;
   tlm_key key; /* the shape's plan key */
+  int tune;    /* 0: build the shape's own kernel (async); 1: measured top-k */
+  /* tuning: kernel arguments into private copies of the operands */
+  union {
+    tlm_mm_args mm;
+    tlm_row_args row;
+    tlm_conv_args conv;
+    tlm_pool_args pool;
+  } args;
+  int nbufs;
+  void *bufs[TUNE_MAX_BUFS];
+  size_t sizes[TUNE_MAX_BUFS];
+  int is_in[TUNE_MAX_BUFS], is_out[TUNE_MAX_BUFS];
 } tlm_bg_job;
+
+static void job_free(tlm_bg_job *j) {
+  for (int i = 0; i < j->nbufs; i++) free(j->bufs[i]);
+  free(j);
+}
+
+static void bg_tune(tlm_runtime *rt, tlm_bg_job *j);
 
 /* Builds the shape's own plan and puts its kernel in place of the
  * provisional one (if the plan is still there and still provisional). */
@@ -565,14 +592,32 @@ static void *bg_main(void *arg) {
     if (!rt->bg_head) rt->bg_tail = NULL;
     rt->bg_busy = 1;
     pthread_mutex_unlock(&rt->bg_mu);
-    bg_build(rt, j);
-    free(j);
+    if (j->tune) bg_tune(rt, j);
+    else bg_build(rt, j);
+    job_free(j);
     pthread_mutex_lock(&rt->bg_mu);
     rt->bg_busy = 0;
     pthread_cond_broadcast(&rt->bg_cv); /* tlm_engine_bg_wait */
   }
   pthread_mutex_unlock(&rt->bg_mu);
   return NULL;
+}
+
+/* Queues a job (the queue owns it on success); 0, or -1 (no thread,
+ * stopping). */
+static int bg_push(tlm_runtime *rt, tlm_bg_job *j) {
+  pthread_mutex_lock(&rt->bg_mu);
+  if (rt->bg_stop || (!rt->bg_started && pthread_create(&rt->bg_thread, NULL, bg_main, rt))) {
+    pthread_mutex_unlock(&rt->bg_mu);
+    return -1;
+  }
+  rt->bg_started = 1;
+  if (rt->bg_tail) rt->bg_tail->next = j;
+  else rt->bg_head = j;
+  rt->bg_tail = j;
+  pthread_cond_broadcast(&rt->bg_cv);
+  pthread_mutex_unlock(&rt->bg_mu);
+  return 0;
 }
 
 /* Queues the shape's build; 0, or -1 (no memory, no thread, stopping):
@@ -582,18 +627,10 @@ static int bg_enqueue(tlm_runtime *rt, const tlm_task *task, const tlm_key *key)
   if (!j) return -1;
   j->task = *task;
   j->key = *key;
-  pthread_mutex_lock(&rt->bg_mu);
-  if (rt->bg_stop || (!rt->bg_started && pthread_create(&rt->bg_thread, NULL, bg_main, rt))) {
-    pthread_mutex_unlock(&rt->bg_mu);
+  if (bg_push(rt, j)) {
     free(j);
     return -1;
   }
-  rt->bg_started = 1;
-  if (rt->bg_tail) rt->bg_tail->next = j;
-  else rt->bg_head = j;
-  rt->bg_tail = j;
-  pthread_cond_broadcast(&rt->bg_cv);
-  pthread_mutex_unlock(&rt->bg_mu);
   return 0;
 }
 
@@ -611,7 +648,7 @@ void tlm_engine_bg_stop(tlm_runtime *rt) {
   if (started) pthread_join(rt->bg_thread, NULL);
   for (tlm_bg_job *j = rt->bg_head, *next; j; j = next) {
     next = j->next;
-    free(j);
+    job_free(j);
   }
   rt->bg_head = rt->bg_tail = NULL;
   pthread_cond_destroy(&rt->bg_cv);
@@ -848,7 +885,8 @@ int tlm_engine_rerun(tlm_runtime *rt, tlm_plan *plan, uint64_t epoch, const tlm_
 }
 
 tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const void *args,
-                          tlm_plan **plan_out, uint64_t *epoch_out, char *err, int errcap) {
+                          tlm_plan **plan_out, uint64_t *epoch_out, int *tune_out, char *err,
+                          int errcap) {
   tlm_key key;
   tlm_key_shape(&key, task, &rt->target, scheduler_id(rt));
   int how = TLM_RUN_HIT;
@@ -862,6 +900,11 @@ tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const void *arg
       *epoch_out = atomic_load(&rt->epoch);
       atomic_store_explicit(&p->used, 1, memory_order_relaxed);
       atomic_store_explicit(&k->used, 1, memory_order_relaxed);
+      /* one tuning job per plan, once it runs its own kernel */
+      if (tune_out && rt->cfg.tune_k > 0 && !p->provisional && !p->measured &&
+          !atomic_load_explicit(&p->tune_state, memory_order_relaxed) &&
+          !atomic_exchange(&p->tune_state, 1))
+        *tune_out = 1;
       /* take the execution lock before dropping the read lock: eviction
        * needs both, so k cannot be freed under us */
       pthread_mutex_lock(&rt->exec_lock);
@@ -948,4 +991,297 @@ void tlm_engine_kernel_free(tlm_runtime *rt, tlm_kernel *k) {
   if (!k) return;
   tlm_jit_unload(rt->jit, k->code);
   free(k);
+}
+
+/* ---- measured top-k (cfg.tune_k, TLM_TUNE) ------------------------------------------------ */
+
+typedef struct neighbour_ctx {
+  const tlm_schedule *pick;
+  int change[2]; /* points to move (-1: none) */
+  int dir[2];    /* +1 / -1: to the next / previous candidate */
+} neighbour_ctx;
+
+/* keeps the pick's value where it is a candidate (the nearest one where it
+ * is not); at a changed point takes the adjacent candidate */
+static int choose_neighbour(void *ctx, const tlm_space *s, int p, const int32_t *decided,
+                            const int32_t *cands, int n) {
+  (void)s, (void)decided;
+  const neighbour_ctx *c = ctx;
+  int32_t want = p < c->pick->n ? c->pick->v[p] : cands[0];
+  int at = 0;
+  for (int i = 1; i < n; i++)
+    if (llabs((long long)cands[i] - want) < llabs((long long)cands[at] - want)) at = i;
+  for (int j = 0; j < 2; j++)
+    if (c->change[j] == p && n > 1) {
+      int to = at + c->dir[j];
+      at = to < 0 ? 1 : to >= n ? n - 2 : to;
+    }
+  return at;
+}
+
+static int same_sched(const tlm_schedule *a, const tlm_schedule *b) {
+  return a->n == b->n && !memcmp(a->v, b->v, sizeof a->v[0] * (size_t)a->n);
+}
+
+static int add_distinct(tlm_schedule *list, int n, const tlm_schedule *s) {
+  for (int i = 0; i < n; i++)
+    if (same_sched(&list[i], s)) return n;
+  list[n] = *s;
+  return n + 1;
+}
+
+int tlm_engine_tune_candidates(tlm_runtime *rt, const tlm_space *s, const tlm_schedule *pick,
+                               int k, uint64_t seed, tlm_schedule *out) {
+  if (k > TLM_TUNE_MAX_K) k = TLM_TUNE_MAX_K;
+  int n = 0;
+  out[n++] = *pick;
+  if (rt->model && tlm_lm_covers_task(rt->model, &s->task) && k > 1) {
+    tlm_schedule top[TLM_TUNE_MAX_K];
+    int nt = tlm_lm_decode_topk(rt->model, s, k, top, NULL);
+    for (int i = 0; i < nt && n < k; i++)
+      if (tlm_space_accepts(s, &top[i])) n = add_distinct(out, n, &top[i]);
+  }
+  uint64_t rng = seed;
+  for (int attempt = 0; attempt < 400 && n < k && s->npoints > 0; attempt++) {
+    neighbour_ctx c = {pick, {-1, -1}, {1, 1}};
+    int changes = 1 + (attempt >= 2 * s->npoints && (tlm_rng_next(&rng) & 1));
+    for (int j = 0; j < changes; j++) {
+      /* every single move first (both directions), then random pairs */
+      int idx = attempt < 2 * s->npoints ? attempt / 2
+                                         : (int)(tlm_rng_next(&rng) % (uint64_t)s->npoints);
+      c.change[j] = idx;
+      c.dir[j] = attempt < 2 * s->npoints ? (attempt % 2 ? -1 : 1)
+                                          : (tlm_rng_next(&rng) & 1 ? 1 : -1);
+    }
+    tlm_schedule m;
+    tlm_space_walk(s, choose_neighbour, &c, &m);
+    if (tlm_space_accepts(s, &m)) n = add_distinct(out, n, &m);
+  }
+  return n;
+}
+
+int tlm_engine_tune_enqueue(tlm_runtime *rt, const tlm_task *task, const void *args,
+                            size_t args_bytes, void **bufs, const size_t *sizes,
+                            const int *is_in, const int *is_out, int nbufs) {
+  tlm_bg_job *j = calloc(1, sizeof *j);
+  if (!j || nbufs < 1 || nbufs > TUNE_MAX_BUFS || args_bytes > sizeof j->args) {
+    free(j);
+    return -1;
+  }
+  j->tune = 1;
+  j->task = *task;
+  tlm_key_shape(&j->key, task, &rt->target, scheduler_id(rt));
+  memcpy(&j->args, args, args_bytes);
+  j->nbufs = nbufs;
+  for (int i = 0; i < nbufs; i++) {
+    j->bufs[i] = bufs[i];
+    j->sizes[i] = sizes[i];
+    j->is_in[i] = is_in[i];
+    j->is_out[i] = is_out[i];
+  }
+  if (bg_push(rt, j)) {
+    j->nbufs = 0; /* the caller keeps them */
+    free(j);
+    return -1;
+  }
+  return 0;
+}
+
+static int bg_stopping(tlm_runtime *rt) {
+  pthread_mutex_lock(&rt->bg_mu);
+  int s = rt->bg_stop;
+  pthread_mutex_unlock(&rt->bg_mu);
+  return s;
+}
+
+/* The execution lock, taken only when no kernel runs (no tlm_run is
+ * executing one): tuning waits for idle moments. 0, or -1 when the runtime
+ * is being destroyed. */
+static int lock_when_idle(tlm_runtime *rt) {
+  for (;;) {
+    if (pthread_mutex_trylock(&rt->exec_lock) == 0) return 0;
+    if (bg_stopping(rt)) return -1;
+    struct timespec ts = {0, 200000}; /* 0.2 ms */
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void restore_inputs(tlm_bg_job *j, void *const *pristine) {
+  for (int i = 0; i < j->nbufs; i++)
+    if (pristine[i]) memcpy(j->bufs[i], pristine[i], j->sizes[i]);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+#define TUNE_ROUNDS 5
+
+/* Compiles the candidates privately (not in the kernel table, not on
+ * disk), checks each against the shape's current kernel (the pick) on the
+ * job's copies, times them side by side while no kernel of the
+ * application runs, and gives the plan the fastest (more than 2% faster
+ * than the pick) through the kernel table, as the background build does.
+ * The plan is stored on disk as measured either way. */
+static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
+  double t0 = now_ms();
+  char err[TLM_ERRMSG];
+  tlm_schedule pick;
+  memset(&pick, 0, sizeof pick);
+  int found = 0;
+  pthread_rwlock_rdlock(&rt->map_lock);
+  tlm_plan *p = tlm_map_get(&rt->plans, &j->key);
+  if (p && atomic_load(&p->state) == TLM_ENTRY_READY && !p->provisional && !p->measured) {
+    pick = p->sched;
+    found = 1;
+  }
+  pthread_rwlock_unlock(&rt->map_lock);
+  tlm_space s;
+  if (!found || tlm_space_init(&s, &j->task, &rt->target)) return;
+  static const int k_cap = TLM_TUNE_MAX_K;
+  tlm_schedule cand[TLM_TUNE_MAX_K];
+  int k = rt->cfg.tune_k < k_cap ? rt->cfg.tune_k : k_cap;
+  int nc = tlm_engine_tune_candidates(rt, &s, &pick, k, j->key.hash_lo, cand);
+  tlm_kernel *ks[TLM_TUNE_MAX_K];
+  memset(ks, 0, sizeof ks);
+  void *pristine[TUNE_MAX_BUFS];
+  memset(pristine, 0, sizeof pristine);
+  float *ref = NULL, *outp = NULL;
+  size_t out_n = 0;
+  int ok = 1;
+  for (int i = 0; i < j->nbufs; i++) {
+    if (j->is_in[i] && j->is_out[i]) { /* in place: restored before each run */
+      pristine[i] = malloc(j->sizes[i]);
+      ok &= pristine[i] != NULL;
+      if (pristine[i]) memcpy(pristine[i], j->bufs[i], j->sizes[i]);
+    }
+    if (j->is_out[i] && !outp) outp = j->bufs[i], out_n = j->sizes[i] / sizeof(float);
+  }
+  ref = ok && outp ? malloc(out_n * sizeof(float)) : NULL;
+  ok &= ref != NULL;
+  /* build and check: the pick's output is the reference */
+  double check_ms = 0;
+  for (int i = 0; ok && i < nc; i++) {
+    if (bg_stopping(rt)) {
+      ok = 0;
+      break;
+    }
+    static atomic_int serial;
+    tlm_kernel *kk = calloc(1, sizeof *kk);
+    if (!kk) break;
+    kk->task = j->task;
+    kk->sched = cand[i];
+    tlm_key_schedule(&kk->key, &j->task, &rt->target, &cand[i]);
+    snprintf(kk->name, sizeof kk->name, "tlm_tune_%d", atomic_fetch_add(&serial, 1));
+    if (build_kernel(rt, kk, 0, err, sizeof err) != TLM_OK) {
+      free(kk);
+      if (i == 0) ok = 0;
+      continue;
+    }
+    atomic_store(&kk->state, TLM_ENTRY_READY);
+    ks[i] = kk;
+    restore_inputs(j, pristine);
+    if (lock_when_idle(rt)) {
+      ok = 0;
+      break;
+    }
+    double te = now_ms();
+    tlm_status st = exec_locked(rt, kk, &j->task, &j->args, err, sizeof err);
+    te = now_ms() - te;
+    pthread_mutex_unlock(&rt->exec_lock);
+    if (i == 0) {
+      check_ms = te;
+      if (st != TLM_OK) ok = 0;
+      else memcpy(ref, outp, out_n * sizeof(float));
+      continue;
+    }
+    /* the same answer as the pick's, up to rounding in another order */
+    float big = 0;
+    for (size_t e = 0; e < out_n; e++)
+      if (fabsf(ref[e]) > big) big = fabsf(ref[e]);
+    int same = st == TLM_OK;
+    for (size_t e = 0; same && e < out_n; e++) {
+      float d = fabsf(outp[e] - ref[e]);
+      same = d <= 1e-3f * (big + 1e-30f) || (isnan(outp[e]) && isnan(ref[e]));
+    }
+    if (!same) {
+      tlm_log(rt, TLM_LOG_WARN, "tuning: candidate %d's output differs from the pick's: dropped",
+              i);
+      tlm_engine_kernel_free(rt, kk);
+      ks[i] = NULL;
+    }
+  }
+  /* side-by-side timing: rounds over the candidates, each a batch of calls
+   * long enough to time (about 0.2 ms), the execution lock held per batch */
+  double med[TLM_TUNE_MAX_K] = {0};
+  int best = 0;
+  if (ok) {
+    int reps = check_ms > 0 ? (int)(0.2 / check_ms) : 100;
+    reps = reps < 1 ? 1 : reps > 1000 ? 1000 : reps;
+    double times[TLM_TUNE_MAX_K][TUNE_ROUNDS] = {{0}};
+    for (int r = 0; ok && r < TUNE_ROUNDS; r++)
+      for (int i = 0; ok && i < nc; i++) {
+        if (!ks[i]) continue;
+        restore_inputs(j, pristine);
+        if (lock_when_idle(rt)) {
+          ok = 0;
+          break;
+        }
+        double ts = now_ms();
+        for (int q = 0; q < reps; q++) exec_locked(rt, ks[i], &j->task, &j->args, err, sizeof err);
+        times[i][r] = (now_ms() - ts) / reps;
+        pthread_mutex_unlock(&rt->exec_lock);
+      }
+    for (int i = 0; ok && i < nc; i++) {
+      if (!ks[i]) continue;
+      qsort(times[i], TUNE_ROUNDS, sizeof times[i][0], cmp_double);
+      med[i] = times[i][TUNE_ROUNDS / 2];
+      if (med[i] < med[best]) best = i;
+    }
+    if (ok && best != 0 && !(med[best] < 0.98 * med[0])) best = 0; /* noise keeps the pick */
+  }
+  for (int i = 0; i < nc; i++) tlm_engine_kernel_free(rt, ks[i]);
+  for (int i = 0; i < j->nbufs; i++) free(pristine[i]);
+  free(ref);
+  if (!ok) return;
+  /* the winner into the kernel table, then the plan, as bg_build does */
+  tlm_kernel *nk = NULL;
+  if (best != 0 && get_kernel(rt, &j->task, &cand[best], &nk, NULL, err, sizeof err) != TLM_OK)
+    best = 0;
+  tlm_key kkey;
+  tlm_key_schedule(&kkey, &j->task, &rt->target, &cand[best]);
+  int improved = 0;
+  pthread_rwlock_wrlock(&rt->map_lock);
+  pthread_mutex_lock(&rt->exec_lock);
+  p = tlm_map_get(&rt->plans, &j->key);
+  nk = tlm_map_get(&rt->kernels, &kkey);
+  if (p && atomic_load(&p->state) == TLM_ENTRY_READY && !p->provisional &&
+      same_sched(&p->sched, &pick)) {
+    if (best != 0 && nk) {
+      p->kernel = nk; /* nk may be EVICTED: the plan then rebuilds it on its next run */
+      p->sched = cand[best];
+      atomic_fetch_add(&rt->epoch, 1);
+      improved = 1;
+    }
+    p->measured = 1;
+  }
+  pthread_mutex_unlock(&rt->exec_lock);
+  pthread_rwlock_unlock(&rt->map_lock);
+  if (rt->disk) {
+    char ts[160];
+    tlm_task_str(&j->task, ts, sizeof ts);
+    tlm_disk_store_plan(rt->disk, &j->key, &cand[improved ? best : 0], ts,
+                        med[improved ? best : 0] * 1e6);
+  }
+  atomic_fetch_add(&rt->tunes, 1);
+  if (improved) atomic_fetch_add(&rt->tune_improved, 1);
+  atomic_add_double(&rt->tune_ms, now_ms() - t0);
+  if (rt->cfg.verbose >= TLM_LOG_INFO) {
+    char ts[160], ss[512];
+    tlm_log(rt, TLM_LOG_INFO, "tuned %s: %d candidates, %s [%s] %.2f us (pick %.2f us), %.0f ms",
+            tlm_task_str(&j->task, ts, sizeof ts), nc, improved ? "new kernel" : "pick kept",
+            tlm_schedule_str(&s, &cand[improved ? best : 0], ss, sizeof ss),
+            med[improved ? best : 0] * 1e3, med[0] * 1e3, now_ms() - t0);
+  }
 }

@@ -55,6 +55,8 @@ typedef struct tlm_plan {
   double schedule_ms;
   int by_model;  /* 1: the language model chose the schedule */
   int from_disk; /* 1: the schedule came from the disk cache */
+  int measured;  /* 1: chosen by timing (TLM_TUNE, tlm tune), here or on disk */
+  atomic_int tune_state; /* 1: a tuning job was queued (tlm_engine_run) */
   tlm_key key;   /* shape key */
   _Atomic int state;
   atomic_int used;
@@ -101,6 +103,10 @@ struct tlm_runtime {
   int bg_started, bg_stop, bg_busy;
   struct tlm_bg_job *bg_head, *bg_tail;
   atomic_uint_fast64_t provisional, upgrades;
+  /* measured top-k (cfg.tune_k): shapes tuned by the background thread,
+   * of which given a faster kernel, and its time */
+  atomic_uint_fast64_t tunes, tune_improved;
+  _Atomic double tune_ms;
   /* constant weights (tlm_constant_add) and the B matrices packed ahead
    * from them (runtime/prepack.c), under exec_lock; the _pub copies are
    * for lock-free reads (statistics, the skip when nothing is declared) */
@@ -150,8 +156,12 @@ void tlm_log(const tlm_runtime *rt, tlm_log_level level, const char *fmt, ...)
 /* Runs a task: the cached plan and kernel (the hit path takes the map's
  * read lock only), or scheduled and compiled now with single flight. On
  * success *plan and *epoch tell the caller what ran, for tlm_engine_rerun. */
+/* *tune_out (when not NULL) is set to 1 when the caller should queue a
+ * tuning job for this shape (cfg.tune_k > 0, its plan is its own, not
+ * measured, and nobody queued one before): tlm_engine_tune_enqueue. */
 tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const void *args,
-                          tlm_plan **plan, uint64_t *epoch, char *err, int errcap);
+                          tlm_plan **plan_out, uint64_t *epoch_out, int *tune_out, char *err,
+                          int errcap);
 
 /* Runs `plan` again without any lookup, if nothing was evicted since
  * `epoch` (checked under the execution lock, which eviction holds).
@@ -211,6 +221,31 @@ tlm_status tlm_engine_kernel_variant(tlm_runtime *rt, const tlm_task *task,
                                      const tlm_schedule *sched, int static_m, tlm_kernel **out,
                                      char *err, int errcap);
 void tlm_engine_kernel_free(tlm_runtime *rt, tlm_kernel *k);
+
+/* Measured top-k (TLM_TUNE). Most candidates a tuning job times. */
+#define TLM_TUNE_MAX_K TLM_TUNE_MAX
+
+/* The candidates of a shape, `pick` (its current schedule) first: the
+ * model's next best (top-k beam decoding, when the model covers the
+ * task), then neighbours of the pick (one, then two decisions moved to an
+ * adjacent candidate) up to k distinct points of the space. Deterministic
+ * for a seed. Returns how many (>= 1). */
+int tlm_engine_tune_candidates(tlm_runtime *rt, const tlm_space *s, const tlm_schedule *pick,
+                               int k, uint64_t seed, tlm_schedule *out);
+
+/* Queues a tuning job for the shape of `task`: args (args_bytes, one of
+ * the kernel_abi.h structs) point into bufs[0..nbufs), private copies of
+ * the caller's operands (is_in: holds an input, restored before every run
+ * when also is_out; is_out: written by the kernel) that the job owns from
+ * here on, freeing them when it ends or is dropped. The background thread
+ * compiles the candidates, checks each against the current kernel's
+ * output, times them side by side only while no tlm_run executes a
+ * kernel, and keeps the fastest (by more than 2%) for the shape; the
+ * winner is stored in the disk cache as measured. tlm_destroy cancels it
+ * at its next step. Returns 0, or -1 (the caller still owns bufs). */
+int tlm_engine_tune_enqueue(tlm_runtime *rt, const tlm_task *task, const void *args,
+                            size_t args_bytes, void **bufs, const size_t *sizes,
+                            const int *is_in, const int *is_out, int nbufs);
 
 /* Sets the calling thread's last error for rt and returns st. */
 tlm_status tlm_set_error(const tlm_runtime *rt, tlm_status st, const char *msg);

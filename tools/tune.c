@@ -45,69 +45,13 @@ static void usage(void) {
           TUNE_MAX_K);
 }
 
-typedef struct neighbour_ctx {
-  const tlm_schedule *pick;
-  int change[2]; /* points to move (-1: none) */
-  int dir[2];    /* +1 / -1: to the next / previous candidate */
-} neighbour_ctx;
-
-/* keeps the pick's value where it is a candidate (the nearest one where it
- * is not); at a changed point takes the adjacent candidate */
-static int choose_neighbour(void *ctx, const tlm_space *s, int p, const int32_t *decided,
-                            const int32_t *cands, int n) {
-  (void)s, (void)decided;
-  const neighbour_ctx *c = ctx;
-  int32_t want = p < c->pick->n ? c->pick->v[p] : cands[0];
-  int at = 0;
-  for (int i = 1; i < n; i++)
-    if (llabs((long long)cands[i] - want) < llabs((long long)cands[at] - want)) at = i;
-  for (int j = 0; j < 2; j++)
-    if (c->change[j] == p && n > 1) {
-      int to = at + c->dir[j];
-      at = to < 0 ? 1 : to >= n ? n - 2 : to;
-    }
-  return at;
-}
-
-static int same(const tlm_schedule *a, const tlm_schedule *b) {
-  return a->n == b->n && !memcmp(a->v, b->v, sizeof a->v[0] * (size_t)a->n);
-}
-
-static int add_distinct(tlm_schedule *list, int n, const tlm_schedule *s) {
-  for (int i = 0; i < n; i++)
-    if (same(&list[i], s)) return n;
-  list[n] = *s;
-  return n + 1;
-}
-
-/* the K candidates of one task, the pick first; returns how many */
+/* the K candidates of one task, the pick first (tlm_engine_tune_candidates:
+ * the model's next best, then neighbours of the pick); returns how many */
 static int candidates(tlm_runtime *rt, const tlm_space *s, int k, uint64_t seed,
                       tlm_schedule *out) {
-  int n = 0;
   tlm_schedule pick;
   tlm_engine_schedule(rt, s, &pick);
-  out[n++] = pick;
-  if (rt->model && tlm_lm_covers_task(rt->model, &s->task) && k > 1) {
-    tlm_schedule top[TUNE_MAX_K];
-    int nt = tlm_lm_decode_topk(rt->model, s, k, top, NULL);
-    for (int i = 0; i < nt && n < k; i++)
-      if (tlm_space_accepts(s, &top[i])) n = add_distinct(out, n, &top[i]);
-  }
-  uint64_t rng = seed;
-  for (int attempt = 0; attempt < 400 && n < k && s->npoints > 0; attempt++) {
-    neighbour_ctx c = {&pick, {-1, -1}, {1, 1}};
-    int changes = 1 + (attempt >= 2 * s->npoints && (tlm_rng_next(&rng) & 1));
-    for (int j = 0; j < changes; j++) {
-      /* every single move first (both directions), then random pairs */
-      int idx = attempt < 2 * s->npoints ? attempt / 2 : (int)(tlm_rng_next(&rng) % (uint64_t)s->npoints);
-      c.change[j] = idx;
-      c.dir[j] = attempt < 2 * s->npoints ? (attempt % 2 ? -1 : 1) : (tlm_rng_next(&rng) & 1 ? 1 : -1);
-    }
-    tlm_schedule m;
-    tlm_space_walk(s, choose_neighbour, &c, &m);
-    if (tlm_space_accepts(s, &m)) n = add_distinct(out, n, &m);
-  }
-  return n;
+  return tlm_engine_tune_candidates(rt, s, &pick, k, seed, out);
 }
 
 int tlm_cmd_tune(int argc, char **argv) {
