@@ -30,8 +30,8 @@
  * fixed texts reach LLVM (it aborts on some malformed pipelines). */
 static const char *pipeline(const tlm_runtime *rt) {
   static const char *const texts[] = {
-      "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
-      "loop-mssa(licm),instcombine<no-verify-fixpoint>)",
+      ("function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
+       "loop-mssa(licm),instcombine<no-verify-fixpoint>)"),
       "default<O1>", "default<O2>", "default<O3>"};
   int p = rt->target.passes;
   return texts[p >= 0 && p < 4 ? p : 0];
