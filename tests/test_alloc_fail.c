@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fixtures.h"
 #include "lm/gpt2.h"
 #include "lm/model.h"
 #include "lm/vocab.h"
@@ -247,24 +248,8 @@ static long sweep(call *c, int step, int warm_disk) {
 }
 
 static void write_model(const char *path) {
-  static tlm_vocab v;
-  tlm_vocab_build(&v);
-  tlm_gpt2_config cfg = {v.n, TLM_LM_MAX_SEQ, 1, 2, 32};
-  tlm_gpt2 m;
   char err[256];
-  tlm_gpt2_init(&m, &cfg, 5);
-  m.isa_seen = ~0u;
-  m.rule_version = TLM_RULE_VERSION;
-  tlm_target host;
-  tlm_target_detect(&host);
-  for (int isa = TLM_ISA_SCALAR; isa <= host.host_isa; isa++) {
-    tlm_target tg = host;
-    int32_t words[TLM_LM_HW_WORDS];
-    if (tlm_target_restrict(&tg, isa) == 0)
-      tlm_lm_hw_add(&m.hw_seen, (tlm_lm_hw_words(&v, &tg, words), words));
-  }
-  CHECK(tlm_lm_quantize(&m, &v, 5, path, err, sizeof err) == TLM_OK, "%s", err);
-  tlm_gpt2_free(&m);
+  CHECK(fixture_write_model(path, 5, 1.0f, err, sizeof err) == 0, "%s", err);
 }
 
 static call g_calls[8];

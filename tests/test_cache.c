@@ -17,6 +17,7 @@
 #include "cache/disk.h"
 #include "cache/key.h"
 #include "check.h"
+#include "fixtures.h"
 #include "lm/model.h"
 #include "runtime/engine.h"
 #include "tools/problem.h"
@@ -250,38 +251,11 @@ static void *conc_worker(void *p) {
   return NULL;
 }
 
-static long rss_kib(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  long pages = 0, res = 0;
-  if (f) {
-    if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
-    fclose(f);
-  }
-  return res * (sysconf(_SC_PAGESIZE) / 1024);
-}
+static long rss_kib(void) { return fixture_rss_kib(); }
 
-/* writes a small random int8 model (1 layer, width 32) to path; weights
- * scaled by `scale` (large: strong, prompt-dependent preferences) */
 static void write_random_model(const char *path, uint64_t seed, float scale) {
-  static tlm_vocab v;
-  tlm_vocab_build(&v);
-  tlm_gpt2_config c = {v.n, TLM_LM_MAX_SEQ, 1, 2, 32};
-  tlm_gpt2 m;
   char err[256];
-  tlm_gpt2_init(&m, &c, seed);
-  for (size_t w = 0; w < m.nparams; w++) m.mem[w] *= scale;
-  m.isa_seen = ~0u; /* used on this host at any ISA it runs */
-  m.rule_version = TLM_RULE_VERSION;
-  tlm_target host;
-  tlm_target_detect(&host);
-  for (int isa = TLM_ISA_SCALAR; isa <= host.host_isa; isa++) {
-    tlm_target tg = host;
-    int32_t words[TLM_LM_HW_WORDS];
-    if (tlm_target_restrict(&tg, isa) == 0)
-      tlm_lm_hw_add(&m.hw_seen, (tlm_lm_hw_words(&v, &tg, words), words));
-  }
-  CHECK(tlm_lm_quantize(&m, &v, seed, path, err, sizeof err) == TLM_OK, "%s", err);
-  tlm_gpt2_free(&m);
+  CHECK(fixture_write_model(path, seed, scale, err, sizeof err) == 0, "%s", err);
 }
 
 /* conc_worker on 8 threads at once; returns their wrong results */

@@ -14,18 +14,11 @@
 
 #include "api/validate.h"
 #include "check.h"
+#include "fixtures.h"
 #include "runtime/engine.h"
 #include "tools/problem.h"
 
-static long rss_kib(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  long pages = 0, res = 0;
-  if (f) {
-    if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
-    fclose(f);
-  }
-  return res * (sysconf(_SC_PAGESIZE) / 1024);
-}
+static long rss_kib(void) { return fixture_rss_kib(); }
 
 int main(int argc, char **argv) {
   int total = argc > 1 ? atoi(argv[1]) : 3000;
