@@ -138,3 +138,15 @@ char *tlm_key_hex(const tlm_key *k, char *buf) {
            (unsigned long long)k->hash_lo);
   return buf;
 }
+
+int tlm_key_shape_task(const tlm_key *k, const tlm_target *target, uint64_t scheduler_id,
+                       tlm_task *task) {
+  tlm_key h;
+  header(&h, 1, target);
+  put(&h, &scheduler_id, sizeof scheduler_id);
+  if (k->len != h.len + sizeof *task || memcmp(k->bytes, h.bytes, h.len)) return -1;
+  memcpy(task, k->bytes + h.len, sizeof *task);
+  tlm_key again;
+  tlm_key_shape(&again, task, target, scheduler_id);
+  return again.len == k->len && !memcmp(again.bytes, k->bytes, k->len) ? 0 : -1;
+}

@@ -35,6 +35,14 @@ void tlm_key_schedule(tlm_key *k, const tlm_task *task, const tlm_target *target
 
 int tlm_key_equal(const tlm_key *a, const tlm_key *b);
 
+/* The task of a shape key made by tlm_key_shape with this target and
+ * scheduler (a key read back from a cache entry's metadata: bytes and len
+ * only). Returns 0 with *task, or -1 when the key is not such a key (other
+ * versions, target, scheduler, or not a shape key at all); verified by
+ * making the key again from the task and comparing every byte. */
+int tlm_key_shape_task(const tlm_key *k, const tlm_target *target, uint64_t scheduler_id,
+                       tlm_task *task);
+
 /* 32 lowercase hex digits of the hash into buf (>= 33 bytes). */
 char *tlm_key_hex(const tlm_key *k, char *buf);
 

@@ -426,6 +426,8 @@ static uint64_t scheduler_id(const tlm_runtime *rt) {
   return rt->model->checksum ^ (rt->cfg.disable_kernel_reuse ? 0x9e3779b97f4a7c15ull : 0);
 }
 
+uint64_t tlm_engine_scheduler_id(const tlm_runtime *rt) { return scheduler_id(rt); }
+
 int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out) {
   /* the tensor language (vocabulary v5) has words for every operator */
   int covered = rt->model && tlm_lm_covers_task(rt->model, &space->task);

@@ -222,6 +222,10 @@ tlm_status tlm_engine_kernel_variant(tlm_runtime *rt, const tlm_task *task,
                                      char *err, int errcap);
 void tlm_engine_kernel_free(tlm_runtime *rt, tlm_kernel *k);
 
+/* The scheduler's identity in shape keys: the model's checksum (with the
+ * kernel-reuse setting), 0 for the rule. */
+uint64_t tlm_engine_scheduler_id(const tlm_runtime *rt);
+
 /* Measured top-k (TLM_TUNE). Most candidates a tuning job times. */
 #define TLM_TUNE_MAX_K TLM_TUNE_MAX
 

@@ -23,6 +23,18 @@ grep -q 'new plan 7x33:33x129.*schedule([a-z]*, disk)' "$tmp/run" ||
 want=$(grep '"task": "7x33:33x129' "$tmp/t.json" | sed 's/.*"schedule": "\([^"]*\)".*/\1/')
 [ -n "$want" ] && grep -qF "schedule     $want" "$tmp/run" ||
   { cat "$tmp/run"; echo "run's schedule is not the tuned one ($want)"; exit 1; }
+# --from-cache: the user's own shapes (here a transposed-B matmul and a
+# convolution run by `tlm run`) are tuned from their cached plans, once
+export TLM_CACHE_DIR="$tmp/cache2"
+"$tlm" run 9x40:40x23 --threads 1 --min-time 0.01 > /dev/null
+"$tlm" run mb1ic5ih9oc7oh9kh3ph1 --threads 1 --min-time 0.01 > /dev/null
+"$tlm" tune --from-cache --k 3 --threads 1 --rounds 2 --json "$tmp/c.json" > "$tmp/out2"
+grep -q '"tasks_tuned": 2' "$tmp/c.json" || { cat "$tmp/out2"; echo "tune --from-cache: not 2 tasks"; exit 1; }
+n=$(grep -l '"measured":true' "$tmp/cache2/plans/"*.json | wc -l)
+[ "$n" -eq 2 ] || { echo "tune --from-cache: $n measured plans, want 2"; exit 1; }
+"$tlm" tune --from-cache --k 3 --threads 1 --rounds 2 > "$tmp/out3"
+grep -q "2 measured already" "$tmp/out3" || { cat "$tmp/out3"; echo "tune --from-cache tuned again"; exit 1; }
+export TLM_CACHE_DIR="$tmp/cache"
 set +e
 "$tlm" tune --k 0 "$tmp/shapes" > /dev/null 2>&1
 [ $? -eq 2 ] || { echo "tune --k 0: want exit 2"; exit 1; }

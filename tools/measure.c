@@ -156,3 +156,152 @@ int tlm_run_vs(tlm_runtime *rt, const tlm_task *task, const tlm_space *space,
   free(t[0]), free(t[1]), free(ratio);
   return 0;
 }
+
+/* ---- operands from a task --------------------------------------------------------------- */
+
+/* floats a tensor of `nd` dims reaches: 1 + sum (extent - 1) * stride;
+ * 0 on overflow */
+static size_t span_of(int nd, const int64_t *ext, const int64_t *stride) {
+  uint64_t off = 0;
+  for (int i = 0; i < nd; i++) {
+    if (ext[i] < 1 || stride[i] < 0) return 0;
+    uint64_t t;
+    if (__builtin_mul_overflow((uint64_t)(ext[i] - 1), (uint64_t)stride[i], &t) ||
+        __builtin_add_overflow(off, t, &off))
+      return 0;
+  }
+  return (size_t)off + 1;
+}
+
+static float *operand(tlm_task_operands *o, size_t n, uint64_t *rng, size_t *total,
+                      size_t max_bytes) {
+  if (n == 0 || o->nbuf >= 7) return NULL;
+  *total += n * sizeof(float);
+  if (*total > max_bytes) return NULL;
+  float *b = malloc(n * sizeof(float));
+  if (!b) return NULL;
+  for (size_t i = 0; i < n; i++) b[i] = (float)((tlm_rng_next(rng) >> 40) % 2001) / 1000.0f - 1.0f;
+  o->buf[o->nbuf] = b;
+  o->n[o->nbuf++] = n;
+  return b;
+}
+
+int tlm_task_operands_make(const tlm_task *task, uint64_t seed, size_t max_bytes,
+                           tlm_task_operands *o) {
+  memset(o, 0, sizeof *o);
+  uint64_t rng = seed;
+  size_t total = 0;
+  int ok = 1;
+#define NEED(ptr, n) ((ptr) = operand(o, (n), &rng, &total, max_bytes), ok &= (ptr) != NULL)
+  if (task->kind == TLM_OP_MATMUL) {
+    const tlm_matmul_task *t = &task->u.mm;
+    tlm_mm_args *a = &o->args.mm;
+    int64_t ea[6] = {t->batch[0], t->batch[1], t->batch[2], t->batch[3], t->M, t->K};
+    int64_t eb[6] = {t->batch[0], t->batch[1], t->batch[2], t->batch[3], t->K, t->N};
+    int64_t ec[6] = {t->batch[0], t->batch[1], t->batch[2], t->batch[3], t->M, t->N};
+    const float *cp;
+    NEED(cp, span_of(6, ea, t->sa));
+    a->a = cp;
+    NEED(cp, span_of(6, eb, t->sb));
+    a->b = cp;
+    if (t->has_bias) {
+      NEED(cp, span_of(1, &t->N, &t->sbias));
+      a->bias = cp;
+    }
+    if (t->has_residual) {
+      NEED(cp, span_of(6, ec, t->sr));
+      a->res = cp;
+    }
+    o->out = o->nbuf;
+    NEED(a->c, span_of(6, ec, t->sc));
+    a->M = t->M, a->N = t->N, a->K = t->K;
+    memcpy(a->sa, t->sa, sizeof a->sa);
+    memcpy(a->sb, t->sb, sizeof a->sb);
+    memcpy(a->sc, t->sc, sizeof a->sc);
+    memcpy(a->sr, t->sr, sizeof a->sr);
+    a->sbias = t->sbias;
+  } else if (tlm_task_is_row(task)) {
+    const tlm_row_task *t = &task->u.row;
+    tlm_row_args *a = &o->args.row;
+    int64_t e[2] = {t->rows, t->cols};
+    const float *cp;
+    NEED(cp, span_of(2, e, t->sx));
+    a->x = cp;
+    if (t->sg) {
+      NEED(cp, span_of(1, &t->cols, &t->sg));
+      a->gamma = cp;
+    }
+    if (t->sb) {
+      NEED(cp, span_of(1, &t->cols, &t->sb));
+      a->beta = cp;
+    }
+    if (task->kind == TLM_OP_ELTWISE && t->binary) {
+      NEED(cp, span_of(2, e, t->sz));
+      a->z = cp;
+    }
+    o->out = o->nbuf;
+    NEED(a->y, span_of(2, e, t->sy));
+    a->rows = t->rows, a->cols = t->cols, a->mrows = t->mrows;
+    memcpy(a->sx, t->sx, sizeof a->sx);
+    memcpy(a->sy, t->sy, sizeof a->sy);
+    memcpy(a->sz, t->sz, sizeof a->sz);
+    a->sg = t->sg, a->sb = t->sb;
+  } else if (task->kind == TLM_OP_POOL) {
+    const tlm_pool_task *t = &task->u.pool;
+    tlm_pool_args *a = &o->args.pool;
+    int64_t es[5] = {t->N, t->C, t->ID, t->IH, t->IW}, ed[5] = {t->N, t->C, t->OD, t->OH, t->OW};
+    const float *cp;
+    NEED(cp, span_of(5, es, t->ss));
+    a->src = cp;
+    o->out = o->nbuf;
+    NEED(a->dst, span_of(5, ed, t->sdst));
+    a->N = t->N, a->ID = t->ID, a->IH = t->IH, a->IW = t->IW;
+    a->OD = t->OD, a->OH = t->OH, a->OW = t->OW;
+    memcpy(a->ss, t->ss, sizeof a->ss);
+    memcpy(a->sd, t->sdst, sizeof a->sd);
+  } else if (task->kind == TLM_OP_CONV) {
+    const tlm_conv_task *t = &task->u.conv;
+    tlm_conv_args *a = &o->args.conv;
+    int64_t oc = (int64_t)t->G * t->OCg, ic = (int64_t)t->G * t->ICg;
+    int64_t es[5] = {t->N, ic, t->ID, t->IH, t->IW}, ed[5] = {t->N, oc, t->OD, t->OH, t->OW};
+    int64_t ew[5] = {oc, t->ICg, t->KD, t->KH, t->KW};
+    const float *cp;
+    NEED(cp, span_of(5, es, t->ss));
+    a->src = cp;
+    NEED(cp, span_of(5, ew, t->sw_));
+    a->wei = cp;
+    if (t->has_bias) {
+      NEED(cp, span_of(1, &oc, &t->sbias));
+      a->bias = cp;
+    }
+    if (t->has_ss) {
+      NEED(cp, span_of(1, &oc, &t->sscale));
+      a->scale = cp;
+      NEED(cp, span_of(1, &oc, &t->sshift));
+      a->shift = cp;
+    }
+    if (t->has_residual) {
+      NEED(cp, span_of(5, ed, t->sr));
+      a->res = cp;
+    }
+    o->out = o->nbuf;
+    NEED(a->dst, span_of(5, ed, t->sdst));
+    a->N = t->N, a->ID = t->ID, a->IH = t->IH, a->IW = t->IW;
+    a->OD = t->OD, a->OH = t->OH, a->OW = t->OW;
+    memcpy(a->ss, t->ss, sizeof a->ss);
+    memcpy(a->sw, t->sw_, sizeof a->sw);
+    memcpy(a->sd, t->sdst, sizeof a->sd);
+    memcpy(a->sr, t->sr, sizeof a->sr);
+    a->sbias = t->sbias, a->sscale = t->sscale, a->sshift = t->sshift;
+  } else {
+    ok = 0;
+  }
+#undef NEED
+  if (!ok) tlm_task_operands_free(o);
+  return ok ? 0 : -1;
+}
+
+void tlm_task_operands_free(tlm_task_operands *o) {
+  for (int i = 0; i < o->nbuf; i++) free(o->buf[i]);
+  memset(o, 0, sizeof *o);
+}

@@ -52,4 +52,26 @@ tlm_status tlm_run_pick_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_
 int tlm_run_vs(tlm_runtime *rt, const tlm_task *task, const tlm_space *space, const void *args,
                const tlm_schedule *sa, const tlm_kernel *ka, const char *vs_text, double min_time);
 
+/* Operands for a task alone (a task read back from a cache key: no
+ * tensors, only its extents and strides): one buffer per operand spanning
+ * what the task's strides reach, filled with values in [-1, 1) from
+ * `seed`, and the kernel arguments pointing into them. *args points into
+ * *o (one of the kernel_abi.h structs, by family). Returns 0, or -1 (out
+ * of memory, or more than max_bytes in all). */
+typedef struct tlm_task_operands {
+  union {
+    tlm_mm_args mm;
+    tlm_row_args row;
+    tlm_conv_args conv;
+    tlm_pool_args pool;
+  } args;
+  float *buf[7];
+  size_t n[7];   /* floats in buf[i] */
+  int out;       /* index of the output buffer */
+  int nbuf;
+} tlm_task_operands;
+int tlm_task_operands_make(const tlm_task *task, uint64_t seed, size_t max_bytes,
+                           tlm_task_operands *o);
+void tlm_task_operands_free(tlm_task_operands *o);
+
 #endif

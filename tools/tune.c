@@ -13,6 +13,8 @@
  * faster (timing noise must not replace it). */
 #include "tools/tune.h"
 
+#include <cjson/cJSON.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #include <time.h>
 
 #include "cache/disk.h"
+#include "cache/key.h"
 #include "lm/model.h"
 #include "tools/measure.h"
 #include "runtime/engine.h"
@@ -32,7 +35,8 @@ static double now_ms(void) { return tlm_now_ns() * 1e-6; }
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: tlm tune [--k K] [--threads T] [--rounds R] [--dry-run] [--json F] FILE...\n"
+          "usage: tlm tune [--k K] [--threads T] [--rounds R] [--dry-run] [--json F]\n"
+          "                [--from-cache] [FILE...]\n"
           "  Measured tuning of every shape of benchdnn matmul or convolution files\n"
           "  (convolutions as NHWC with bias and ReLU, minibatch 1; shapes at their\n"
           "  own extents): K candidates a task (default 10, at most %d: the pick of\n"
@@ -41,21 +45,207 @@ static void usage(void) {
           "  T threads (default: TLM_NUM_THREADS or all CPUs, as tlm_run). The\n"
           "  fastest goes into the disk cache (TLM_CACHE_DIR) as the task's measured\n"
           "  plan, with its kernel: later runs with this model and target use it.\n"
+          "  --from-cache: also every shape the disk cache holds a plan for (the\n"
+          "  user's own shapes, at their own strides; plans of this target, versions\n"
+          "  and scheduler not measured yet), with the cached plan as the pick and\n"
+          "  the candidates checked against its output on random operands.\n"
           "  --dry-run measures and reports without storing.\n",
           TUNE_MAX_K);
 }
 
-/* the K candidates of one task, the pick first (tlm_engine_tune_candidates:
- * the model's next best, then neighbours of the pick); returns how many */
-static int candidates(tlm_runtime *rt, const tlm_space *s, int k, uint64_t seed,
-                      tlm_schedule *out) {
-  tlm_schedule pick;
-  tlm_engine_schedule(rt, s, &pick);
-  return tlm_engine_tune_candidates(rt, s, &pick, k, seed, out);
+/* What a task's candidates are checked against: the reference of a
+ * benchdnn problem, or (a task read from the cache, no tensors) the
+ * pick's own output on the same operands. */
+typedef struct tune_check {
+  tlm_spec_problem *p;     /* reference check, or NULL */
+  tlm_task_operands *o;    /* differential check against ref */
+  float *ref;
+} tune_check;
+
+/* 1 when the output of the candidate just run is right; i: its index (0:
+ * the pick, whose output becomes the reference of the differential check) */
+static int check_output(tune_check *c, int i) {
+  if (c->p) {
+    double e = tlm_spec_problem_check(c->p, 32, 7);
+    return e >= 0 && e <= tlm_spec_problem_tolerance(c->p);
+  }
+  const float *out = c->o->buf[c->o->out];
+  size_t n = c->o->n[c->o->out];
+  if (i == 0) {
+    memcpy(c->ref, out, n * sizeof(float));
+    return 1;
+  }
+  float big = 0;
+  for (size_t e = 0; e < n; e++)
+    if (fabsf(c->ref[e]) > big) big = fabsf(c->ref[e]);
+  for (size_t e = 0; e < n; e++)
+    if (!(fabsf(out[e] - c->ref[e]) <= 1e-3f * (big + 1e-30f)) &&
+        !(isnan(out[e]) && isnan(c->ref[e])))
+      return 0;
+  return 1;
+}
+
+typedef struct tune_totals {
+  double logsum, tune_total;
+  int counted, improved, failed, wrong, first;
+} tune_totals;
+
+/* Tunes one task in a runtime of its own (its kernels live until the task
+ * is done): K candidates from `pick` (NULL: what tlm_run would pick),
+ * checked, timed side by side, the fastest stored unless dry. */
+static void tune_task(const tlm_config *cfg, int k, int rounds, int dry, FILE *jf,
+                      const char *text, const tlm_task *task, const void *args, tune_check *chk,
+                      const tlm_schedule *pick, uint64_t seed, tune_totals *tt) {
+  double t0 = now_ms();
+  char err[512];
+  tlm_runtime *trt = NULL;
+  if (tlm_create(cfg, &trt) != TLM_OK) {
+    fprintf(stderr, "tlm tune: %s\n", tlm_last_error(NULL));
+    tt->failed++;
+    return;
+  }
+  tlm_space s;
+  if (tlm_space_init(&s, task, &trt->target) || (pick && !tlm_space_accepts(&s, pick))) {
+    tlm_destroy(trt);
+    tt->failed++;
+    return;
+  }
+  tlm_schedule p0, cand[TUNE_MAX_K];
+  if (pick) p0 = *pick;
+  else tlm_engine_schedule(trt, &s, &p0);
+  int nc = tlm_engine_tune_candidates(trt, &s, &p0, k, seed, cand);
+  const tlm_kernel *kern[TUNE_MAX_K];
+  int idx[TUNE_MAX_K], nk = 0;
+  for (int i = 0; i < nc; i++) {
+    tlm_kernel *kk;
+    if (tlm_engine_kernel(trt, task, &cand[i], &kk, err, sizeof err) ||
+        tlm_engine_exec(trt, kk, task, args, err, sizeof err))
+      continue;
+    if (!check_output(chk, i)) {
+      tt->wrong += i > 0 || chk->p; /* never kept; a bug to report, counted in the summary */
+      if (i == 0) break;
+      continue;
+    }
+    kern[nk] = kk;
+    idx[nk++] = i;
+  }
+  if (nk == 0 || idx[0] != 0) {
+    fprintf(stderr, "tlm tune: %s: the pick did not compile or run correctly: skipped\n", text);
+    tlm_destroy(trt);
+    tt->failed++;
+    return;
+  }
+  tlm_timing tm[TUNE_MAX_K];
+  tlm_time_side_by_side(trt, kern, nk, task, args, rounds, 4.0, tm);
+  int best = 0;
+  for (int j = 1; j < nk; j++)
+    if (tm[j].median_ns < tm[best].median_ns) best = j;
+  if (tm[best].median_ns > 0.98 * tm[0].median_ns) best = 0; /* within noise: keep the pick */
+  double tune_ms = now_ms() - t0;
+  int stored = 0;
+  if (!dry) {
+    tlm_status st = tlm_engine_store_measured_plan(trt, task, &cand[idx[best]],
+                                                   tm[best].median_ns, err, sizeof err);
+    if (st != TLM_OK) fprintf(stderr, "tlm tune: %s: %s\n", text, err);
+    stored = st == TLM_OK;
+  }
+  double speedup = tm[0].median_ns / tm[best].median_ns;
+  tt->logsum += log(speedup);
+  tt->tune_total += tune_ms;
+  tt->counted++;
+  tt->improved += best != 0;
+  printf("%-58.58s %6d %10.2f %10.2f %7.3f %9.0f\n", text, nk, tm[0].median_ns * 1e-3,
+         tm[best].median_ns * 1e-3, speedup, tune_ms);
+  if (jf) {
+    char ss[512];
+    tlm_schedule_str(&s, &cand[idx[best]], ss, sizeof ss);
+    fprintf(jf,
+            "%s\n  {\"task\": \"%s\", \"candidates\": %d, \"pick_ns\": %.1f, \"tuned_ns\": %.1f, "
+            "\"speedup\": %.4f, \"changed\": %s, \"stored\": %s, \"tune_ms\": %.1f, "
+            "\"schedule\": \"%s\"}",
+            tt->first ? "" : ",", text, nk, tm[0].median_ns, tm[best].median_ns, speedup,
+            best ? "true" : "false", stored ? "true" : "false", tune_ms, ss);
+    tt->first = 0;
+  }
+  tlm_destroy(trt);
+}
+
+/* --from-cache: every plan in the disk cache made for this runtime's
+ * target and scheduler (the task is in its key) and not measured yet */
+static void tune_from_cache(tlm_runtime *rt, const tlm_config *cfg, int k, int rounds, int dry,
+                            FILE *jf, tune_totals *tt) {
+  char dir[3200];
+  snprintf(dir, sizeof dir, "%s/plans", tlm_disk_dir(rt->disk));
+  DIR *dp = opendir(dir);
+  struct dirent *e;
+  int seen = 0, other = 0, measured = 0;
+  while (dp && (e = readdir(dp))) {
+    if (tlm_disk_entry_name(e->d_name) != TLM_DISK_NAME_META) continue;
+    char path[3500];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    FILE *f = fopen(path, "rb");
+    char *text = f ? calloc(1, 1 << 16) : NULL;
+    if (text) fread(text, 1, (1 << 16) - 1, f);
+    if (f) fclose(f);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *kh = cJSON_GetObjectItem(j, "key");
+    tlm_key key;
+    memset(&key, 0, sizeof key);
+    size_t hl = cJSON_IsString(kh) ? strlen(kh->valuestring) : 0;
+    int ok = hl > 0 && hl % 2 == 0 && hl / 2 <= TLM_KEY_MAX;
+    for (size_t i = 0; ok && i < hl / 2; i++) {
+      unsigned v;
+      ok = sscanf(kh->valuestring + 2 * i, "%2x", &v) == 1;
+      key.bytes[i] = (uint8_t)v;
+    }
+    key.len = (uint32_t)(hl / 2);
+    tlm_task task;
+    tlm_schedule pick;
+    int is_measured = 0;
+    seen++;
+    if (!ok || tlm_key_shape_task(&key, &rt->target, tlm_engine_scheduler_id(rt), &task)) {
+      other++; /* another target, version or scheduler: not this runtime's */
+      cJSON_Delete(j);
+      continue;
+    }
+    const cJSON *dec = cJSON_GetObjectItem(j, "decisions");
+    const cJSON *pr = cJSON_GetObjectItem(j, "problem");
+    is_measured = cJSON_IsTrue(cJSON_GetObjectItem(j, "measured"));
+    memset(&pick, 0, sizeof pick);
+    for (const cJSON *x = cJSON_IsArray(dec) ? dec->child : NULL; x && pick.n < TLM_MAX_POINTS;
+         x = x->next)
+      pick.v[pick.n++] = (int32_t)x->valuedouble;
+    char ptext[160];
+    snprintf(ptext, sizeof ptext, "%s", cJSON_IsString(pr) ? pr->valuestring : "?");
+    cJSON_Delete(j);
+    if (is_measured) {
+      measured++;
+      continue;
+    }
+    tlm_task_operands o;
+    if (tlm_task_operands_make(&task, 0x74756e65ull ^ (uint64_t)seen, (size_t)1 << 30, &o)) {
+      fprintf(stderr, "tlm tune: %s: operands too large or out of memory: skipped\n", ptext);
+      tt->failed++;
+      continue;
+    }
+    tune_check chk = {NULL, &o, malloc(o.n[o.out] * sizeof(float))};
+    if (chk.ref)
+      tune_task(cfg, k, rounds, dry, jf, ptext, &task, &o.args, &chk, &pick,
+                0x74756e65ull ^ (uint64_t)seen, tt);
+    else
+      tt->failed++;
+    free(chk.ref);
+    tlm_task_operands_free(&o);
+  }
+  if (dp) closedir(dp);
+  printf("tlm tune: %d plans in %s: %d of another target, version or scheduler, %d measured "
+         "already\n",
+         seen, dir, other, measured);
 }
 
 int tlm_cmd_tune(int argc, char **argv) {
-  int k = 10, threads = 0, rounds = 5, dry = 0, nfiles = 0;
+  int k = 10, threads = 0, rounds = 5, dry = 0, nfiles = 0, from_cache = 0;
   const char *json = NULL;
   const char **files = calloc((size_t)(argc > 0 ? argc : 1), sizeof *files);
   if (!files) return 1;
@@ -66,13 +256,14 @@ int tlm_cmd_tune(int argc, char **argv) {
     else if (!strcmp(a, "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
     else if (!strcmp(a, "--json") && i + 1 < argc) json = argv[++i];
     else if (!strcmp(a, "--dry-run")) dry = 1;
+    else if (!strcmp(a, "--from-cache")) from_cache = 1;
     else if (a[0] == '-') {
       usage();
       free(files);
       return 2;
     } else files[nfiles++] = a;
   }
-  if (nfiles == 0 || k < 1 || k > TUNE_MAX_K || threads < 0 || rounds < 1 ||
+  if ((nfiles == 0 && !from_cache) || k < 1 || k > TUNE_MAX_K || threads < 0 || rounds < 1 ||
       rounds > TLM_SIDE_ROUNDS) {
     usage();
     free(files);
@@ -85,6 +276,12 @@ int tlm_cmd_tune(int argc, char **argv) {
   tlm_runtime *rt = NULL;
   if (tlm_create(&cfg, &rt) != TLM_OK) {
     fprintf(stderr, "tlm tune: %s\n", tlm_last_error(NULL));
+    free(files);
+    return 1;
+  }
+  if (from_cache && !rt->disk) {
+    fprintf(stderr, "tlm tune: --from-cache needs a disk cache (TLM_CACHE_DIR)\n");
+    tlm_destroy(rt);
     free(files);
     return 1;
   }
@@ -110,8 +307,10 @@ int tlm_cmd_tune(int argc, char **argv) {
   if (jf)
     fprintf(jf, "{\"k\": %d, \"threads\": %d, \"rounds\": %d, \"scheduler\": \"%s\", \"stored\": %s, \"tasks\": [",
             k, rt->nthreads, rounds, rt->model ? "model" : "rule", dry ? "false" : "true");
-  double logsum = 0, tune_total = 0;
-  int counted = 0, improved = 0, failed = 0, wrong = 0, first = 1;
+  tune_totals tt;
+  memset(&tt, 0, sizeof tt);
+  tt.first = 1;
+  if (from_cache) tune_from_cache(rt, &cfg, k, rounds, dry, jf, &tt);
   tlm_tasks_set_exact(1);
   for (int f = 0; f < nfiles; f++) {
     tlm_task_spec *specs = NULL;
@@ -119,106 +318,37 @@ int tlm_cmd_tune(int argc, char **argv) {
     int n = tlm_tasks_from_file(files[f], &specs, err, sizeof err);
     if (n < 0) {
       fprintf(stderr, "tlm tune: %s\n", err);
-      failed++;
+      tt.failed++;
       continue;
     }
     for (int t = 0; t < n; t++) {
-      double t0 = now_ms();
-      /* a runtime per task: its kernels live until the task is done */
-      tlm_runtime *trt = NULL;
-      if (tlm_create(&cfg, &trt) != TLM_OK) {
-        fprintf(stderr, "tlm tune: %s\n", tlm_last_error(NULL));
-        failed++;
-        continue;
-      }
       tlm_spec_problem p;
       if (tlm_spec_problem_make(&specs[t], 3, &p)) {
         fprintf(stderr, "tlm tune: %s: cannot build (too large or out of memory)\n", specs[t].text);
-        failed++;
-        tlm_destroy(trt);
+        tt.failed++;
         continue;
       }
-      tlm_space s;
-      if (tlm_space_init(&s, &p.task, &trt->target)) {
-        tlm_spec_problem_free(&p);
-        tlm_destroy(trt);
-        failed++;
-        continue;
-      }
-      tlm_schedule cand[TUNE_MAX_K];
-      int nc = candidates(trt, &s, k, 0x74756e65ull ^ (uint64_t)t, cand);
-      const tlm_kernel *kern[TUNE_MAX_K];
-      int idx[TUNE_MAX_K], nk = 0;
-      for (int i = 0; i < nc; i++) {
-        tlm_kernel *kk;
-        if (tlm_engine_kernel(trt, &p.task, &cand[i], &kk, err, sizeof err) ||
-            tlm_engine_exec(trt, kk, &p.task, p.args, err, sizeof err))
-          continue;
-        double e = tlm_spec_problem_check(&p, 32, 7);
-        if (!(e >= 0 && e <= tlm_spec_problem_tolerance(&p))) {
-          wrong++; /* never kept; a bug to report, counted in the summary */
-          continue;
-        }
-        kern[nk] = kk;
-        idx[nk++] = i;
-      }
-      if (nk == 0 || idx[0] != 0) {
-        fprintf(stderr, "tlm tune: %s: the pick did not compile or run correctly: skipped\n",
-                specs[t].text);
-        tlm_spec_problem_free(&p);
-        tlm_destroy(trt);
-        failed++;
-        continue;
-      }
-      tlm_timing tm[TUNE_MAX_K];
-      tlm_time_side_by_side(trt, kern, nk, &p.task, p.args, rounds, 4.0, tm);
-      int best = 0;
-      for (int j = 1; j < nk; j++)
-        if (tm[j].median_ns < tm[best].median_ns) best = j;
-      if (tm[best].median_ns > 0.98 * tm[0].median_ns) best = 0; /* within noise: keep the pick */
-      double tune_ms = now_ms() - t0;
-      int stored = 0;
-      if (!dry) {
-        tlm_status st = tlm_engine_store_measured_plan(trt, &p.task, &cand[idx[best]],
-                                                       tm[best].median_ns, err, sizeof err);
-        if (st != TLM_OK) fprintf(stderr, "tlm tune: %s: %s\n", specs[t].text, err);
-        stored = st == TLM_OK;
-      }
-      double speedup = tm[0].median_ns / tm[best].median_ns;
-      logsum += log(speedup);
-      tune_total += tune_ms;
-      counted++;
-      improved += best != 0;
-      printf("%-58.58s %6d %10.2f %10.2f %7.3f %9.0f\n", specs[t].text, nk, tm[0].median_ns * 1e-3,
-             tm[best].median_ns * 1e-3, speedup, tune_ms);
-      if (jf) {
-        char ss[512];
-        tlm_schedule_str(&s, &cand[idx[best]], ss, sizeof ss);
-        fprintf(jf,
-                "%s\n  {\"task\": \"%s\", \"candidates\": %d, \"pick_ns\": %.1f, \"tuned_ns\": %.1f, "
-                "\"speedup\": %.4f, \"changed\": %s, \"stored\": %s, \"tune_ms\": %.1f, "
-                "\"schedule\": \"%s\"}",
-                first ? "" : ",", specs[t].text, nk, tm[0].median_ns, tm[best].median_ns, speedup,
-                best ? "true" : "false", stored ? "true" : "false", tune_ms, ss);
-        first = 0;
-      }
+      tune_check chk = {&p, NULL, NULL};
+      tune_task(&cfg, k, rounds, dry, jf, specs[t].text, &p.task, p.args, &chk, NULL,
+                0x74756e65ull ^ (uint64_t)t, &tt);
       tlm_spec_problem_free(&p);
-      tlm_destroy(trt);
     }
     free(specs);
   }
-  double gm = counted ? exp(logsum / counted) : 1.0;
+  double gm = tt.counted ? exp(tt.logsum / tt.counted) : 1.0;
   printf("tuned %d tasks: geometric-mean speedup over the pick %.3fx, %d changed, %.0f ms a task; "
          "%d skipped, %d wrong candidates dropped\n",
-         counted, gm, improved, counted ? tune_total / counted : 0.0, failed, wrong);
+         tt.counted, gm, tt.improved, tt.counted ? tt.tune_total / tt.counted : 0.0, tt.failed,
+         tt.wrong);
   if (jf) {
     fprintf(jf,
             "\n], \"tasks_tuned\": %d, \"geomean_speedup\": %.4f, \"changed\": %d, "
             "\"tune_ms_mean\": %.1f, \"skipped\": %d, \"wrong_dropped\": %d}\n",
-            counted, gm, improved, counted ? tune_total / counted : 0.0, failed, wrong);
+            tt.counted, gm, tt.improved, tt.counted ? tt.tune_total / tt.counted : 0.0, tt.failed,
+         tt.wrong);
     fclose(jf);
   }
   tlm_destroy(rt);
   free(files);
-  return failed || wrong ? 1 : 0;
+  return tt.failed || tt.wrong ? 1 : 0;
 }
