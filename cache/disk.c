@@ -423,7 +423,7 @@ static int list_dir(const char *dir, file_info **out, const atomic_int *stop) {
   while ((e = readdir(dp)) && !(stop && atomic_load(stop))) {
     int kind = tlm_disk_entry_name(e->d_name);
     if (!kind) continue;
-    char path[3400];
+    char path[3200 + 2 + sizeof e->d_name]; /* the folder (< 3200) and a name */
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     struct stat st;
     if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) continue;

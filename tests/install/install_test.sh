@@ -47,4 +47,27 @@ fi
 cmake -S "$src" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/cm" >/dev/null
 LD_LIBRARY_PATH="$libdir/.." "$tmp/cm/embed_cmake"
-echo "install_test: 5 passed, 0 failed"
+# the source tree moved away: a copy of the sources is configured, built
+# (the installed targets only) and installed, then the copy and its build
+# are deleted; a program built with pkg-config against that prefix runs
+# and loads the installed model, which nothing else could provide now
+root=$(cd "$src/../.." && pwd)
+mkdir "$tmp/src2"
+for f in CMakeLists.txt api runtime jit cache lm tools samples tests fuzz cmake models; do
+  cp -R "$root/$f" "$tmp/src2/"
+done
+cmake -S "$tmp/src2" -B "$tmp/b2" -DCMAKE_BUILD_TYPE=Release -DTLM_BUILD_BENCH=OFF \
+  -DCMAKE_INSTALL_PREFIX="$tmp/p2" >/dev/null
+cmake --build "$tmp/b2" -j2 --target tlm tlm_static tlm_cli >/dev/null
+cmake --install "$tmp/b2" >/dev/null
+rm -rf "$tmp/src2" "$tmp/b2"
+lib2=$(find "$tmp/p2" -name tlm.pc -path '*pkgconfig*' -exec dirname {} \; | head -n 1)
+cc -std=c11 -Wall -Werror "$src/embed.c" -o "$tmp/embed_p2" \
+  $(PKG_CONFIG_PATH="$lib2" pkg-config --cflags --libs tlm)
+TLM_VERBOSE=3 "$tmp/embed_p2" 2>"$tmp/log"
+if ! grep -q "model $tmp/p2/.*tlm/models/" "$tmp/log"; then
+  echo "install_test: with the source tree gone, the installed model was not loaded:" >&2
+  cat "$tmp/log" >&2
+  exit 1
+fi
+echo "install_test: 6 passed, 0 failed"
