@@ -547,16 +547,9 @@ static void remember_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in
 
 /* ---- measured top-k: private copies of a call's operands ------------------------------ */
 
-typedef union any_args {
-  tlm_mm_args mm;
-  tlm_row_args row;
-  tlm_conv_args conv;
-  tlm_pool_args pool;
-} any_args;
-
 /* the API-boundary checks of any family (the task and the kernel's args) */
 static tlm_status validate_any(const tlm_op *op, const tlm_tensor *in, int n_in,
-                               const tlm_tensor *out, tlm_task *task, any_args *a, char *err,
+                               const tlm_tensor *out, tlm_task *task, tlm_any_args *a, char *err,
                                int errcap) {
   switch (op->kind) {
   case TLM_OP_MATMUL: return tlm_validate_matmul(op, in, n_in, out, 1, task, &a->mm, err, errcap);
@@ -614,7 +607,7 @@ static void tune_request(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in
     t[i].data = bufs[of[i]];
   }
   tlm_task t2;
-  any_args a;
+  tlm_any_args a;
   char err[TLM_ERRMSG];
   if (validate_any(op, t, n_in, &t[n_in], &t2, &a, err, sizeof err) != TLM_OK) goto drop;
   if (t2.kind == TLM_OP_MATMUL) t2.u.mm.b_const = task->u.mm.b_const;

@@ -162,12 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[512];
   err[0] = 0;
   tlm_status st;
-  union {
-    tlm_mm_args mm;
-    tlm_row_args row;
-    tlm_conv_args conv;
-    tlm_pool_args pool;
-  } args;
+  tlm_any_args args;
   switch (op.kind) {
   case TLM_OP_MATMUL:
     st = tlm_validate_matmul(&op, in, n_in, out, n_out, &task, &args.mm, err, sizeof err);

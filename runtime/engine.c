@@ -527,13 +527,7 @@ typedef struct tlm_bg_job {
   tlm_task task;
   tlm_key key; /* the shape's plan key */
   int tune;    /* 0: build the shape's own kernel (async); 1: measured top-k */
-  /* tuning: kernel arguments into private copies of the operands */
-  union {
-    tlm_mm_args mm;
-    tlm_row_args row;
-    tlm_conv_args conv;
-    tlm_pool_args pool;
-  } args;
+  tlm_any_args args; /* tuning: into private copies of the operands */
   int nbufs;
   void *bufs[TUNE_MAX_BUFS];
   size_t sizes[TUNE_MAX_BUFS];

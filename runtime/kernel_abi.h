@@ -75,4 +75,13 @@ typedef struct tlm_pool_args {
 typedef void (*tlm_pool_kernel_fn)(const tlm_pool_args *args, int64_t begin, int64_t end,
                                    float *scratch);
 
+/* The arguments of any family's kernel, by the task's kind (tuning jobs,
+ * operands synthesized from a task, fuzzing). */
+typedef union tlm_any_args {
+  tlm_mm_args mm;
+  tlm_row_args row;
+  tlm_conv_args conv;
+  tlm_pool_args pool;
+} tlm_any_args;
+
 #endif

@@ -59,12 +59,7 @@ int tlm_run_vs(tlm_runtime *rt, const tlm_task *task, const tlm_space *space, co
  * *o (one of the kernel_abi.h structs, by family). Returns 0, or -1 (out
  * of memory, or more than max_bytes in all). */
 typedef struct tlm_task_operands {
-  union {
-    tlm_mm_args mm;
-    tlm_row_args row;
-    tlm_conv_args conv;
-    tlm_pool_args pool;
-  } args;
+  tlm_any_args args;
   float *buf[7];
   size_t n[7];   /* floats in buf[i] */
   int out;       /* index of the output buffer */
