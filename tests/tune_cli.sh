@@ -34,6 +34,10 @@ n=$(grep -l '"measured":true' "$tmp/cache2/plans/"*.json | wc -l)
 [ "$n" -eq 2 ] || { echo "tune --from-cache: $n measured plans, want 2"; exit 1; }
 "$tlm" tune --from-cache --k 3 --threads 1 --rounds 2 > "$tmp/out3"
 grep -q "2 measured already" "$tmp/out3" || { cat "$tmp/out3"; echo "tune --from-cache tuned again"; exit 1; }
+# plans of another target (here: another thread count, part of every key)
+# are never taken for this runtime's
+"$tlm" tune --from-cache --k 3 --threads 2 --rounds 2 --dry-run > "$tmp/out4"
+grep -q "2 of another target" "$tmp/out4" || { cat "$tmp/out4"; echo "tune --from-cache took another target's plans"; exit 1; }
 export TLM_CACHE_DIR="$tmp/cache"
 set +e
 "$tlm" tune --k 0 "$tmp/shapes" > /dev/null 2>&1
