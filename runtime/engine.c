@@ -1083,6 +1083,16 @@ int tlm_engine_tune_enqueue(tlm_runtime *rt, const tlm_task *task, const void *a
   return 0;
 }
 
+int tlm_engine_outputs_agree(const float *out, const float *ref, size_t n) {
+  float big = 0;
+  for (size_t e = 0; e < n; e++)
+    if (fabsf(ref[e]) > big) big = fabsf(ref[e]);
+  for (size_t e = 0; e < n; e++)
+    if (!(fabsf(out[e] - ref[e]) <= 1e-3f * (big + 1e-30f)) && !(isnan(out[e]) && isnan(ref[e])))
+      return 0;
+  return 1;
+}
+
 static int bg_stopping(tlm_runtime *rt) {
   pthread_mutex_lock(&rt->bg_mu);
   int s = rt->bg_stop;
@@ -1207,15 +1217,7 @@ static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
       continue;
     }
     /* the same answer as the pick's, up to rounding in another order */
-    float big = 0;
-    for (size_t e = 0; e < out_n; e++)
-      if (fabsf(ref[e]) > big) big = fabsf(ref[e]);
-    int same = st == TLM_OK;
-    for (size_t e = 0; same && e < out_n; e++) {
-      float d = fabsf(outp[e] - ref[e]);
-      same = d <= 1e-3f * (big + 1e-30f) || (isnan(outp[e]) && isnan(ref[e]));
-    }
-    if (!same) {
+    if (st != TLM_OK || !tlm_engine_outputs_agree(outp, ref, out_n)) {
       tlm_log(rt, TLM_LOG_WARN, "tuning: candidate %d's output differs from the pick's: dropped",
               i);
       tlm_engine_kernel_free(rt, kk);

@@ -237,6 +237,12 @@ uint64_t tlm_engine_scheduler_id(const tlm_runtime *rt);
 int tlm_engine_tune_candidates(tlm_runtime *rt, const tlm_space *s, const tlm_schedule *pick,
                                int k, uint64_t seed, tlm_schedule *out);
 
+/* 1 when a candidate kernel's output (n floats) is the reference's up to
+ * rounding in another order: every element within 1e-3 of the
+ * reference's largest magnitude (NaN where the reference has NaN). The
+ * check of TLM_TUNE's candidates and of `tlm tune --from-cache`'s. */
+int tlm_engine_outputs_agree(const float *out, const float *ref, size_t n);
+
 /* Queues a tuning job for the shape of `task`: args (args_bytes, one of
  * the kernel_abi.h structs) point into bufs[0..nbufs), private copies of
  * the caller's operands (is_in: holds an input, restored before every run
