@@ -591,8 +591,8 @@ static void emit_block(conv_cg *cc, LLVMValueRef cb, LLVMValueRef wb) {
   cc->w_end = smin(g, add(g, ws, c64(g, cc->wblk)), cc->wext);
   LLVMValueRef c_end = cc->c_end, w_end = cc->w_end;
   loop Lc, Lw;
-  LLVMValueRef c0 = loop_begin(g, &Lc, cs, c_end, c64(g, cc->c_t));
-  LLVMValueRef w0 = loop_begin(g, &Lw, ws, w_end, c64(g, cc->w_t));
+  LLVMValueRef c0 = loop_begin_outer(g, &Lc, cs, c_end, c64(g, cc->c_t));
+  LLVMValueRef w0 = loop_begin_outer(g, &Lw, ws, w_end, c64(g, cc->w_t));
   cc->c0 = c0, cc->w0 = w0, cc->c_end = c_end, cc->w_end = w_end;
   emit_tile(cc);
   loop_end(g, &Lw);
@@ -694,7 +694,7 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
   int64_t ncb = (cc.c_ext + cc.cblk - 1) / cc.cblk;
   LLVMValueRef nwb = LLVMBuildSDiv(g->b, add(g, cc.wext, c64(g, cc.wblk - 1)), c64(g, cc.wblk), "");
   loop Li;
-  LLVMValueRef i = loop_begin(g, &Li, begin, end, c64(g, 1));
+  LLVMValueRef i = loop_begin_outer(g, &Li, begin, end, c64(g, 1));
   /* iteration i: nothing split (0), a (row, w block) (1), or a (C block,
    * row, w block), C-block major so neighbouring iterations share weights
    * (2); see tlm_conv_parallel_count */
@@ -717,7 +717,7 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
     wbhi = add(g, wblo, c64(g, 1));
   }
   loop Lr;
-  LLVMValueRef r = loop_begin(g, &Lr, rlo, rhi, c64(g, 1));
+  LLVMValueRef r = loop_begin_outer(g, &Lr, rlo, rhi, c64(g, 1));
   LLVMValueRef q = r;
   if (!cc.flat) {
     cc.oh = LLVMBuildSRem(g->b, q, cc.OH, "");
@@ -729,12 +729,12 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
   cc.n = LLVMBuildSDiv(g->b, q, c64(g, other_ext), "");
   loop La, Lb;
   if (cc.order == 0) {
-    LLVMValueRef cb = loop_begin(g, &La, cblo, cbhi, c64(g, 1));
-    LLVMValueRef wb = loop_begin(g, &Lb, wblo, wbhi, c64(g, 1));
+    LLVMValueRef cb = loop_begin_outer(g, &La, cblo, cbhi, c64(g, 1));
+    LLVMValueRef wb = loop_begin_outer(g, &Lb, wblo, wbhi, c64(g, 1));
     emit_block(&cc, cb, wb);
   } else {
-    LLVMValueRef wb = loop_begin(g, &La, wblo, wbhi, c64(g, 1));
-    LLVMValueRef cb = loop_begin(g, &Lb, cblo, cbhi, c64(g, 1));
+    LLVMValueRef wb = loop_begin_outer(g, &La, wblo, wbhi, c64(g, 1));
+    LLVMValueRef cb = loop_begin_outer(g, &Lb, cblo, cbhi, c64(g, 1));
     emit_block(&cc, cb, wb);
   }
   loop_end(g, &Lb);
