@@ -308,7 +308,8 @@ typedef enum tlm_op_kind {
   TLM_OP_RMSNORM = 4,   /* row-wise */
   TLM_OP_CONV = 5,      /* convolution, see tlm_conv_desc */
   TLM_OP_POOL = 6,      /* pooling, see tlm_pool_desc */
-  TLM_OP_ELTWISE = 7    /* elementwise, see tlm_eltwise_desc */
+  TLM_OP_ELTWISE = 7,   /* elementwise, see tlm_eltwise_desc */
+  TLM_OP_ROPE = 8       /* rotary position embedding, see tlm_rope_desc */
 } tlm_op_kind;
 
 /* Elementwise activation applied in an epilogue. */
@@ -473,6 +474,34 @@ typedef struct tlm_eltwise_desc {
   tlm_binary binary;
 } tlm_eltwise_desc;
 
+/* Rotary position embedding (RoPE; Su et al. 2021, as in LLaMA, GPT-NeoX
+ * and their descendants) on queries or keys.
+ *
+ * Inputs, in this order, to tlm_run():
+ *   0  x      (..., T, H, D): T tokens of H heads of D features, D even.
+ *             Any strides; the dims before T, if any, must collapse with T
+ *             into one token axis of one stride (e.g. a (B, T, H, D) batch).
+ *   1  table  (T, D): row t holds, for token t's position p,
+ *             cos(p * theta_i) for i < D/2, then sin(p * theta_i) for
+ *             i < D/2 (theta_i = base^(-2i/D), base 10000 in LLaMA). Any
+ *             strides. Positions are the caller's: pass a view of a table
+ *             over every position starting at the first token's row (the
+ *             KV-cache position of a decode step), so one kernel serves
+ *             every position.
+ * Output 0: y, x's shape; y may be x itself (same data and strides),
+ * otherwise it must not overlap x or the table.
+ *
+ * Feature pairs (a, b) per head, i < D/2, each rotated by its angle:
+ *   TLM_ROPE_NEOX:        a = i, b = i + D/2 (GPT-NeoX; Hugging Face's
+ *                         LLaMA "rotate_half")
+ *   TLM_ROPE_INTERLEAVED: a = 2i, b = 2i + 1 (Meta's LLaMA, GPT-J)
+ *   y_a = x_a cos - x_b sin,  y_b = x_b cos + x_a sin. */
+typedef enum tlm_rope_style { TLM_ROPE_NEOX = 0, TLM_ROPE_INTERLEAVED = 1 } tlm_rope_style;
+
+typedef struct tlm_rope_desc {
+  tlm_rope_style style;
+} tlm_rope_desc;
+
 typedef struct tlm_op {
   tlm_op_kind kind;
   union {
@@ -481,6 +510,7 @@ typedef struct tlm_op {
     tlm_conv_desc conv;       /* kind == TLM_OP_CONV */
     tlm_pool_desc pool;       /* kind == TLM_OP_POOL */
     tlm_eltwise_desc eltwise; /* kind == TLM_OP_ELTWISE */
+    tlm_rope_desc rope;       /* kind == TLM_OP_ROPE */
   } u;
 } tlm_op;
 
@@ -500,6 +530,9 @@ tlm_op tlm_op_pool(tlm_layout layout, tlm_pool_alg alg);
 
 /* Convenience: an elementwise op. */
 tlm_op tlm_op_eltwise(tlm_activation activation, tlm_binary binary);
+
+/* Convenience: a rotary position embedding with feature pairs of `style`. */
+tlm_op tlm_op_rope(tlm_rope_style style);
 
 /* ------------------------------------------------------------------------ */
 /* Running                                                                   */

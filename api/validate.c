@@ -376,6 +376,85 @@ tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
   return TLM_OK;
 }
 
+/* ---- rotary position embedding ------------------------------------------------------- */
+
+tlm_status tlm_validate_rope(const tlm_op *op, const tlm_tensor *in, int n_in,
+                             const tlm_tensor *out, int n_out, tlm_task *task,
+                             tlm_row_args *args, char *err, int errcap) {
+  memset(task, 0, sizeof *task);
+  memset(args, 0, sizeof *args);
+  if ((int)op->u.rope.style < 0 || op->u.rope.style > TLM_ROPE_INTERLEAVED)
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "rope: unknown style %d", (int)op->u.rope.style);
+  if (n_in != 2) FAIL(TLM_ERR_INVALID_ARGUMENT, "rope takes 2 inputs (x, table), got %d", n_in);
+  if (n_out != 1) FAIL(TLM_ERR_INVALID_ARGUMENT, "rope writes 1 output, got %d", n_out);
+  const tlm_tensor *X = &in[0], *Tb = &in[1], *Y = &out[0];
+  tlm_status st;
+  if ((st = check_tensor(X, "x", 3, err, errcap)) || (st = check_tensor(Y, "y", 3, err, errcap)) ||
+      (st = check_tensor(Tb, "table", 2, err, errcap)))
+    return st;
+  if (X->ndim != Y->ndim) FAIL(TLM_ERR_SHAPE_MISMATCH, "y has %d dims, x has %d", Y->ndim, X->ndim);
+  for (int i = 0; i < X->ndim; i++)
+    if (X->shape[i] != Y->shape[i])
+      FAIL(TLM_ERR_SHAPE_MISMATCH, "y's dim %d is %lld, x's is %lld", i, (long long)Y->shape[i],
+           (long long)X->shape[i]);
+  int nd = X->ndim;
+  int64_t D = X->shape[nd - 1], H = X->shape[nd - 2];
+  if (D % 2) FAIL(TLM_ERR_SHAPE_MISMATCH, "rope: the feature dim D=%lld must be even", (long long)D);
+  /* tokens: dims 0..nd-3 collapse into one axis of one stride */
+  int64_t T = 1, sxt = 0, syt = 0, px = 0, py = 0, pe = 0;
+  int first = 1;
+  for (int i = nd - 3; i >= 0; i--) {
+    if (X->shape[i] == 1) continue;
+    T *= X->shape[i];
+    if (first) {
+      sxt = X->strides[i], syt = Y->strides[i];
+      first = 0;
+    } else if (X->strides[i] != px * pe || Y->strides[i] != py * pe) {
+      FAIL(TLM_ERR_UNSUPPORTED, "rope: the dims before H must collapse into one token axis of one "
+           "stride (dim %d has stride %lld/%lld, expected %lld/%lld)", i, (long long)X->strides[i],
+           (long long)Y->strides[i], (long long)(px * pe), (long long)(py * pe));
+    }
+    px = X->strides[i], py = Y->strides[i], pe = X->shape[i];
+  }
+  if (Tb->ndim != 2 || Tb->shape[0] != T || Tb->shape[1] != D)
+    FAIL(TLM_ERR_SHAPE_MISMATCH, "rope: table must be (T, D) = (%lld, %lld), one row per token",
+         (long long)T, (long long)D);
+  if (self_overlaps(Y)) FAIL(TLM_ERR_ALIASING, "y's strides make distinct elements overlap");
+  int same = X->data == Y->data;
+  for (int i = 0; i < nd && same; i++) same = X->strides[i] == Y->strides[i] || X->shape[i] == 1;
+  if (ranges_overlap(X, Y) && !same) FAIL(TLM_ERR_ALIASING, "y overlaps x without being x itself");
+  if (ranges_overlap(Y, Tb)) FAIL(TLM_ERR_ALIASING, "y overlaps the table");
+  tlm_row_task *t = &task->u.row;
+  task->kind = TLM_OP_ROPE;
+  task->dtype = TLM_F32;
+  t->rope_style = (int32_t)op->u.rope.style;
+  t->rows = T * H;
+  t->cols = D;
+  t->mrows = H;
+  args->sx[0] = T > 1 ? sxt : 0;
+  args->sy[0] = T > 1 ? syt : 0;
+  args->sxh = H > 1 ? X->strides[nd - 2] : 0;
+  args->syh = H > 1 ? Y->strides[nd - 2] : 0;
+  args->sx[1] = X->strides[nd - 1];
+  args->sy[1] = Y->strides[nd - 1];
+  args->sz[0] = T > 1 ? Tb->strides[0] : 0;
+  args->sz[1] = Tb->strides[1];
+  t->unit = (args->sx[1] == 1 ? TLM_UNIT_ROW_X : 0) | (args->sy[1] == 1 ? TLM_UNIT_ROW_Y : 0) |
+            (args->sz[1] == 1 ? TLM_UNIT_ROW_Z : 0);
+  memcpy(t->sx, args->sx, sizeof t->sx);
+  memcpy(t->sy, args->sy, sizeof t->sy);
+  memcpy(t->sz, args->sz, sizeof t->sz);
+  t->sxh = args->sxh;
+  t->syh = args->syh;
+  args->x = X->data;
+  args->y = Y->data;
+  args->z = Tb->data;
+  args->rows = t->rows;
+  args->cols = D;
+  args->mrows = H;
+  return TLM_OK;
+}
+
 /* ---- convolution ------------------------------------------------------------------ */
 
 /* Logical dim order of an activation tensor: positions of n, c and the S

@@ -19,6 +19,12 @@ tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
                             const tlm_tensor *out, int n_out, tlm_task *task,
                             tlm_row_args *args, char *err, int errcap);
 
+/* The same for rotary position embeddings (TLM_OP_ROPE): a row task of
+ * (token, head) rows, mrows = heads. */
+tlm_status tlm_validate_rope(const tlm_op *op, const tlm_tensor *in, int n_in,
+                             const tlm_tensor *out, int n_out, tlm_task *task,
+                             tlm_row_args *args, char *err, int errcap);
+
 /* The same for convolutions. */
 tlm_status tlm_validate_conv(const tlm_op *op, const tlm_tensor *in, int n_in,
                              const tlm_tensor *out, int n_out, tlm_task *task,

@@ -82,6 +82,7 @@ void tlm_key_schedule(tlm_key *k, const tlm_task *task, const tlm_target *target
     memset(t.u.row.sy, 0, sizeof t.u.row.sy);
     t.u.row.sg = t.u.row.sb = 0;
     memset(t.u.row.sz, 0, sizeof t.u.row.sz);
+    t.u.row.sxh = t.u.row.syh = 0;
     put(k, &t, sizeof t);
     put(k, sched, sizeof *sched);
     finish(k);

@@ -74,7 +74,7 @@ static void read_tensor(fdp *f, tlm_tensor *t, const tlm_tensor *others, int not
 static void read_op(fdp *f, tlm_op *op) {
   memset(op, 0, sizeof *op);
   unsigned k = fdp_u8(f);
-  op->kind = (tlm_op_kind)(k < 248 ? 1 + k % 7 : k % 10);
+  op->kind = (tlm_op_kind)(k < 248 ? 1 + k % 8 : k % 11);
   switch (op->kind) {
   case TLM_OP_MATMUL:
     op->u.matmul.transpose_a = fdp_int(f);
@@ -83,6 +83,7 @@ static void read_op(fdp *f, tlm_op *op) {
     op->u.matmul.activation = (tlm_activation)fdp_int(f);
     op->u.matmul.has_residual = fdp_int(f);
     break;
+  case TLM_OP_ROPE: op->u.rope.style = (tlm_rope_style)fdp_int(f); break;
   case TLM_OP_SOFTMAX:
   case TLM_OP_LAYERNORM:
   case TLM_OP_RMSNORM:
@@ -172,6 +173,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   case TLM_OP_RMSNORM:
   case TLM_OP_ELTWISE:
     st = tlm_validate_row(&op, in, n_in, out, n_out, &task, &args.row, err, sizeof err);
+    break;
+  case TLM_OP_ROPE:
+    st = tlm_validate_rope(&op, in, n_in, out, n_out, &task, &args.row, err, sizeof err);
     break;
   case TLM_OP_POOL:
     st = tlm_validate_pool(&op, in, n_in, out, n_out, &task, &args.pool, err, sizeof err);

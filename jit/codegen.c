@@ -720,6 +720,71 @@ static void row_pass(cg *g, row_ctx *rc, int kind, int pass, int W, int U, float
   }
 }
 
+/* interleave: lane j of the result is a[j / 2] (j even) or b[j / 2] (j
+ * odd), for j in [lane0, lane0 + W); deinterleave: a's or b's lanes of
+ * the pair (lo, hi) */
+static LLVMValueRef shuffle_idx(cg *g, LLVMValueRef a, LLVMValueRef b, const int *idx, int w) {
+  LLVMValueRef m[32];
+  for (int j = 0; j < w; j++) m[j] = c32(g, idx[j]);
+  return LLVMBuildShuffleVector(g->b, a, b, LLVMConstVector(m, (unsigned)w), "");
+}
+
+/* Rotary position embedding of one (token, head) row: pairs i < D/2 in
+ * steps of W pairs (U steps unrolled), the remainder W pairs at a time
+ * with masks. The table row holds cos at i and sin at D/2 + i. */
+static void rope_pass(cg *g, row_ctx *rc, int W, int U) {
+  int inter = g->task->u.row.rope_style == TLM_ROPE_INTERLEAVED;
+  LLVMValueRef C = rc->cols;
+  LLVMValueRef half = LLVMBuildSDiv(g->b, C, c64(g, 2), "");
+  LLVMValueRef step = c64(g, (int64_t)W * U);
+  LLVMValueRef full = mul(g, LLVMBuildSDiv(g->b, half, step, ""), step);
+  LLVMValueRef clast = sub(g, C, c64(g, 1)), hlast = sub(g, half, c64(g, 1));
+  int ev[32], od[32], lo[32], hi[32];
+  for (int j = 0; j < W; j++) {
+    ev[j] = 2 * j, od[j] = 2 * j + 1;
+    lo[j] = j % 2 ? W + j / 2 : j / 2;
+    hi[j] = (W + j) % 2 ? W + (W + j) / 2 : (W + j) / 2;
+  }
+  for (int part = 0; part < 2; part++) {
+    loop L;
+    LLVMValueRef i0 = part == 0 ? loop_begin(g, &L, c64(g, 0), full, step)
+                                : loop_begin(g, &L, full, half, c64(g, W));
+    for (int u = 0; u < (part == 0 ? U : 1); u++) {
+      LLVMValueRef i = add(g, i0, c64(g, (int64_t)u * W));
+      LLVMValueRef mask = part == 1 ? lane_mask(g, 0, W, sub(g, half, i)) : NULL;
+      LLVMValueRef cv = load_lanes(g, rc->z, i, rc->uz, rc->sz1, W, mask, hlast);
+      LLVMValueRef sv = load_lanes(g, rc->z, add(g, i, half), rc->uz, rc->sz1, W, mask, clast);
+      LLVMValueRef xa, xb, ia = i, ib = add(g, i, half), ma = mask, mb = mask;
+      LLVMValueRef v0 = NULL, v1 = NULL;
+      if (inter) { /* floats [2i, 2i + 2W) as two vectors, split into pairs */
+        ia = mul(g, i, c64(g, 2));
+        ib = add(g, ia, c64(g, W));
+        LLVMValueRef left = sub(g, C, ia);
+        ma = part == 1 ? lane_mask(g, 0, W, left) : NULL;
+        mb = part == 1 ? lane_mask(g, W, W, left) : NULL;
+        v0 = load_lanes(g, rc->x, ia, rc->ux, rc->sx1, W, ma, clast);
+        v1 = load_lanes(g, rc->x, ib, rc->ux, rc->sx1, W, mb, clast);
+        xa = shuffle_idx(g, v0, v1, ev, W);
+        xb = shuffle_idx(g, v0, v1, od, W);
+      } else {
+        xa = load_lanes(g, rc->x, ia, rc->ux, rc->sx1, W, ma, clast);
+        xb = load_lanes(g, rc->x, ib, rc->ux, rc->sx1, W, mb, clast);
+      }
+      LLVMValueRef ya = LLVMBuildFSub(g->b, LLVMBuildFMul(g->b, xa, cv, ""),
+                                      LLVMBuildFMul(g->b, xb, sv, ""), "");
+      LLVMValueRef yb = LLVMBuildFAdd(g->b, LLVMBuildFMul(g->b, xb, cv, ""),
+                                      LLVMBuildFMul(g->b, xa, sv, ""), "");
+      if (inter) {
+        LLVMValueRef o0 = shuffle_idx(g, ya, yb, lo, W), o1 = shuffle_idx(g, ya, yb, hi, W);
+        ya = o0, yb = o1;
+      }
+      store_lanes(g, ya, rc->y, ia, rc->uy, rc->sy1, W, ma);
+      store_lanes(g, yb, rc->y, ib, rc->uy, rc->sy1, W, mb);
+    }
+    loop_end(g, &L);
+  }
+}
+
 static void row_body(cg *g, const tlm_task *task, row_ctx *rc, LLVMValueRef r, int W, int U) {
   const tlm_row_task *t = &task->u.row;
   LLVMTypeRef vt = vtype(g, W);
@@ -727,6 +792,10 @@ static void row_body(cg *g, const tlm_task *task, row_ctx *rc, LLVMValueRef r, i
   for (int u = 0; u < U; u++) acc[u] = alloca_of(g, vt);
   LLVMValueRef C = rc->cols;
   rc->lim = C;
+  if (task->kind == TLM_OP_ROPE) {
+    rope_pass(g, rc, W, U);
+    return;
+  }
   if (task->kind == TLM_OP_ELTWISE) {
     row_pass(g, rc, task->kind, RP_ELT, W, U, 1.0f, NULL);
     return;
@@ -823,9 +892,18 @@ int tlm_codegen_row(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule
   /* rows in blocks of T, one row at a time */
   loop Lr;
   LLVMValueRef r = loop_begin(&g, &Lr, r0, r1, c64(&g, 1));
-  rc.x = gep(&g, px, mul(&g, r, sx0));
-  rc.y = gep(&g, py, mul(&g, r, sy0));
-  rc.z = gep(&g, pz, mul(&g, r, sz0));
+  if (task->kind == TLM_OP_ROPE) { /* row r: token r / heads, head r % heads */
+    LLVMValueRef tok = LLVMBuildSDiv(g.b, r, rc.mrows, ""), h = LLVMBuildSRem(g.b, r, rc.mrows, "");
+    LLVMValueRef sxh = arg_field(&g, args, offsetof(tlm_row_args, sxh), g.i64);
+    LLVMValueRef syh = arg_field(&g, args, offsetof(tlm_row_args, syh), g.i64);
+    rc.x = gep(&g, px, add(&g, mul(&g, tok, sx0), mul(&g, h, sxh)));
+    rc.y = gep(&g, py, add(&g, mul(&g, tok, sy0), mul(&g, h, syh)));
+    rc.z = gep(&g, pz, mul(&g, tok, sz0));
+  } else {
+    rc.x = gep(&g, px, mul(&g, r, sx0));
+    rc.y = gep(&g, py, mul(&g, r, sy0));
+    rc.z = gep(&g, pz, mul(&g, r, sz0));
+  }
   row_body(&g, task, &rc, r, W, U);
   loop_end(&g, &Lr);
   if (parallel) loop_end(&g, &Lb);

@@ -41,8 +41,9 @@ typedef struct tlm_row_args {
   const float *x, *gamma, *beta;
   int64_t rows, cols, mrows;
   int64_t sx[2], sy[2], sg, sb;
-  const float *z;  /* eltwise's second input, or NULL */
+  const float *z;  /* eltwise's second input, rope's table, or NULL */
   int64_t sz[2];
+  int64_t sxh, syh; /* rope: head strides of x and y (rows: token * mrows + head) */
 } tlm_row_args;
 
 /* A row kernel runs row blocks [begin, end) (all rows in one block when

@@ -44,8 +44,33 @@ void tlm_ref_matmul(const tlm_task *task, const tlm_mm_args *a) {
   }
 }
 
+/* rotary position embedding: row r is token r / H, head r % H; pair (p, q)
+ * of feature i turned by the table's angle i */
+static void ref_rope(const tlm_task *task, const tlm_row_args *a) {
+  const tlm_row_task *t = &task->u.row;
+  int64_t H = a->mrows, half = a->cols / 2;
+  for (int64_t r = 0; r < a->rows; r++) {
+    int64_t tok = r / H, h = r % H;
+    const float *x = a->x + tok * a->sx[0] + h * a->sxh;
+    float *y = a->y + tok * a->sy[0] + h * a->syh;
+    const float *tb = a->z + tok * a->sz[0];
+    for (int64_t i = 0; i < half; i++) {
+      int64_t p = t->rope_style == TLM_ROPE_INTERLEAVED ? 2 * i : i;
+      int64_t q = t->rope_style == TLM_ROPE_INTERLEAVED ? 2 * i + 1 : i + half;
+      double c = tb[i * a->sz[1]], sn = tb[(i + half) * a->sz[1]];
+      double xp = x[p * a->sx[1]], xq = x[q * a->sx[1]]; /* both read first: y may be x */
+      y[p * a->sy[1]] = (float)(xp * c - xq * sn);
+      y[q * a->sy[1]] = (float)(xq * c + xp * sn);
+    }
+  }
+}
+
 void tlm_ref_row(const tlm_task *task, const tlm_row_args *a) {
   const tlm_row_task *t = &task->u.row;
+  if (task->kind == TLM_OP_ROPE) {
+    ref_rope(task, a);
+    return;
+  }
   for (int64_t r = 0; r < t->rows; r++) {
     const float *x = a->x + r * a->sx[0];
     float *y = a->y + r * a->sy[0];

@@ -37,6 +37,13 @@ char *tlm_task_str(const tlm_task *t, char *buf, int cap) {
              (long long)t->u.row.rows, (long long)t->u.row.cols);
     return buf;
   }
+  if (t->kind == TLM_OP_ROPE) {
+    snprintf(buf, (size_t)cap, "rope_%s:%lldx%lldx%lld",
+             t->u.row.rope_style == TLM_ROPE_INTERLEAVED ? "interleaved" : "neox",
+             (long long)(t->u.row.rows / (t->u.row.mrows > 0 ? t->u.row.mrows : 1)),
+             (long long)t->u.row.mrows, (long long)t->u.row.cols);
+    return buf;
+  }
   if (t->kind == TLM_OP_POOL) {
     const tlm_pool_task *p = &t->u.pool;
     snprintf(buf, (size_t)cap, "pool_%s:mb%lldc%lld_id%lldih%lldiw%lld_od%lldoh%lldow%lld_k%dx%dx%d"

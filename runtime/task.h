@@ -59,7 +59,12 @@ typedef struct tlm_row_task {
   int64_t mrows;  /* R: rows per (R, C) matrix, for the causal mask */
   int64_t sx[2], sy[2]; /* row and column strides of x and y */
   int64_t sg, sb; /* gamma and beta strides (0 if absent) */
-  int64_t sz[2];  /* eltwise: z's row and column strides (0: broadcast) */
+  int64_t sz[2];  /* eltwise: z's row and column strides (0: broadcast);
+                     rope: the table's row (token) and column strides */
+  /* rope: rows are (token, head) pairs, mrows heads per token; x's and y's
+   * row strides sx[0], sy[0] step tokens, these step heads */
+  int64_t sxh, syh;
+  int32_t rope_style; /* tlm_rope_style */
 } tlm_row_task;
 
 enum { TLM_UNIT_ROW_X = 1, TLM_UNIT_ROW_Y = 2, TLM_UNIT_ROW_G = 4, TLM_UNIT_ROW_B = 8,
@@ -131,7 +136,7 @@ typedef struct tlm_task {
 
 static inline int tlm_task_is_row(const tlm_task *t) {
   return t->kind == TLM_OP_SOFTMAX || t->kind == TLM_OP_LAYERNORM || t->kind == TLM_OP_RMSNORM ||
-         t->kind == TLM_OP_ELTWISE;
+         t->kind == TLM_OP_ELTWISE || t->kind == TLM_OP_ROPE;
 }
 
 /* Product of the batch extents (1 when there are none). */

@@ -245,6 +245,109 @@ static void edges(tlm_runtime *rt) {
   }
 }
 
+/* Rotary embeddings: both pair styles, odd token and head counts, D/2 odd
+ * (masked tails), x inside a fused QKV buffer, in place, a non-unit
+ * feature stride, the table a view starting at a position; default and
+ * random schedules; a second position reuses the kernel. Elements of the
+ * buffer outside y must be left as they were. */
+static void rope(tlm_runtime *rt, int *checked) {
+  static const int64_t shapes[][3] = {{1, 1, 2}, {3, 5, 6}, {7, 3, 64}, {5, 4, 34}, {2, 12, 128}, {9, 2, 18}};
+  for (int style = 0; style < 2; style++)
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+      for (int layout = 0; layout < 4; layout++) {
+        int64_t T = shapes[si][0], H = shapes[si][1], D = shapes[si][2];
+        /* 0: dense, out of place; 1: Q of a fused (T, 3, H, D) QKV buffer, out of
+         * place into a dense y; 2: the same in place; 3: feature stride 2 */
+        int64_t fs = layout == 3 ? 2 : 1, ts = (layout == 1 || layout == 2 ? 3 : 1) * H * D * fs;
+        int64_t n = T * ts, P = T + 5, pos = 4, tstride = D + 3;
+        float *buf = malloc(sizeof(float) * (size_t)n), *yb = malloc(sizeof(float) * (size_t)n);
+        float *ref = malloc(sizeof(float) * (size_t)n), *tab = malloc(sizeof(float) * (size_t)(P * tstride));
+        for (int64_t i = 0; i < n; i++) buf[i] = 3.0f * frand(), yb[i] = 7.0f;
+        for (int64_t p = 0; p < P; p++)
+          for (int64_t i = 0; i < D / 2; i++) {
+            double th = (double)p * pow(10000.0, -2.0 * (double)i / (double)D);
+            tab[p * tstride + i] = (float)cos(th);
+            tab[p * tstride + D / 2 + i] = (float)sin(th);
+          }
+        float *x = buf + (layout == 1 || layout == 2 ? 0 : 0);
+        float *y = layout == 2 ? x : yb;
+        tlm_tensor in[2], out;
+        in[0] = (tlm_tensor){TLM_F32, 3, {T, H, D}, {ts, D * fs, fs}, x};
+        in[1] = (tlm_tensor){TLM_F32, 2, {T, D}, {tstride, 1}, tab + pos * tstride};
+        out = layout == 2 ? in[0] : (tlm_tensor){TLM_F32, 3, {T, H, D}, {ts, D * fs, fs}, y};
+        tlm_op op = tlm_op_rope((tlm_rope_style)style);
+        tlm_task task;
+        tlm_row_args args;
+        char err[256];
+        tlm_status st = tlm_validate_rope(&op, in, 2, &out, 1, &task, &args, err, sizeof err);
+        CHECK(st == TLM_OK, "rope validate: %s", err);
+        if (st != TLM_OK) goto next;
+        /* the reference into a copy of y's buffer */
+        memcpy(ref, layout == 2 ? buf : yb, sizeof(float) * (size_t)n);
+        args.y = ref;
+        tlm_ref_row(&task, &args);
+        for (int rs = 0; rs < 2; rs++) { /* default, then a random schedule */
+          float *ybuf = layout == 2 ? buf : yb;
+          float *save = malloc(sizeof(float) * (size_t)n);
+          memcpy(save, buf, sizeof(float) * (size_t)n);
+          if (rs == 0) {
+            st = tlm_run(rt, &op, in, 2, &out, 1);
+          } else {
+            tlm_space sp;
+            tlm_space_init(&sp, &task, &rt->target);
+            tlm_schedule sched;
+            tlm_space_sample(&sp, &g_rng, &sched);
+            tlm_kernel *k;
+            if (layout != 2) for (int64_t i = 0; i < n; i++) yb[i] = 7.0f;
+            st = tlm_validate_rope(&op, in, 2, &out, 1, &task, &args, err, sizeof err);
+            if (st == TLM_OK) st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
+            if (st == TLM_OK) st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
+          }
+          double worst = 0;
+          for (int64_t i = 0; i < n && st == TLM_OK; i++) {
+            double e = fabs((double)ybuf[i] - ref[i]) / (1.0 + fabs((double)ref[i]));
+            if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+          }
+          CHECK(st == TLM_OK && worst <= 1e-5, "rope style %d %lldx%lldx%lld layout %d %s: %s err %g",
+                style, (long long)T, (long long)H, (long long)D, layout, rs ? "random" : "default",
+                rs ? err : tlm_last_error(rt), worst);
+          (*checked)++;
+          memcpy(buf, save, sizeof(float) * (size_t)n); /* in place: x again for the next run */
+          free(save);
+        }
+        /* another position (table view, data pointer only): no new kernel */
+        if (layout == 0) {
+          tlm_stats s0, s1;
+          tlm_get_stats(rt, &s0);
+          in[1].data = tab + 0;
+          st = tlm_run(rt, &op, in, 2, &out, 1);
+          tlm_get_stats(rt, &s1);
+          CHECK(st == TLM_OK && s1.compiles == s0.compiles, "rope at another position compiled %llu",
+                (unsigned long long)(s1.compiles - s0.compiles));
+        }
+      next:
+        free(buf), free(yb), free(ref), free(tab);
+      }
+  /* bad input */
+  float x[2 * 3 * 8], t[2 * 8], y[2 * 3 * 8];
+  tlm_tensor X = {TLM_F32, 3, {2, 3, 8}, {24, 8, 1}, x}, Tb = {TLM_F32, 2, {2, 8}, {8, 1}, t};
+  tlm_tensor Y = {TLM_F32, 3, {2, 3, 8}, {24, 8, 1}, y}, in2[2] = {X, Tb};
+  tlm_op op = tlm_op_rope(TLM_ROPE_NEOX);
+  CHECK(tlm_run(rt, &op, in2, 1, &Y, 1) == TLM_ERR_INVALID_ARGUMENT, "rope without a table");
+  tlm_tensor X7 = {TLM_F32, 3, {2, 3, 7}, {21, 7, 1}, x}, Y7 = {TLM_F32, 3, {2, 3, 7}, {21, 7, 1}, y};
+  tlm_tensor T7 = {TLM_F32, 2, {2, 7}, {7, 1}, t}, in7[2] = {X7, T7};
+  CHECK(tlm_run(rt, &op, in7, 2, &Y7, 1) == TLM_ERR_SHAPE_MISMATCH, "rope of odd D");
+  tlm_tensor T3 = {TLM_F32, 2, {3, 8}, {8, 1}, y}, in3[2] = {X, T3};
+  CHECK(tlm_run(rt, &op, in3, 2, &Y, 1) == TLM_ERR_SHAPE_MISMATCH, "table of 3 rows for 2 tokens");
+  tlm_tensor X2 = {TLM_F32, 2, {2, 8}, {8, 1}, x}, Y2 = {TLM_F32, 2, {2, 8}, {8, 1}, y};
+  tlm_tensor i22[2] = {X2, Tb};
+  CHECK(tlm_run(rt, &op, i22, 2, &Y2, 1) == TLM_ERR_INVALID_ARGUMENT, "rope of a 2-dim x");
+  tlm_tensor Tover = {TLM_F32, 2, {2, 8}, {8, 1}, y}, io[2] = {X, Tover};
+  CHECK(tlm_run(rt, &op, io, 2, &Y, 1) == TLM_ERR_ALIASING, "y over the table");
+  tlm_op bad = tlm_op_rope((tlm_rope_style)7);
+  CHECK(tlm_run(rt, &bad, in2, 2, &Y, 1) == TLM_ERR_INVALID_ARGUMENT, "rope style 7");
+}
+
 int main(void) {
   if (check_isa_unsupported()) return CHECK_SKIP;
   tlm_config cfg;
@@ -382,6 +485,7 @@ int main(void) {
     CHECK(tlm_run(rt, &op, &X, 1, &Y2, 1) != TLM_OK, "y with a zero leading stride accepted");
   }
   eltwise(rt, &checked);
+  rope(rt, &checked);
   edges(rt);
   printf("row-wise problems checked: %d\n", checked);
   tlm_destroy(rt);

@@ -224,8 +224,13 @@ int tlm_task_operands_make(const tlm_task *task, uint64_t seed, size_t max_bytes
     const tlm_row_task *t = &task->u.row;
     tlm_row_args *a = &o->args.row;
     int64_t e[2] = {t->rows, t->cols};
+    /* rope: (token, head, column) for x and y, (token, column) for the table */
+    int rope = task->kind == TLM_OP_ROPE;
+    int64_t H = t->mrows > 0 ? t->mrows : 1;
+    int64_t e3[3] = {t->rows / H, H, t->cols}, e2[2] = {t->rows / H, t->cols};
+    int64_t sx3[3] = {t->sx[0], t->sxh, t->sx[1]}, sy3[3] = {t->sy[0], t->syh, t->sy[1]};
     const float *cp;
-    NEED(cp, span_of(2, e, t->sx));
+    NEED(cp, rope ? span_of(3, e3, sx3) : span_of(2, e, t->sx));
     a->x = cp;
     if (t->sg) {
       NEED(cp, span_of(1, &t->cols, &t->sg));
@@ -235,12 +240,13 @@ int tlm_task_operands_make(const tlm_task *task, uint64_t seed, size_t max_bytes
       NEED(cp, span_of(1, &t->cols, &t->sb));
       a->beta = cp;
     }
-    if (task->kind == TLM_OP_ELTWISE && t->binary) {
-      NEED(cp, span_of(2, e, t->sz));
+    if ((task->kind == TLM_OP_ELTWISE && t->binary) || rope) {
+      NEED(cp, span_of(2, rope ? e2 : e, t->sz));
       a->z = cp;
     }
     o->out = o->nbuf;
-    NEED(a->y, span_of(2, e, t->sy));
+    NEED(a->y, rope ? span_of(3, e3, sy3) : span_of(2, e, t->sy));
+    a->sxh = t->sxh, a->syh = t->syh;
     a->rows = t->rows, a->cols = t->cols, a->mrows = t->mrows;
     memcpy(a->sx, t->sx, sizeof a->sx);
     memcpy(a->sy, t->sy, sizeof a->sy);
