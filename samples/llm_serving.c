@@ -1,25 +1,43 @@
 /* llm_serving.c - a decoder-only transformer served through tlm_run(),
  * replaying an LLM-serving trace.
  *
- * Model: GPT-2-124M's dimensions (../shared/workloads/models.json: 12 layers,
- * 12 heads, d_model 768, d_ff 3072, pre-LayerNorm, GELU-tanh, biases), weights
- * from a fixed seed. Each request of the trace (CSV with a ContextTokens
- * column, e.g. ../shared/workloads/traces/AzureLLMInferenceTrace_conv.csv)
- * runs a prefill of its context (capped by --max-context), then
- * --decode-steps decode steps of one token with a KV cache. Every matmul
- * (QKV, attention scores Q K^T, attention output P V, projections, MLP),
- * every LayerNorm and every softmax (causal, scaled) is a tlm_run() call;
- * bias, GELU and the residual adds are fused epilogues.
+ * Model: any decoder of ../shared/workloads/models.json by name (--model,
+ * default gpt2-124m; --models-json FILE), built from the file's fields:
+ *   norm       "layernorm" (x - mean) / std * g + b, or "rmsnorm" x / rms * g
+ *   act        "gelu_tanh" (an MLP of fc, GELU, proj) or "silu_gated"
+ *              (SwiGLU: silu(x Wg) * (x Wu), then Wd)
+ *   bias       biases on every linear layer, or none
+ *   qkv_fused  one (C, Q + K + V) weight matrix, or three
+ *   n_kv_head  key/value heads; fewer than n_head is grouped-query
+ *              attention (each K/V head serves n_head / n_kv_head query
+ *              heads, through batch broadcasting in the attention matmuls)
+ *   pos        "rope" (rotary embeddings on Q and K, NeoX pairs, base
+ *              10000) or "learned"; when absent, rope for rmsnorm models
+ *              (the LLaMA family) and learned for the others (GPT-2)
+ * with fewer layers when they would not fit (--layers N; by default as many
+ * as fit --max-weights-gib, 3 GiB, of weights) and weights from a fixed
+ * seed. --kv-heads N overrides n_kv_head (e.g. llama-7b with 8 K/V heads,
+ * LLaMA-2-70B's grouping). Learned position embeddings are not modelled:
+ * the tokens' embeddings are a fixed pattern of request and position.
+ *
+ * Each request of the trace (CSV with a ContextTokens column, e.g.
+ * ../shared/workloads/traces/AzureLLMInferenceTrace_conv.csv) runs a
+ * prefill of its context (capped by --max-context), then --decode-steps
+ * decode steps of one token with a KV cache. Every matmul (Q, K, V or QKV,
+ * attention scores Q K^T, attention output P V, projections, MLP), every
+ * norm, softmax (causal, scaled), rotary embedding and SwiGLU is a
+ * tlm_run() call; bias, GELU and the residual adds are fused epilogues.
  *
  * Baseline in the same run: the same computation with oneDNN matmul
  * primitives (bias, GELU and sum post-ops; one primitive per distinct
- * problem, created on first use) and plain C for LayerNorm and softmax, on
- * the same number of threads. The final hidden states of sampled requests
- * are compared.
+ * problem, created on first use) and plain C for the norms, softmax, RoPE
+ * and SwiGLU, on the same number of threads. The final hidden states of
+ * sampled requests are compared.
  *
- * Usage: llm_serving --trace FILE [--requests N] [--max-context N]
- *                    [--decode-steps N] [--layers N] [--threads N]
- *                    [--json FILE] [--no-baseline] [--no-prepack]
+ * Usage: llm_serving --trace FILE [--model NAME] [--models-json FILE]
+ *                    [--requests N] [--max-context N] [--decode-steps N]
+ *                    [--layers N] [--kv-heads N] [--max-weights-gib G]
+ *                    [--threads N] [--json FILE] [--no-baseline] [--no-prepack]
  *
  * The weight matrices are declared constant to tlm (tlm_constant_add), as a
  * serving engine would: tlm packs each once, on first use, in its kernels'
@@ -27,6 +45,7 @@
  * baseline's matmul primitives read the same plain (K, N) weights either
  * way.
  */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,21 +59,38 @@
 #include "baseline_dnnl.h"
 #endif
 
-#define C 768   /* d_model */
-#define NH 12   /* heads */
-#define HD 64   /* head dim */
-#define FF 3072 /* d_ff */
+/* the architecture, from models.json */
+typedef struct arch {
+  char name[64];
+  int layers, nh, nkv, C, HD, FF;
+  int rms;   /* rmsnorm (1) or layernorm (0) */
+  int gated; /* SwiGLU MLP (1) or GELU-tanh (0) */
+  int fused; /* one QKV matrix */
+  int bias;
+  int rope;
+} arch;
+
+/* widths: Q (nh heads), K and V (nkv heads each), the QKV row */
+#define QW(a) ((int64_t)(a)->nh * (a)->HD)
+#define KW(a) ((int64_t)(a)->nkv * (a)->HD)
+#define QKVW(a) (QW(a) + 2 * KW(a))
 
 typedef struct layer_w {
-  float *ln1g, *ln1b, *wqkv, *bqkv, *wproj, *bproj, *ln2g, *ln2b, *wfc, *bfc, *wfp, *bfp;
+  float *n1g, *n1b, *n2g, *n2b;
+  float *wq, *wk, *wv, *bq, *bk, *bv; /* fused: wq is (C, QKVW), bq (QKVW), wk = wv = NULL */
+  float *wo, *bo;
+  float *w1, *b1, *w3, *w2, *b2; /* MLP: w1 (C, FF) up or gate, w3 (C, FF) up (gated), w2 (FF, C) */
 } layer_w;
 
 typedef struct model {
-  int layers, tmax;
+  arch a;
+  int tmax;
   layer_w *l;
-  float *lnfg, *lnfb;
-  /* activations (tmax rows) and the KV cache (layers, NH, tmax, HD) x 2 */
-  float *xa, *xb, *ln, *qkv, *att, *scores, *fch, *kc, *vc;
+  float *nfg, *nfb;
+  float *rope_tab; /* (tmax, HD): cos for i < HD/2, then sin */
+  /* activations (tmax rows) and the KV cache (layers, nkv, tmax, HD) x 2 */
+  float *xa, *xb, *ln, *qkv, *kb, *vb, *att, *scores, *h1, *h3, *kc, *vc;
+  float *gq, *go; /* baseline: a K/V group's queries and outputs, (G * tmax, HD) */
 } model;
 
 static double now_ms(void) {
@@ -69,53 +105,199 @@ static float frand(void) {
   return (float)((g_rng >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
 }
 
+static int g_oom;
 static float *buf(size_t n, float scale, float offset) {
   float *p = malloc(n * sizeof(float));
   if (p)
     for (size_t i = 0; i < n; i++) p[i] = offset + scale * frand();
+  else
+    g_oom = 1;
   return p;
 }
 
-static int model_init(model *m, int layers, int tmax) {
-  memset(m, 0, sizeof *m);
-  m->layers = layers;
-  m->tmax = tmax;
-  m->l = calloc((size_t)layers, sizeof *m->l);
-  if (!m->l) return -1;
-  for (int i = 0; i < layers; i++) {
-    layer_w *w = &m->l[i];
-    w->ln1g = buf(C, 0.1f, 1.0f), w->ln1b = buf(C, 0.1f, 0);
-    w->wqkv = buf((size_t)C * 3 * C, 0.04f, 0), w->bqkv = buf(3 * C, 0.02f, 0);
-    w->wproj = buf((size_t)C * C, 0.02f, 0), w->bproj = buf(C, 0.02f, 0);
-    w->ln2g = buf(C, 0.1f, 1.0f), w->ln2b = buf(C, 0.1f, 0);
-    w->wfc = buf((size_t)C * FF, 0.04f, 0), w->bfc = buf(FF, 0.02f, 0);
-    w->wfp = buf((size_t)FF * C, 0.02f, 0), w->bfp = buf(C, 0.02f, 0);
-    if (!w->ln1g || !w->ln1b || !w->wqkv || !w->bqkv || !w->wproj || !w->bproj || !w->ln2g ||
-        !w->ln2b || !w->wfc || !w->bfc || !w->wfp || !w->bfp)
-      return -1;
+/* ---- the architecture ---------------------------------------------------------- */
+
+static int json_int(const cJSON *o, const char *k, int *v) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+  if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > 1e6) return -1;
+  *v = (int)x->valuedouble;
+  return 0;
+}
+
+static const char *json_str(const cJSON *o, const char *k) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsString(x) ? x->valuestring : NULL;
+}
+
+/* Reads model `name` of a models.json; 0, or -1 with a message on stderr. */
+static int arch_load(arch *a, const char *path, const char *name) {
+  memset(a, 0, sizeof *a);
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "llm_serving: cannot open %s\n", path);
+    return -1;
   }
-  m->lnfg = buf(C, 0.1f, 1.0f), m->lnfb = buf(C, 0.1f, 0);
-  size_t t = (size_t)tmax;
+  char *text = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (n + 4096 + 1 > cap) {
+      char *t = realloc(text, cap = cap * 2 + 8192);
+      if (!t) break;
+      text = t;
+    }
+    size_t r = fread(text + n, 1, 4096, f);
+    n += r;
+    if (r < 4096) break;
+  }
+  fclose(f);
+  if (!text) return -1;
+  text[n] = 0;
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  const cJSON *m = root ? cJSON_GetObjectItemCaseSensitive(root, name) : NULL;
+  int rc = -1;
+  if (!root) {
+    fprintf(stderr, "llm_serving: %s is not JSON\n", path);
+  } else if (!cJSON_IsObject(m)) {
+    fprintf(stderr, "llm_serving: no model \"%s\" in %s; it has:", name, path);
+    for (const cJSON *c = root->child; c; c = c->next)
+      if (c->string && c->string[0] != '_') fprintf(stderr, " %s", c->string);
+    fprintf(stderr, "\n");
+  } else if (json_int(m, "n_layer", &a->layers) || json_int(m, "n_head", &a->nh) ||
+             json_int(m, "d_model", &a->C) || json_int(m, "d_ff", &a->FF)) {
+    fprintf(stderr, "llm_serving: %s: n_layer, n_head, d_model and d_ff must be positive "
+                    "integers\n", name);
+  } else {
+    if (json_int(m, "n_kv_head", &a->nkv)) a->nkv = a->nh;
+    const char *norm = json_str(m, "norm"), *act = json_str(m, "act"), *pos = json_str(m, "pos");
+    const cJSON *fu = cJSON_GetObjectItemCaseSensitive(m, "qkv_fused");
+    const cJSON *bi = cJSON_GetObjectItemCaseSensitive(m, "bias");
+    a->rms = norm && !strcmp(norm, "rmsnorm");
+    a->gated = act && !strcmp(act, "silu_gated");
+    a->fused = cJSON_IsTrue(fu);
+    a->bias = !cJSON_IsFalse(bi);
+    a->rope = pos ? !strcmp(pos, "rope") : a->rms;
+    snprintf(a->name, sizeof a->name, "%s", name);
+    if (norm && strcmp(norm, "rmsnorm") && strcmp(norm, "layernorm"))
+      fprintf(stderr, "llm_serving: %s: unknown norm \"%s\"\n", name, norm);
+    else if (act && strcmp(act, "silu_gated") && strcmp(act, "gelu_tanh") && strcmp(act, "gelu"))
+      fprintf(stderr, "llm_serving: %s: unknown act \"%s\"\n", name, act);
+    else if (a->C % a->nh || (a->C / a->nh) % 2)
+      fprintf(stderr, "llm_serving: %s: d_model %d is not n_head %d x an even head size\n", name,
+              a->C, a->nh);
+    else
+      rc = 0;
+    a->HD = a->C / a->nh;
+  }
+  cJSON_Delete(root);
+  return rc;
+}
+
+static double layer_weight_bytes(const arch *a) {
+  double C = a->C, F = a->FF;
+  return 4.0 * (C * (double)QKVW(a) + (double)QW(a) * C + (a->gated ? 3.0 : 2.0) * C * F);
+}
+
+/* ---- weights and buffers --------------------------------------------------------------- */
+
+static int model_init(model *m, const arch *a, int tmax) {
+  memset(m, 0, sizeof *m);
+  m->a = *a;
+  m->tmax = tmax;
+  m->l = calloc((size_t)a->layers, sizeof *m->l);
+  if (!m->l) return -1;
+  size_t C = (size_t)a->C, F = (size_t)a->FF;
+  /* weights ~ U(-1, 1) / sqrt(fan in), so activations keep their scale */
+  float sc = 1.7f / sqrtf((float)C), sf = 1.7f / sqrtf((float)F), bs = a->bias ? 0.02f : 0;
+  for (int i = 0; i < a->layers; i++) {
+    layer_w *w = &m->l[i];
+    w->n1g = buf(C, 0.1f, 1.0f), w->n2g = buf(C, 0.1f, 1.0f);
+    if (!a->rms) w->n1b = buf(C, 0.1f, 0), w->n2b = buf(C, 0.1f, 0);
+    if (a->fused) {
+      w->wq = buf(C * (size_t)QKVW(a), sc, 0);
+      if (a->bias) w->bq = buf((size_t)QKVW(a), bs, 0);
+    } else {
+      w->wq = buf(C * (size_t)QW(a), sc, 0), w->wk = buf(C * (size_t)KW(a), sc, 0);
+      w->wv = buf(C * (size_t)KW(a), sc, 0);
+      if (a->bias)
+        w->bq = buf((size_t)QW(a), bs, 0), w->bk = buf((size_t)KW(a), bs, 0),
+        w->bv = buf((size_t)KW(a), bs, 0);
+    }
+    w->wo = buf((size_t)QW(a) * C, 0.5f * sc, 0);
+    w->w1 = buf(C * F, sc, 0);
+    if (a->gated) w->w3 = buf(C * F, sc, 0);
+    w->w2 = buf(F * C, 0.5f * sf, 0);
+    if (a->bias) w->bo = buf(C, bs, 0), w->b1 = buf(F, bs, 0), w->b2 = buf(C, bs, 0);
+  }
+  m->nfg = buf(C, 0.1f, 1.0f);
+  if (!a->rms) m->nfb = buf(C, 0.1f, 0);
+  size_t t = (size_t)tmax, HD = (size_t)a->HD;
+  if (a->rope) {
+    m->rope_tab = buf(t * HD, 0, 0);
+    for (size_t p = 0; p < t && m->rope_tab; p++)
+      for (size_t i = 0; i < HD / 2; i++) {
+        double th = (double)p * pow(10000.0, -2.0 * (double)i / (double)HD);
+        m->rope_tab[p * HD + i] = (float)cos(th);
+        m->rope_tab[p * HD + HD / 2 + i] = (float)sin(th);
+      }
+  }
   m->xa = buf(t * C, 1, 0), m->xb = buf(t * C, 1, 0), m->ln = buf(t * C, 1, 0);
-  m->qkv = buf(t * 3 * C, 1, 0), m->att = buf(t * C, 1, 0), m->fch = buf(t * FF, 1, 0);
-  m->scores = buf((size_t)NH * t * t, 1, 0);
-  m->kc = buf((size_t)layers * NH * t * HD, 0, 0), m->vc = buf((size_t)layers * NH * t * HD, 0, 0);
-  return m->xa && m->xb && m->ln && m->qkv && m->att && m->fch && m->scores && m->kc && m->vc &&
-                 m->lnfg && m->lnfb
-             ? 0
-             : -1;
+  m->qkv = buf(t * (size_t)(a->fused ? QKVW(a) : QW(a)), 1, 0);
+  if (!a->fused) m->kb = buf(t * (size_t)KW(a), 1, 0), m->vb = buf(t * (size_t)KW(a), 1, 0);
+  m->att = buf(t * (size_t)QW(a), 1, 0), m->h1 = buf(t * F, 1, 0);
+  if (a->gated) m->h3 = buf(t * F, 1, 0);
+  m->scores = buf((size_t)a->nh * t * t, 1, 0);
+  size_t cache = (size_t)a->layers * (size_t)a->nkv * t * HD;
+  m->kc = buf(cache, 0, 0), m->vc = buf(cache, 0, 0);
+  int G = a->nh / a->nkv;
+  if (G > 1) m->gq = buf((size_t)G * t * HD, 0, 0), m->go = buf((size_t)G * t * HD, 0, 0);
+  return g_oom ? -1 : 0;
 }
 
 static void model_free(model *m) {
-  for (int i = 0; m->l && i < m->layers; i++) {
+  for (int i = 0; m->l && i < m->a.layers; i++) {
     layer_w *w = &m->l[i];
-    float *p[] = {w->ln1g, w->ln1b, w->wqkv, w->bqkv, w->wproj, w->bproj,
-                  w->ln2g, w->ln2b, w->wfc,  w->bfc,  w->wfp,   w->bfp};
+    float *p[] = {w->n1g, w->n1b, w->n2g, w->n2b, w->wq, w->wk, w->wv, w->bq, w->bk,
+                  w->bv,  w->wo,  w->bo,  w->w1,  w->b1, w->w3, w->w2, w->b2};
     for (size_t j = 0; j < sizeof p / sizeof p[0]; j++) free(p[j]);
   }
   free(m->l);
-  float *p[] = {m->lnfg, m->lnfb, m->xa, m->xb, m->ln, m->qkv, m->att, m->fch, m->scores, m->kc, m->vc};
+  float *p[] = {m->nfg, m->nfb, m->rope_tab, m->xa, m->xb, m->ln, m->qkv, m->kb, m->vb,
+                m->att, m->scores, m->h1, m->h3, m->kc, m->vc, m->gq, m->go};
   for (size_t j = 0; j < sizeof p / sizeof p[0]; j++) free(p[j]);
+}
+
+/* Q, K and V of T tokens: row stride and first element of each */
+typedef struct qkv_views {
+  float *q, *k, *v;
+  int64_t sq, skv;
+} qkv_views;
+
+static qkv_views qkv_of(const model *m) {
+  const arch *a = &m->a;
+  qkv_views r;
+  if (a->fused) {
+    r.q = m->qkv, r.k = m->qkv + QW(a), r.v = m->qkv + QW(a) + KW(a);
+    r.sq = r.skv = QKVW(a);
+  } else {
+    r.q = m->qkv, r.k = m->kb, r.v = m->vb;
+    r.sq = QW(a), r.skv = KW(a);
+  }
+  return r;
+}
+
+/* appends the T new tokens' K and V (nkv heads) to layer l's cache at pos */
+static void cache_append(model *m, const qkv_views *v, float *kc, float *vc, int64_t T,
+                         int64_t pos) {
+  const arch *a = &m->a;
+  size_t tm = (size_t)m->tmax, HD = (size_t)a->HD;
+  for (int64_t t = 0; t < T; t++)
+    for (int h = 0; h < a->nkv; h++) {
+      memcpy(kc + ((size_t)h * tm + (size_t)(pos + t)) * HD, v->k + t * v->skv + h * (int64_t)HD,
+             HD * 4);
+      memcpy(vc + ((size_t)h * tm + (size_t)(pos + t)) * HD, v->v + t * v->skv + h * (int64_t)HD,
+             HD * 4);
+    }
 }
 
 /* ---- the tlm path ------------------------------------------------------------ */
@@ -145,82 +327,121 @@ static tlm_tensor dense(float *data, int nd, const int64_t *shape) {
     }                                                                             \
   } while (0)
 
-/* y (T, n) = x (T, k) W (k, n) + b, optional GELU, optional + residual */
-static int linear(tlm_runtime *rt, float *y, const float *x, const float *w, const float *b,
-                  int64_t T, int64_t k, int64_t n, int gelu, const float *res) {
+/* y (T, n), row stride ldy = x (T, k) W (k, n) [+ b], optional GELU, optional
+ * + residual (T, n) */
+static int linear(tlm_runtime *rt, float *y, int64_t ldy, const float *x, const float *w,
+                  const float *b, int64_t T, int64_t k, int64_t n, int gelu, const float *res) {
   tlm_op op = tlm_op_matmul();
-  op.u.matmul.has_bias = 1;
+  op.u.matmul.has_bias = b != NULL;
   op.u.matmul.activation = gelu ? TLM_ACT_GELU_TANH : TLM_ACT_NONE;
   op.u.matmul.has_residual = res != NULL;
-  tlm_tensor in[4] = {dense((float *)x, 2, (int64_t[]){T, k}), dense((float *)w, 2, (int64_t[]){k, n}),
-                      dense((float *)b, 1, (int64_t[]){n})};
-  if (res) in[3] = dense((float *)res, 2, (int64_t[]){T, n});
-  tlm_tensor out = dense(y, 2, (int64_t[]){T, n});
-  RUN(rt, &op, in, res ? 4 : 3, &out, 1);
+  tlm_tensor in[4];
+  int n_in = 0;
+  in[n_in++] = dense((float *)x, 2, (int64_t[]){T, k});
+  in[n_in++] = dense((float *)w, 2, (int64_t[]){k, n});
+  if (b) in[n_in++] = dense((float *)b, 1, (int64_t[]){n});
+  if (res) in[n_in++] = dense((float *)res, 2, (int64_t[]){T, n});
+  tlm_tensor out = view(y, 2, (int64_t[]){T, n}, (int64_t[]){ldy, 1});
+  RUN(rt, &op, in, n_in, &out, 1);
   return 0;
 }
 
-static int layernorm(tlm_runtime *rt, float *y, const float *x, const float *g, const float *b,
-                     int64_t T) {
-  tlm_op op = tlm_op_rownorm(TLM_OP_LAYERNORM);
-  tlm_tensor in[3] = {dense((float *)x, 2, (int64_t[]){T, C}), dense((float *)g, 1, (int64_t[]){C}),
-                      dense((float *)b, 1, (int64_t[]){C})};
+static int norm(tlm_runtime *rt, const arch *a, float *y, const float *x, const float *g,
+                const float *b, int64_t T) {
+  tlm_op op = tlm_op_rownorm(a->rms ? TLM_OP_RMSNORM : TLM_OP_LAYERNORM);
+  int64_t C = a->C;
+  tlm_tensor in[3] = {dense((float *)x, 2, (int64_t[]){T, C}), dense((float *)g, 1, &C),
+                      {0}};
+  if (!a->rms) in[2] = dense((float *)b, 1, &C);
   tlm_tensor out = dense(y, 2, (int64_t[]){T, C});
-  RUN(rt, &op, in, 3, &out, 1);
+  RUN(rt, &op, in, a->rms ? 2 : 3, &out, 1);
+  return 0;
+}
+
+/* rotary embedding in place on H heads of T tokens (row stride ld) at pos */
+static int rope(tlm_runtime *rt, const model *m, float *x, int64_t ld, int H, int64_t T,
+                int64_t pos) {
+  int64_t HD = m->a.HD;
+  tlm_op op = tlm_op_rope(TLM_ROPE_NEOX);
+  tlm_tensor xv = view(x, 3, (int64_t[]){T, H, HD}, (int64_t[]){ld, HD, 1});
+  tlm_tensor in[2] = {xv, dense(m->rope_tab + pos * HD, 2, (int64_t[]){T, HD})};
+  RUN(rt, &op, in, 2, &xv, 1);
   return 0;
 }
 
 /* one step of T new tokens at position pos; the residual stream is m->xa */
 static int forward_tlm(tlm_runtime *rt, model *m, int64_t T, int64_t pos) {
-  int64_t L = pos + T, tm = m->tmax;
-  for (int l = 0; l < m->layers; l++) {
+  const arch *a = &m->a;
+  int64_t L = pos + T, tm = m->tmax, HD = a->HD, C = a->C, FF = a->FF;
+  int64_t nkv = a->nkv, G = a->nh / a->nkv;
+  for (int l = 0; l < a->layers; l++) {
     layer_w *w = &m->l[l];
-    float *kc = m->kc + (size_t)l * NH * tm * HD, *vc = m->vc + (size_t)l * NH * tm * HD;
-    if (layernorm(rt, m->ln, m->xa, w->ln1g, w->ln1b, T) ||
-        linear(rt, m->qkv, m->ln, w->wqkv, w->bqkv, T, C, 3 * C, 0, NULL))
+    float *kc = m->kc + (size_t)l * (size_t)(nkv * tm * HD), *vc = m->vc + (size_t)l * (size_t)(nkv * tm * HD);
+    qkv_views v = qkv_of(m);
+    if (norm(rt, a, m->ln, m->xa, w->n1g, w->n1b, T)) return -1;
+    if (a->fused) {
+      if (linear(rt, m->qkv, QKVW(a), m->ln, w->wq, w->bq, T, C, QKVW(a), 0, NULL)) return -1;
+    } else if (linear(rt, v.q, v.sq, m->ln, w->wq, w->bq, T, C, QW(a), 0, NULL) ||
+               linear(rt, v.k, v.skv, m->ln, w->wk, w->bk, T, C, KW(a), 0, NULL) ||
+               linear(rt, v.v, v.skv, m->ln, w->wv, w->bv, T, C, KW(a), 0, NULL)) {
       return -1;
-    for (int64_t t = 0; t < T; t++) /* append K and V to the cache */
-      for (int h = 0; h < NH; h++) {
-        memcpy(kc + ((size_t)h * tm + pos + t) * HD, m->qkv + t * 3 * C + C + h * HD, HD * 4);
-        memcpy(vc + ((size_t)h * tm + pos + t) * HD, m->qkv + t * 3 * C + 2 * C + h * HD, HD * 4);
-      }
-    /* scores (NH, T, L) = Q (NH, T, HD) K^T, K stored (NH, L, HD) */
+    }
+    if (a->rope && (rope(rt, m, v.q, v.sq, a->nh, T, pos) || rope(rt, m, v.k, v.skv, a->nkv, T, pos)))
+      return -1;
+    cache_append(m, &v, kc, vc, T, pos);
+    /* scores (nkv, G, T, L) = Q (nkv, G, T, HD) K^T, K stored (nkv, 1, L, HD): each
+     * K/V head serves its G query heads (batch broadcast) */
     tlm_op op = tlm_op_matmul();
     op.u.matmul.transpose_b = 1;
-    tlm_tensor in[2] = {view(m->qkv, 3, (int64_t[]){NH, T, HD}, (int64_t[]){HD, 3 * C, 1}),
-                        view(kc, 3, (int64_t[]){NH, L, HD}, (int64_t[]){tm * HD, HD, 1})};
-    tlm_tensor out = dense(m->scores, 3, (int64_t[]){NH, T, L});
+    tlm_tensor in[2] = {view(v.q, 4, (int64_t[]){nkv, G, T, HD}, (int64_t[]){G * HD, HD, v.sq, 1}),
+                        view(kc, 4, (int64_t[]){nkv, 1, L, HD}, (int64_t[]){tm * HD, 0, HD, 1})};
+    tlm_tensor out = dense(m->scores, 4, (int64_t[]){nkv, G, T, L});
     RUN(rt, &op, in, 2, &out, 1);
     tlm_op sm = tlm_op_rownorm(TLM_OP_SOFTMAX);
     sm.u.rownorm.causal = 1;
     sm.u.rownorm.scale = 1.0f / sqrtf((float)HD);
     RUN(rt, &sm, &out, 1, &out, 1); /* in place */
-    /* att (T, C) viewed as (NH, T, HD) = P (NH, T, L) V (NH, L, HD) */
+    /* att (T, nh HD) viewed as (nkv, G, T, HD) = P (nkv, G, T, L) V (nkv, 1, L, HD) */
     op = tlm_op_matmul();
-    tlm_tensor in2[2] = {out, view(vc, 3, (int64_t[]){NH, L, HD}, (int64_t[]){tm * HD, HD, 1})};
-    tlm_tensor o2 = view(m->att, 3, (int64_t[]){NH, T, HD}, (int64_t[]){HD, C, 1});
+    tlm_tensor in2[2] = {out, view(vc, 4, (int64_t[]){nkv, 1, L, HD}, (int64_t[]){tm * HD, 0, HD, 1})};
+    tlm_tensor o2 = view(m->att, 4, (int64_t[]){nkv, G, T, HD}, (int64_t[]){G * HD, HD, QW(a), 1});
     RUN(rt, &op, in2, 2, &o2, 1);
-    if (linear(rt, m->xb, m->att, w->wproj, w->bproj, T, C, C, 0, m->xa) ||
-        layernorm(rt, m->ln, m->xb, w->ln2g, w->ln2b, T) ||
-        linear(rt, m->fch, m->ln, w->wfc, w->bfc, T, C, FF, 1, NULL) ||
-        linear(rt, m->xa, m->fch, w->wfp, w->bfp, T, FF, C, 0, m->xb))
+    if (linear(rt, m->xb, C, m->att, w->wo, w->bo, T, QW(a), C, 0, m->xa) ||
+        norm(rt, a, m->ln, m->xb, w->n2g, w->n2b, T))
       return -1;
+    if (a->gated) { /* xa = (silu(ln Wg) * (ln Wu)) Wd + xb */
+      tlm_op sw = tlm_op_eltwise(TLM_ACT_SILU, TLM_BINARY_MUL);
+      tlm_tensor h1 = dense(m->h1, 2, (int64_t[]){T, FF});
+      tlm_tensor sin_[2] = {h1, dense(m->h3, 2, (int64_t[]){T, FF})};
+      if (linear(rt, m->h1, FF, m->ln, w->w1, NULL, T, C, FF, 0, NULL) ||
+          linear(rt, m->h3, FF, m->ln, w->w3, NULL, T, C, FF, 0, NULL))
+        return -1;
+      RUN(rt, &sw, sin_, 2, &h1, 1);
+      if (linear(rt, m->xa, C, m->h1, w->w2, w->b2, T, FF, C, 0, m->xb)) return -1;
+    } else if (linear(rt, m->h1, FF, m->ln, w->w1, w->b1, T, C, FF, 1, NULL) ||
+               linear(rt, m->xa, C, m->h1, w->w2, w->b2, T, FF, C, 0, m->xb)) {
+      return -1;
+    }
   }
-  return layernorm(rt, m->ln, m->xa, m->lnfg, m->lnfb, T);
+  return norm(rt, a, m->ln, m->xa, m->nfg, m->nfb, T);
 }
 
-/* ---- the baseline: oneDNN matmuls, plain C LayerNorm and softmax --------------- */
+/* ---- the baseline: oneDNN matmuls, plain C for the rest ------------------------------ */
 
 #ifdef TLM_HAVE_DNNL
-static void layernorm_c(float *y, const float *x, const float *g, const float *b, int64_t T) {
+static void norm_c(const arch *a, float *y, const float *x, const float *g, const float *b,
+                   int64_t T) {
+  int C = a->C;
   for (int64_t t = 0; t < T; t++) {
     const float *r = x + t * C;
     float mean = 0, var = 0;
-    for (int c = 0; c < C; c++) mean += r[c];
-    mean /= C;
+    if (!a->rms) {
+      for (int c = 0; c < C; c++) mean += r[c];
+      mean /= C;
+    }
     for (int c = 0; c < C; c++) var += (r[c] - mean) * (r[c] - mean);
     float rs = 1.0f / sqrtf(var / C + 1e-5f);
-    for (int c = 0; c < C; c++) y[t * C + c] = (r[c] - mean) * rs * g[c] + b[c];
+    for (int c = 0; c < C; c++) y[t * C + c] = (r[c] - mean) * rs * g[c] + (a->rms ? 0 : b[c]);
   }
 }
 
@@ -235,43 +456,98 @@ static void softmax_causal_c(float *s, int64_t rows, int64_t T, int64_t L, float
   }
 }
 
-static int lin_dnnl(dnnl_baseline *db, float *y, const float *x, const float *w, const float *b,
-                    int64_t T, int64_t k, int64_t n, int gelu, const float *res) {
-  if (res) memcpy(y, res, sizeof(float) * (size_t)(T * n)); /* sum post-op adds into y */
+static void rope_c(const model *m, float *x, int64_t ld, int H, int64_t T, int64_t pos) {
+  int64_t HD = m->a.HD, h2 = HD / 2;
+  for (int64_t t = 0; t < T; t++) {
+    const float *tb = m->rope_tab + (pos + t) * HD;
+    for (int h = 0; h < H; h++) {
+      float *r = x + t * ld + h * HD;
+      for (int64_t i = 0; i < h2; i++) {
+        float xa = r[i], xb = r[i + h2], c = tb[i], s = tb[h2 + i];
+        r[i] = xa * c - xb * s;
+        r[i + h2] = xb * c + xa * s;
+      }
+    }
+  }
+}
+
+static int lin_dnnl(dnnl_baseline *db, float *y, int64_t ldy, const float *x, const float *w,
+                    const float *b, int64_t T, int64_t k, int64_t n, int gelu, const float *res) {
+  if (res) /* the sum post-op adds into y */
+    for (int64_t t = 0; t < T; t++) memcpy(y + t * ldy, res + t * n, sizeof(float) * (size_t)n);
   return dnnl_baseline_matmul(db, 1, T, k, n, x, (int64_t[]){T * k, k, 1}, w,
                               (int64_t[]){k * n, n, 1}, b, gelu, res != NULL, y,
-                              (int64_t[]){T * n, n, 1});
+                              (int64_t[]){T * ldy, ldy, 1});
 }
 
 static int forward_dnnl(dnnl_baseline *db, model *m, int64_t T, int64_t pos) {
-  int64_t L = pos + T, tm = m->tmax;
-  for (int l = 0; l < m->layers; l++) {
+  const arch *a = &m->a;
+  int64_t L = pos + T, tm = m->tmax, HD = a->HD, C = a->C, FF = a->FF;
+  int64_t nkv = a->nkv, G = a->nh / a->nkv;
+  float scale = 1.0f / sqrtf((float)HD);
+  for (int l = 0; l < a->layers; l++) {
     layer_w *w = &m->l[l];
-    float *kc = m->kc + (size_t)l * NH * tm * HD, *vc = m->vc + (size_t)l * NH * tm * HD;
-    layernorm_c(m->ln, m->xa, w->ln1g, w->ln1b, T);
-    if (lin_dnnl(db, m->qkv, m->ln, w->wqkv, w->bqkv, T, C, 3 * C, 0, NULL)) return -1;
-    for (int64_t t = 0; t < T; t++)
-      for (int h = 0; h < NH; h++) {
-        memcpy(kc + ((size_t)h * tm + pos + t) * HD, m->qkv + t * 3 * C + C + h * HD, HD * 4);
-        memcpy(vc + ((size_t)h * tm + pos + t) * HD, m->qkv + t * 3 * C + 2 * C + h * HD, HD * 4);
+    float *kc = m->kc + (size_t)l * (size_t)(nkv * tm * HD), *vc = m->vc + (size_t)l * (size_t)(nkv * tm * HD);
+    qkv_views v = qkv_of(m);
+    norm_c(a, m->ln, m->xa, w->n1g, w->n1b, T);
+    if (a->fused) {
+      if (lin_dnnl(db, m->qkv, QKVW(a), m->ln, w->wq, w->bq, T, C, QKVW(a), 0, NULL)) return -1;
+    } else if (lin_dnnl(db, v.q, v.sq, m->ln, w->wq, w->bq, T, C, QW(a), 0, NULL) ||
+               lin_dnnl(db, v.k, v.skv, m->ln, w->wk, w->bk, T, C, KW(a), 0, NULL) ||
+               lin_dnnl(db, v.v, v.skv, m->ln, w->wv, w->bv, T, C, KW(a), 0, NULL)) {
+      return -1;
+    }
+    if (a->rope) {
+      rope_c(m, v.q, v.sq, a->nh, T, pos);
+      rope_c(m, v.k, v.skv, a->nkv, T, pos);
+    }
+    cache_append(m, &v, kc, vc, T, pos);
+    if (G == 1) { /* K^T as a strided (nh, HD, L) view of the cache */
+      if (dnnl_baseline_matmul(db, a->nh, T, HD, L, v.q, (int64_t[]){HD, v.sq, 1}, kc,
+                               (int64_t[]){tm * HD, 1, HD}, NULL, 0, 0, m->scores,
+                               (int64_t[]){T * L, L, 1}))
+        return -1;
+      softmax_causal_c(m->scores, a->nh * T, T, L, scale);
+      if (dnnl_baseline_matmul(db, a->nh, T, L, HD, m->scores, (int64_t[]){T * L, L, 1}, vc,
+                               (int64_t[]){tm * HD, HD, 1}, NULL, 0, 0, m->att,
+                               (int64_t[]){HD, QW(a), 1}))
+        return -1;
+    } else { /* per K/V head: its G query heads as one (G T, HD) matrix */
+      for (int64_t j = 0; j < nkv; j++) {
+        for (int64_t i = 0; i < G; i++)
+          for (int64_t t = 0; t < T; t++)
+            memcpy(m->gq + (i * T + t) * HD, v.q + t * v.sq + (j * G + i) * HD, HD * 4);
+        if (dnnl_baseline_matmul(db, 1, G * T, HD, L, m->gq, (int64_t[]){G * T * HD, HD, 1},
+                                 kc + j * tm * HD, (int64_t[]){L * HD, 1, HD}, NULL, 0, 0,
+                                 m->scores, (int64_t[]){G * T * L, L, 1}))
+          return -1;
+        softmax_causal_c(m->scores, G * T, T, L, scale);
+        if (dnnl_baseline_matmul(db, 1, G * T, L, HD, m->scores, (int64_t[]){G * T * L, L, 1},
+                                 vc + j * tm * HD, (int64_t[]){L * HD, HD, 1}, NULL, 0, 0, m->go,
+                                 (int64_t[]){G * T * HD, HD, 1}))
+          return -1;
+        for (int64_t i = 0; i < G; i++)
+          for (int64_t t = 0; t < T; t++)
+            memcpy(m->att + t * QW(a) + (j * G + i) * HD, m->go + (i * T + t) * HD, HD * 4);
       }
-    /* K^T as a strided (NH, HD, L) view of the cache */
-    if (dnnl_baseline_matmul(db, NH, T, HD, L, m->qkv, (int64_t[]){HD, 3 * C, 1}, kc,
-                             (int64_t[]){tm * HD, 1, HD}, NULL, 0, 0, m->scores,
-                             (int64_t[]){T * L, L, 1}))
+    }
+    if (lin_dnnl(db, m->xb, C, m->att, w->wo, w->bo, T, QW(a), C, 0, m->xa)) return -1;
+    norm_c(a, m->ln, m->xb, w->n2g, w->n2b, T);
+    if (a->gated) {
+      if (lin_dnnl(db, m->h1, FF, m->ln, w->w1, NULL, T, C, FF, 0, NULL) ||
+          lin_dnnl(db, m->h3, FF, m->ln, w->w3, NULL, T, C, FF, 0, NULL))
+        return -1;
+      for (int64_t i = 0; i < T * FF; i++) {
+        float g = m->h1[i];
+        m->h1[i] = g / (1.0f + expf(-g)) * m->h3[i];
+      }
+      if (lin_dnnl(db, m->xa, C, m->h1, w->w2, w->b2, T, FF, C, 0, m->xb)) return -1;
+    } else if (lin_dnnl(db, m->h1, FF, m->ln, w->w1, w->b1, T, C, FF, 1, NULL) ||
+               lin_dnnl(db, m->xa, C, m->h1, w->w2, w->b2, T, FF, C, 0, m->xb)) {
       return -1;
-    softmax_causal_c(m->scores, NH * T, T, L, 1.0f / sqrtf((float)HD));
-    if (dnnl_baseline_matmul(db, NH, T, L, HD, m->scores, (int64_t[]){T * L, L, 1}, vc,
-                             (int64_t[]){tm * HD, HD, 1}, NULL, 0, 0, m->att,
-                             (int64_t[]){HD, C, 1}))
-      return -1;
-    if (lin_dnnl(db, m->xb, m->att, w->wproj, w->bproj, T, C, C, 0, m->xa)) return -1;
-    layernorm_c(m->ln, m->xb, w->ln2g, w->ln2b, T);
-    if (lin_dnnl(db, m->fch, m->ln, w->wfc, w->bfc, T, C, FF, 1, NULL) ||
-        lin_dnnl(db, m->xa, m->fch, w->wfp, w->bfp, T, FF, C, 0, m->xb))
-      return -1;
+    }
   }
-  layernorm_c(m->ln, m->xa, m->lnfg, m->lnfb, T);
+  norm_c(a, m->ln, m->xa, m->nfg, m->nfb, T);
   return 0;
 }
 #endif
@@ -286,10 +562,11 @@ typedef struct replay_result {
   int failed;
 } replay_result;
 
-static double step_flops(int layers, int64_t T, int64_t L) {
-  double lin = 2.0 * (double)T * (C * 3.0 * C + C * (double)C + 2.0 * C * FF);
-  double att = 2.0 * 2.0 * NH * (double)T * (double)L * HD;
-  return layers * (lin + att);
+static double step_flops(const arch *a, int64_t T, int64_t L) {
+  double C = a->C, F = a->FF;
+  double lin = 2.0 * (double)T * (C * (double)QKVW(a) + (double)QW(a) * C + (a->gated ? 3 : 2) * C * F);
+  double att = 2.0 * 2.0 * a->nh * (double)T * (double)L * a->HD;
+  return a->layers * (lin + att);
 }
 
 static void replay(tlm_runtime *rt, void *db, model *m, const int *ctx, int nreq, int steps,
@@ -302,8 +579,8 @@ static void replay(tlm_runtime *rt, void *db, model *m, const int *ctx, int nreq
       int64_t T = s == 0 ? ctx[q] : 1; /* prefill, then decode */
       /* the tokens' embeddings: a fixed pattern per request and position */
       for (int64_t t = 0; t < T; t++)
-        for (int c = 0; c < C; c++)
-          m->xa[t * C + c] = sinf(0.01f * (float)((pos + t) * 31 + c) + (float)q);
+        for (int c = 0; c < m->a.C; c++)
+          m->xa[t * m->a.C + c] = sinf(0.01f * (float)((pos + t) * 31 + c) + (float)q);
       int bad;
 #ifdef TLM_HAVE_DNNL
       bad = db ? forward_dnnl(db, m, T, pos) : forward_tlm(rt, m, T, pos);
@@ -312,12 +589,13 @@ static void replay(tlm_runtime *rt, void *db, model *m, const int *ctx, int nreq
       bad = forward_tlm(rt, m, T, pos);
 #endif
       if (bad) r->failed = 1;
-      r->flops += step_flops(m->layers, T, pos + T);
+      r->flops += step_flops(&m->a, T, pos + T);
       r->tokens += T;
       r->steps++;
       pos += T;
       if (s == steps && q % 8 == 0)
-        memcpy(r->sampled + (size_t)(q / 8) * C, m->ln + (T - 1) * C, C * sizeof(float));
+        memcpy(r->sampled + (size_t)(q / 8) * (size_t)m->a.C, m->ln + (T - 1) * m->a.C,
+               (size_t)m->a.C * sizeof(float));
     }
     r->lat[q] = now_ms() - t0;
   }
@@ -330,32 +608,74 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-  const char *trace = NULL, *json = NULL;
-  int requests = 24, max_context = 256, decode_steps = 4, threads = -1, layers = 12, baseline = 1;
-  int prepack = 1;
+  const char *trace = NULL, *json = NULL, *model_name = "gpt2-124m", *models_json = NULL;
+  int requests = 24, max_context = 256, decode_steps = 4, threads = -1, layers = 0, baseline = 1;
+  int prepack = 1, kv_heads = 0;
+  double max_gib = 3.0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int more = i + 1 < argc;
     if (!strcmp(a, "--trace") && more) trace = argv[++i];
+    else if (!strcmp(a, "--model") && more) model_name = argv[++i];
+    else if (!strcmp(a, "--models-json") && more) models_json = argv[++i];
     else if (!strcmp(a, "--requests") && more) requests = atoi(argv[++i]);
     else if (!strcmp(a, "--max-context") && more) max_context = atoi(argv[++i]);
     else if (!strcmp(a, "--decode-steps") && more) decode_steps = atoi(argv[++i]);
     else if (!strcmp(a, "--layers") && more) layers = atoi(argv[++i]);
+    else if (!strcmp(a, "--kv-heads") && more) kv_heads = atoi(argv[++i]);
+    else if (!strcmp(a, "--max-weights-gib") && more) max_gib = atof(argv[++i]);
     else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
     else if (!strcmp(a, "--json") && more) json = argv[++i];
     else if (!strcmp(a, "--no-baseline")) baseline = 0;
     else if (!strcmp(a, "--no-prepack")) prepack = 0;
     else {
       fprintf(stderr,
-              "usage: %s --trace FILE [--requests N] [--max-context N] [--decode-steps N]\n"
-              "          [--layers N] [--threads N] [--json FILE] [--no-baseline] [--no-prepack]\n",
+              "usage: %s --trace FILE [--model NAME] [--models-json FILE] [--requests N]\n"
+              "          [--max-context N] [--decode-steps N] [--layers N] [--kv-heads N]\n"
+              "          [--max-weights-gib G] [--threads N] [--json FILE] [--no-baseline]\n"
+              "          [--no-prepack]\n",
               argv[0]);
       return 2;
     }
   }
-  if (!trace || requests < 1 || max_context < 1 || decode_steps < 0 || layers < 1) {
+  if (!trace || requests < 1 || max_context < 1 || decode_steps < 0 || layers < 0 ||
+      kv_heads < 0 || !(max_gib > 0)) {
     fprintf(stderr, "llm_serving: --trace FILE is required; counts must be positive\n");
     return 2;
+  }
+  /* models.json: --models-json, else beside the trace's folder
+   * (workloads/traces/X.csv -> workloads/models.json), else ../shared */
+  char mj[4096];
+  if (!models_json) {
+    const char *slash = strrchr(trace, '/');
+    int dir = slash ? (int)(slash - trace) : 0;
+    snprintf(mj, sizeof mj, "%.*s%smodels.json", dir, trace, dir ? "/../" : "../");
+    FILE *probe = fopen(mj, "rb");
+    if (probe) fclose(probe);
+    else snprintf(mj, sizeof mj, "../shared/workloads/models.json");
+    models_json = mj;
+  }
+  arch ar;
+  if (arch_load(&ar, models_json, model_name)) return 1;
+  if (kv_heads) {
+    if (ar.nh % kv_heads) {
+      fprintf(stderr, "llm_serving: --kv-heads %d does not divide %d heads\n", kv_heads, ar.nh);
+      return 2;
+    }
+    ar.nkv = kv_heads;
+  }
+  if (ar.nh % ar.nkv) {
+    fprintf(stderr, "llm_serving: %s: n_kv_head %d does not divide n_head %d\n", ar.name, ar.nkv,
+            ar.nh);
+    return 1;
+  }
+  int file_layers = ar.layers;
+  if (layers) {
+    ar.layers = layers;
+  } else { /* as many as fit the weight budget */
+    int fit = (int)(max_gib * 1073741824.0 / layer_weight_bytes(&ar));
+    if (fit < 1) fit = 1;
+    if (fit < ar.layers) ar.layers = fit;
   }
   FILE *f = fopen(trace, "r");
   if (!f) {
@@ -401,16 +721,18 @@ int main(int argc, char **argv) {
     return 1;
   }
   model m;
-  if (model_init(&m, layers, max_context + decode_steps)) {
+  if (model_init(&m, &ar, max_context + decode_steps)) {
     fprintf(stderr, "llm_serving: out of memory for the model\n");
     return 1;
   }
-  for (int i = 0; prepack && i < layers; i++) {
+  for (int i = 0; prepack && i < ar.layers; i++) {
     const layer_w *w = &m.l[i];
-    const float *mats[4] = {w->wqkv, w->wproj, w->wfc, w->wfp};
-    const size_t n[4] = {(size_t)C * 3 * C, (size_t)C * C, (size_t)C * FF, (size_t)FF * C};
-    for (int j = 0; j < 4; j++)
-      if (tlm_constant_add(rt, mats[j], n[j] * sizeof(float)) != TLM_OK) {
+    size_t C = (size_t)ar.C, FF = (size_t)ar.FF;
+    const float *mats[7] = {w->wq, w->wk, w->wv, w->wo, w->w1, w->w3, w->w2};
+    const size_t n[7] = {C * (size_t)(ar.fused ? QKVW(&ar) : QW(&ar)), C * (size_t)KW(&ar),
+                         C * (size_t)KW(&ar), (size_t)QW(&ar) * C, C * FF, C * FF, FF * C};
+    for (int j = 0; j < 7; j++)
+      if (mats[j] && tlm_constant_add(rt, mats[j], n[j] * sizeof(float)) != TLM_OK) {
         fprintf(stderr, "llm_serving: %s\n", tlm_last_error(rt));
         return 1;
       }
@@ -418,8 +740,8 @@ int main(int argc, char **argv) {
   int nsamp = (nreq + 7) / 8;
   replay_result t = {0}, d = {0};
   t.lat = calloc((size_t)nreq, sizeof(double)), d.lat = calloc((size_t)nreq, sizeof(double));
-  t.sampled = calloc((size_t)nsamp * C, sizeof(float));
-  d.sampled = calloc((size_t)nsamp * C, sizeof(float));
+  t.sampled = calloc((size_t)nsamp * (size_t)ar.C, sizeof(float));
+  d.sampled = calloc((size_t)nsamp * (size_t)ar.C, sizeof(float));
   replay(rt, NULL, &m, ctx, nreq, decode_steps, &t);
   tlm_stats s;
   tlm_get_stats(rt, &s);
@@ -440,7 +762,7 @@ int main(int argc, char **argv) {
     dnnl_prims = dnnl_baseline_primitives(db, &dnnl_create_ms);
     have_baseline = !d.failed;
     dnnl_baseline_destroy(db);
-    for (size_t i = 0; i < (size_t)nsamp * C; i++) {
+    for (size_t i = 0; i < (size_t)nsamp * (size_t)ar.C; i++) {
       double e = fabs((double)t.sampled[i] - d.sampled[i]) / (1.0 + fabs((double)d.sampled[i]));
       if (!(e <= diff)) diff = isnan(e) ? INFINITY : e;
     }
@@ -452,7 +774,11 @@ int main(int argc, char **argv) {
   double p50 = t.lat[nreq / 2], p99 = t.lat[(nreq * 99) / 100 < nreq ? (nreq * 99) / 100 : nreq - 1];
   double dc = s.schedule_ms + s.compile_ms + s.disk_load_ms;
   int ok = !t.failed && (!have_baseline || diff <= 1e-3);
-  printf("\nllm_serving report (GPT-2-124M dimensions, %d layers, trace %s)\n", layers, trace);
+  printf("\nllm_serving report (%s: %d of %d layers, %d heads, %d K/V heads, d_model %d, d_ff %d, "
+         "%s, %s, %s%s%s; trace %s)\n",
+         ar.name, ar.layers, file_layers, ar.nh, ar.nkv, ar.C, ar.FF, ar.rms ? "RMSNorm" : "LayerNorm",
+         ar.gated ? "SwiGLU" : "GELU", ar.fused ? "fused QKV" : "separate Q, K, V",
+         ar.bias ? ", biases" : ", no biases", ar.rope ? ", RoPE" : "", trace);
   printf("  requests            %d (prefill capped at %d tokens, %d decode steps each)\n", nreq,
          max_context, decode_steps);
   printf("  tokens              %ld in %ld steps\n", t.tokens, t.steps);
@@ -491,7 +817,7 @@ int main(int argc, char **argv) {
     FILE *jf = fopen(json, "w");
     if (jf) {
       fprintf(jf,
-              "{\"model\": \"gpt2-124m\", \"target\": \"%s\", \"onednn_isa\": \"%s\", "
+              "{\"model\": \"%s\", \"kv_heads\": %d, \"target\": \"%s\", \"onednn_isa\": \"%s\", "
               "\"layers\": %d, \"requests\": %d, \"tokens\": %ld, "
               "\"steps\": %ld, \"tlm_run_calls\": %llu, \"threads\": %d, \"wall_ms\": %.3f, "
               "\"tokens_per_s\": %.1f, \"gflops\": %.2f, \"latency_p50_ms\": %.3f, "
@@ -500,7 +826,7 @@ int main(int argc, char **argv) {
               "\"schedule_ms\": %.3f, \"disk_load_ms\": %.3f, \"cache_hits\": %llu, "
               "\"decode_compile_share\": %.4f, \"tlm_weights_constant\": %s, "
               "\"prepacked_copies\": %llu, \"prepacked_bytes\": %llu",
-              tdesc, base_isa, layers, nreq, t.tokens, t.steps, (unsigned long long)s.runs, nthreads, t.wall_ms,
+              ar.name, ar.nkv, tdesc, base_isa, ar.layers, nreq, t.tokens, t.steps, (unsigned long long)s.runs, nthreads, t.wall_ms,
               t.tokens / (t.wall_ms * 1e-3), t.flops / (t.wall_ms * 1e6), p50, p99,
               (unsigned long long)s.cache_misses, (unsigned long long)s.decodes,
               (unsigned long long)s.compiles, (unsigned long long)s.disk_kernel_hits, s.compile_ms,
