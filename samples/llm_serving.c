@@ -45,12 +45,15 @@
  * baseline's matmul primitives read the same plain (K, N) weights either
  * way.
  */
+#define _XOPEN_SOURCE 700 /* mkdtemp, nftw */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tlm.h"
@@ -607,10 +610,41 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* declares the weight matrices constant to rt */
+static int declare_weights(tlm_runtime *rt, const model *m) {
+  const arch *a = &m->a;
+  for (int i = 0; i < a->layers; i++) {
+    const layer_w *w = &m->l[i];
+    size_t C = (size_t)a->C, FF = (size_t)a->FF;
+    const float *mats[7] = {w->wq, w->wk, w->wv, w->wo, w->w1, w->w3, w->w2};
+    const size_t n[7] = {C * (size_t)(a->fused ? QKVW(a) : QW(a)), C * (size_t)KW(a),
+                         C * (size_t)KW(a), (size_t)QW(a) * C, C * FF, C * FF, FF * C};
+    for (int j = 0; j < 7; j++)
+      if (mats[j] && tlm_constant_add(rt, mats[j], n[j] * sizeof(float)) != TLM_OK) {
+        fprintf(stderr, "llm_serving: %s\n", tlm_last_error(rt));
+        return -1;
+      }
+  }
+  return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+#ifdef TLM_SERVING_NO_MAIN
+/* `tlm bench serving`: exec_argv is the command line to re-run for
+ * oneDNN's thread count (see dnnl_baseline_pin_threads) */
+int tlm_serving_main(int argc, char **argv, char **exec_argv);
+int tlm_serving_main(int argc, char **argv, char **exec_argv) {
+#else
 int main(int argc, char **argv) {
+  char **exec_argv = argv;
+#endif
   const char *trace = NULL, *json = NULL, *model_name = "gpt2-124m", *models_json = NULL;
   int requests = 24, max_context = 256, decode_steps = 4, threads = -1, layers = 0, baseline = 1;
-  int prepack = 1, kv_heads = 0;
+  int prepack = 1, kv_heads = 0, warm = 0, fresh = 0;
   double max_gib = 3.0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -628,12 +662,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--json") && more) json = argv[++i];
     else if (!strcmp(a, "--no-baseline")) baseline = 0;
     else if (!strcmp(a, "--no-prepack")) prepack = 0;
+    else if (!strcmp(a, "--warm")) warm = 1;
+    else if (!strcmp(a, "--fresh-cache")) fresh = 1;
     else {
       fprintf(stderr,
               "usage: %s --trace FILE [--model NAME] [--models-json FILE] [--requests N]\n"
               "          [--max-context N] [--decode-steps N] [--layers N] [--kv-heads N]\n"
               "          [--max-weights-gib G] [--threads N] [--json FILE] [--no-baseline]\n"
-              "          [--no-prepack]\n",
+              "          [--no-prepack] [--fresh-cache] [--warm]\n",
               argv[0]);
       return 2;
     }
@@ -711,9 +747,19 @@ int main(int argc, char **argv) {
   snprintf(nt, sizeof nt, "%d", nthreads);
 #ifdef TLM_HAVE_DNNL
   /* oneDNN's OpenMP runtime: the same threads (re-runs the program once) */
-  if (dnnl_baseline_pin_threads(argv, nthreads))
+  if (dnnl_baseline_pin_threads(exec_argv, nthreads))
     fprintf(stderr, "llm_serving: could not set OMP_NUM_THREADS=%s for oneDNN\n", nt);
 #endif
+  /* --fresh-cache: a new private directory (a cold start), removed at exit */
+  char freshdir[] = "/tmp/tlm_serving_XXXXXX";
+  if (fresh) {
+    if (!mkdtemp(freshdir)) {
+      fprintf(stderr, "llm_serving: cannot create a cache directory under /tmp\n");
+      free(ctx);
+      return 1;
+    }
+    cfg.cache_dir = freshdir;
+  }
   tlm_runtime *rt;
   if (tlm_create(&cfg, &rt) != TLM_OK) {
     fprintf(stderr, "llm_serving: %s\n", tlm_last_error(NULL));
@@ -725,26 +771,34 @@ int main(int argc, char **argv) {
     fprintf(stderr, "llm_serving: out of memory for the model\n");
     return 1;
   }
-  for (int i = 0; prepack && i < ar.layers; i++) {
-    const layer_w *w = &m.l[i];
-    size_t C = (size_t)ar.C, FF = (size_t)ar.FF;
-    const float *mats[7] = {w->wq, w->wk, w->wv, w->wo, w->w1, w->w3, w->w2};
-    const size_t n[7] = {C * (size_t)(ar.fused ? QKVW(&ar) : QW(&ar)), C * (size_t)KW(&ar),
-                         C * (size_t)KW(&ar), (size_t)QW(&ar) * C, C * FF, C * FF, FF * C};
-    for (int j = 0; j < 7; j++)
-      if (mats[j] && tlm_constant_add(rt, mats[j], n[j] * sizeof(float)) != TLM_OK) {
-        fprintf(stderr, "llm_serving: %s\n", tlm_last_error(rt));
-        return 1;
-      }
-  }
+  if (prepack && declare_weights(rt, &m)) return 1;
   int nsamp = (nreq + 7) / 8;
-  replay_result t = {0}, d = {0};
+  replay_result t = {0}, d = {0}, wt = {0};
   t.lat = calloc((size_t)nreq, sizeof(double)), d.lat = calloc((size_t)nreq, sizeof(double));
   t.sampled = calloc((size_t)nsamp * (size_t)ar.C, sizeof(float));
   d.sampled = calloc((size_t)nsamp * (size_t)ar.C, sizeof(float));
   replay(rt, NULL, &m, ctx, nreq, decode_steps, &t);
-  tlm_stats s;
+  tlm_stats s, ws;
   tlm_get_stats(rt, &s);
+  memset(&ws, 0, sizeof ws);
+  /* --warm: a new runtime (a new process would do the same) on the cache
+   * the cold pass filled */
+  const char *cdir = cfg.cache_dir ? cfg.cache_dir : "";
+  int have_warm = 0;
+  if (warm && !t.failed && strcmp(cdir, "none")) {
+    tlm_destroy(rt);
+    if (tlm_create(&cfg, &rt) != TLM_OK || (prepack && declare_weights(rt, &m))) {
+      fprintf(stderr, "llm_serving: warm runtime: %s\n", tlm_last_error(NULL));
+      return 1;
+    }
+    wt.lat = calloc((size_t)nreq, sizeof(double));
+    wt.sampled = calloc((size_t)nsamp * (size_t)ar.C, sizeof(float));
+    replay(rt, NULL, &m, ctx, nreq, decode_steps, &wt);
+    tlm_get_stats(rt, &ws);
+    have_warm = !wt.failed;
+  } else if (warm) {
+    fprintf(stderr, "llm_serving: --warm needs a disk cache (TLM_CACHE_DIR is none)\n");
+  }
   char tdesc[400];
   tlm_describe_target(rt, tdesc, sizeof tdesc);
   for (char *q = tdesc; *q; q++)
@@ -765,6 +819,10 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)nsamp * (size_t)ar.C; i++) {
       double e = fabs((double)t.sampled[i] - d.sampled[i]) / (1.0 + fabs((double)d.sampled[i]));
       if (!(e <= diff)) diff = isnan(e) ? INFINITY : e;
+      if (have_warm) { /* the warm pass's outputs too */
+        e = fabs((double)wt.sampled[i] - d.sampled[i]) / (1.0 + fabs((double)d.sampled[i]));
+        if (!(e <= diff)) diff = isnan(e) ? INFINITY : e;
+      }
     }
   }
 #else
@@ -804,12 +862,22 @@ int main(int argc, char **argv) {
          s.disk_load_ms);
   printf("  cache hits          %llu\n", (unsigned long long)s.cache_hits);
   printf("  decode + compile    %.1f%% of wall time (disk loads included)\n", 100.0 * dc / t.wall_ms);
+  if (have_warm) {
+    qsort(wt.lat, (size_t)nreq, sizeof(double), cmp_double);
+    printf("  warm cache          a new runtime on the same cache: %.1f ms wall, %.0f tokens/s, "
+           "p50 %.1f ms, p99 %.1f ms; %llu kernels compiled, %llu loaded from disk (%.1f ms)\n",
+           wt.wall_ms, wt.tokens / (wt.wall_ms * 1e-3), wt.lat[nreq / 2],
+           wt.lat[(nreq * 99) / 100 < nreq ? (nreq * 99) / 100 : nreq - 1],
+           (unsigned long long)ws.compiles, (unsigned long long)ws.disk_kernel_hits, ws.disk_load_ms);
+  }
   if (have_baseline) {
     printf("  oneDNN + C baseline %.1f ms wall, %.0f tokens/s (%d primitives, %.1f ms creating "
            "them)\n",
            d.wall_ms, d.tokens / (d.wall_ms * 1e-3), dnnl_prims, dnnl_create_ms);
     printf("  speed vs baseline   %.2fx (baseline wall / tlm wall; > 1: tlm faster)\n",
            d.wall_ms / t.wall_ms);
+    if (have_warm)
+      printf("  warm vs baseline    %.2fx\n", d.wall_ms / wt.wall_ms);
     printf("  outputs vs baseline max rel diff %.2g on %d sampled requests: %s\n", diff, nsamp,
            diff <= 1e-3 ? "PASS" : "FAIL");
   }
@@ -840,6 +908,17 @@ int main(int argc, char **argv) {
                 "\"max_rel_diff_vs_baseline\": %.3g",
                 d.wall_ms, d.tokens / (d.wall_ms * 1e-3), dnnl_create_ms, d.wall_ms / t.wall_ms,
                 diff);
+      if (have_warm)
+        fprintf(jf,
+                ", \"warm_wall_ms\": %.3f, \"warm_tokens_per_s\": %.1f, \"warm_latency_p50_ms\": %.3f, "
+                "\"warm_latency_p99_ms\": %.3f, \"warm_compiles\": %llu, \"warm_disk_kernel_loads\": %llu, "
+                "\"warm_disk_load_ms\": %.3f",
+                wt.wall_ms, wt.tokens / (wt.wall_ms * 1e-3), wt.lat[nreq / 2],
+                wt.lat[(nreq * 99) / 100 < nreq ? (nreq * 99) / 100 : nreq - 1],
+                (unsigned long long)ws.compiles, (unsigned long long)ws.disk_kernel_hits,
+                ws.disk_load_ms);
+      if (have_warm && have_baseline)
+        fprintf(jf, ", \"warm_speed_ratio_vs_baseline\": %.4f", d.wall_ms / wt.wall_ms);
       fprintf(jf, "}\n");
       fclose(jf);
     }
@@ -847,5 +926,7 @@ int main(int argc, char **argv) {
   tlm_destroy(rt); /* first: the weights are still declared constant */
   model_free(&m);
   free(t.lat), free(d.lat), free(t.sampled), free(d.sampled), free(ctx);
+  free(wt.lat), free(wt.sampled);
+  if (fresh) nftw(freshdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   return ok ? 0 : 1;
 }

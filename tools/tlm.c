@@ -68,6 +68,8 @@ static void usage(FILE *f) {
           "                    disk cache (tlm tune --help)\n"
           "  bench decode ...  decode time and int8-vs-fp32 agreement (--help)\n"
           "  bench overhead    cache hit, disk warm start, new-shape costs (--json F)\n"
+          "  bench serving     the LLM-serving replay, cold and warm cache, against\n"
+          "                    oneDNN (--model NAME --requests N --json F; --help)\n"
           "  cache list|stats|verify|clear [--dir DIR]   the disk kernel cache\n"
           "  version           print the library version\n");
 }
@@ -467,7 +469,58 @@ out:
   return rc;
 }
 
+/* samples/llm_serving.c, built into this tool */
+int tlm_serving_main(int argc, char **argv, char **exec_argv);
+
+/* `tlm bench serving [--shared DIR] [sample options]`: the serving sample's
+ * replay on a fresh cache directory (cold), then a new runtime on the same
+ * directory (warm), the oneDNN baseline beside them. */
+static int cmd_bench_serving(int argc, char **argv, char **all_argv) {
+  const char *shared = "../shared";
+  int has_trace = 0;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: tlm bench serving [--shared DIR] [--model NAME] [--requests N] [--json F]\n"
+             "                         [--trace FILE] [--models-json FILE] [--layers N]\n"
+             "                         [--kv-heads N] [--max-context N] [--decode-steps N]\n"
+             "                         [--threads N] [--no-baseline] [--no-prepack]\n"
+             "  Replays the LLM-serving trace (default DIR/workloads/traces/\n"
+             "  AzureLLMInferenceTrace_conv.csv, 24 requests) through a decoder of\n"
+             "  DIR/workloads/models.json (default gpt2-124m) with every operator a\n"
+             "  tlm_run() call: once on a new, empty cache directory (cold: every kernel\n"
+             "  scheduled and compiled), once more with a new runtime on that directory\n"
+             "  (warm: kernels loaded from disk), and once through oneDNN + C. Reports\n"
+             "  tokens/s, request latency p50/p99, kernels compiled and loaded, speed\n"
+             "  against the baseline and the largest output difference (JSON with --json).\n");
+      return 0;
+    }
+    if (!strcmp(argv[i], "--shared") && i + 1 < argc) shared = argv[i + 1];
+    if (!strcmp(argv[i], "--trace")) has_trace = 1;
+  }
+  char trace[4096];
+  snprintf(trace, sizeof trace, "%s/workloads/traces/AzureLLMInferenceTrace_conv.csv", shared);
+  char **av = calloc((size_t)argc + 6, sizeof *av);
+  if (!av) return 1;
+  int n = 0;
+  av[n++] = "tlm bench serving";
+  if (!has_trace) av[n++] = "--trace", av[n++] = trace;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--shared") && i + 1 < argc) {
+      i++;
+      continue;
+    }
+    av[n++] = argv[i];
+  }
+  av[n++] = "--fresh-cache";
+  av[n++] = "--warm";
+  int rc = tlm_serving_main(n, av, all_argv);
+  free(av);
+  return rc;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 2 && !strcmp(argv[1], "bench") && !strcmp(argv[2], "serving"))
+    return cmd_bench_serving(argc - 3, argv + 3, argv);
   if (argc < 2) {
     usage(stderr);
     return 2;
