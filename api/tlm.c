@@ -452,6 +452,14 @@ tlm_op tlm_op_rope(tlm_rope_style style) {
   return op;
 }
 
+tlm_op tlm_op_attention(int causal) {
+  tlm_op op;
+  memset(&op, 0, sizeof op);
+  op.kind = TLM_OP_ATTENTION;
+  op.u.attention.causal = causal;
+  return op;
+}
+
 tlm_op tlm_op_rownorm(tlm_op_kind kind) {
   tlm_op op;
   memset(&op, 0, sizeof op);
@@ -566,6 +574,8 @@ static tlm_status validate_any(const tlm_op *op, const tlm_tensor *in, int n_in,
   case TLM_OP_RMSNORM:
   case TLM_OP_ELTWISE: return tlm_validate_row(op, in, n_in, out, 1, task, &a->row, err, errcap);
   case TLM_OP_ROPE: return tlm_validate_rope(op, in, n_in, out, 1, task, &a->row, err, errcap);
+  case TLM_OP_ATTENTION:
+    return tlm_validate_attention(op, in, n_in, out, 1, task, &a->attn, err, errcap);
   case TLM_OP_POOL: return tlm_validate_pool(op, in, n_in, out, 1, task, &a->pool, err, errcap);
   case TLM_OP_CONV: return tlm_validate_conv(op, in, n_in, out, 1, task, &a->conv, err, errcap);
   default: return TLM_ERR_INVALID_ARGUMENT;
@@ -661,6 +671,14 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
              ? tlm_validate_rope(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
                                  sizeof err)
              : tlm_validate_row(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
+                                sizeof err);
+    if (st != TLM_OK) return tlm_set_error(rt, st, err);
+    st = tlm_engine_run(rt, &task, &args, &plan, &epoch, &tune, err, sizeof err);
+    if (st != TLM_OK) return tlm_set_error(rt, st, err);
+    if (tune) tune_request(rt, op, inputs, n_inputs, outputs, &task);
+  } else if (op->kind == TLM_OP_ATTENTION) {
+    tlm_attn_args args;
+    st = tlm_validate_attention(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
                                 sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
     st = tlm_engine_run(rt, &task, &args, &plan, &epoch, &tune, err, sizeof err);

@@ -309,7 +309,8 @@ typedef enum tlm_op_kind {
   TLM_OP_CONV = 5,      /* convolution, see tlm_conv_desc */
   TLM_OP_POOL = 6,      /* pooling, see tlm_pool_desc */
   TLM_OP_ELTWISE = 7,   /* elementwise, see tlm_eltwise_desc */
-  TLM_OP_ROPE = 8       /* rotary position embedding, see tlm_rope_desc */
+  TLM_OP_ROPE = 8,      /* rotary position embedding, see tlm_rope_desc */
+  TLM_OP_ATTENTION = 9  /* fused scaled dot-product attention, see tlm_attention_desc */
 } tlm_op_kind;
 
 /* Elementwise activation applied in an epilogue. */
@@ -502,6 +503,32 @@ typedef struct tlm_rope_desc {
   tlm_rope_style style;
 } tlm_rope_desc;
 
+/* Fused attention: O = softmax(scale * Q K^T [causal mask]) V in one
+ * kernel, per head, without writing the scores to memory (online softmax
+ * over blocks of keys: Milakov & Gimelshein 2018; FlashAttention, Dao et
+ * al. 2022).
+ *
+ * Inputs, in this order, to tlm_run():
+ *   0  Q  (B, Hq, Tq, D)   queries
+ *   1  K  (B, Hkv, Tk, D)  keys (a KV cache: any strides, e.g. a view of
+ *                          its first Tk positions)
+ *   2  V  (B, Hkv, Tk, Dv) values
+ * Output 0: O (B, Hq, Tq, Dv). Any strides for all four (a head's rows of
+ * a (T, H, D) buffer are dims (1, H, T, D) with strides (0, D, H*D, 1));
+ * O must not overlap an input.
+ * Hkv divides Hq: query head h reads K/V head h / (Hq / Hkv) (grouped-
+ * query attention; Hkv = Hq is multi-head attention, Hkv = 1 multi-query).
+ * With causal, query row i (of Tq) sees keys j <= i + Tk - Tq (the last Tq
+ * rows of a causal attention over Tk keys: prefill with Tq = Tk, decode
+ * with Tq = 1 and the whole cache); causal requires Tq <= Tk.
+ * B, Hq, Hkv, Tq, Tk and the strides are run-time arguments of the kernel:
+ * one kernel serves every sequence length; D, Dv, causal and which strides
+ * are 1 are part of the kernel. */
+typedef struct tlm_attention_desc {
+  float scale; /* logit scale; 0 = 1 / sqrt(D) */
+  int causal;  /* 0 or 1 */
+} tlm_attention_desc;
+
 typedef struct tlm_op {
   tlm_op_kind kind;
   union {
@@ -511,6 +538,7 @@ typedef struct tlm_op {
     tlm_pool_desc pool;       /* kind == TLM_OP_POOL */
     tlm_eltwise_desc eltwise; /* kind == TLM_OP_ELTWISE */
     tlm_rope_desc rope;       /* kind == TLM_OP_ROPE */
+    tlm_attention_desc attention; /* kind == TLM_OP_ATTENTION */
   } u;
 } tlm_op;
 
@@ -533,6 +561,9 @@ tlm_op tlm_op_eltwise(tlm_activation activation, tlm_binary binary);
 
 /* Convenience: a rotary position embedding with feature pairs of `style`. */
 tlm_op tlm_op_rope(tlm_rope_style style);
+
+/* Convenience: a fused attention with scale 1 / sqrt(D), causal or not. */
+tlm_op tlm_op_attention(int causal);
 
 /* ------------------------------------------------------------------------ */
 /* Running                                                                   */

@@ -2,6 +2,7 @@
  * canonical task plus kernel arguments. Nothing below the API re-checks. */
 #include "validate.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -452,6 +453,74 @@ tlm_status tlm_validate_rope(const tlm_op *op, const tlm_tensor *in, int n_in,
   args->rows = t->rows;
   args->cols = D;
   args->mrows = H;
+  return TLM_OK;
+}
+
+/* ---- fused attention ------------------------------------------------------------------- */
+
+tlm_status tlm_validate_attention(const tlm_op *op, const tlm_tensor *in, int n_in,
+                                  const tlm_tensor *out, int n_out, tlm_task *task,
+                                  tlm_attn_args *args, char *err, int errcap) {
+  memset(task, 0, sizeof *task);
+  memset(args, 0, sizeof *args);
+  const tlm_attention_desc *d = &op->u.attention;
+  if (d->causal & ~1) FAIL(TLM_ERR_INVALID_ARGUMENT, "attention: causal must be 0 or 1");
+  if (!(d->scale >= 0.0f) || !(d->scale < 1e30f))
+    FAIL(TLM_ERR_INVALID_ARGUMENT, "attention: scale must be finite and >= 0");
+  if (n_in != 3) FAIL(TLM_ERR_INVALID_ARGUMENT, "attention takes 3 inputs (Q, K, V), got %d", n_in);
+  if (n_out != 1) FAIL(TLM_ERR_INVALID_ARGUMENT, "attention writes 1 output, got %d", n_out);
+  static const char *const names[4] = {"Q", "K", "V", "O"};
+  const tlm_tensor *t4[4] = {&in[0], &in[1], &in[2], &out[0]};
+  tlm_status st;
+  for (int i = 0; i < 4; i++) {
+    if ((st = check_tensor(t4[i], names[i], 4, err, errcap))) return st;
+    if (t4[i]->ndim != 4)
+      FAIL(TLM_ERR_INVALID_ARGUMENT, "attention: %s must have 4 dims (B, H, T, D), has %d",
+           names[i], t4[i]->ndim);
+  }
+  const int64_t *q = in[0].shape, *k = in[1].shape, *v = in[2].shape, *o = out[0].shape;
+  int64_t B = q[0], Hq = q[1], Tq = q[2], D = q[3], Hkv = k[1], Tk = k[2], Dv = v[3];
+  if (k[0] != B || v[0] != B || o[0] != B)
+    FAIL(TLM_ERR_SHAPE_MISMATCH, "attention: batch B must agree (Q %lld, K %lld, V %lld, O %lld)",
+         (long long)B, (long long)k[0], (long long)v[0], (long long)o[0]);
+  if (k[3] != D) FAIL(TLM_ERR_SHAPE_MISMATCH, "attention: K's D is %lld, Q's %lld", (long long)k[3], (long long)D);
+  if (v[1] != Hkv || v[2] != Tk)
+    FAIL(TLM_ERR_SHAPE_MISMATCH, "attention: V must be (B, Hkv, Tk, Dv) with K's Hkv=%lld, Tk=%lld",
+         (long long)Hkv, (long long)Tk);
+  if (o[1] != Hq || o[2] != Tq || o[3] != Dv)
+    FAIL(TLM_ERR_SHAPE_MISMATCH, "attention: O must be (B, Hq, Tq, Dv) = (%lld, %lld, %lld, %lld)",
+         (long long)B, (long long)Hq, (long long)Tq, (long long)Dv);
+  if (Hq % Hkv)
+    FAIL(TLM_ERR_SHAPE_MISMATCH, "attention: K/V heads %lld do not divide query heads %lld",
+         (long long)Hkv, (long long)Hq);
+  if (d->causal && Tq > Tk)
+    FAIL(TLM_ERR_SHAPE_MISMATCH, "attention: causal with more queries (%lld) than keys (%lld)",
+         (long long)Tq, (long long)Tk);
+  if (D > 1024 || Dv > 1024)
+    FAIL(TLM_ERR_UNSUPPORTED, "attention: head dims above 1024 (D %lld, Dv %lld)", (long long)D,
+         (long long)Dv);
+  if (self_overlaps(&out[0])) FAIL(TLM_ERR_ALIASING, "O's strides make distinct elements overlap");
+  for (int i = 0; i < 3; i++)
+    if (ranges_overlap(&out[0], &in[i])) FAIL(TLM_ERR_ALIASING, "O overlaps %s", names[i]);
+  tlm_attn_task *t = &task->u.attn;
+  task->kind = TLM_OP_ATTENTION;
+  task->dtype = TLM_F32;
+  t->causal = d->causal;
+  t->scale = d->scale > 0 ? d->scale : 1.0f / sqrtf((float)D);
+  t->D = D, t->Dv = Dv, t->B = B, t->Hq = Hq, t->Hkv = Hkv, t->Tq = Tq, t->Tk = Tk;
+  int64_t *sd[4] = {t->sq, t->sk, t->sv, t->so};
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) sd[i][j] = t4[i]->shape[j] > 1 ? t4[i]->strides[j] : 0;
+  t->unit = (D == 1 || t->sq[3] == 1 ? TLM_UNIT_ATT_Q : 0) | (D == 1 || t->sk[3] == 1 ? TLM_UNIT_ATT_K : 0) |
+            (Dv == 1 || t->sv[3] == 1 ? TLM_UNIT_ATT_V : 0) | (Dv == 1 || t->so[3] == 1 ? TLM_UNIT_ATT_O : 0);
+  args->o = out[0].data;
+  args->q = in[0].data, args->k = in[1].data, args->v = in[2].data;
+  args->B = B, args->Hq = Hq, args->Hkv = Hkv, args->Tq = Tq, args->Tk = Tk;
+  memcpy(args->sq, t->sq, sizeof t->sq);
+  memcpy(args->sk, t->sk, sizeof t->sk);
+  memcpy(args->sv, t->sv, sizeof t->sv);
+  memcpy(args->so, t->so, sizeof t->so);
+  args->scale = t->scale;
   return TLM_OK;
 }
 

@@ -25,6 +25,11 @@ tlm_status tlm_validate_rope(const tlm_op *op, const tlm_tensor *in, int n_in,
                              const tlm_tensor *out, int n_out, tlm_task *task,
                              tlm_row_args *args, char *err, int errcap);
 
+/* The same for fused attention (TLM_OP_ATTENTION). */
+tlm_status tlm_validate_attention(const tlm_op *op, const tlm_tensor *in, int n_in,
+                                  const tlm_tensor *out, int n_out, tlm_task *task,
+                                  tlm_attn_args *args, char *err, int errcap);
+
 /* The same for convolutions. */
 tlm_status tlm_validate_conv(const tlm_op *op, const tlm_tensor *in, int n_in,
                              const tlm_tensor *out, int n_out, tlm_task *task,

@@ -88,6 +88,19 @@ void tlm_key_schedule(tlm_key *k, const tlm_task *task, const tlm_target *target
     finish(k);
     return;
   }
+  if (t.kind == TLM_OP_ATTENTION) { /* run-time: B, heads, lengths, strides, scale */
+    tlm_attn_task *a = &t.u.attn;
+    a->B = a->Hq = a->Hkv = a->Tq = a->Tk = 0;
+    a->scale = 0;
+    memset(a->sq, 0, sizeof a->sq);
+    memset(a->sk, 0, sizeof a->sk);
+    memset(a->sv, 0, sizeof a->sv);
+    memset(a->so, 0, sizeof a->so);
+    put(k, &t, sizeof t);
+    put(k, sched, sizeof *sched);
+    finish(k);
+    return;
+  }
   if (t.kind == TLM_OP_POOL) { /* run-time: N, spatial extents, strides */
     tlm_pool_task *c = &t.u.pool;
     c->N = c->ID = c->IH = c->IW = c->OD = c->OH = c->OW = 0;

@@ -74,7 +74,7 @@ static void read_tensor(fdp *f, tlm_tensor *t, const tlm_tensor *others, int not
 static void read_op(fdp *f, tlm_op *op) {
   memset(op, 0, sizeof *op);
   unsigned k = fdp_u8(f);
-  op->kind = (tlm_op_kind)(k < 248 ? 1 + k % 8 : k % 11);
+  op->kind = (tlm_op_kind)(k < 248 ? 1 + k % 9 : k % 12);
   switch (op->kind) {
   case TLM_OP_MATMUL:
     op->u.matmul.transpose_a = fdp_int(f);
@@ -84,6 +84,10 @@ static void read_op(fdp *f, tlm_op *op) {
     op->u.matmul.has_residual = fdp_int(f);
     break;
   case TLM_OP_ROPE: op->u.rope.style = (tlm_rope_style)fdp_int(f); break;
+  case TLM_OP_ATTENTION:
+    op->u.attention.scale = fdp_float(f);
+    op->u.attention.causal = fdp_int(f);
+    break;
   case TLM_OP_SOFTMAX:
   case TLM_OP_LAYERNORM:
   case TLM_OP_RMSNORM:
@@ -176,6 +180,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     break;
   case TLM_OP_ROPE:
     st = tlm_validate_rope(&op, in, n_in, out, n_out, &task, &args.row, err, sizeof err);
+    break;
+  case TLM_OP_ATTENTION:
+    st = tlm_validate_attention(&op, in, n_in, out, n_out, &task, &args.attn, err, sizeof err);
     break;
   case TLM_OP_POOL:
     st = tlm_validate_pool(&op, in, n_in, out, n_out, &task, &args.pool, err, sizeof err);

@@ -42,4 +42,11 @@ int tlm_codegen_pool(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
                      const char *name, const char *cpu, const char *features, LLVMModuleRef *out,
                      char *err, int errcap);
 
+/* Emits `void name(const tlm_attn_args *, i64 begin, i64 end, float *)`
+ * for a fused attention task and schedule (ATT_* decisions); with
+ * ATT_PARALLEL 0 the kernel runs every tile for begin = 0, end = 1. */
+int tlm_codegen_attention(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched,
+                          const char *name, const char *cpu, const char *features,
+                          LLVMModuleRef *out, char *err, int errcap);
+
 #endif

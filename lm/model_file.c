@@ -391,8 +391,9 @@ int tlm_lm_covers(const tlm_lm_model *m, const tlm_target *t) {
 }
 
 int tlm_lm_covers_task(const tlm_lm_model *m, const tlm_task *task) {
-  /* the tensor language (vocabulary v5) has no word for rotary embeddings */
-  if (task->kind == TLM_OP_ROPE) return 0;
+  /* the tensor language (vocabulary v5) has no words for rotary embeddings
+   * and fused attention */
+  if (task->kind == TLM_OP_ROPE || task->kind == TLM_OP_ATTENTION) return 0;
   return m->rule_version >= (uint32_t)tlm_rule_family_version(task);
 }
 

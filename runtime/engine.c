@@ -101,6 +101,11 @@ static tlm_status make_module(tlm_runtime *rt, const tlm_task *task, const tlm_s
                            mod, err, errcap)
                ? TLM_ERR_JIT
                : TLM_OK;
+  if (task->kind == TLM_OP_ATTENTION)
+    return tlm_codegen_attention(ctx, task, sched, name, tlm_jit_cpu(rt->jit),
+                                 tlm_jit_features(rt->jit), mod, err, errcap)
+               ? TLM_ERR_JIT
+               : TLM_OK;
   if (task->kind == TLM_OP_POOL)
     return tlm_codegen_pool(ctx, task, sched, name, tlm_jit_cpu(rt->jit),
                             tlm_jit_features(rt->jit), mod, err, errcap)
@@ -377,6 +382,9 @@ static double log_gap(int64_t a, int64_t b) {
 static double extent_distance(const tlm_task *a, const tlm_task *b) {
   if (tlm_task_is_row(a))
     return log_gap(a->u.row.rows, b->u.row.rows) + log_gap(a->u.row.cols, b->u.row.cols);
+  if (a->kind == TLM_OP_ATTENTION)
+    return log_gap(a->u.attn.B * a->u.attn.Hq * a->u.attn.Tq, b->u.attn.B * b->u.attn.Hq * b->u.attn.Tq) +
+           log_gap(a->u.attn.Tk, b->u.attn.Tk);
   if (a->kind == TLM_OP_POOL)
     return log_gap(a->u.pool.N * a->u.pool.OD * a->u.pool.OH * a->u.pool.OW,
                    b->u.pool.N * b->u.pool.OD * b->u.pool.OH * b->u.pool.OW);
@@ -801,6 +809,11 @@ static void exec_pool_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
   ((tlm_pool_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
 }
 
+static void exec_attn_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
+  exec_ctx *e = ctx;
+  ((tlm_attn_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
+}
+
 static void exec_conv_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
   exec_ctx *e = ctx;
   ((tlm_conv_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
@@ -814,6 +827,11 @@ static int64_t parallel_count(const tlm_kernel *k, const tlm_task *task) {
     return (task->u.row.rows + t - 1) / t;
   }
   if (task->kind == TLM_OP_CONV) return tlm_conv_parallel_count(task, k->sched.v);
+  if (task->kind == TLM_OP_ATTENTION) { /* (b, h, query block) tiles */
+    const tlm_attn_task *a = &task->u.attn;
+    int64_t qb = k->sched.v[ATT_QBLOCK];
+    return k->sched.v[ATT_PARALLEL] ? a->B * a->Hq * ((a->Tq + qb - 1) / qb) : 1;
+  }
   if (task->kind == TLM_OP_POOL) {
     const tlm_pool_task *p = &task->u.pool;
     return k->sched.v[PL_PARALLEL] ? p->N * p->OD * p->OH : 1;
@@ -852,6 +870,7 @@ static tlm_status exec_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_ta
                  tlm_task_is_row(task)          ? exec_row_chunk
                  : task->kind == TLM_OP_CONV ? exec_conv_chunk
                  : task->kind == TLM_OP_POOL ? exec_pool_chunk
+                 : task->kind == TLM_OP_ATTENTION ? exec_attn_chunk
                                                 : exec_chunk,
                  &e);
   return TLM_OK;

@@ -51,6 +51,19 @@ typedef struct tlm_row_args {
 typedef void (*tlm_row_kernel_fn)(const tlm_row_args *args, int64_t begin, int64_t end,
                                   float *scratch);
 
+/* Attention kernels (tlm_attn_task): a kernel runs tiles [begin, end) of
+ * (b, hq, query block) in that order, query blocks fastest. */
+typedef struct tlm_attn_args {
+  float *o;
+  const float *q, *k, *v;
+  int64_t B, Hq, Hkv, Tq, Tk;
+  int64_t sq[4], sk[4], sv[4], so[4]; /* (b, h, t, d) */
+  float scale;
+} tlm_attn_args;
+
+typedef void (*tlm_attn_kernel_fn)(const tlm_attn_args *args, int64_t begin, int64_t end,
+                                   float *scratch);
+
 /* Convolution kernels: N, the spatial extents and every stride at run
  * time (see tlm_conv_task for the dim order of the strides). A kernel runs
  * iterations [begin, end) of its parallel loop (conv_parallel_count()). */
@@ -83,6 +96,7 @@ typedef union tlm_any_args {
   tlm_row_args row;
   tlm_conv_args conv;
   tlm_pool_args pool;
+  tlm_attn_args attn;
 } tlm_any_args;
 
 #endif

@@ -2,6 +2,7 @@
 #include "reference.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 float tlm_ref_activation(int act, float x) {
   switch (act) {
@@ -192,4 +193,34 @@ void tlm_ref_pool(const tlm_task *task, const tlm_pool_args *a) {
             a->dst[n * a->sd[0] + c * a->sd[1] + od * a->sd[2] + oh * a->sd[3] + ow * a->sd[4]] =
                 (float)acc;
           }
+}
+
+void tlm_ref_attention(const tlm_task *task, const tlm_attn_args *a) {
+  const tlm_attn_task *t = &task->u.attn;
+  int64_t G = a->Hq / a->Hkv, D = t->D, Dv = t->Dv;
+  double *p = malloc(sizeof(double) * (size_t)(a->Tk > 0 ? a->Tk : 1));
+  if (!p) return;
+  for (int64_t b = 0; b < a->B; b++)
+    for (int64_t h = 0; h < a->Hq; h++)
+      for (int64_t i = 0; i < a->Tq; i++) {
+        const float *q = a->q + b * a->sq[0] + h * a->sq[1] + i * a->sq[2];
+        int64_t kh = h / G, lim = t->causal ? i + a->Tk - a->Tq + 1 : a->Tk;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < lim; j++) {
+          const float *k = a->k + b * a->sk[0] + kh * a->sk[1] + j * a->sk[2];
+          double s = 0;
+          for (int64_t c = 0; c < D; c++) s += (double)q[c * a->sq[3]] * k[c * a->sk[3]];
+          p[j] = s * a->scale;
+          if (p[j] > mx) mx = p[j];
+        }
+        for (int64_t j = 0; j < lim; j++) sum += (p[j] = exp(p[j] - mx));
+        float *o = a->o + b * a->so[0] + h * a->so[1] + i * a->so[2];
+        for (int64_t c = 0; c < Dv; c++) {
+          double acc = 0;
+          for (int64_t j = 0; j < lim; j++)
+            acc += p[j] * a->v[b * a->sv[0] + kh * a->sv[1] + j * a->sv[2] + c * a->sv[3]];
+          o[c * a->so[3]] = (float)(acc / sum);
+        }
+      }
+  free(p);
 }

@@ -24,4 +24,7 @@ void tlm_ref_conv(const tlm_task *task, const tlm_conv_args *args);
 /* Pooling reference (max, or average over in-bounds positions). */
 void tlm_ref_pool(const tlm_task *task, const tlm_pool_args *args);
 
+/* Fused attention (tlm_attn_task): softmax in double precision. */
+void tlm_ref_attention(const tlm_task *task, const tlm_attn_args *a);
+
 #endif

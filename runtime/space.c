@@ -62,6 +62,13 @@ static const tlm_point k_pool_points[PL_NPOINTS] = {
     [PL_PARALLEL] = {"parallel", TLM_PK_PARALLEL},
 };
 
+static const tlm_point k_attn_points[ATT_NPOINTS] = {
+    [ATT_VEC] = {"vec", TLM_PK_VEC},
+    [ATT_QBLOCK] = {"tile_q", TLM_PK_TILE},
+    [ATT_KBLOCK] = {"tile_k", TLM_PK_TILE},
+    [ATT_PARALLEL] = {"parallel", TLM_PK_PARALLEL},
+};
+
 static const tlm_point k_conv_points[CV_NPOINTS] = {
     [CV_AXIS] = {"vec_axis", TLM_PK_VEC_AXIS},
     [CV_VEC] = {"vec", TLM_PK_VEC},
@@ -99,6 +106,11 @@ int tlm_space_init(tlm_space *s, const tlm_task *task, const tlm_target *target)
     s->points = k_pool_points;
     return 0;
   }
+  if (task->kind == TLM_OP_ATTENTION) {
+    s->npoints = ATT_NPOINTS;
+    s->points = k_attn_points;
+    return 0;
+  }
   return -1;
 }
 
@@ -108,6 +120,8 @@ static int conv_candidates(const tlm_space *s, int p, const int32_t *d, int32_t 
 static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n);
 static int pool_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c);
 static int pool_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n);
+static int attn_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c);
+static int attn_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n);
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -178,6 +192,7 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
   if (tlm_task_is_row(&s->task)) return row_candidates(s, p, d, c);
   if (s->task.kind == TLM_OP_CONV) return conv_candidates(s, p, d, c);
   if (s->task.kind == TLM_OP_POOL) return pool_candidates(s, p, d, c);
+  if (s->task.kind == TLM_OP_ATTENTION) return attn_candidates(s, p, d, c);
   const tlm_matmul_task *t = &s->task.u.mm;
   int64_t btot = tlm_task_batch_total(&s->task);
   int n = 0;
@@ -497,6 +512,7 @@ static int choose_default(void *ctx, const tlm_space *s, int p,
   if (tlm_task_is_row(&s->task)) return row_default(s, p, d, c, n);
   if (s->task.kind == TLM_OP_CONV) return conv_default(s, p, d, c, n);
   if (s->task.kind == TLM_OP_POOL) return pool_default(s, p, d, c, n);
+  if (s->task.kind == TLM_OP_ATTENTION) return attn_default(s, p, d, c, n);
   const tlm_matmul_task *t = &s->task.u.mm;
   const tlm_target *tg = &s->target;
   int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 512 * 1024;
@@ -974,6 +990,68 @@ static int pool_default(const tlm_space *s, int p, const int32_t *d, const int32
   case PL_VEC: return n - 1;
   case PL_UNROLL: return t->C >= 4 * (int64_t)d[PL_VEC] ? 2 : t->C >= 2 * (int64_t)d[PL_VEC] ? 1 : 0;
   case PL_PARALLEL: return workers > 1 && t->N * t->OD * t->OH > 1 ? 1 : 0;
+  default: return 0;
+  }
+}
+
+/* ---- fused attention ------------------------------------------------------------ */
+
+/* vectors of w lanes covering n (the last one masked) */
+static int64_t att_vecs(int64_t n, int64_t w) { return (n + w - 1) / w; }
+
+static int attn_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c) {
+  const tlm_attn_task *t = &s->task.u.attn;
+  int n = 0;
+  switch (p) {
+  case ATT_VEC: {
+    static const int32_t widths[] = {1, 4, 8, 16};
+    for (int i = 0; i < 4; i++)
+      if (widths[i] <= s->target.vec_lanes) c[n++] = widths[i];
+    break;
+  }
+  case ATT_QBLOCK: { /* accumulators (q rows x Dv vectors) of at most 64 vectors */
+    static const int32_t q[] = {1, 2, 4, 8};
+    for (int i = 0; i < 4; i++)
+      if (q[i] * att_vecs(t->Dv, d[ATT_VEC]) <= 64) c[n++] = q[i];
+    if (n == 0) c[n++] = 1;
+    break;
+  }
+  case ATT_KBLOCK: {
+    static const int32_t k[] = {8, 16, 32, 64, 128, 256};
+    for (int i = 0; i < 6; i++) c[n++] = k[i];
+    break;
+  }
+  case ATT_PARALLEL:
+    c[n++] = 0;
+    c[n++] = 1;
+    break;
+  default: break;
+  }
+  return n;
+}
+
+/* The rule: the widest vectors; as many query rows per tile as keep their
+ * accumulators (q x ceil(Dv / lanes) vectors) and one K/V row (ceil(D /
+ * lanes) + ceil(Dv / lanes)) within the vector registers, at most the
+ * query rows there are (1 in decode); 64 keys a block (a 4 x 64 block of
+ * scores is 1 KiB: L1 for any CPU); parallel over tiles with more than
+ * one worker. */
+static int attn_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
+  const tlm_attn_task *t = &s->task.u.attn;
+  int workers = s->target.threads > 0 ? s->target.threads : 1;
+  int regs = s->target.vec_regs > 0 ? s->target.vec_regs : 16;
+  switch (p) {
+  case ATT_VEC: return n - 1;
+  case ATT_QBLOCK: {
+    int64_t w = d[ATT_VEC], best = 0;
+    for (int i = 0; i < n; i++)
+      if (c[i] * att_vecs(t->Dv, w) + att_vecs(t->D, w) + att_vecs(t->Dv, w) <= regs &&
+          (c[i] <= t->Tq || i == 0))
+        best = i;
+    return (int)best;
+  }
+  case ATT_KBLOCK: return pick_at_most(c, n, 64);
+  case ATT_PARALLEL: return workers > 1 ? 1 : 0;
   default: return 0;
   }
 }

@@ -165,6 +165,13 @@ enum {
  * in parallel. */
 enum { PL_VEC = 0, PL_UNROLL, PL_PARALLEL, PL_NPOINTS };
 
+/* Fused attention: vector lanes along the head dims (dot products of Q and
+ * K rows, the output accumulators over Dv), query rows per tile (they share
+ * each K and V row read), keys per block of the online softmax (scores of
+ * a block in scratch), and a parallel loop over the (b, h, query block)
+ * tiles. */
+enum { ATT_VEC = 0, ATT_QBLOCK, ATT_KBLOCK, ATT_PARALLEL, ATT_NPOINTS };
+
 /* C-axis and ow extents of a register tile, and of the C axis itself */
 void tlm_conv_tile_dims(const tlm_task *t, const int32_t *v, int64_t *c_t, int64_t *w_t,
                         int64_t *c_ext);

@@ -17,6 +17,11 @@ double tlm_task_flops(const tlm_task *t) {
     return (double)p->N * (double)p->C * (double)(p->OD * p->OH * p->OW) *
            (p->KD ? p->KD : p->ID) * (p->KH ? p->KH : p->IH) * (p->KW ? p->KW : p->IW);
   }
+  if (t->kind == TLM_OP_ATTENTION) { /* Q K^T and P V over every key (the causal half too) */
+    const tlm_attn_task *a = &t->u.attn;
+    return 2.0 * (double)a->B * (double)a->Hq * (double)a->Tq * (double)a->Tk *
+           (double)(a->D + a->Dv);
+  }
   if (t->kind == TLM_OP_CONV) { /* every window position, padding included (benchdnn
                                    counts only the in-bounds ones) */
     const tlm_conv_task *c = &t->u.conv;
@@ -35,6 +40,13 @@ char *tlm_task_str(const tlm_task *t, char *buf, int cap) {
              acts[t->u.row.act >= 0 && t->u.row.act < 5 ? t->u.row.act : 0],
              bins[t->u.row.binary >= 0 && t->u.row.binary < 3 ? t->u.row.binary : 0],
              (long long)t->u.row.rows, (long long)t->u.row.cols);
+    return buf;
+  }
+  if (t->kind == TLM_OP_ATTENTION) {
+    const tlm_attn_task *a = &t->u.attn;
+    snprintf(buf, (size_t)cap, "attention%s:b%lldhq%lldhkv%lldtq%lldtk%lldd%lldv%lld",
+             a->causal ? "_causal" : "", (long long)a->B, (long long)a->Hq, (long long)a->Hkv,
+             (long long)a->Tq, (long long)a->Tk, (long long)a->D, (long long)a->Dv);
     return buf;
   }
   if (t->kind == TLM_OP_ROPE) {

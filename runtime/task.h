@@ -123,6 +123,21 @@ typedef struct tlm_conv_task {
   int64_t sbias, sscale, sshift;
 } tlm_conv_task;
 
+/* Fused attention task (tlm_attention_desc). Static: the head dims D and
+ * Dv, causal, the unit-stride class. Run-time: B, Hq, Hkv, Tq, Tk, the
+ * strides and the scale. Dims of each tensor: (b, h, t, d). */
+typedef struct tlm_attn_task {
+  int32_t causal;
+  int32_t unit; /* TLM_UNIT_ATT_* bits */
+  float scale;
+  int32_t pad_;
+  int64_t D, Dv;
+  int64_t B, Hq, Hkv, Tq, Tk;
+  int64_t sq[4], sk[4], sv[4], so[4];
+} tlm_attn_task;
+
+enum { TLM_UNIT_ATT_Q = 1, TLM_UNIT_ATT_K = 2, TLM_UNIT_ATT_V = 4, TLM_UNIT_ATT_O = 8 };
+
 typedef struct tlm_task {
   int32_t kind;  /* tlm_op_kind */
   int32_t dtype; /* tlm_dtype of every tensor */
@@ -131,6 +146,7 @@ typedef struct tlm_task {
     tlm_row_task row;
     tlm_conv_task conv;
     tlm_pool_task pool;
+    tlm_attn_task attn;
   } u;
 } tlm_task;
 

@@ -252,6 +252,26 @@ int tlm_task_operands_make(const tlm_task *task, uint64_t seed, size_t max_bytes
     memcpy(a->sy, t->sy, sizeof a->sy);
     memcpy(a->sz, t->sz, sizeof a->sz);
     a->sg = t->sg, a->sb = t->sb;
+  } else if (task->kind == TLM_OP_ATTENTION) {
+    const tlm_attn_task *t = &task->u.attn;
+    tlm_attn_args *a = &o->args.attn;
+    int64_t eq[4] = {t->B, t->Hq, t->Tq, t->D}, ek[4] = {t->B, t->Hkv, t->Tk, t->D};
+    int64_t ev[4] = {t->B, t->Hkv, t->Tk, t->Dv}, eo[4] = {t->B, t->Hq, t->Tq, t->Dv};
+    const float *cp;
+    NEED(cp, span_of(4, eq, t->sq));
+    a->q = cp;
+    NEED(cp, span_of(4, ek, t->sk));
+    a->k = cp;
+    NEED(cp, span_of(4, ev, t->sv));
+    a->v = cp;
+    o->out = o->nbuf;
+    NEED(a->o, span_of(4, eo, t->so));
+    a->B = t->B, a->Hq = t->Hq, a->Hkv = t->Hkv, a->Tq = t->Tq, a->Tk = t->Tk;
+    memcpy(a->sq, t->sq, sizeof a->sq);
+    memcpy(a->sk, t->sk, sizeof a->sk);
+    memcpy(a->sv, t->sv, sizeof a->sv);
+    memcpy(a->so, t->so, sizeof a->so);
+    a->scale = t->scale;
   } else if (task->kind == TLM_OP_POOL) {
     const tlm_pool_task *t = &task->u.pool;
     tlm_pool_args *a = &o->args.pool;

@@ -1,0 +1,226 @@
+/* codegen_attn.c - fused attention (ATT_* decisions): O = softmax(scale Q
+ * K^T [causal]) V per (batch, query head), the scores of a block of keys in
+ * a stack buffer, never in memory the caller sees.
+ *
+ * A tile is `QB` query rows of one (b, h); its K/V head is h / (Hq / Hkv).
+ * For each block of `KB` keys up to the tile's causal limit:
+ *   scores  S[i][j] = scale * q_i . k_j (vectors of W lanes along D, one
+ *           horizontal sum per score; each K row is loaded once for the QB
+ *           rows); keys past row i's limit get -inf;
+ *   online softmax per row (Milakov & Gimelshein 2018): m' = max(m, max_j
+ *           S[i][j]); the running sum l and the accumulators scaled by
+ *           exp(m - m'); S[i][j] = exp(S[i][j] - m'), added to l
+ *           (vectorized over the block's keys);
+ *   P V     acc_i += S[i][j] v_j (each V row loaded once for the QB rows).
+ * Then O row i = acc_i / l. Rows past Tq in the last tile repeat row Tq - 1
+ * and are not stored. exp is the kernels' inline exp (cg_common.h): -inf
+ * gives exactly 0. */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../runtime/kernel_abi.h"
+#include "../runtime/space.h"
+#include "cg_common.h"
+#include "codegen.h"
+
+#define ATT_MAX_VECS 64 /* accumulator vectors of a tile (QB x ceil(Dv / W)) */
+
+int tlm_codegen_attention(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched,
+                          const char *name, const char *cpu, const char *features,
+                          LLVMModuleRef *out, char *err, int errcap) {
+  const tlm_attn_task *t = &task->u.attn;
+  int W = sched->v[ATT_VEC], QB = sched->v[ATT_QBLOCK], KB = sched->v[ATT_KBLOCK];
+  int par = sched->v[ATT_PARALLEL];
+  int64_t D = t->D, Dv = t->Dv;
+  int nD = (int)((D + W - 1) / W), nV = (int)((Dv + W - 1) / W);
+  if (W < 1 || W > 16 || QB < 1 || QB > 8 || KB < 1 || KB > 256 || QB * nV > ATT_MAX_VECS ||
+      nD > ATT_MAX_VECS) {
+    snprintf(err, (size_t)errcap, "attention schedule out of the code generator's range");
+    return -1;
+  }
+  cg gg;
+  memset(&gg, 0, sizeof gg);
+  cg *g = &gg;
+  g->task = task;
+  LLVMBasicBlockRef start = begin_kernel(g, ctx, "tlm_attention", name, cpu, features);
+  LLVMValueRef args = LLVMGetParam(g->fn, 0);
+  LLVMValueRef begin = LLVMGetParam(g->fn, 1), end = LLVMGetParam(g->fn, 2);
+  LLVMValueRef po = arg_field(g, args, offsetof(tlm_attn_args, o), g->ptr);
+  LLVMValueRef pq = arg_field(g, args, offsetof(tlm_attn_args, q), g->ptr);
+  LLVMValueRef pk = arg_field(g, args, offsetof(tlm_attn_args, k), g->ptr);
+  LLVMValueRef pv = arg_field(g, args, offsetof(tlm_attn_args, v), g->ptr);
+  LLVMValueRef B = arg_field(g, args, offsetof(tlm_attn_args, B), g->i64);
+  LLVMValueRef Hq = arg_field(g, args, offsetof(tlm_attn_args, Hq), g->i64);
+  LLVMValueRef Hkv = arg_field(g, args, offsetof(tlm_attn_args, Hkv), g->i64);
+  LLVMValueRef Tq = arg_field(g, args, offsetof(tlm_attn_args, Tq), g->i64);
+  LLVMValueRef Tk = arg_field(g, args, offsetof(tlm_attn_args, Tk), g->i64);
+  LLVMValueRef scale = arg_field(g, args, offsetof(tlm_attn_args, scale), g->f32);
+  LLVMValueRef sq[4], sk[4], sv[4], so[4];
+  for (int i = 0; i < 4; i++) {
+    sq[i] = arg_field(g, args, offsetof(tlm_attn_args, sq) + 8 * (size_t)i, g->i64);
+    sk[i] = arg_field(g, args, offsetof(tlm_attn_args, sk) + 8 * (size_t)i, g->i64);
+    sv[i] = arg_field(g, args, offsetof(tlm_attn_args, sv) + 8 * (size_t)i, g->i64);
+    so[i] = arg_field(g, args, offsetof(tlm_attn_args, so) + 8 * (size_t)i, g->i64);
+  }
+  int uq = (t->unit & TLM_UNIT_ATT_Q) != 0, uk = (t->unit & TLM_UNIT_ATT_K) != 0;
+  int uv = (t->unit & TLM_UNIT_ATT_V) != 0, uo = (t->unit & TLM_UNIT_ATT_O) != 0;
+  if (uq) sq[3] = c64(g, 1);
+  if (uk) sk[3] = c64(g, 1);
+  if (uv) sv[3] = c64(g, 1);
+  if (uo) so[3] = c64(g, 1);
+  LLVMTypeRef vt = vtype(g, W), ft = g->f32;
+  LLVMValueRef ninf = LLVMConstReal(ft, -INFINITY), zero = LLVMConstNull(vt);
+  LLVMValueRef dlast = c64(g, D - 1), vlast = c64(g, Dv - 1);
+  /* constant masks of the last vector along D and Dv */
+  LLVMValueRef dmask = D % W ? lane_mask(g, 0, W, c64(g, D % W)) : NULL;
+  LLVMValueRef vmask = Dv % W ? lane_mask(g, 0, W, c64(g, Dv % W)) : NULL;
+
+  /* per-tile state: running max and sum per row, accumulators, scores */
+  LLVMValueRef m[8], l[8], acc[ATT_MAX_VECS];
+  for (int i = 0; i < QB; i++) m[i] = alloca_of(g, ft), l[i] = alloca_of(g, ft);
+  for (int i = 0; i < QB * nV; i++) acc[i] = alloca_of(g, vt);
+  LLVMValueRef S = LLVMBuildAlloca(g->ab, LLVMArrayType(ft, (unsigned)(QB * KB)), "scores");
+  LLVMSetAlignment(S, 64);
+
+  LLVMValueRef G = LLVMBuildSDiv(g->b, Hq, Hkv, "");
+  LLVMValueRef nqt = LLVMBuildSDiv(g->b, add(g, Tq, c64(g, QB - 1)), c64(g, QB), "");
+  LLVMValueRef ntiles = mul(g, mul(g, B, Hq), nqt);
+  loop Lt;
+  LLVMValueRef tile = par ? loop_begin_outer(g, &Lt, begin, end, c64(g, 1))
+                          : loop_begin_outer(g, &Lt, c64(g, 0), ntiles, c64(g, 1));
+  LLVMValueRef qt = LLVMBuildSRem(g->b, tile, nqt, "");
+  LLVMValueRef bh = LLVMBuildSDiv(g->b, tile, nqt, "");
+  LLVMValueRef h = LLVMBuildSRem(g->b, bh, Hq, ""), b = LLVMBuildSDiv(g->b, bh, Hq, "");
+  LLVMValueRef kvh = LLVMBuildSDiv(g->b, h, G, "");
+  LLVMValueRef q0 = mul(g, qt, c64(g, QB));
+  LLVMValueRef nrows = smin(g, c64(g, QB), sub(g, Tq, q0));
+  LLVMValueRef off = sub(g, Tk, Tq); /* causal: row r sees keys j <= r + off */
+  LLVMValueRef qrow[8], orow[8], rlim[8];
+  LLVMValueRef qbase = gep(g, pq, add(g, mul(g, b, sq[0]), mul(g, h, sq[1])));
+  LLVMValueRef obase = gep(g, po, add(g, mul(g, b, so[0]), mul(g, h, so[1])));
+  LLVMValueRef kbase = gep(g, pk, add(g, mul(g, b, sk[0]), mul(g, kvh, sk[1])));
+  LLVMValueRef vbase = gep(g, pv, add(g, mul(g, b, sv[0]), mul(g, kvh, sv[1])));
+  for (int i = 0; i < QB; i++) {
+    LLVMValueRef r = smin(g, add(g, q0, c64(g, i)), sub(g, Tq, c64(g, 1)));
+    qrow[i] = gep(g, qbase, mul(g, r, sq[2]));
+    orow[i] = gep(g, obase, mul(g, r, so[2]));
+    rlim[i] = add(g, r, off); /* the last key row i sees */
+    LLVMBuildStore(g->b, ninf, m[i]);
+    LLVMBuildStore(g->b, LLVMConstReal(ft, 0.0), l[i]);
+    for (int c = 0; c < nV; c++) LLVMBuildStore(g->b, zero, acc[i * nV + c]);
+  }
+  /* keys [0, kend): all, or up to the last row's limit */
+  LLVMValueRef kend = t->causal ? smin(g, Tk, add(g, rlim[QB - 1], c64(g, 1))) : Tk;
+
+  loop Lb;
+  LLVMValueRef j0 = loop_begin_outer(g, &Lb, c64(g, 0), kend, c64(g, KB));
+  LLVMValueRef jn = smin(g, c64(g, KB), sub(g, kend, j0));
+
+  /* scores */
+  {
+    loop Lj;
+    LLVMValueRef jj = loop_begin(g, &Lj, c64(g, 0), jn, c64(g, 1));
+    LLVMValueRef j = add(g, j0, jj);
+    LLVMValueRef krow = gep(g, kbase, mul(g, j, sk[2]));
+    LLVMValueRef kv[ATT_MAX_VECS];
+    for (int c = 0; c < nD; c++)
+      kv[c] = load_lanes(g, krow, c64(g, (int64_t)c * W), uk, sk[3], W, c == nD - 1 ? dmask : NULL,
+                         dlast);
+    for (int i = 0; i < QB; i++) {
+      LLVMValueRef dot = zero;
+      for (int c = 0; c < nD; c++) {
+        LLVMValueRef qv = load_lanes(g, qrow[i], c64(g, (int64_t)c * W), uq, sq[3], W,
+                                     c == nD - 1 ? dmask : NULL, dlast);
+        LLVMValueRef a3[3] = {qv, kv[c], dot};
+        dot = call_intrinsic(g, "llvm.fmuladd", &vt, 1, a3, 3);
+      }
+      LLVMValueRef a2[2] = {LLVMConstReal(ft, 0.0), dot};
+      LLVMValueRef s = call_intrinsic(g, "llvm.vector.reduce.fadd", &vt, 1, a2, 2);
+      s = LLVMBuildFMul(g->b, s, scale, "");
+      if (t->causal)
+        s = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, j, rlim[i], ""), ninf, s, "");
+      store(g, s, gep(g, S, add(g, c64(g, (int64_t)i * KB), jj)), 4);
+    }
+    loop_end(g, &Lj);
+  }
+
+  /* online softmax, W keys at a time */
+  for (int i = 0; i < QB; i++) {
+    LLVMValueRef srow = gep(g, S, c64(g, (int64_t)i * KB));
+    LLVMValueRef vmx = alloca_of(g, vt), vsum = alloca_of(g, vt);
+    LLVMBuildStore(g->b, splat(g, ninf, W), vmx);
+    loop L1;
+    LLVMValueRef c1 = loop_begin(g, &L1, c64(g, 0), jn, c64(g, W));
+    LLVMValueRef mk1 = lane_mask(g, 0, W, sub(g, jn, c1));
+    LLVMValueRef x1 = load_lanes(g, srow, c1, 1, c64(g, 1), W, mk1, NULL);
+    x1 = LLVMBuildSelect(g->b, mk1, x1, splat(g, ninf, W), "");
+    LLVMValueRef mm[2] = {LLVMBuildLoad2(g->b, vt, vmx, ""), x1};
+    LLVMBuildStore(g->b, call_intrinsic(g, "llvm.maxnum", &vt, 1, mm, 2), vmx);
+    loop_end(g, &L1);
+    LLVMValueRef vm = LLVMBuildLoad2(g->b, vt, vmx, "");
+    LLVMValueRef bmax = call_intrinsic(g, "llvm.vector.reduce.fmax", &vt, 1, &vm, 1);
+    LLVMValueRef mold = LLVMBuildLoad2(g->b, ft, m[i], "");
+    LLVMValueRef mo[2] = {mold, bmax};
+    LLVMValueRef mnew = call_intrinsic(g, "llvm.maxnum", &ft, 1, mo, 2);
+    LLVMValueRef d1 = LLVMBuildInsertElement(g->b, LLVMGetUndef(vtype(g, 1)),
+                                             LLVMBuildFSub(g->b, mold, mnew, ""), c32(g, 0), "");
+    LLVMValueRef corr = LLVMBuildExtractElement(g->b, vexp(g, d1, 1), c32(g, 0), "");
+    LLVMBuildStore(g->b, mnew, m[i]);
+    LLVMBuildStore(g->b, LLVMBuildFMul(g->b, LLVMBuildLoad2(g->b, ft, l[i], ""), corr, ""), l[i]);
+    LLVMValueRef cv = splat(g, corr, W);
+    for (int c = 0; c < nV; c++)
+      LLVMBuildStore(g->b, LLVMBuildFMul(g->b, LLVMBuildLoad2(g->b, vt, acc[i * nV + c], ""), cv, ""),
+                     acc[i * nV + c]);
+    LLVMBuildStore(g->b, zero, vsum);
+    loop L2;
+    LLVMValueRef c2 = loop_begin(g, &L2, c64(g, 0), jn, c64(g, W));
+    LLVMValueRef mk2 = lane_mask(g, 0, W, sub(g, jn, c2));
+    LLVMValueRef x2 = load_lanes(g, srow, c2, 1, c64(g, 1), W, mk2, NULL);
+    LLVMValueRef p = vexp(g, LLVMBuildFSub(g->b, x2, splat(g, mnew, W), ""), W);
+    p = LLVMBuildSelect(g->b, mk2, p, zero, "");
+    store_lanes(g, p, srow, c2, 1, c64(g, 1), W, mk2);
+    LLVMBuildStore(g->b, LLVMBuildFAdd(g->b, LLVMBuildLoad2(g->b, vt, vsum, ""), p, ""), vsum);
+    loop_end(g, &L2);
+    LLVMValueRef sa[2] = {LLVMConstReal(ft, 0.0), LLVMBuildLoad2(g->b, vt, vsum, "")};
+    LLVMValueRef bsum = call_intrinsic(g, "llvm.vector.reduce.fadd", &vt, 1, sa, 2);
+    LLVMBuildStore(g->b, LLVMBuildFAdd(g->b, LLVMBuildLoad2(g->b, ft, l[i], ""), bsum, ""), l[i]);
+  }
+
+  /* P V */
+  {
+    loop Lj;
+    LLVMValueRef jj = loop_begin(g, &Lj, c64(g, 0), jn, c64(g, 1));
+    LLVMValueRef vrow = gep(g, vbase, mul(g, add(g, j0, jj), sv[2]));
+    LLVMValueRef vv[ATT_MAX_VECS];
+    for (int c = 0; c < nV; c++)
+      vv[c] = load_lanes(g, vrow, c64(g, (int64_t)c * W), uv, sv[3], W, c == nV - 1 ? vmask : NULL,
+                         vlast);
+    for (int i = 0; i < QB; i++) {
+      LLVMValueRef p = load(g, ft, gep(g, S, add(g, c64(g, (int64_t)i * KB), jj)), 4);
+      LLVMValueRef ps = splat(g, p, W);
+      for (int c = 0; c < nV; c++) {
+        LLVMValueRef a3[3] = {ps, vv[c], LLVMBuildLoad2(g->b, vt, acc[i * nV + c], "")};
+        LLVMBuildStore(g->b, call_intrinsic(g, "llvm.fmuladd", &vt, 1, a3, 3), acc[i * nV + c]);
+      }
+    }
+    loop_end(g, &Lj);
+  }
+  loop_end(g, &Lb);
+
+  /* O = acc / l for the tile's valid rows */
+  for (int i = 0; i < QB; i++) {
+    LLVMBasicBlockRef join = i ? if_begin(g, LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, i), nrows, ""))
+                               : NULL;
+    LLVMValueRef inv = LLVMBuildFDiv(g->b, LLVMConstReal(ft, 1.0), LLVMBuildLoad2(g->b, ft, l[i], ""), "");
+    LLVMValueRef iv = splat(g, inv, W);
+    for (int c = 0; c < nV; c++) {
+      LLVMValueRef x = LLVMBuildFMul(g->b, LLVMBuildLoad2(g->b, vt, acc[i * nV + c], ""), iv, "");
+      store_lanes(g, x, orow[i], c64(g, (int64_t)c * W), uo, so[3], W, c == nV - 1 ? vmask : NULL);
+    }
+    if (join) if_end(g, join);
+  }
+  loop_end(g, &Lt);
+  return end_kernel(g, start, 0, out, err, errcap);
+}
