@@ -25,7 +25,10 @@
 #include "cg_common.h"
 #include "codegen.h"
 
-#define ATT_MAX_VECS 64 /* accumulator vectors of a tile (QB x ceil(Dv / W)) */
+/* vectors of a K or V row, and accumulators of a tile (QB x ceil(Dv / W)):
+ * the space offers at most 64 accumulators unless one row alone has more
+ * (head dims up to 1024, validation's bound, on a scalar target) */
+#define ATT_MAX_VECS 1024
 
 int tlm_codegen_attention(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched,
                           const char *name, const char *cpu, const char *features,
@@ -36,7 +39,7 @@ int tlm_codegen_attention(LLVMContextRef ctx, const tlm_task *task, const tlm_sc
   int64_t D = t->D, Dv = t->Dv;
   int nD = (int)((D + W - 1) / W), nV = (int)((Dv + W - 1) / W);
   if (W < 1 || W > 16 || QB < 1 || QB > 8 || KB < 1 || KB > 256 || QB * nV > ATT_MAX_VECS ||
-      nD > ATT_MAX_VECS) {
+      nD > ATT_MAX_VECS || (QB > 1 && QB * nV > 64)) {
     snprintf(err, (size_t)errcap, "attention schedule out of the code generator's range");
     return -1;
   }
