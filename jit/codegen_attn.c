@@ -30,6 +30,42 @@
  * (head dims up to 1024, validation's bound, on a scalar target) */
 #define ATT_MAX_VECS 1024
 
+/* an i64 scalar in every lane of a W-lane vector */
+static LLVMValueRef splat_i64(cg *g, LLVMValueRef s, int w) {
+  LLVMTypeRef vt = LLVMVectorType(g->i64, (unsigned)w);
+  LLVMValueRef v = LLVMBuildInsertElement(g->b, LLVMGetUndef(vt), s, c32(g, 0), "");
+  return LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(vt),
+                                LLVMConstNull(LLVMVectorType(g->i32, (unsigned)w)), "");
+}
+
+/* W vectors of W lanes -> one vector whose lane u is the sum of p[u]'s
+ * lanes: log2(W) levels of pairwise merges, each folding every target's
+ * block of lanes in half (two shuffles and an add per merge, W - 1 merges;
+ * W horizontal sums would take W log2(W) steps). W is a power of two. */
+static LLVMValueRef reduce_transpose(cg *g, LLVMValueRef *p, int W) {
+  LLVMValueRef cur[16];
+  for (int u = 0; u < W; u++) cur[u] = p[u];
+  int n = W, m = 1; /* n vectors of m targets each, blocks of W / m lanes */
+  while (n > 1) {
+    int ob = W / m, hb = ob / 2;
+    LLVMValueRef ma[16], mb[16];
+    for (int k = 0; k < W; k++) {
+      int side = k >= W / 2, kk = k - side * (W / 2), t = kk / hb, o = kk % hb;
+      ma[k] = c32(g, side * W + t * ob + o);
+      mb[k] = c32(g, side * W + t * ob + hb + o);
+    }
+    LLVMValueRef A = LLVMConstVector(ma, (unsigned)W), Bm = LLVMConstVector(mb, (unsigned)W);
+    for (int q = 0; q < n / 2; q++) {
+      LLVMValueRef x = cur[2 * q], y = cur[2 * q + 1];
+      cur[q] = LLVMBuildFAdd(g->b, LLVMBuildShuffleVector(g->b, x, y, A, ""),
+                             LLVMBuildShuffleVector(g->b, x, y, Bm, ""), "");
+    }
+    n /= 2;
+    m *= 2;
+  }
+  return cur[0];
+}
+
 int tlm_codegen_attention(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched,
                           const char *name, const char *cpu, const char *features,
                           LLVMModuleRef *out, char *err, int errcap) {
@@ -121,10 +157,43 @@ int tlm_codegen_attention(LLVMContextRef ctx, const tlm_task *task, const tlm_sc
   LLVMValueRef j0 = loop_begin_outer(g, &Lb, c64(g, 0), kend, c64(g, KB));
   LLVMValueRef jn = smin(g, c64(g, KB), sub(g, kend, j0));
 
-  /* scores */
+  /* scores: W keys at a time, then one at a time */
+  LLVMValueRef jfull = mul(g, LLVMBuildSDiv(g->b, jn, c64(g, W), ""), c64(g, W));
+  if (W > 1) {
+    loop Lj;
+    LLVMValueRef jj = loop_begin(g, &Lj, c64(g, 0), jfull, c64(g, W));
+    LLVMValueRef j = add(g, j0, jj);
+    for (int i = 0; i < QB; i++) {
+      LLVMValueRef qv[ATT_MAX_VECS];
+      for (int c = 0; c < nD; c++)
+        qv[c] = load_lanes(g, qrow[i], c64(g, (int64_t)c * W), uq, sq[3], W,
+                           c == nD - 1 ? dmask : NULL, dlast);
+      LLVMValueRef part[16];
+      for (int u = 0; u < W; u++) { /* q_i . k_{j+u}, W lanes of partial sums */
+        LLVMValueRef krow = gep(g, kbase, mul(g, add(g, j, c64(g, u)), sk[2]));
+        LLVMValueRef dot = zero;
+        for (int c = 0; c < nD; c++) {
+          LLVMValueRef kv = load_lanes(g, krow, c64(g, (int64_t)c * W), uk, sk[3], W,
+                                       c == nD - 1 ? dmask : NULL, dlast);
+          LLVMValueRef a3[3] = {qv[c], kv, dot};
+          dot = call_intrinsic(g, "llvm.fmuladd", &vt, 1, a3, 3);
+        }
+        part[u] = dot;
+      }
+      LLVMValueRef sv = reduce_transpose(g, part, W);
+      sv = LLVMBuildFMul(g->b, sv, splat(g, scale, W), "");
+      if (t->causal) {
+        LLVMValueRef keys = LLVMBuildAdd(g->b, splat_i64(g, j, W), lane_ids(g, 0, W), "");
+        LLVMValueRef late = LLVMBuildICmp(g->b, LLVMIntSGT, keys, splat_i64(g, rlim[i], W), "");
+        sv = LLVMBuildSelect(g->b, late, splat(g, ninf, W), sv, "");
+      }
+      store(g, sv, gep(g, S, add(g, c64(g, (int64_t)i * KB), jj)), 4);
+    }
+    loop_end(g, &Lj);
+  }
   {
     loop Lj;
-    LLVMValueRef jj = loop_begin(g, &Lj, c64(g, 0), jn, c64(g, 1));
+    LLVMValueRef jj = loop_begin(g, &Lj, W > 1 ? jfull : c64(g, 0), jn, c64(g, 1));
     LLVMValueRef j = add(g, j0, jj);
     LLVMValueRef krow = gep(g, kbase, mul(g, j, sk[2]));
     LLVMValueRef kv[ATT_MAX_VECS];
