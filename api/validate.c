@@ -229,6 +229,19 @@ tlm_status tlm_validate_matmul(const tlm_op *op, const tlm_tensor *in, int n_in,
 
 /* ---- row-wise operators -------------------------------------------------------- */
 
+/* y (the output of a row-wise operator) has x's shape */
+static tlm_status check_same_shape(const tlm_tensor *X, const tlm_tensor *Y, char *err,
+                                   int errcap) {
+  if (X->ndim != Y->ndim) FAIL(TLM_ERR_SHAPE_MISMATCH, "y has %d dims, x has %d", Y->ndim, X->ndim);
+  for (int i = 0; i < X->ndim; i++)
+    if (X->shape[i] != Y->shape[i])
+      FAIL(TLM_ERR_SHAPE_MISMATCH, "y's dim %d is %lld, x's is %lld", i, (long long)Y->shape[i],
+           (long long)X->shape[i]);
+  return TLM_OK;
+}
+
+
+
 tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
                             const tlm_tensor *out, int n_out, tlm_task *task,
                             tlm_row_args *args, char *err, int errcap) {
@@ -266,11 +279,7 @@ tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
   tlm_status st;
   if ((st = check_tensor(X, "x", 1, err, errcap)) || (st = check_tensor(Y, "y", 1, err, errcap)))
     return st;
-  if (X->ndim != Y->ndim) FAIL(TLM_ERR_SHAPE_MISMATCH, "y has %d dims, x has %d", Y->ndim, X->ndim);
-  for (int i = 0; i < X->ndim; i++)
-    if (X->shape[i] != Y->shape[i])
-      FAIL(TLM_ERR_SHAPE_MISMATCH, "y's dim %d is %lld, x's is %lld", i, (long long)Y->shape[i],
-           (long long)X->shape[i]);
+  if ((st = check_same_shape(X, Y, err, errcap))) return st;
   int nd = X->ndim;
   int64_t C = X->shape[nd - 1];
   /* eltwise's z: x's shape with broadcast dims (extent 1 or missing) at
@@ -393,11 +402,7 @@ tlm_status tlm_validate_rope(const tlm_op *op, const tlm_tensor *in, int n_in,
   if ((st = check_tensor(X, "x", 3, err, errcap)) || (st = check_tensor(Y, "y", 3, err, errcap)) ||
       (st = check_tensor(Tb, "table", 2, err, errcap)))
     return st;
-  if (X->ndim != Y->ndim) FAIL(TLM_ERR_SHAPE_MISMATCH, "y has %d dims, x has %d", Y->ndim, X->ndim);
-  for (int i = 0; i < X->ndim; i++)
-    if (X->shape[i] != Y->shape[i])
-      FAIL(TLM_ERR_SHAPE_MISMATCH, "y's dim %d is %lld, x's is %lld", i, (long long)Y->shape[i],
-           (long long)X->shape[i]);
+  if ((st = check_same_shape(X, Y, err, errcap))) return st;
   int nd = X->ndim;
   int64_t D = X->shape[nd - 1], H = X->shape[nd - 2];
   if (D % 2) FAIL(TLM_ERR_SHAPE_MISMATCH, "rope: the feature dim D=%lld must be even", (long long)D);
