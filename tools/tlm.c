@@ -14,6 +14,7 @@
 #include "runtime/reference.h"
 #include "runtime/engine.h"
 #include "tools/bench_attn.h"
+#include "tools/bench_peak.h"
 #include "tools/cachecmd.h"
 #include "tools/conv.h"
 #include "tools/collect.h"
@@ -70,6 +71,7 @@ static void usage(FILE *f) {
           "  bench decode ...  decode time and int8-vs-fp32 agreement (--help)\n"
           "  bench overhead    cache hit, disk warm start, new-shape costs (--json F)\n"
           "  bench attention   fused attention vs Q K^T + softmax + P V per key length\n"
+          "  bench peak        measured FMA peak and read bandwidth, one core and all\n"
           "  bench serving     the LLM-serving replay, cold and warm cache, against\n"
           "                    oneDNN (--model NAME --requests N --json F; --help)\n"
           "  cache list|stats|verify|clear [--dir DIR]   the disk kernel cache\n"
@@ -540,6 +542,8 @@ int main(int argc, char **argv) {
     return tlm_cmd_bench_overhead(argc - 3, argv + 3);
   if (argc > 2 && !strcmp(argv[1], "bench") && !strcmp(argv[2], "attention"))
     return tlm_cmd_bench_attention(argc - 3, argv + 3);
+  if (argc > 2 && !strcmp(argv[1], "bench") && !strcmp(argv[2], "peak"))
+    return tlm_cmd_bench_peak(argc - 3, argv + 3);
   if (!strcmp(argv[1], "quantize")) return tlm_cmd_quantize(argc - 2, argv + 2);
   if (!strcmp(argv[1], "bound")) return tlm_cmd_bound(argc - 2, argv + 2);
   if (!strcmp(argv[1], "version")) {

@@ -1,0 +1,271 @@
+/* bench_peak.c - `tlm bench peak`: the machine's measured ceilings for a
+ * roofline, at the ISA tlm generates for (TLM_ISA, or the host's widest):
+ *   fma_gflops_core   one thread of independent vector FMAs (16 chains,
+ *                     more than latency x pipes on any x86-64 core)
+ *   fma_gflops_total  the same on every worker thread at once
+ *   read_gbs_core / read_gbs_total   a sum over a buffer far larger than
+ *                     the last-level cache (256 MiB), vector loads
+ * Each figure is the best of --repeats runs of about --seconds / 4 s. */
+#include "bench_peak.h"
+
+#include <cjson/cJSON.h>
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/engine.h"
+#include "tools/measure.h"
+
+/* FMA loops: `iters` iterations of 16 independent vector FMAs; returns a
+ * value that depends on every accumulator (so none is optimized away) */
+__attribute__((target("avx512f"))) static float fma_avx512(long iters) {
+  __m512 a[16], x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  for (int i = 0; i < 16; i++) a[i] = _mm512_set1_ps((float)i);
+#define F(i) a[i] = _mm512_fmadd_ps(a[i], x, y)
+  for (long n = 0; n < iters; n++) { /* spelled out: -O2 need not unroll */
+    F(0); F(1); F(2); F(3); F(4); F(5); F(6); F(7);
+    F(8); F(9); F(10); F(11); F(12); F(13); F(14); F(15);
+  }
+#undef F
+  __m512 s = a[0];
+  for (int i = 1; i < 16; i++) s = _mm512_add_ps(s, a[i]);
+  return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"))) static float fma_avx2(long iters) {
+  __m256 a[12], x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+  for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps((float)i);
+#define F(i) a[i] = _mm256_fmadd_ps(a[i], x, y)
+  for (long n = 0; n < iters; n++) {
+    F(0); F(1); F(2); F(3); F(4); F(5); F(6); F(7); F(8); F(9); F(10); F(11);
+  }
+#undef F
+  __m256 s = a[0];
+  for (int i = 1; i < 12; i++) s = _mm256_add_ps(s, a[i]);
+  float o[8];
+  _mm256_storeu_ps(o, s);
+  return o[0] + o[7];
+}
+
+/* SSE and scalar: a multiply and an add (no FMA unit below AVX2 in x86-64
+ * baseline), counted as 2 flops per lane like an FMA */
+static float fma_sse(long iters) {
+  __m128 a[12], x = _mm_set1_ps(0.999999f), y = _mm_set1_ps(1e-7f);
+  for (int i = 0; i < 12; i++) a[i] = _mm_set1_ps((float)i);
+#define F(i) a[i] = _mm_add_ps(_mm_mul_ps(a[i], x), y)
+  for (long n = 0; n < iters; n++) {
+    F(0); F(1); F(2); F(3); F(4); F(5); F(6); F(7); F(8); F(9); F(10); F(11);
+  }
+#undef F
+  __m128 s = a[0];
+  for (int i = 1; i < 12; i++) s = _mm_add_ps(s, a[i]);
+  float o[4];
+  _mm_storeu_ps(o, s);
+  return o[0] + o[3];
+}
+
+static float fma_scalar(long iters) {
+  volatile float xv = 0.999999f, yv = 1e-7f;
+  float a[12], x = xv, y = yv;
+  for (int i = 0; i < 12; i++) a[i] = (float)i;
+#define F(i) a[i] = a[i] * x + y
+  for (long n = 0; n < iters; n++) {
+    F(0); F(1); F(2); F(3); F(4); F(5); F(6); F(7); F(8); F(9); F(10); F(11);
+  }
+#undef F
+  float s = 0;
+  for (int i = 0; i < 12; i++) s += a[i];
+  return s;
+}
+
+__attribute__((target("avx512f"))) static float read_avx512(const float *p, size_t n) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (size_t i = 0; i + 64 <= n; i += 64) {
+    s0 = _mm512_add_ps(s0, _mm512_load_ps(p + i));
+    s1 = _mm512_add_ps(s1, _mm512_load_ps(p + i + 16));
+    s2 = _mm512_add_ps(s2, _mm512_load_ps(p + i + 32));
+    s3 = _mm512_add_ps(s3, _mm512_load_ps(p + i + 48));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+
+__attribute__((target("avx2"))) static float read_avx2(const float *p, size_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (size_t i = 0; i + 32 <= n; i += 32) {
+    s0 = _mm256_add_ps(s0, _mm256_load_ps(p + i));
+    s1 = _mm256_add_ps(s1, _mm256_load_ps(p + i + 8));
+    s2 = _mm256_add_ps(s2, _mm256_load_ps(p + i + 16));
+    s3 = _mm256_add_ps(s3, _mm256_load_ps(p + i + 24));
+  }
+  float o[8];
+  _mm256_storeu_ps(o, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  return o[0] + o[7];
+}
+
+static float read_sse(const float *p, size_t n) {
+  __m128 s0 = _mm_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (size_t i = 0; i + 16 <= n; i += 16) {
+    s0 = _mm_add_ps(s0, _mm_load_ps(p + i));
+    s1 = _mm_add_ps(s1, _mm_load_ps(p + i + 4));
+    s2 = _mm_add_ps(s2, _mm_load_ps(p + i + 8));
+    s3 = _mm_add_ps(s3, _mm_load_ps(p + i + 12));
+  }
+  float o[4];
+  _mm_storeu_ps(o, _mm_add_ps(_mm_add_ps(s0, s1), _mm_add_ps(s2, s3)));
+  return o[0] + o[3];
+}
+
+typedef struct job {
+  int isa, read;
+  long iters;
+  const float *p;
+  size_t n;
+  int reps;
+  double ns;
+  float sink;
+} job;
+
+static void *run_job(void *arg) {
+  job *j = arg;
+  double a = tlm_now_ns();
+  for (int r = 0; r < j->reps; r++) {
+    if (j->read)
+      j->sink += j->isa == TLM_ISA_AVX512 ? read_avx512(j->p, j->n)
+                 : j->isa == TLM_ISA_AVX2 ? read_avx2(j->p, j->n)
+                                          : read_sse(j->p, j->n);
+    else
+      j->sink += j->isa == TLM_ISA_AVX512 ? fma_avx512(j->iters)
+                 : j->isa == TLM_ISA_AVX2 ? fma_avx2(j->iters)
+                 : j->isa == TLM_ISA_SSE  ? fma_sse(j->iters)
+                                          : fma_scalar(j->iters);
+  }
+  j->ns = tlm_now_ns() - a;
+  return NULL;
+}
+
+/* the slowest thread's time of `nt` threads running copies of *proto
+ * (read jobs: each on its own slice of the buffer) */
+static double run_threads(const job *proto, int nt, float *sink) {
+  job js[64];
+  pthread_t th[64];
+  int started = 0;
+  for (int t = 0; t < nt; t++) {
+    js[t] = *proto;
+    if (proto->read) {
+      size_t per = proto->n / (size_t)nt / 64 * 64;
+      js[t].p = proto->p + per * (size_t)t;
+      js[t].n = per;
+    }
+    if (t > 0 && pthread_create(&th[t], NULL, run_job, &js[t]) == 0) started |= 1 << (t & 31);
+  }
+  run_job(&js[0]);
+  double worst = js[0].ns;
+  for (int t = 1; t < nt; t++) {
+    if (!(started & (1 << (t & 31)))) continue;
+    pthread_join(th[t], NULL);
+    if (js[t].ns > worst) worst = js[t].ns;
+  }
+  for (int t = 0; t < nt; t++) *sink += js[t].sink;
+  return worst;
+}
+
+int tlm_cmd_bench_peak(int argc, char **argv) {
+  double seconds = 2.0;
+  int repeats = 3;
+  const char *json = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    else {
+      fprintf(stderr,
+              "usage: tlm bench peak [--seconds S] [--repeats R] [--json F]\n"
+              "  Measured FMA peak (GFLOPS) of one core and of every worker thread, and\n"
+              "  read bandwidth (GB/s) of one core and of all, at the ISA tlm generates for\n"
+              "  (TLM_ISA or the host's widest); threads: TLM_NUM_THREADS or all CPUs.\n"
+              "  Each figure is the best of R (default 3) runs; S (default 2) seconds in all\n"
+              "  per figure.\n");
+      return 2;
+    }
+  }
+  if (!(seconds > 0 && seconds <= 600) || repeats < 1 || repeats > 50) {
+    fprintf(stderr, "tlm bench peak: --seconds in (0, 600], --repeats in 1..50\n");
+    return 2;
+  }
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.cache_dir = "none";
+  cfg.model_path = "none";
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt)) {
+    fprintf(stderr, "tlm: %s\n", tlm_last_error(NULL));
+    return 1;
+  }
+  int isa = rt->target.isa, nt = rt->nthreads > 0 ? rt->nthreads : 1;
+  if (nt > 64) nt = 64;
+  int lanes = rt->target.vec_lanes, chains = isa == TLM_ISA_AVX512 ? 16 : 12;
+  char tdesc[400];
+  tlm_describe_target(rt, tdesc, sizeof tdesc);
+  tlm_destroy(rt);
+  float sink = 0;
+  /* FMA: calibrate iterations to about seconds / (4 * repeats) per run */
+  job f = {isa, 0, 1 << 20, NULL, 0, 1, 0, 0};
+  run_threads(&f, 1, &sink); /* warm-up */
+  double per_iter = run_threads(&f, 1, &sink) / (double)f.iters;
+  double target_ns = seconds * 1e9 / 4 / repeats;
+  f.iters = (long)(target_ns / (per_iter > 0 ? per_iter : 1));
+  if (f.iters < 1000) f.iters = 1000;
+  double flops = 2.0 * lanes * chains * (double)f.iters;
+  double core = 0, total = 0;
+  for (int r = 0; r < repeats; r++) {
+    double g1 = flops / run_threads(&f, 1, &sink);
+    double gn = flops * nt / run_threads(&f, nt, &sink);
+    if (g1 > core) core = g1;
+    if (gn > total) total = gn;
+  }
+  /* read bandwidth over 256 MiB */
+  size_t n = (size_t)64 << 20;
+  float *buf = aligned_alloc(64, n * sizeof(float));
+  double bw1 = 0, bwn = 0;
+  if (buf) {
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7);
+    job rd = {isa == TLM_ISA_SCALAR ? TLM_ISA_SSE : isa, 1, 0, buf, n, 1, 0, 0};
+    run_threads(&rd, 1, &sink); /* pages in */
+    for (int r = 0; r < repeats; r++) {
+      double b1 = (double)n * 4 / run_threads(&rd, 1, &sink);
+      job rn = rd;
+      double bn = (double)(n / (size_t)nt / 64 * 64 * (size_t)nt) * 4 / run_threads(&rn, nt, &sink);
+      if (b1 > bw1) bw1 = b1;
+      if (bn > bwn) bwn = bn;
+    }
+    free(buf);
+  }
+  printf("peak at %s, %d threads\n  target: %s\n", tlm_isa_name(isa), nt, tdesc);
+  printf("  FMA       %8.1f GFLOPS one core, %8.1f GFLOPS %d threads\n", core, total, nt);
+  printf("  read      %8.1f GB/s one core,   %8.1f GB/s %d threads (256 MiB)\n", bw1, bwn, nt);
+  if (sink == 12345.678f) printf(" \n"); /* keeps the loops' results alive */
+  int rc = 0;
+  if (json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "isa", tlm_isa_name(isa));
+    cJSON_AddStringToObject(o, "target", tdesc);
+    cJSON_AddNumberToObject(o, "threads", nt);
+    cJSON_AddNumberToObject(o, "fma_gflops_core", core);
+    cJSON_AddNumberToObject(o, "fma_gflops_total", total);
+    cJSON_AddNumberToObject(o, "read_gbs_core", bw1);
+    cJSON_AddNumberToObject(o, "read_gbs_total", bwn);
+    char *text = cJSON_Print(o);
+    FILE *fp = text ? fopen(json, "w") : NULL;
+    if (!fp || fputs(text, fp) < 0 || fputc('\n', fp) < 0) {
+      fprintf(stderr, "tlm bench peak: cannot write %s\n", json);
+      rc = 1;
+    }
+    if (fp) fclose(fp);
+    free(text);
+    cJSON_Delete(o);
+  }
+  return rc;
+}
