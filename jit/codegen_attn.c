@@ -2,7 +2,9 @@
  * K^T [causal]) V per (batch, query head), the scores of a block of keys in
  * a stack buffer, never in memory the caller sees.
  *
- * A tile is `QB` query rows of one (b, h); its K/V head is h / (Hq / Hkv).
+ * A tile is `QB` rows of the (query head, query row) pairs of one (b, K/V
+ * head): the G = Hq / Hkv query heads of a group, each with its Tq rows
+ * (a decode step: the group's heads share each K and V row read).
  * For each block of `KB` keys up to the tile's causal limit:
  *   scores  S[i][j] = scale * q_i . k_j (vectors of W lanes along D, one
  *           horizontal sum per score; each K row is loaded once for the QB
@@ -123,35 +125,44 @@ int tlm_codegen_attention(LLVMContextRef ctx, const tlm_task *task, const tlm_sc
   LLVMValueRef S = LLVMBuildAlloca(g->ab, LLVMArrayType(ft, (unsigned)(QB * KB)), "scores");
   LLVMSetAlignment(S, 64);
 
+  /* a tile: QB consecutive rows of the (query head of the group, query
+   * row) pairs of one (b, K/V head), query rows fastest: in a decode step
+   * the G query heads of a group share every K and V row read */
   LLVMValueRef G = LLVMBuildSDiv(g->b, Hq, Hkv, "");
-  LLVMValueRef nqt = LLVMBuildSDiv(g->b, add(g, Tq, c64(g, QB - 1)), c64(g, QB), "");
-  LLVMValueRef ntiles = mul(g, mul(g, B, Hq), nqt);
+  LLVMValueRef R = mul(g, G, Tq);
+  LLVMValueRef nrt = LLVMBuildSDiv(g->b, add(g, R, c64(g, QB - 1)), c64(g, QB), "");
+  LLVMValueRef ntiles = mul(g, mul(g, B, Hkv), nrt);
   loop Lt;
   LLVMValueRef tile = par ? loop_begin_outer(g, &Lt, begin, end, c64(g, 1))
                           : loop_begin_outer(g, &Lt, c64(g, 0), ntiles, c64(g, 1));
-  LLVMValueRef qt = LLVMBuildSRem(g->b, tile, nqt, "");
-  LLVMValueRef bh = LLVMBuildSDiv(g->b, tile, nqt, "");
-  LLVMValueRef h = LLVMBuildSRem(g->b, bh, Hq, ""), b = LLVMBuildSDiv(g->b, bh, Hq, "");
-  LLVMValueRef kvh = LLVMBuildSDiv(g->b, h, G, "");
-  LLVMValueRef q0 = mul(g, qt, c64(g, QB));
-  LLVMValueRef nrows = smin(g, c64(g, QB), sub(g, Tq, q0));
-  LLVMValueRef off = sub(g, Tk, Tq); /* causal: row r sees keys j <= r + off */
+  LLVMValueRef rt = LLVMBuildSRem(g->b, tile, nrt, "");
+  LLVMValueRef bk = LLVMBuildSDiv(g->b, tile, nrt, "");
+  LLVMValueRef kvh = LLVMBuildSRem(g->b, bk, Hkv, ""), b = LLVMBuildSDiv(g->b, bk, Hkv, "");
+  LLVMValueRef r0 = mul(g, rt, c64(g, QB));
+  LLVMValueRef nrows = smin(g, c64(g, QB), sub(g, R, r0));
+  LLVMValueRef off = sub(g, Tk, Tq); /* causal: query row t sees keys j <= t + off */
   LLVMValueRef qrow[8], orow[8], rlim[8];
-  LLVMValueRef qbase = gep(g, pq, add(g, mul(g, b, sq[0]), mul(g, h, sq[1])));
-  LLVMValueRef obase = gep(g, po, add(g, mul(g, b, so[0]), mul(g, h, so[1])));
+  LLVMValueRef qbase = gep(g, pq, mul(g, b, sq[0]));
+  LLVMValueRef obase = gep(g, po, mul(g, b, so[0]));
   LLVMValueRef kbase = gep(g, pk, add(g, mul(g, b, sk[0]), mul(g, kvh, sk[1])));
   LLVMValueRef vbase = gep(g, pv, add(g, mul(g, b, sv[0]), mul(g, kvh, sv[1])));
+  LLVMValueRef kmax = NULL;
   for (int i = 0; i < QB; i++) {
-    LLVMValueRef r = smin(g, add(g, q0, c64(g, i)), sub(g, Tq, c64(g, 1)));
-    qrow[i] = gep(g, qbase, mul(g, r, sq[2]));
-    orow[i] = gep(g, obase, mul(g, r, so[2]));
-    rlim[i] = add(g, r, off); /* the last key row i sees */
+    LLVMValueRef r = smin(g, add(g, r0, c64(g, i)), sub(g, R, c64(g, 1)));
+    LLVMValueRef tq = LLVMBuildSRem(g->b, r, Tq, "");
+    LLVMValueRef h = add(g, mul(g, kvh, G), LLVMBuildSDiv(g->b, r, Tq, ""));
+    qrow[i] = gep(g, qbase, add(g, mul(g, h, sq[1]), mul(g, tq, sq[2])));
+    orow[i] = gep(g, obase, add(g, mul(g, h, so[1]), mul(g, tq, so[2])));
+    rlim[i] = add(g, tq, off); /* the last key row i sees */
+    kmax = i ? LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, rlim[i], kmax, ""), rlim[i],
+                               kmax, "")
+             : rlim[i];
     LLVMBuildStore(g->b, ninf, m[i]);
     LLVMBuildStore(g->b, LLVMConstReal(ft, 0.0), l[i]);
     for (int c = 0; c < nV; c++) LLVMBuildStore(g->b, zero, acc[i * nV + c]);
   }
-  /* keys [0, kend): all, or up to the last row's limit */
-  LLVMValueRef kend = t->causal ? smin(g, Tk, add(g, rlim[QB - 1], c64(g, 1))) : Tk;
+  /* keys [0, kend): all, or up to the furthest limit of the tile's rows */
+  LLVMValueRef kend = t->causal ? smin(g, Tk, add(g, kmax, c64(g, 1))) : Tk;
 
   loop Lb;
   LLVMValueRef j0 = loop_begin_outer(g, &Lb, c64(g, 0), kend, c64(g, KB));

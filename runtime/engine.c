@@ -827,10 +827,10 @@ static int64_t parallel_count(const tlm_kernel *k, const tlm_task *task) {
     return (task->u.row.rows + t - 1) / t;
   }
   if (task->kind == TLM_OP_CONV) return tlm_conv_parallel_count(task, k->sched.v);
-  if (task->kind == TLM_OP_ATTENTION) { /* (b, h, query block) tiles */
+  if (task->kind == TLM_OP_ATTENTION) { /* (b, K/V head, block of (group head, row)) tiles */
     const tlm_attn_task *a = &task->u.attn;
-    int64_t qb = k->sched.v[ATT_QBLOCK];
-    return k->sched.v[ATT_PARALLEL] ? a->B * a->Hq * ((a->Tq + qb - 1) / qb) : 1;
+    int64_t qb = k->sched.v[ATT_QBLOCK], rows = a->Hq / a->Hkv * a->Tq;
+    return k->sched.v[ATT_PARALLEL] ? a->B * a->Hkv * ((rows + qb - 1) / qb) : 1;
   }
   if (task->kind == TLM_OP_POOL) {
     const tlm_pool_task *p = &task->u.pool;

@@ -52,7 +52,8 @@ typedef void (*tlm_row_kernel_fn)(const tlm_row_args *args, int64_t begin, int64
                                   float *scratch);
 
 /* Attention kernels (tlm_attn_task): a kernel runs tiles [begin, end) of
- * (b, hq, query block) in that order, query blocks fastest. */
+ * (b, K/V head, block of (query head of the group, query row) pairs), in
+ * that order, the blocks fastest. */
 typedef struct tlm_attn_args {
   float *o;
   const float *q, *k, *v;

@@ -1030,10 +1030,11 @@ static int attn_candidates(const tlm_space *s, int p, const int32_t *d, int32_t 
   return n;
 }
 
-/* The rule: the widest vectors; as many query rows per tile as keep their
+/* The rule: the widest vectors; as many rows per tile as keep their
  * accumulators (q x ceil(Dv / lanes) vectors) and one K/V row (ceil(D /
- * lanes) + ceil(Dv / lanes)) within the vector registers, at most the
- * query rows there are (1 in decode); 64 keys a block (a 4 x 64 block of
+ * lanes) + ceil(Dv / lanes)) within the vector registers, at most the rows
+ * a K/V head serves (its G query heads times the query rows: G in a decode
+ * step); 64 keys a block (a 4 x 64 block of
  * scores is 1 KiB: L1 for any CPU); parallel over tiles with more than
  * one worker. */
 static int attn_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
@@ -1046,7 +1047,7 @@ static int attn_default(const tlm_space *s, int p, const int32_t *d, const int32
     int64_t w = d[ATT_VEC], best = 0;
     for (int i = 0; i < n; i++)
       if (c[i] * att_vecs(t->Dv, w) + att_vecs(t->D, w) + att_vecs(t->Dv, w) <= regs &&
-          (c[i] <= t->Tq || i == 0))
+          (c[i] <= t->Hq / t->Hkv * t->Tq || i == 0))
         best = i;
     return (int)best;
   }

@@ -47,7 +47,9 @@ static void attention(tlm_runtime *rt, int *checked) {
       /* B, Hq, Hkv, Tq, Tk, D, Dv, causal */
       {1, 1, 1, 1, 1, 4, 4, 0},     {1, 2, 2, 1, 7, 16, 16, 1},   {2, 4, 2, 5, 5, 8, 8, 1},
       {1, 3, 1, 3, 11, 20, 12, 1},  {1, 12, 12, 1, 300, 64, 64, 1}, {1, 6, 3, 17, 40, 64, 64, 1},
-      {2, 2, 2, 9, 9, 3, 5, 0},     {1, 8, 2, 33, 33, 128, 128, 1}, {1, 4, 4, 7, 130, 24, 40, 0}};
+      {2, 2, 2, 9, 9, 3, 5, 0},     {1, 8, 2, 33, 33, 128, 128, 1}, {1, 4, 4, 7, 130, 24, 40, 0},
+      /* decode steps of grouped heads: a tile spans the group's heads */
+      {1, 8, 2, 1, 77, 64, 64, 1},  {2, 6, 2, 1, 19, 24, 24, 1},  {1, 12, 1, 2, 5, 16, 16, 1}};
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
     for (int layout = 0; layout < 3; layout++) {
       const int64_t *p = shapes[si];
