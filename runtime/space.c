@@ -1044,11 +1044,19 @@ static int attn_default(const tlm_space *s, int p, const int32_t *d, const int32
   switch (p) {
   case ATT_VEC: return n - 1;
   case ATT_QBLOCK: {
-    int64_t w = d[ATT_VEC], best = 0;
-    for (int i = 0; i < n; i++)
-      if (c[i] * att_vecs(t->Dv, w) + att_vecs(t->D, w) + att_vecs(t->Dv, w) <= regs &&
-          (c[i] <= t->Hq / t->Hkv * t->Tq || i == 0))
-        best = i;
+    /* each K and V row read serves the tile's rows: as many as the K/V head
+     * has (G x Tq), while their accumulators fit the vector registers with
+     * one K/V row, or, where the heads are too wide for that (128 floats on
+     * 16 registers), half of L1 (spilled accumulators stay in L1, the K/V
+     * stream they save comes from L2, L3 or memory) */
+    int64_t w = d[ATT_VEC], rows = t->Hq / t->Hkv * t->Tq, best = 0;
+    int64_t l1 = s->target.l1d_bytes > 0 ? s->target.l1d_bytes : 32 * 1024;
+    int fits_regs = att_vecs(t->Dv, w) + att_vecs(t->D, w) + att_vecs(t->Dv, w) <= regs;
+    for (int i = 0; i < n; i++) {
+      int ok = fits_regs ? c[i] * att_vecs(t->Dv, w) + att_vecs(t->D, w) + att_vecs(t->Dv, w) <= regs
+                         : c[i] * t->Dv * 4 <= l1 / 2;
+      if (ok && (c[i] <= rows || i == 0)) best = i;
+    }
     return (int)best;
   }
   case ATT_KBLOCK: return pick_at_most(c, n, 64);
