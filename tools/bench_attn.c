@@ -211,14 +211,10 @@ int tlm_cmd_bench_attention(int argc, char **argv) {
     if (rc) break;
   }
   if (json && !rc) {
-    char *text = cJSON_Print(root);
-    FILE *f = text ? fopen(json, "w") : NULL;
-    if (!f || fputs(text, f) < 0 || fputc('\n', f) < 0) {
+    if (tlm_json_save(root, json)) {
       fprintf(stderr, "tlm bench attention: cannot write %s\n", json);
       rc = 1;
     }
-    if (f) fclose(f);
-    free(text);
   }
   cJSON_Delete(root);
   tlm_destroy(rt);

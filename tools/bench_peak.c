@@ -257,14 +257,10 @@ int tlm_cmd_bench_peak(int argc, char **argv) {
     cJSON_AddNumberToObject(o, "fma_gflops_total", total);
     cJSON_AddNumberToObject(o, "read_gbs_core", bw1);
     cJSON_AddNumberToObject(o, "read_gbs_total", bwn);
-    char *text = cJSON_Print(o);
-    FILE *fp = text ? fopen(json, "w") : NULL;
-    if (!fp || fputs(text, fp) < 0 || fputc('\n', fp) < 0) {
+    if (tlm_json_save(o, json)) {
       fprintf(stderr, "tlm bench peak: cannot write %s\n", json);
       rc = 1;
     }
-    if (fp) fclose(fp);
-    free(text);
     cJSON_Delete(o);
   }
   return rc;

@@ -203,16 +203,8 @@ static void rcache_load(rcache *c, const char *path) {
 
 /* writes the cache whole to a temporary file, then renames it over */
 static void rcache_save(const rcache *c) {
-  if (!c->path) return;
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", c->path);
-  char *text = cJSON_Print(c->root);
-  FILE *f = text ? fopen(tmp, "wb") : NULL;
-  int ok = f && fputs(text, f) >= 0;
-  if (f) ok = fclose(f) == 0 && ok;
-  if (ok) ok = rename(tmp, c->path) == 0;
-  if (!ok) fprintf(stderr, "tlm eval: cannot write %s\n", c->path), remove(tmp);
-  free(text);
+  if (c->path && tlm_json_save(c->root, c->path))
+    fprintf(stderr, "tlm eval: cannot write %s\n", c->path);
 }
 
 static cJSON *sched_json(const tlm_schedule *s) {

@@ -1,6 +1,8 @@
 /* measure.c - warm kernel timing shared by collect, eval and run. */
 #include "measure.h"
 
+#include <cjson/cJSON.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +18,19 @@ double tlm_now_ns(void) {
 int tlm_cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
+}
+
+int tlm_json_save(const cJSON *root, const char *path) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return -1;
+  char *text = cJSON_Print(root);
+  FILE *f = text ? fopen(tmp, "wb") : NULL;
+  int ok = f && fputs(text, f) >= 0 && fputc('\n', f) >= 0;
+  if (f) ok = fclose(f) == 0 && ok;
+  if (ok) ok = rename(tmp, path) == 0;
+  if (!ok && f) remove(tmp);
+  free(text);
+  return ok ? 0 : -1;
 }
 
 void tlm_time_kernel(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,

@@ -9,6 +9,12 @@ double tlm_now_ns(void);
 /* qsort comparator for doubles, ascending. */
 int tlm_cmp_double(const void *a, const void *b);
 
+/* Writes `root` (a cJSON tree) as indented JSON to `path` through a
+ * temporary file renamed over it: a failure leaves no partial file.
+ * Returns 0, or -1 (nothing written). */
+struct cJSON;
+int tlm_json_save(const struct cJSON *root, const char *path);
+
 typedef struct tlm_timing {
   double median_ns, min_ns, max_ns; /* per call */
   int reps;                         /* timed samples */
