@@ -864,6 +864,9 @@ int tlm_codegen_row(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule
   rc.mrows = arg_field(&g, args, offsetof(tlm_row_args, mrows), g.i64);
   LLVMValueRef sx0 = arg_field(&g, args, offsetof(tlm_row_args, sx), g.i64);
   LLVMValueRef sy0 = arg_field(&g, args, offsetof(tlm_row_args, sy), g.i64);
+  /* rope: head strides (rows are (token, head) pairs) */
+  LLVMValueRef sxh = task->kind == TLM_OP_ROPE ? arg_field(&g, args, offsetof(tlm_row_args, sxh), g.i64) : NULL;
+  LLVMValueRef syh = task->kind == TLM_OP_ROPE ? arg_field(&g, args, offsetof(tlm_row_args, syh), g.i64) : NULL;
   rc.ux = (t->unit & TLM_UNIT_ROW_X) != 0;
   rc.uy = (t->unit & TLM_UNIT_ROW_Y) != 0;
   rc.ug = (t->unit & TLM_UNIT_ROW_G) != 0;
@@ -894,8 +897,6 @@ int tlm_codegen_row(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule
   LLVMValueRef r = loop_begin(&g, &Lr, r0, r1, c64(&g, 1));
   if (task->kind == TLM_OP_ROPE) { /* row r: token r / heads, head r % heads */
     LLVMValueRef tok = LLVMBuildSDiv(g.b, r, rc.mrows, ""), h = LLVMBuildSRem(g.b, r, rc.mrows, "");
-    LLVMValueRef sxh = arg_field(&g, args, offsetof(tlm_row_args, sxh), g.i64);
-    LLVMValueRef syh = arg_field(&g, args, offsetof(tlm_row_args, syh), g.i64);
     rc.x = gep(&g, px, add(&g, mul(&g, tok, sx0), mul(&g, h, sxh)));
     rc.y = gep(&g, py, add(&g, mul(&g, tok, sy0), mul(&g, h, syh)));
     rc.z = gep(&g, pz, mul(&g, tok, sz0));

@@ -151,7 +151,7 @@ static void *run_job(void *arg) {
 static double run_threads(const job *proto, int nt, float *sink) {
   job js[64];
   pthread_t th[64];
-  int started = 0;
+  int started[64] = {0};
   for (int t = 0; t < nt; t++) {
     js[t] = *proto;
     if (proto->read) {
@@ -159,12 +159,12 @@ static double run_threads(const job *proto, int nt, float *sink) {
       js[t].p = proto->p + per * (size_t)t;
       js[t].n = per;
     }
-    if (t > 0 && pthread_create(&th[t], NULL, run_job, &js[t]) == 0) started |= 1 << (t & 31);
+    if (t > 0) started[t] = pthread_create(&th[t], NULL, run_job, &js[t]) == 0;
   }
   run_job(&js[0]);
   double worst = js[0].ns;
   for (int t = 1; t < nt; t++) {
-    if (!(started & (1 << (t & 31)))) continue;
+    if (!started[t]) continue;
     pthread_join(th[t], NULL);
     if (js[t].ns > worst) worst = js[t].ns;
   }
