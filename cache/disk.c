@@ -428,10 +428,11 @@ static int list_dir(const char *dir, file_info **out, const atomic_int *stop) {
     struct stat st;
     if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) continue;
     if (n == cap) {
-      cap = cap ? cap * 2 : 64;
-      file_info *nv = realloc(v, sizeof *v * (size_t)cap);
-      if (!nv) break;
+      int ncap = cap ? cap * 2 : 64;
+      file_info *nv = realloc(v, sizeof *v * (size_t)ncap);
+      if (!nv) break; /* the entries listed so far */
       v = nv;
+      cap = ncap;
     }
     memcpy(v[n].name, e->d_name, strlen(e->d_name) + 1); /* at most 37 bytes: a cache name */
     v[n].kind = kind;
@@ -518,10 +519,14 @@ static int64_t trim_pass(tlm_disk *d) {
         continue;
       }
       if (ne == cap) {
-        cap = cap ? cap * 2 : 256;
-        trim_entry *nv = realloc(e, sizeof *e * (size_t)cap);
+        /* the capacity grows only with the array: a failed realloc leaves
+         * both as they were (the next folder's entries are then skipped
+         * too, and this pass trims from what it has) */
+        int ncap = cap ? cap * 2 : 256;
+        trim_entry *nv = realloc(e, sizeof *e * (size_t)ncap);
         if (!nv) break;
         e = nv;
+        cap = ncap;
       }
       trim_entry *t = &e[ne++];
       memcpy(t->hex, v[i].name, 32);

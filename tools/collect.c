@@ -120,12 +120,16 @@ static int count_record(void *ctx, const cJSON *r) {
       return 0;
     }
   if (d->n == d->cap) {
-    d->cap = d->cap ? d->cap * 2 : 1024;
-    d->task = realloc(d->task, (size_t)d->cap * sizeof *d->task);
-    d->count = realloc(d->count, (size_t)d->cap * sizeof *d->count);
-    if (!d->task || !d->count) return 1;
+    int ncap = d->cap ? d->cap * 2 : 1024;
+    char **nt = realloc(d->task, (size_t)ncap * sizeof *d->task);
+    if (!nt) return 1;
+    d->task = nt;
+    int *nc = realloc(d->count, (size_t)ncap * sizeof *d->count);
+    if (!nc) return 1;
+    d->count = nc;
+    d->cap = ncap;
   }
-  d->task[d->n] = strdup(t->valuestring);
+  if (!(d->task[d->n] = strdup(t->valuestring))) return 1;
   d->count[d->n++] = 1;
   return 0;
 }

@@ -284,10 +284,11 @@ static int read_trace(const char *dir, int **out) {
     int x = c ? atoi(c + 1) : 0;
     if (x < 1) continue;
     if (n == cap) {
-      cap = cap ? cap * 2 : 4096;
-      int *nv = realloc(v, (size_t)cap * sizeof *nv);
+      int ncap = cap ? cap * 2 : 4096;
+      int *nv = realloc(v, (size_t)ncap * sizeof *nv);
       if (!nv) break;
       v = nv;
+      cap = ncap;
     }
     v[n++] = x;
   }

@@ -73,10 +73,11 @@ static int best_record(void *ctx, const cJSON *r) {
     if (b->v[i].hw_id == hw_id && !strcmp(b->v[i].task, task->valuestring)) break;
   if (i == b->n) {
     if (b->n == b->cap) {
-      b->cap = b->cap ? b->cap * 2 : 256;
-      tlm_best *nv = realloc(b->v, (size_t)b->cap * sizeof *nv);
+      int ncap = b->cap ? b->cap * 2 : 256;
+      tlm_best *nv = realloc(b->v, (size_t)ncap * sizeof *nv);
       if (!nv) return 1;
       b->v = nv;
+      b->cap = ncap;
     }
     memset(&b->v[i], 0, sizeof b->v[i]);
     snprintf(b->v[i].task, sizeof b->v[i].task, "%s", task->valuestring);
