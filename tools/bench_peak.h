@@ -4,4 +4,8 @@
 
 int tlm_cmd_bench_peak(int argc, char **argv);
 
+/* Measured FMA GFLOPS of `threads` threads at `isa` (tlm_isa), the best of
+ * 3 runs over about `seconds` in all: the peak of a roofline. */
+double tlm_peak_fma_gflops(int isa, int threads, double seconds);
+
 #endif

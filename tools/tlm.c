@@ -14,6 +14,7 @@
 #include "runtime/reference.h"
 #include "runtime/engine.h"
 #include "tools/bench_attn.h"
+#include "tools/bench_kernels.h"
 #include "tools/bench_peak.h"
 #include "tools/cachecmd.h"
 #include "tools/conv.h"
@@ -72,6 +73,8 @@ static void usage(FILE *f) {
           "  bench overhead    cache hit, disk warm start, new-shape costs (--json F)\n"
           "  bench attention   fused attention vs Q K^T + softmax + P V per key length\n"
           "  bench peak        measured FMA peak and read bandwidth, one core and all\n"
+          "  bench kernels F.. TLM-1, the rule, a search tuner and oneDNN per task,\n"
+          "                    checked and timed side by side (--quick, --json F; --help)\n"
           "  bench serving     the LLM-serving replay, cold and warm cache, against\n"
           "                    oneDNN (--model NAME --requests N --json F; --help)\n"
           "  cache list|stats|verify|clear [--dir DIR]   the disk kernel cache\n"
@@ -544,6 +547,8 @@ int main(int argc, char **argv) {
     return tlm_cmd_bench_attention(argc - 3, argv + 3);
   if (argc > 2 && !strcmp(argv[1], "bench") && !strcmp(argv[2], "peak"))
     return tlm_cmd_bench_peak(argc - 3, argv + 3);
+  if (argc > 2 && !strcmp(argv[1], "bench") && !strcmp(argv[2], "kernels"))
+    return tlm_cmd_bench_kernels(argc - 3, argv + 3, argv);
   if (!strcmp(argv[1], "quantize")) return tlm_cmd_quantize(argc - 2, argv + 2);
   if (!strcmp(argv[1], "bound")) return tlm_cmd_bound(argc - 2, argv + 2);
   if (!strcmp(argv[1], "version")) {

@@ -1,0 +1,567 @@
+/* bench_kernels.c - `tlm bench kernels`: the product's claim measured per
+ * task (issue #18): TLM-1 (what tlm_run schedules: the model where one
+ * serves the target and the task, else the rule), the rule, a search-based
+ * tuner in the same space and code generator (tools/search.c: the best of
+ * its first 64 trials, and of all N), and oneDNN for matmuls, at the same
+ * ISA (ONEDNN_MAX_CPU_ISA follows TLM_ISA) and thread count.
+ *
+ * Every kernel is checked against the reference before it is timed (a
+ * wrong kernel never counts as fast; the search's trials too). The
+ * contenders' final times come from one interleaved run: R rounds, each
+ * timing every tlm kernel for round_ms (tlm_time_side_by_side) and then
+ * oneDNN for as long; a contender's time is the median of its round
+ * medians. Time to kernel: schedule + compile for TLM-1 and the rule,
+ * every trial's compile, check and timing for the search, primitive
+ * creation for oneDNN (its first call, untimed otherwise).
+ *
+ * Fraction of peak: GFLOPS over the measured FMA peak of the threads used
+ * (as `tlm bench peak`, at the same ISA). */
+#include "bench_kernels.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "lm/model.h"
+#include "runtime/engine.h"
+#include "tools/bench_peak.h"
+#include "tools/measure.h"
+#include "tools/search.h"
+#include "tools/tasks.h"
+#ifdef TLM_HAVE_DNNL
+#include "samples/baseline_dnnl.h"
+#endif
+
+enum { C_TLM1, C_RULE, C_S64, C_SN, C_DNNL, C_COUNT };
+static const char *const k_cname[C_COUNT] = {"tlm1", "rule", "search64", "searchN", "onednn"};
+
+typedef struct contender {
+  int ran;          /* 1 when checked and timed */
+  double ns;        /* final median per call */
+  double min_ns, max_ns;
+  double make_ms;   /* time to a runnable kernel */
+  tlm_schedule sched;
+} contender;
+
+/* ---- the search's measurements ------------------------------------------- */
+
+typedef struct trial_ctx {
+  tlm_runtime *rt;
+  const tlm_task *task;
+  const tlm_spec_problem *p;
+  double best_ns;      /* fastest so far: a trial 3x slower is ranked, not timed */
+  double ms;           /* wall time spent so far */
+  int wrong, failed, trials;
+  double ms_at_64;     /* wall time when trial 64 was measured */
+  tlm_schedule best64; /* fastest within the first 64 */
+  double best64_ns;
+} trial_ctx;
+
+typedef struct compile_job {
+  tlm_runtime *rt;
+  const tlm_task *task;
+  const tlm_schedule *s;
+  int n, from, step;
+} compile_job;
+
+static void *compile_main(void *arg) {
+  compile_job *j = arg;
+  char err[256];
+  for (int i = j->from; i < j->n; i += j->step) {
+    tlm_kernel *k;
+    tlm_engine_kernel(j->rt, j->task, &j->s[i], &k, err, sizeof err);
+  }
+  return NULL;
+}
+
+/* compile, check, time one kernel (the first call decides whether it is
+ * worth timing); INFINITY when it fails or is wrong */
+static double trial_one(trial_ctx *c, const tlm_schedule *s) {
+  tlm_kernel *k;
+  char err[256];
+  if (tlm_engine_kernel(c->rt, c->task, s, &k, err, sizeof err)) {
+    c->failed++;
+    return INFINITY;
+  }
+  double first = tlm_now_ns();
+  if (tlm_engine_exec(c->rt, k, c->task, c->p->args, err, sizeof err)) {
+    c->failed++;
+    return INFINITY;
+  }
+  first = tlm_now_ns() - first;
+  double e = tlm_spec_problem_check(c->p, 32, 5);
+  if (!(e >= 0 && e <= tlm_spec_problem_tolerance(c->p))) {
+    c->wrong++;
+    return INFINITY;
+  }
+  if (first > 3 * c->best_ns && first > 2e5) return first;
+  tlm_timing tm;
+  tlm_time_kernel(c->rt, k, c->task, c->p->args, 10, c->best_ns, &tm);
+  return tm.median_ns;
+}
+
+/* a batch: compiled on two threads first (nothing is timed while a
+ * compile runs), then checked and timed one by one */
+static void trial_batch(void *ctx, const tlm_schedule *s, int n, double *ns) {
+  trial_ctx *c = ctx;
+  double t0 = tlm_now_ns();
+  compile_job other = {c->rt, c->task, s, n, 1, 2}, mine = {c->rt, c->task, s, n, 0, 2};
+  pthread_t th;
+  int started = n > 1 && pthread_create(&th, NULL, compile_main, &other) == 0;
+  if (!started) mine.step = 1;
+  compile_main(&mine);
+  if (started) pthread_join(th, NULL);
+  for (int i = 0; i < n; i++) {
+    ns[i] = trial_one(c, &s[i]);
+    if (ns[i] < c->best_ns) c->best_ns = ns[i];
+    c->trials++;
+    if (c->trials <= 64 && ns[i] < c->best64_ns) c->best64_ns = ns[i], c->best64 = s[i];
+    if (c->trials == 64) c->ms_at_64 = c->ms + (tlm_now_ns() - t0) * 1e-6;
+  }
+  c->ms += (tlm_now_ns() - t0) * 1e-6;
+}
+
+/* ---- oneDNN ------------------------------------------------------------------- */
+
+#ifdef TLM_HAVE_DNNL
+/* C = A B (+ bias, GELU) through the baseline, one oneDNN batch over the
+ * last batch dim and a loop over the others; returns 0, -1 (an epilogue or
+ * layout the baseline has no form for) */
+static int dnnl_mm(dnnl_baseline *b, const tlm_task *task, const tlm_mm_args *a) {
+  const tlm_matmul_task *m = &task->u.mm;
+  if (m->has_residual || (m->act != TLM_ACT_NONE && m->act != TLM_ACT_GELU_TANH)) return -1;
+  int nb = m->nbatch;
+  int64_t outer = 1, inner = nb ? m->batch[nb - 1] : 1;
+  for (int d = 0; d + 1 < nb; d++) outer *= m->batch[d];
+  /* no batch dim: one of extent 1 with a dense stride (a zero stride
+   * makes oneDNN take its reference kernel) */
+  int64_t sa[3] = {nb ? a->sa[nb - 1] : a->M * a->K, a->sa[4], a->sa[5]};
+  int64_t sb[3] = {nb ? a->sb[nb - 1] : a->K * a->N, a->sb[4], a->sb[5]};
+  int64_t sc[3] = {nb ? a->sc[nb - 1] : a->M * a->N, a->sc[4], a->sc[5]};
+  /* an axis of extent 1: any stride reads the same, oneDNN wants a dense one */
+  if (a->M == 1) sa[1] = a->K, sc[1] = a->N;
+  if (a->N == 1) sb[2] = 1, sc[2] = 1;
+  if (a->K == 1) sa[2] = 1, sb[1] = a->N;
+  for (int64_t o = 0; o < outer; o++) {
+    int64_t oa = 0, ob = 0, oc = 0, r = o;
+    for (int d = nb - 2; d >= 0; d--) {
+      int64_t i = r % m->batch[d];
+      r /= m->batch[d];
+      oa += i * a->sa[d], ob += i * a->sb[d], oc += i * a->sc[d];
+    }
+    if (dnnl_baseline_matmul(b, inner, a->M, a->K, a->N, a->a + oa, sa, a->b + ob, sb, a->bias,
+                             m->act == TLM_ACT_GELU_TANH, 0, a->c + oc, sc))
+      return -1;
+  }
+  return 0;
+}
+
+/* a 2-D NHWC convolution with HWIO weights, bias and ReLU/ReLU6 through
+ * the baseline (weights reordered once, at its first call); -1: a form it
+ * has none for (3-D, dilation, batch norm, residual, another activation) */
+static int dnnl_conv(dnnl_baseline *b, const tlm_task_spec *sp, const tlm_spec_problem *p) {
+  const tlm_conv_prb *c = &sp->cp;
+  const tlm_conv_epi *e = &sp->cepi;
+  if (sp->layout != TLM_LAYOUT_NHWC || c->ndims > 4 || c->kd > 1 || c->dh || c->dw || e->bn ||
+      e->residual)
+    return -1;
+  baseline_act act = e->act == TLM_ACT_NONE    ? BASELINE_ACT_NONE
+                     : e->act == TLM_ACT_RELU  ? BASELINE_ACT_RELU
+                     : e->act == TLM_ACT_RELU6 ? BASELINE_ACT_RELU6
+                                               : (baseline_act)-1;
+  if ((int)act < 0) return -1;
+  baseline_window w = {c->mb, c->ic, c->ih, c->iw, c->oc, c->oh, c->ow, c->kh, c->kw,
+                       c->sh, c->sw, c->ph, c->pw, c->g};
+  return dnnl_baseline_conv(b, &w, p->cv.in[0].data, p->cv.in[1].data,
+                            e->bias ? p->cv.in[2].data : NULL, act, 0, p->cv.out.data);
+}
+
+typedef struct dnnl_ctx {
+  dnnl_baseline *b;
+  const tlm_task *task;
+  const tlm_mm_args *a;
+  const tlm_task_spec *sp; /* convolutions */
+  const tlm_spec_problem *p;
+} dnnl_ctx;
+
+static int dnnl_call(dnnl_ctx *d) {
+  return d->sp->op == TLM_OP_CONV ? dnnl_conv(d->b, d->sp, d->p) : dnnl_mm(d->b, d->task, d->a);
+}
+
+/* median of back-to-back calls for about ms milliseconds */
+static double dnnl_time(dnnl_ctx *d, double ms, double *lo, double *hi) {
+  double samples[200];
+  int n = 0;
+  double start = tlm_now_ns();
+  while (n < 200 && (n < 3 || tlm_now_ns() - start < ms * 1e6)) {
+    int reps = 0;
+    double t0 = tlm_now_ns(), t;
+    do {
+      dnnl_call(d);
+      reps++;
+      t = tlm_now_ns() - t0;
+    } while (t < 2e4);
+    samples[n++] = t / reps;
+  }
+  qsort(samples, (size_t)n, sizeof samples[0], tlm_cmp_double);
+  if (samples[0] < *lo) *lo = samples[0];
+  if (samples[n - 1] > *hi) *hi = samples[n - 1];
+  return samples[n / 2];
+}
+#endif
+
+/* ---- the command ------------------------------------------------------------- */
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: tlm bench kernels [--quick] [--threads T] [--trials N] [--rounds R]\n"
+          "                         [--max-tasks N] [--seed S] [--json F] FILE...\n"
+          "  Per task of benchdnn matmul or convolution files: TLM-1, the rule, the\n"
+          "  search (best of its first 64 trials and of N, default 1000) and oneDNN\n"
+          "  (matmuls), each checked against the reference, then timed side by side\n"
+          "  in R rounds (default 7): median time, GFLOPS, fraction of the measured\n"
+          "  FMA peak, time to a runnable kernel. --quick: 2 tasks per file (of at\n"
+          "  most 1 GFLOP), the same search. Threads default 1 (the other core\n"
+          "  compiles the search's trials).\n");
+}
+
+static double geomean_ratio(const double *num, const double *den, int n, int *count) {
+  double s = 0;
+  int c = 0;
+  for (int i = 0; i < n; i++)
+    if (num[i] > 0 && den[i] > 0 && isfinite(num[i]) && isfinite(den[i])) s += log(num[i] / den[i]), c++;
+  *count = c;
+  return c ? exp(s / c) : NAN;
+}
+
+int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
+  int quick = 0, threads = 1, trials = 1000, rounds = 7, max_tasks = 1 << 30;
+  uint64_t seed = 1;
+  const char *json = NULL;
+  const char *files[64];
+  int nfiles = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    int more = i + 1 < argc;
+    if (!strcmp(a, "--quick")) quick = 1;
+    else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
+    else if (!strcmp(a, "--trials") && more) trials = atoi(argv[++i]);
+    else if (!strcmp(a, "--rounds") && more) rounds = atoi(argv[++i]);
+    else if (!strcmp(a, "--max-tasks") && more) max_tasks = atoi(argv[++i]);
+    else if (!strcmp(a, "--seed") && more) seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(a, "--json") && more) json = argv[++i];
+    else if (a[0] == '-') {
+      usage();
+      return !strcmp(a, "--help") ? 0 : 2;
+    } else if (nfiles < 64) files[nfiles++] = a;
+  }
+  if (threads < 1 || threads > 256 || trials < 1 || trials > 100000 || rounds < 1 ||
+      rounds > TLM_SIDE_ROUNDS || max_tasks < 1 || nfiles == 0) {
+    usage();
+    return 2;
+  }
+  /* the tasks: every one of each file, or (quick) two of at most 1 GFLOP,
+   * the first and the middle one of the file's order */
+  tlm_task_spec *specs = NULL;
+  int n = 0;
+  char err[512];
+  for (int f = 0; f < nfiles; f++) {
+    tlm_task_spec *fs;
+    int nf = tlm_tasks_from_file(files[f], &fs, err, sizeof err);
+    if (nf < 0) {
+      fprintf(stderr, "tlm bench kernels: %s\n", err);
+      free(specs);
+      return 1;
+    }
+    int keep[2], nk = 0;
+    if (quick) {
+      int small[4096], ns = 0;
+      for (int i = 0; i < nf && ns < 4096; i++)
+        if (tlm_task_spec_flop(&fs[i]) <= 1e9) small[ns++] = i;
+      if (ns > 0) keep[nk++] = small[0];
+      if (ns > 2) keep[nk++] = small[ns / 2];
+    }
+    int add = quick ? nk : nf;
+    tlm_task_spec *ns_ = realloc(specs, sizeof *specs * (size_t)(n + add));
+    if (!ns_) {
+      free(fs);
+      free(specs);
+      return 1;
+    }
+    specs = ns_;
+    for (int i = 0; i < add; i++) specs[n++] = fs[quick ? keep[i] : i];
+    free(fs);
+  }
+  if (n > max_tasks) n = max_tasks;
+  if (n == 0) {
+    fprintf(stderr, "tlm bench kernels: no tasks\n");
+    free(specs);
+    return 1;
+  }
+#ifdef TLM_HAVE_DNNL
+  /* oneDNN at tlm's ISA and thread count (may re-run this command) */
+  dnnl_baseline_pin_threads(exec_argv, threads);
+  dnnl_baseline *dnnl = dnnl_baseline_create();
+#else
+  (void)exec_argv;
+#endif
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.cache_dir = "none"; /* every compile measured, none reused */
+  cfg.num_threads = threads;
+  tlm_runtime *rt0;
+  if (tlm_create(&cfg, &rt0)) {
+    fprintf(stderr, "tlm bench kernels: %s\n", tlm_last_error(NULL));
+    free(specs);
+    return 1;
+  }
+  char tdesc[400];
+  tlm_describe_target(rt0, tdesc, sizeof tdesc);
+  int isa = rt0->target.isa;
+  tlm_destroy(rt0);
+  double peak = tlm_peak_fma_gflops(isa, threads, 1.0);
+  printf("target: %s\n", tdesc);
+#ifdef TLM_HAVE_DNNL
+  printf("isa: tlm %s, oneDNN %s; threads %d; measured FMA peak %.1f GFLOPS; search: %d trials\n",
+         tlm_isa_name(isa), dnnl ? dnnl_baseline_isa() : "unavailable", threads, peak, trials);
+#else
+  printf("isa: tlm %s, oneDNN not built in; threads %d; measured FMA peak %.1f GFLOPS; search: %d "
+         "trials\n", tlm_isa_name(isa), threads, peak, trials);
+#endif
+  printf("%-40s %8s %8s %8s %8s %8s  (GFLOPS; time to kernel ms: tlm1 / searchN)\n", "task",
+         "tlm1", "rule", "srch64", "srchN", "onednn");
+  cJSON *root = cJSON_CreateObject(), *jt = cJSON_CreateArray();
+  double *cns[C_COUNT], *cmake[C_COUNT];
+  for (int c = 0; c < C_COUNT; c++) {
+    cns[c] = calloc((size_t)n, sizeof(double));
+    cmake[c] = calloc((size_t)n, sizeof(double));
+  }
+  int *match = calloc((size_t)n, sizeof(int)); /* search trials to match TLM-1, -1 never */
+  int wrong_total = 0;
+  for (int t = 0; t < n; t++) {
+    tlm_runtime *rt;
+    if (tlm_create(&cfg, &rt)) break;
+    tlm_spec_problem p;
+    if (tlm_spec_problem_make(&specs[t], 3, &p)) {
+      tlm_destroy(rt);
+      continue;
+    }
+    const tlm_task *task = &p.task;
+    tlm_space s;
+    tlm_space_init(&s, task, &rt->target);
+    contender ct[C_COUNT];
+    memset(ct, 0, sizeof ct);
+    double flop = tlm_task_spec_flop(&specs[t]);
+    trial_ctx tc = {rt, task, &p, INFINITY, 0, 0, 0, 0, 0, {0}, INFINITY};
+    /* TLM-1 as tlm_run: the model where it covers the task, else the rule */
+    double t0 = tlm_now_ns();
+    int covered = rt->model && tlm_lm_covers_task(rt->model, task);
+    if (covered) tlm_lm_decode(rt->model, &s, &ct[C_TLM1].sched, NULL);
+    else tlm_space_default(&s, &ct[C_TLM1].sched);
+    tlm_kernel *k;
+    int ok1 = tlm_engine_kernel(rt, task, &ct[C_TLM1].sched, &k, err, sizeof err) == TLM_OK;
+    ct[C_TLM1].make_ms = (tlm_now_ns() - t0) * 1e-6;
+    t0 = tlm_now_ns();
+    tlm_space_default(&s, &ct[C_RULE].sched);
+    int okr = tlm_engine_kernel(rt, task, &ct[C_RULE].sched, &k, err, sizeof err) == TLM_OK;
+    /* the rule's compile is cached when TLM-1 is the rule: count TLM-1's */
+    ct[C_RULE].make_ms = covered ? (tlm_now_ns() - t0) * 1e-6 : ct[C_TLM1].make_ms;
+    double tlm1_screen = ok1 ? trial_one(&tc, &ct[C_TLM1].sched) : INFINITY;
+    tc.best_ns = INFINITY; /* the search starts from nothing */
+    tc.wrong = tc.failed = 0;
+    /* the search */
+    tlm_search_opts so;
+    tlm_search_opts_init(&so, trials, seed ^ XXH3_64bits(specs[t].text, strlen(specs[t].text)));
+    tlm_search_result sr;
+    tlm_search_run(&s, &so, trial_batch, &tc, &sr);
+    wrong_total += tc.wrong;
+    ct[C_SN].sched = sr.best;
+    ct[C_SN].make_ms = tc.ms;
+    ct[C_S64].sched = tc.best64;
+    ct[C_S64].make_ms = tc.trials >= 64 ? tc.ms_at_64 : tc.ms;
+    match[t] = -1;
+    for (int i = 0; i < sr.measured && sr.curve; i++)
+      if (sr.curve[i] <= 1.02 * tlm1_screen) { /* within 2%: one kernel timed twice differs by that */
+        match[t] = i + 1;
+        break;
+      }
+    /* the final: every tlm contender checked again, then side by side */
+    const tlm_kernel *fk[4];
+    int fc[4], nfk = 0;
+    int have[C_COUNT] = {ok1, okr, tc.best64.n > 0, sr.best.n > 0, 0};
+    int same_as[C_COUNT]; /* a contender whose schedule an earlier one has: its kernel's times */
+    for (int c = 0; c < C_COUNT; c++) same_as[c] = -1;
+    for (int c = C_TLM1; c <= C_SN; c++) {
+      for (int e = C_TLM1; e < c && same_as[c] < 0; e++)
+        if (ct[e].ran && ct[e].sched.n == ct[c].sched.n &&
+            !memcmp(ct[e].sched.v, ct[c].sched.v, sizeof ct[c].sched.v[0] * (size_t)ct[c].sched.n))
+          same_as[c] = e;
+      if (same_as[c] >= 0) continue;
+      if (!have[c] || tlm_engine_kernel(rt, task, &ct[c].sched, &k, err, sizeof err)) continue;
+      if (tlm_engine_exec(rt, k, task, p.args, err, sizeof err)) continue;
+      double e = tlm_spec_problem_check(&p, 64, 11);
+      if (!(e >= 0 && e <= tlm_spec_problem_tolerance(&p))) {
+        wrong_total++;
+        continue;
+      }
+      fk[nfk] = k;
+      fc[nfk++] = c;
+      ct[c].ran = 1;
+      ct[c].min_ns = INFINITY;
+    }
+#ifdef TLM_HAVE_DNNL
+    dnnl_ctx dc = {dnnl, task, &p.mm_args, &specs[t], &p};
+    if (dnnl && (specs[t].op == TLM_OP_MATMUL || specs[t].op == TLM_OP_CONV)) {
+      double c0 = 0;
+      dnnl_baseline_primitives(dnnl, &c0);
+      /* its output from zero: the check then sees oneDNN's, not the last kernel's */
+      const tlm_tensor *ot = specs[t].op == TLM_OP_CONV ? &p.cv.out : &p.mm.out;
+      int64_t on = 1;
+      for (int d = 0; d < ot->ndim; d++) on *= ot->shape[d];
+      memset(ot->data, 0, sizeof(float) * (size_t)on);
+      if (dnnl_call(&dc) == 0) {
+        double c1 = 0;
+        dnnl_baseline_primitives(dnnl, &c1);
+        ct[C_DNNL].make_ms = c1 - c0;
+        double e = tlm_spec_problem_check(&p, 64, 11);
+        if (e >= 0 && e <= tlm_spec_problem_tolerance(&p)) ct[C_DNNL].ran = 1, ct[C_DNNL].min_ns = INFINITY;
+        else wrong_total++;
+      }
+    }
+#endif
+    double med[C_COUNT][TLM_SIDE_ROUNDS];
+    for (int r = 0; r < rounds; r++) {
+      tlm_timing tm[4];
+      if (nfk) tlm_time_side_by_side(rt, fk, nfk, task, p.args, 1, 4, tm);
+      for (int i = 0; i < nfk; i++) {
+        med[fc[i]][r] = tm[i].median_ns;
+        if (tm[i].min_ns < ct[fc[i]].min_ns) ct[fc[i]].min_ns = tm[i].min_ns;
+        if (tm[i].max_ns > ct[fc[i]].max_ns) ct[fc[i]].max_ns = tm[i].max_ns;
+      }
+#ifdef TLM_HAVE_DNNL
+      if (ct[C_DNNL].ran) med[C_DNNL][r] = dnnl_time(&dc, 4, &ct[C_DNNL].min_ns, &ct[C_DNNL].max_ns);
+#endif
+    }
+    for (int c = C_TLM1; c <= C_SN; c++) /* one kernel, one set of times */
+      if (same_as[c] >= 0) {
+        int e = same_as[c];
+        ct[c].ran = 1;
+        ct[c].min_ns = ct[e].min_ns, ct[c].max_ns = ct[e].max_ns;
+        memcpy(med[c], med[e], sizeof med[c]);
+      }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "task", specs[t].text);
+    cJSON_AddStringToObject(o, "family", specs[t].family);
+    cJSON_AddNumberToObject(o, "gflop", flop * 1e-9);
+    cJSON_AddNumberToObject(o, "search_trials", sr.measured);
+    cJSON_AddNumberToObject(o, "search_wrong", tc.wrong);
+    cJSON_AddNumberToObject(o, "search_trials_to_match_tlm1", match[t]);
+    cJSON *curve = cJSON_CreateArray();
+    for (int i = 0; i < sr.measured && sr.curve; i++)
+      if (i + 1 == sr.measured || ((i + 1) & i) == 0) { /* trials 1, 2, 4, ..., and the last */
+        cJSON *pt = cJSON_CreateArray();
+        cJSON_AddItemToArray(pt, cJSON_CreateNumber(i + 1));
+        cJSON_AddItemToArray(pt, cJSON_CreateNumber(isfinite(sr.curve[i]) ? sr.curve[i] : -1));
+        cJSON_AddItemToArray(curve, pt);
+      }
+    cJSON_AddItemToObject(o, "search_curve_trial_ns", curve);
+    printf("%-40.40s", specs[t].text);
+    for (int c = 0; c < C_COUNT; c++) {
+      cJSON *co = cJSON_CreateObject();
+      if (ct[c].ran) {
+        qsort(med[c], (size_t)rounds, sizeof(double), tlm_cmp_double);
+        ct[c].ns = med[c][rounds / 2];
+        double gf = flop / ct[c].ns;
+        cns[c][t] = ct[c].ns;
+        cmake[c][t] = ct[c].make_ms;
+        cJSON_AddNumberToObject(co, "median_ns", ct[c].ns);
+        cJSON_AddNumberToObject(co, "min_ns", ct[c].min_ns);
+        cJSON_AddNumberToObject(co, "max_ns", ct[c].max_ns);
+        cJSON_AddNumberToObject(co, "gflops", gf);
+        cJSON_AddNumberToObject(co, "peak_fraction", peak > 0 ? gf / peak : 0);
+        cJSON_AddNumberToObject(co, "time_to_kernel_ms", ct[c].make_ms);
+        if (c != C_DNNL) {
+          char text[512];
+          tlm_schedule_str(&s, &ct[c].sched, text, sizeof text);
+          cJSON_AddStringToObject(co, "schedule", text);
+        }
+        printf(" %8.1f", gf);
+      } else {
+        cJSON_AddNullToObject(co, "median_ns");
+        printf(" %8s", "-");
+      }
+      cJSON_AddItemToObject(o, k_cname[c], co);
+    }
+    printf("  %.0f / %.0f ms%s\n", ct[C_TLM1].make_ms, ct[C_SN].make_ms,
+           covered ? "" : " (TLM-1 = rule)");
+    fflush(stdout);
+    cJSON_AddBoolToObject(o, "tlm1_is_rule", !covered);
+    cJSON_AddItemToArray(jt, o);
+    free(sr.curve);
+    tlm_spec_problem_free(&p);
+    tlm_destroy(rt);
+  }
+  /* the summary */
+  int c1, c2, c3, c4, c5;
+  double g_s = geomean_ratio(cns[C_SN], cns[C_TLM1], n, &c1);   /* time ratio = speed TLM-1/S */
+  double g_r = geomean_ratio(cns[C_RULE], cns[C_TLM1], n, &c2);
+  double g_d = geomean_ratio(cns[C_DNNL], cns[C_TLM1], n, &c3);
+  double g_s64 = geomean_ratio(cns[C_SN], cns[C_S64], n, &c4);
+  double g_make = geomean_ratio(cmake[C_SN], cmake[C_TLM1], n, &c5);
+  int nmatch = 0, never = 0;
+  int mlist[4096];
+  for (int t = 0; t < n && t < 4096; t++) {
+    if (match[t] > 0) mlist[nmatch++] = match[t];
+    else never++;
+  }
+  for (int i = 1; i < nmatch; i++) /* insertion sort: a median */
+    for (int j = i; j > 0 && mlist[j - 1] > mlist[j]; j--) {
+      int x = mlist[j];
+      mlist[j] = mlist[j - 1], mlist[j - 1] = x;
+    }
+  printf("geomean speed: TLM-1 / Search-%d %.3f (%d tasks), TLM-1 / rule %.3f, TLM-1 / oneDNN %.3f "
+         "(%d tasks), Search-64 / Search-%d %.3f\n",
+         trials, g_s, c1, g_r, g_d, c3, trials, g_s64);
+  printf("time to kernel: Search-%d / TLM-1 %.0fx; trials for the search to come within 2%% of "
+         "TLM-1's screening time: median %d (%d tasks never)\n",
+         trials, g_make, nmatch ? mlist[nmatch / 2] : -1, never);
+  if (wrong_total) printf("wrong kernels (not counted): %d\n", wrong_total);
+  cJSON_AddStringToObject(root, "target", tdesc);
+  cJSON_AddStringToObject(root, "tlm_isa", tlm_isa_name(isa));
+#ifdef TLM_HAVE_DNNL
+  cJSON_AddStringToObject(root, "onednn_isa", dnnl ? dnnl_baseline_isa() : "unavailable");
+#endif
+  cJSON_AddNumberToObject(root, "threads", threads);
+  cJSON_AddNumberToObject(root, "search_trials", trials);
+  cJSON_AddNumberToObject(root, "rounds", rounds);
+  cJSON_AddBoolToObject(root, "quick", quick);
+  cJSON_AddNumberToObject(root, "peak_gflops", peak);
+  cJSON *sum = cJSON_CreateObject();
+  cJSON_AddNumberToObject(sum, "tlm1_over_searchN_speed", isfinite(g_s) ? g_s : -1);
+  cJSON_AddNumberToObject(sum, "tlm1_over_rule_speed", isfinite(g_r) ? g_r : -1);
+  cJSON_AddNumberToObject(sum, "tlm1_over_onednn_speed", isfinite(g_d) ? g_d : -1);
+  cJSON_AddNumberToObject(sum, "search64_over_searchN_speed", isfinite(g_s64) ? g_s64 : -1);
+  cJSON_AddNumberToObject(sum, "searchN_over_tlm1_time_to_kernel", isfinite(g_make) ? g_make : -1);
+  cJSON_AddNumberToObject(sum, "median_trials_to_match_tlm1", nmatch ? mlist[nmatch / 2] : -1);
+  cJSON_AddNumberToObject(sum, "tasks_never_matched", never);
+  cJSON_AddNumberToObject(sum, "wrong_kernels", wrong_total);
+  cJSON_AddItemToObject(root, "summary", sum);
+  cJSON_AddItemToObject(root, "tasks", jt);
+  int rc = 0;
+  if (json && tlm_json_save(root, json)) {
+    fprintf(stderr, "tlm bench kernels: cannot write %s\n", json);
+    rc = 1;
+  }
+  cJSON_Delete(root);
+  for (int c = 0; c < C_COUNT; c++) free(cns[c]), free(cmake[c]);
+  free(match);
+  free(specs);
+#ifdef TLM_HAVE_DNNL
+  if (dnnl) dnnl_baseline_destroy(dnnl);
+#endif
+  return rc;
+}
