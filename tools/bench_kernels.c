@@ -99,8 +99,8 @@ static double trial_one(trial_ctx *c, const tlm_schedule *s) {
     return INFINITY;
   }
   if (first > 3 * c->best_ns && first > 2e5) return first;
-  tlm_timing tm;
-  tlm_time_kernel(c->rt, k, c->task, c->p->args, 10, c->best_ns, &tm);
+  tlm_timing tm; /* a screening time, about 4 ms (the final times the winners again) */
+  tlm_time_kernel(c->rt, k, c->task, c->p->args, 4, c->best_ns, &tm);
   return tm.median_ns;
 }
 
@@ -216,17 +216,81 @@ static double dnnl_time(dnnl_ctx *d, double ms, double *lo, double *hi) {
 
 /* ---- the command ------------------------------------------------------------- */
 
+/* --plot: the data, a gnuplot script, and gnuplot run on it when present */
+static int write_plots(const char *dir, const tlm_task_spec *specs, int n, double *const *cns,
+                       double *const *cmake, const double *flop, int trials) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/kernels_speed.dat", dir);
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  fprintf(f, "# task  speed relative to Search-%d: tlm1 rule search64 onednn (0: did not run)\n",
+          trials);
+  for (int t = 0; t < n; t++) {
+    double ref = cns[C_SN][t];
+    fprintf(f, "%d \"%.24s\"", t + 1, specs[t].text);
+    for (int c = 0; c < C_COUNT; c++) {
+      if (c == C_SN) continue;
+      double r = ref > 0 && cns[c][t] > 0 ? ref / cns[c][t] : 0;
+      fprintf(f, " %.4f", r);
+    }
+    fprintf(f, "\n");
+  }
+  fclose(f);
+  snprintf(path, sizeof path, "%s/kernels_tradeoff.dat", dir);
+  if (!(f = fopen(path, "w"))) return -1;
+  fprintf(f, "# per contender (blocks: tlm1 rule search64 searchN onednn): time_to_kernel_ms gflops\n");
+  for (int c = 0; c < C_COUNT; c++) {
+    fprintf(f, "# %s\n", k_cname[c]);
+    for (int t = 0; t < n; t++)
+      if (cns[c][t] > 0 && cmake[c][t] > 0)
+        fprintf(f, "%.4f %.3f\n", cmake[c][t], flop[t] / cns[c][t]);
+    fprintf(f, "\n\n");
+  }
+  fclose(f);
+  snprintf(path, sizeof path, "%s/kernels.gp", dir);
+  if (!(f = fopen(path, "w"))) return -1;
+  fprintf(f,
+          "# gnuplot script written by tlm bench kernels: gnuplot kernels.gp (in this folder)\n"
+          "do for [fmt in \"png svg\"] {\n"
+          "  if (fmt eq \"png\") { set terminal pngcairo size 1200,600 } else { set terminal svg size 1200,600 }\n"
+          "  set output \"kernels_speed.\".fmt\n"
+          "  set title \"Speed per task relative to Search-%d (1 = equal, higher is faster)\"\n"
+          "  set style data histograms; set style histogram clustered gap 1; set style fill solid 0.8\n"
+          "  set xtics rotate by -45 font \",8\"; set yrange [0:*]; set grid ytics; unset logscale\n"
+          "  plot \"kernels_speed.dat\" using 3:xtic(2) title \"TLM-1\", '' using 4 title \"rule\", "
+          "'' using 5 title \"Search-64\", '' using 6 title \"oneDNN\"\n"
+          "  set output \"kernels_tradeoff.\".fmt\n"
+          "  set title \"Kernel speed against time to a runnable kernel\"\n"
+          "  set style data points; set logscale x; set xlabel \"time to kernel (ms)\"; "
+          "set ylabel \"GFLOPS\"; set xtics auto norotate font \",10\"; set yrange [0:*]\n"
+          "  plot \"kernels_tradeoff.dat\" index 0 title \"TLM-1\" pt 7, '' index 1 title \"rule\" "
+          "pt 5, '' index 2 title \"Search-64\" pt 9, '' index 3 title \"Search-%d\" pt 11, '' index 4 "
+          "title \"oneDNN (primitive creation)\" pt 13\n"
+          "  unset logscale; unset xlabel; unset ylabel\n"
+          "}\n",
+          trials, trials);
+  fclose(f);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "command -v gnuplot >/dev/null 2>&1 && cd '%s' && gnuplot kernels.gp",
+           dir);
+  if (strchr(dir, '\'') || system(cmd) != 0)
+    fprintf(stderr, "tlm bench kernels: plots not drawn (gnuplot missing?); data in %s\n", dir);
+  return 0;
+}
+
 static void usage(void) {
   fprintf(stderr,
           "usage: tlm bench kernels [--quick] [--threads T] [--trials N] [--rounds R]\n"
-          "                         [--max-tasks N] [--seed S] [--json F] FILE...\n"
+          "                         [--max-tasks N] [--seed S] [--json F] [--plot DIR] FILE...\n"
           "  Per task of benchdnn matmul or convolution files: TLM-1, the rule, the\n"
           "  search (best of its first 64 trials and of N, default 1000) and oneDNN\n"
           "  (matmuls), each checked against the reference, then timed side by side\n"
           "  in R rounds (default 7): median time, GFLOPS, fraction of the measured\n"
-          "  FMA peak, time to a runnable kernel. --quick: 2 tasks per file (of at\n"
-          "  most 1 GFLOP), the same search. Threads default 1 (the other core\n"
-          "  compiles the search's trials).\n");
+          "  FMA peak, time to a runnable kernel. --quick: 1 task per file (of at\n"
+          "  most 0.25 GFLOP), the same search. Threads default 1 (the other core\n"
+          "  compiles the search's trials). --plot DIR: data files and a gnuplot\n"
+          "  script there (speed per task relative to the search; speed against time\n"
+          "  to kernel), drawn as PNG and SVG when gnuplot is installed.\n");
 }
 
 static double geomean_ratio(const double *num, const double *den, int n, int *count) {
@@ -241,13 +305,14 @@ static double geomean_ratio(const double *num, const double *den, int n, int *co
 int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
   int quick = 0, threads = 1, trials = 1000, rounds = 7, max_tasks = 1 << 30;
   uint64_t seed = 1;
-  const char *json = NULL;
+  const char *json = NULL, *plot = NULL;
   const char *files[64];
   int nfiles = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     int more = i + 1 < argc;
     if (!strcmp(a, "--quick")) quick = 1;
+    else if (!strcmp(a, "--plot") && more) plot = argv[++i];
     else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
     else if (!strcmp(a, "--trials") && more) trials = atoi(argv[++i]);
     else if (!strcmp(a, "--rounds") && more) rounds = atoi(argv[++i]);
@@ -264,8 +329,7 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
     usage();
     return 2;
   }
-  /* the tasks: every one of each file, or (quick) two of at most 1 GFLOP,
-   * the first and the middle one of the file's order */
+  /* the tasks: every one of each file, or (quick) one per file */
   tlm_task_spec *specs = NULL;
   int n = 0;
   char err[512];
@@ -277,13 +341,12 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
       free(specs);
       return 1;
     }
-    int keep[2], nk = 0;
-    if (quick) {
+    int keep[1] = {0}, nk = 0;
+    if (quick) { /* one task per file: the middle one of those of at most 0.25 GFLOP */
       int small[4096], ns = 0;
       for (int i = 0; i < nf && ns < 4096; i++)
-        if (tlm_task_spec_flop(&fs[i]) <= 1e9) small[ns++] = i;
-      if (ns > 0) keep[nk++] = small[0];
-      if (ns > 2) keep[nk++] = small[ns / 2];
+        if (tlm_task_spec_flop(&fs[i]) <= 2.5e8) small[ns++] = i;
+      if (ns > 0) keep[nk++] = small[ns / 2];
     }
     int add = quick ? nk : nf;
     tlm_task_spec *ns_ = realloc(specs, sizeof *specs * (size_t)(n + add));
@@ -341,6 +404,7 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
     cmake[c] = calloc((size_t)n, sizeof(double));
   }
   int *match = calloc((size_t)n, sizeof(int)); /* search trials to match TLM-1, -1 never */
+  double *flops = calloc((size_t)n, sizeof(double));
   int wrong_total = 0;
   for (int t = 0; t < n; t++) {
     tlm_runtime *rt;
@@ -356,6 +420,7 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
     contender ct[C_COUNT];
     memset(ct, 0, sizeof ct);
     double flop = tlm_task_spec_flop(&specs[t]);
+    if (flops) flops[t] = flop;
     trial_ctx tc = {rt, task, &p, INFINITY, 0, 0, 0, 0, 0, {0}, INFINITY};
     /* TLM-1 as tlm_run: the model where it covers the task, else the rule */
     double t0 = tlm_now_ns();
@@ -552,6 +617,10 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
   cJSON_AddItemToObject(root, "summary", sum);
   cJSON_AddItemToObject(root, "tasks", jt);
   int rc = 0;
+  if (plot && flops && write_plots(plot, specs, n, cns, cmake, flops, trials)) {
+    fprintf(stderr, "tlm bench kernels: cannot write the plot data into %s\n", plot);
+    rc = 1;
+  }
   if (json && tlm_json_save(root, json)) {
     fprintf(stderr, "tlm bench kernels: cannot write %s\n", json);
     rc = 1;
@@ -559,6 +628,7 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
   cJSON_Delete(root);
   for (int c = 0; c < C_COUNT; c++) free(cns[c]), free(cmake[c]);
   free(match);
+  free(flops);
   free(specs);
 #ifdef TLM_HAVE_DNNL
   if (dnnl) dnnl_baseline_destroy(dnnl);
