@@ -560,6 +560,7 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
     cJSON_AddNumberToObject(o, "gflop", flop * 1e-9);
     cJSON_AddNumberToObject(o, "search_trials", sr.measured);
     cJSON_AddNumberToObject(o, "search_wrong", tc.wrong);
+    cJSON_AddNumberToObject(o, "search_failed", tc.failed); /* compile or run errors */
     cJSON_AddNumberToObject(o, "search_trials_to_match_tlm1", match[t]);
     cJSON *curve = cJSON_CreateArray();
     for (int i = 0; i < sr.measured && sr.curve; i++)
