@@ -381,18 +381,22 @@ __attribute__((target("avx2,fma"))) static void gemm_avx2_1(float *out, const tl
 #undef TLM_GEMM_SCALE
 
 /* out[t] = W x[t] (+ bias) for P tokens over p's AVX2 layout (rows a
- * multiple of 16): tiles of 16 rows x 5 tokens (then 32 rows x 1), tokens taken in chunks
- * whose int16 copy fits a 16 KiB stack buffer (L1-resident with the tile's
- * weights). Each row's sum is bias + sum over blocks, in block order, of
- * scale x exact block sum: the same arithmetic for every P and tile. */
+ * multiple of 16): tiles of 16 rows x 5 tokens, a tail of 2 to 4 tokens
+ * through the same tile with zero tokens added (their outputs go to a
+ * scratch row), one token alone as 32 rows x 1; tokens taken in chunks of
+ * a multiple of 5 whose int16 copy fits a 16 KiB stack buffer (L1-resident
+ * with the tile's weights). Each row's sum is bias + sum over blocks, in
+ * block order, of scale x exact block sum: the same arithmetic for every P
+ * and tile. */
 __attribute__((target("avx2,fma"))) static void gemm_avx2(float *out, const tlm_q8_packed *p,
                                                            const float *bias, const int8_t *xq,
                                                            const float *xd, int P, int xstride,
                                                            int ostride) {
-  enum { X16_WORDS = 4096 };
+  enum { X16_WORDS = 4096, OUT_MAX = 4 * 1024, NB_MAX = 64 };
   int32_t x16[X16_WORDS];
   const int nb = p->nb, ic = nb * TLM_Q8_BLOCK, oc = p->rows, xs32 = ic / 2;
-  const int chunk = X16_WORDS / xs32 < 1 ? 1 : X16_WORDS / xs32;
+  int chunk = X16_WORDS / xs32 < 1 ? 1 : X16_WORDS / xs32;
+  if (chunk >= 5) chunk -= chunk % 5;
   for (int t = 0; t < P; t++)
     for (int o = 0; o < oc; o++) out[(size_t)t * ostride + o] = bias ? bias[o] : 0.0f;
   const int xds = xstride / TLM_Q8_BLOCK;
@@ -411,6 +415,26 @@ __attribute__((target("avx2,fma"))) static void gemm_avx2(float *out, const tlm_
       for (int g = 0; g < oc / 8; g += 2)
         gemm_avx2_5(o0 + (size_t)t * ostride, ostride, p, g, x16 + (size_t)t * xs32, xs32,
                     d + (size_t)t * xds, xds);
+    const int r = n - t;
+    if (r >= 2 && chunk >= 5 && oc <= OUT_MAX / 5) {
+      /* the tail's r tokens and 5 - r zero tokens (in x16 past the chunk's
+       * tokens: n <= chunk - 1 here, so t + 5 <= chunk rows fit), into a
+       * 5-row scratch output started from each row's bias */
+      float ob[OUT_MAX], db[5 * NB_MAX];
+      if (nb <= NB_MAX) {
+        memset(&x16[(size_t)n * xs32], 0, sizeof(int32_t) * (size_t)(t + 5 - n) * xs32);
+        for (int u = 0; u < 5; u++) {
+          for (int o = 0; o < oc; o++)
+            ob[(size_t)u * oc + o] = u < r ? o0[(size_t)(t + u) * ostride + o] : 0.0f;
+          for (int b = 0; b < nb; b++) db[(size_t)u * nb + b] = u < r ? d[(size_t)(t + u) * xds + b] : 0.0f;
+        }
+        for (int g = 0; g < oc / 8; g += 2)
+          gemm_avx2_5(ob, oc, p, g, x16 + (size_t)t * xs32, xs32, db, nb);
+        for (int u = 0; u < r; u++)
+          memcpy(o0 + (size_t)(t + u) * ostride, ob + (size_t)u * oc, sizeof(float) * (size_t)oc);
+        t = n;
+      }
+    }
     for (; t < n; t++)
       for (int g = 0; g < oc / 8; g += 4)
         gemm_avx2_1(o0 + (size_t)t * ostride, p, g, x16 + (size_t)t * xs32, d + (size_t)t * xds,
@@ -624,7 +648,7 @@ int tlm_lm_state_copy(tlm_lm_state *dst, const tlm_lm_state *src) {
 typedef float tlm_v8f __attribute__((vector_size(32)));
 
 static inline __attribute__((always_inline)) const float *run_body(
-    tlm_lm_state *s, const int32_t *tokens, int P, int want_logits, float *xs, float *bufs,
+    tlm_lm_state *s, const int32_t *tokens, int P, const int *want, int nwant, float *xs, float *bufs,
     float *qkvs, float *fchs, int8_t *xqs, float *xds) {
   const tlm_lm_model *m = s->m;
   const int C = m->cfg.width, NH = m->cfg.heads, hs = C / NH, T = m->cfg.max_seq;
@@ -645,6 +669,10 @@ static inline __attribute__((always_inline)) const float *run_body(
   }
   float scale = 1.0f / sqrtf((float)hs);
   for (int l = 0; l < m->cfg.layers; l++) {
+    /* the last layer's attention output, projection and MLP matter only
+     * for the last token (whose logits are returned; the others' keys and
+     * values are all later steps read): rows p0 .. P - 1 from there on */
+    const int p0 = l == m->cfg.layers - 1 ? P - 1 : 0, Pn = P - p0;
     for (int p = 0; p < P; p++) {
       layernorm(bufs + (size_t)p * C, xs + (size_t)p * C, m->ln1w + l * C, m->ln1b + l * C, C);
       quantize_act(simd, bufs + (size_t)p * C, C, xqs + (size_t)p * C4, xds + (size_t)p * C4 / TLM_Q8_BLOCK);
@@ -662,7 +690,7 @@ static inline __attribute__((always_inline)) const float *run_body(
       for (int c = 0; c < C; c++) kc[(size_t)c * T + t] = kp[c];
       memcpy(vc + (size_t)t * C, qkvs + (size_t)p * C3 + 2 * C, sizeof(float) * (size_t)C);
     }
-    for (int p = 0; p < P; p++) { /* causal: token p sees positions <= its own */
+    for (int p = p0; p < P; p++) { /* causal: token p sees positions <= its own */
       int t = s->pos + p;
       float *restrict att = s->att;
       for (int h = 0; h < NH; h++) {
@@ -671,6 +699,28 @@ static inline __attribute__((always_inline)) const float *run_body(
         /* scores 8 positions at a time, summed over the head in a
          * register (each score's terms in the order of i, as the tail's) */
         int t2 = 0;
+        /* 32 positions a pass: four independent chains, so that the FMA
+         * latency is covered (one chain ran at a quarter of the FMA rate);
+         * each lane's arithmetic is that of the 8-position loop below */
+        for (; t2 + 32 <= t + 1; t2 += 32) {
+          tlm_v8f a0 = {0, 0, 0, 0, 0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0;
+          for (int i = 0; i < hs; i++) {
+            tlm_v8f k0, k1, k2, k3;
+            const float *kr = kh + (size_t)i * T + t2;
+            memcpy(&k0, kr, sizeof k0);
+            memcpy(&k1, kr + 8, sizeof k1);
+            memcpy(&k2, kr + 16, sizeof k2);
+            memcpy(&k3, kr + 24, sizeof k3);
+            a0 += q[i] * scale * k0;
+            a1 += q[i] * scale * k1;
+            a2 += q[i] * scale * k2;
+            a3 += q[i] * scale * k3;
+          }
+          memcpy(att + t2, &a0, sizeof a0);
+          memcpy(att + t2 + 8, &a1, sizeof a1);
+          memcpy(att + t2 + 16, &a2, sizeof a2);
+          memcpy(att + t2 + 24, &a3, sizeof a3);
+        }
         for (; t2 + 8 <= t + 1; t2 += 8) {
           tlm_v8f a8 = {0, 0, 0, 0, 0, 0, 0, 0};
           for (int i = 0; i < hs; i++) {
@@ -694,6 +744,26 @@ static inline __attribute__((always_inline)) const float *run_body(
         /* 8 outputs at a time, summed over positions in a register (in the
          * order of t2, as the tail's) */
         int i0 = 0;
+        /* 32 outputs a pass (four independent chains), then 8 */
+        for (; i0 + 32 <= hs; i0 += 32) {
+          tlm_v8f o0 = {0, 0, 0, 0, 0, 0, 0, 0}, o1 = o0, o2 = o0, o3 = o0;
+          for (int t3 = 0; t3 <= t; t3++) {
+            tlm_v8f v0, v1, v2, v3;
+            const float *vr = vc + (size_t)t3 * C + h * hs + i0;
+            memcpy(&v0, vr, sizeof v0);
+            memcpy(&v1, vr + 8, sizeof v1);
+            memcpy(&v2, vr + 16, sizeof v2);
+            memcpy(&v3, vr + 24, sizeof v3);
+            o0 += att[t3] * inv * v0;
+            o1 += att[t3] * inv * v1;
+            o2 += att[t3] * inv * v2;
+            o3 += att[t3] * inv * v3;
+          }
+          memcpy(o + i0, &o0, sizeof o0);
+          memcpy(o + i0 + 8, &o1, sizeof o1);
+          memcpy(o + i0 + 16, &o2, sizeof o2);
+          memcpy(o + i0 + 24, &o3, sizeof o3);
+        }
         for (; i0 + 8 <= hs; i0 += 8) {
           tlm_v8f o8 = {0, 0, 0, 0, 0, 0, 0, 0};
           for (int t3 = 0; t3 <= t; t3++) {
@@ -711,39 +781,44 @@ static inline __attribute__((always_inline)) const float *run_body(
       }
       quantize_act(simd, bufs + (size_t)p * C, C, xqs + (size_t)p * C4, xds + (size_t)p * C4 / TLM_Q8_BLOCK);
     }
-    matvec_batch(dot, fchs, m->projw + (size_t)l * C * nbc, pk ? &pk[1] : NULL, m->projb + l * C,
-                 xqs, xds, C, C, P, C4, C4);
-    for (int p = 0; p < P; p++) {
+    matvec_batch(dot, fchs + (size_t)p0 * C4, m->projw + (size_t)l * C * nbc, pk ? &pk[1] : NULL,
+                 m->projb + l * C, xqs + (size_t)p0 * C4, xds + (size_t)p0 * C4 / TLM_Q8_BLOCK, C, C,
+                 Pn, C4, C4);
+    for (int p = p0; p < P; p++) {
       float *x = xs + (size_t)p * C;
       const float *f = fchs + (size_t)p * C4;
       for (int c = 0; c < C; c++) x[c] += f[c];
       layernorm(bufs + (size_t)p * C, x, m->ln2w + l * C, m->ln2b + l * C, C);
       quantize_act(simd, bufs + (size_t)p * C, C, xqs + (size_t)p * C4, xds + (size_t)p * C4 / TLM_Q8_BLOCK);
     }
-    matvec_batch(dot, fchs, m->fcw + (size_t)l * 4 * C * nbc, pk ? &pk[2] : NULL, m->fcb + l * 4 * C,
-                 xqs, xds, C, 4 * C, P, C4, C4);
-    for (int p = 0; p < P; p++) {
+    matvec_batch(dot, fchs + (size_t)p0 * C4, m->fcw + (size_t)l * 4 * C * nbc, pk ? &pk[2] : NULL,
+                 m->fcb + l * 4 * C, xqs + (size_t)p0 * C4, xds + (size_t)p0 * C4 / TLM_Q8_BLOCK, C,
+                 4 * C, Pn, C4, C4);
+    for (int p = p0; p < P; p++) {
       gelu_inplace(fchs + (size_t)p * C4, 4 * C);
       quantize_act(simd, fchs + (size_t)p * C4, 4 * C, xqs + (size_t)p * C4,
                    xds + (size_t)p * C4 / TLM_Q8_BLOCK);
     }
-    matvec_batch(dot, bufs, m->fcprojw + (size_t)l * C * 4 * nbc, pk ? &pk[3] : NULL,
-                 m->fcprojb + l * C, xqs, xds, 4 * C, C, P, C4, C);
-    for (int p = 0; p < P; p++) {
+    matvec_batch(dot, bufs + (size_t)p0 * C, m->fcprojw + (size_t)l * C * 4 * nbc,
+                 pk ? &pk[3] : NULL, m->fcprojb + l * C, xqs + (size_t)p0 * C4,
+                 xds + (size_t)p0 * C4 / TLM_Q8_BLOCK, 4 * C, C, Pn, C4, C);
+    for (int p = p0; p < P; p++) {
       float *x = xs + (size_t)p * C;
       const float *f = bufs + (size_t)p * C;
       for (int c = 0; c < C; c++) x[c] += f[c];
     }
   }
   s->pos += P;
-  if (!want_logits) return s->logits;
+  if (!nwant) return s->logits;
   const float *x = xs + (size_t)(P - 1) * C;
   float *buf = bufs; /* row 0 is free again */
   layernorm(buf, x, m->lnfw, m->lnfb, C);
   /* the logits decide every choice: keep the final activations in f32
    * (int8 weights, dequantized on the fly), which costs V * C multiply-adds
    * per step and keeps greedy decisions closest to the fp32 model's */
-  for (int v = 0; v < V; v++) {
+  for (int j = 0; j < (nwant < 0 ? V : nwant); j++) {
+    const int v = nwant < 0 ? j : want[j]; /* every token, or only the wanted */
+    if (v < 0 || v >= V) continue;
     const tlm_q8_block *w = m->wte + (size_t)v * nbc;
     float acc = 0;
     for (int b = 0; b < nbc; b++) {
@@ -758,9 +833,9 @@ static inline __attribute__((always_inline)) const float *run_body(
 
 static inline __attribute__((always_inline)) const float *step_body(tlm_lm_state *s,
                                                                     const int32_t *tokens, int P,
-                                                                    int want_logits) {
+                                                                    const int *want, int nwant) {
   if (P == 1)
-    return run_body(s, tokens, 1, want_logits, s->x, s->buf, s->qkv, s->fch, s->xq, s->xd);
+    return run_body(s, tokens, 1, want, nwant, s->x, s->buf, s->qkv, s->fch, s->xq, s->xd);
   const int C = s->m->cfg.width;
   size_t rows = (size_t)P;
   float *f = malloc(sizeof(float) * rows * (size_t)(C + C + 3 * C + 4 * C + 4 * C / TLM_Q8_BLOCK));
@@ -769,7 +844,7 @@ static inline __attribute__((always_inline)) const float *step_body(tlm_lm_state
   if (f && q) {
     float *x = f, *buf = x + rows * C, *qkv = buf + rows * C, *fch = qkv + rows * 3 * C;
     float *xd = fch + rows * 4 * C;
-    lg = run_body(s, tokens, P, want_logits, x, buf, qkv, fch, q, xd);
+    lg = run_body(s, tokens, P, want, nwant, x, buf, qkv, fch, q, xd);
   }
   free(f);
   free(q);
@@ -780,36 +855,42 @@ static inline __attribute__((always_inline)) const float *step_body(tlm_lm_state
 #define TLM_STEP_LEVELS 1
 __attribute__((target("arch=x86-64-v4"))) static const float *step_v4(tlm_lm_state *s,
                                                                       const int32_t *tokens,
-                                                                      int P, int w) {
-  return step_body(s, tokens, P, w);
+                                                                      int P, const int *want,
+                                                                      int nwant) {
+  return step_body(s, tokens, P, want, nwant);
 }
 __attribute__((target("arch=x86-64-v3"))) static const float *step_v3(tlm_lm_state *s,
                                                                       const int32_t *tokens,
-                                                                      int P, int w) {
-  return step_body(s, tokens, P, w);
+                                                                      int P, const int *want,
+                                                                      int nwant) {
+  return step_body(s, tokens, P, want, nwant);
 }
 #endif
-static const float *step_base(tlm_lm_state *s, const int32_t *tokens, int P, int w) {
-  return step_body(s, tokens, P, w);
+static const float *step_base(tlm_lm_state *s, const int32_t *tokens, int P, const int *want,
+                              int nwant) {
+  return step_body(s, tokens, P, want, nwant);
 }
 
-/* the widest level the host runs and the decoder's ISA cap allows */
-static const float *step(tlm_lm_state *s, const int32_t *tokens, int P, int want_logits) {
+/* the widest level the host runs and the decoder's ISA cap allows; the
+ * logits of the nwant token ids in want (nwant < 0: of every token, 0: none;
+ * the others keep stale values) */
+static const float *step(tlm_lm_state *s, const int32_t *tokens, int P, const int *want,
+                         int nwant) {
 #ifdef TLM_STEP_LEVELS
   int cap = g_isa_cap;
   __builtin_cpu_init();
   if ((cap < 0 || cap >= TLM_ISA_AVX512) && __builtin_cpu_supports("x86-64-v4"))
-    return step_v4(s, tokens, P, want_logits);
+    return step_v4(s, tokens, P, want, nwant);
   if ((cap < 0 || cap >= TLM_ISA_AVX2) && __builtin_cpu_supports("x86-64-v3"))
-    return step_v3(s, tokens, P, want_logits);
+    return step_v3(s, tokens, P, want, nwant);
 #endif
-  return step_base(s, tokens, P, want_logits);
+  return step_base(s, tokens, P, want, nwant);
 }
 
-const float *tlm_lm_step(tlm_lm_state *s, int32_t token) { return step(s, &token, 1, 1); }
+const float *tlm_lm_step(tlm_lm_state *s, int32_t token) { return step(s, &token, 1, NULL, -1); }
 
 const float *tlm_lm_feed(tlm_lm_state *s, const int32_t *tokens, int n) {
-  return step(s, tokens, n, 1);
+  return step(s, tokens, n, NULL, -1);
 }
 
 /* ---- constrained decoding ------------------------------------------------------ */
@@ -829,7 +910,7 @@ static void candidate_logp(const float *logits, const int *toks, const int32_t *
 static const float *feed_prompt(tlm_lm_state *st, const tlm_space *s) {
   int32_t prompt[TLM_LM_PROMPT_LEN];
   tlm_lm_prompt(&st->m->vocab, &s->task, &s->target, prompt);
-  return step(st, prompt, TLM_LM_PROMPT_LEN, 1); /* all at once */
+  return step(st, prompt, TLM_LM_PROMPT_LEN, NULL, -1); /* all at once */
 }
 
 tlm_status tlm_lm_decode(const tlm_lm_model *m, const tlm_space *s, tlm_schedule *out,
@@ -837,6 +918,14 @@ tlm_status tlm_lm_decode(const tlm_lm_model *m, const tlm_space *s, tlm_schedule
   return tlm_lm_decode_anchored(m, s, NULL, 0, out, prob);
 }
 
+/* Greedy decoding. Tokens are fed lazily: the prompt and each decision's
+ * token wait in `pend` until a point with more than one candidate needs
+ * logits, and are then fed as one batch (one pass over the weights for all
+ * of them), with the logits of those candidates' tokens only. A point with
+ * one candidate is decided without logits (probability 1). The batch
+ * computes what one token at a time would (run_body's arithmetic per token
+ * does not depend on the batch), so the decisions and probabilities are
+ * those of feeding every token alone. */
 tlm_status tlm_lm_decode_anchored(const tlm_lm_model *m, const tlm_space *s,
                                   const tlm_schedule *anchor, double anchor_bonus,
                                   tlm_schedule *out, float *prob) {
@@ -846,36 +935,46 @@ tlm_status tlm_lm_decode_anchored(const tlm_lm_model *m, const tlm_space *s,
   memset(out, 0, sizeof *out);
   out->n = s->npoints;
   tlm_status status = TLM_OK;
-  const float *lg = feed_prompt(&st, s);
+  int32_t pend[TLM_LM_PROMPT_LEN + TLM_MAX_POINTS];
+  int npend = TLM_LM_PROMPT_LEN;
+  tlm_lm_prompt(&m->vocab, &s->task, &s->target, pend);
   tlm_schedule rule;
   tlm_space_default(s, &rule);
   int32_t cands[TLM_MAX_CANDIDATES];
   int toks[TLM_MAX_CANDIDATES];
   double lp[TLM_MAX_CANDIDATES];
   for (int p = 0; p < s->npoints && status == TLM_OK; p++) {
-    if (!lg) {
-      status = TLM_ERR_INTERNAL;
-      break;
-    }
     int n = tlm_space_candidates(s, p, out->v, cands);
+    if (n < 1) status = TLM_ERR_INTERNAL;
     for (int i = 0; i < n; i++) {
       toks[i] = tlm_lm_decision_token(&m->vocab, s, p, cands[i]);
       if (toks[i] < 0) status = TLM_ERR_INTERNAL;
     }
     if (status) break;
-    candidate_logp(lg, toks, cands, n, rule.v[p], m->rule_bonus, lp);
-    for (int i = 0; i < n && follow; i++)
-      if (cands[i] == anchor->v[p]) lp[i] += anchor_bonus;
     int best = 0;
-    for (int i = 1; i < n; i++)
-      if (lp[i] > lp[best]) best = i;
+    if (n > 1) {
+      const float *lg = step(&st, pend, npend, toks, n);
+      npend = 0;
+      if (!lg) {
+        status = TLM_ERR_INTERNAL;
+        break;
+      }
+      candidate_logp(lg, toks, cands, n, rule.v[p], m->rule_bonus, lp);
+      for (int i = 0; i < n && follow; i++)
+        if (cands[i] == anchor->v[p]) lp[i] += anchor_bonus;
+      for (int i = 1; i < n; i++)
+        if (lp[i] > lp[best]) best = i;
+    } else {
+      lp[0] = 0.0 + (cands[0] == rule.v[p] ? m->rule_bonus : 0.0) +
+              (follow && cands[0] == anchor->v[p] ? anchor_bonus : 0.0);
+    }
     out->v[p] = cands[best];
     int anchored = follow && cands[best] == anchor->v[p];
     if (prob)
       prob[p] = (float)exp(lp[best] - (cands[best] == rule.v[p] ? m->rule_bonus : 0.0) -
                            (anchored ? anchor_bonus : 0.0));
     follow = anchored;
-    if (p + 1 < s->npoints) lg = tlm_lm_step(&st, toks[best]);
+    pend[npend++] = toks[best];
   }
   tlm_lm_state_free(&st);
   return status;

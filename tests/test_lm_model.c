@@ -353,6 +353,15 @@ int main(void) {
         tlm_schedule sched;
         tlm_status st = tlm_lm_decode(j % 2 ? &small_q : &qm, &s, &sched, NULL);
         decodes++;
+        /* greedy decoding feeds tokens in batches and computes only the
+         * candidates' logits; a beam of width 1 feeds one token at a time
+         * with every logit: the same schedule */
+        if (i % 25 == 0 && j < 2) {
+          tlm_schedule one;
+          CHECK(tlm_lm_decode_topk(j % 2 ? &small_q : &qm, &s, 1, &one, NULL) == 1 &&
+                    !memcmp(&one, &sched, sizeof one),
+                "task %d model %d: batched greedy differs from token-by-token", i, j % 2);
+        }
         int ok = st == TLM_OK && tlm_space_accepts(&s, &sched);
         accepted += ok;
         if (ok && i % 50 == 0 && j < 2) {

@@ -106,7 +106,7 @@ int tlm_cmd_explain(int argc, char **argv) {
 
 int tlm_cmd_bench_decode(int argc, char **argv) {
   const char *model = default_model(), *ckpt = NULL, *json = NULL, *records = NULL;
-  const char *shared = "../shared";
+  const char *shared = "../shared", *dump = NULL;
   int tasks_n = 200;
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
@@ -115,14 +115,17 @@ int tlm_cmd_bench_decode(int argc, char **argv) {
     else if (!strcmp(argv[i], "--records") && i + 1 < argc) records = argv[++i];
     else if (!strcmp(argv[i], "--shared") && i + 1 < argc) shared = argv[++i];
     else if (!strcmp(argv[i], "--tasks") && i + 1 < argc) tasks_n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
     else {
       fprintf(stderr,
-              "usage: tlm bench decode [--model MODEL] [--json FILE] [--tasks N]\n"
+              "usage: tlm bench decode [--model MODEL] [--json FILE] [--tasks N] [--dump FILE]\n"
               "                        [--checkpoint CKPT --records FILE]\n"
               "  Times greedy constrained decoding (one thread) over N tasks of the\n"
               "  collection list; with the fp32 checkpoint the model was quantized from\n"
               "  and a records file, also the int8-vs-fp32 agreement of greedy decisions\n"
-              "  on the held-out tasks' best schedules (teacher forced).\n");
+              "  on the held-out tasks' best schedules (teacher forced). --dump writes each\n"
+              "  task's decisions and their probabilities (C99 hex floats), one line a task,\n"
+              "  so that two builds of the decoder can be compared byte for byte.\n");
       return !strcmp(argv[i], "--help") ? 0 : 2;
     }
   }
@@ -142,15 +145,33 @@ int tlm_cmd_bench_decode(int argc, char **argv) {
   target_from_env(&tg);
   double *times = calloc((size_t)tasks_n, sizeof *times);
   int nt = 0;
+  FILE *df = NULL;
+  if (dump && !(df = fopen(dump, "w"))) {
+    fprintf(stderr, "tlm bench decode: cannot write %s\n", dump);
+    free(times);
+    return 1;
+  }
   for (int i = 0; i < tasks_n && times; i++) {
     tlm_task task;
     if (tlm_task_spec_task(&specs[(i * 7919) % ns], &task)) continue;
     tlm_space s;
     tlm_space_init(&s, &task, &tg);
     tlm_schedule sched;
+    float prob[TLM_MAX_POINTS];
     double t0 = now_ms();
-    tlm_lm_decode(&m, &s, &sched, NULL);
+    tlm_status st = tlm_lm_decode(&m, &s, &sched, prob);
     times[nt++] = now_ms() - t0;
+    if (df) {
+      fprintf(df, "%s:", specs[(i * 7919) % ns].text);
+      if (st != TLM_OK) fprintf(df, " error %d", (int)st);
+      for (int p = 0; p < s.npoints && st == TLM_OK; p++) fprintf(df, " %d@%a", sched.v[p], prob[p]);
+      fputc('\n', df);
+    }
+  }
+  if (df && fclose(df)) {
+    fprintf(stderr, "tlm bench decode: cannot write %s\n", dump);
+    free(times);
+    return 1;
   }
   qsort(times, (size_t)nt, sizeof *times, cmp_double);
   double p50 = nt ? times[nt / 2] : 0, p90 = nt ? times[(nt * 9) / 10] : 0;
