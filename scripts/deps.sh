@@ -5,6 +5,11 @@ set -eu
 # clang-19 and its runtime libraries: the libFuzzer targets (fuzz/)
 pkgs="cmake make gcc pkg-config llvm-19-dev libxxhash-dev libcjson-dev zlib1g-dev libdnnl-dev
   clang-19 libclang-rt-19-dev"
+# --bench: the benchmarks' optional peers and plots (`tlm bench kernels`:
+# OpenBLAS opened at run time, gnuplot for --plot)
+if [ "${1:-}" = "--bench" ]; then
+  pkgs="$pkgs libopenblas0-pthread gnuplot-nox"
+fi
 missing=""
 for p in $pkgs; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

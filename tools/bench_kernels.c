@@ -1,9 +1,12 @@
 /* bench_kernels.c - `tlm bench kernels`: the product's claim measured per
  * task (issue #18): TLM-1 (what tlm_run schedules: the model where one
- * serves the target and the task, else the rule), the rule, a search-based
- * tuner in the same space and code generator (tools/search.c: the best of
- * its first 64 trials, and of all N), and oneDNN for matmuls, at the same
- * ISA (ONEDNN_MAX_CPU_ISA follows TLM_ISA) and thread count.
+ * serves the target and the task, else the rule), TLM-10 (the best of the
+ * ten candidates TLM_TUNE=10 would measure), the rule, a search-based tuner
+ * in the same space and code generator (tools/search.c: the best of its
+ * first 64 trials, and of all N), oneDNN (matmuls and 2-D NHWC
+ * convolutions) and OpenBLAS's cblas_sgemm (matmuls without an epilogue,
+ * when libopenblas.so.0 is installed), at the same ISA (ONEDNN_MAX_CPU_ISA
+ * and OPENBLAS_CORETYPE follow TLM_ISA) and thread count.
  *
  * Every kernel is checked against the reference before it is timed (a
  * wrong kernel never counts as fast; the search's trials too). The
@@ -30,14 +33,20 @@
 #include "runtime/engine.h"
 #include "tools/bench_peak.h"
 #include "tools/measure.h"
+#include "tools/openblas_peer.h"
 #include "tools/search.h"
 #include "tools/tasks.h"
 #ifdef TLM_HAVE_DNNL
 #include "samples/baseline_dnnl.h"
 #endif
 
-enum { C_TLM1, C_RULE, C_S64, C_SN, C_DNNL, C_COUNT };
-static const char *const k_cname[C_COUNT] = {"tlm1", "rule", "search64", "searchN", "onednn"};
+enum { C_TLM1, C_TLM10, C_RULE, C_S64, C_SN, C_DNNL, C_OBLAS, C_COUNT };
+static const char *const k_cname[C_COUNT] = {"tlm1",    "tlm10",  "rule",    "search64",
+                                             "searchN", "onednn", "openblas"};
+/* the plots' titles (Search-N's carries the trial count) */
+static const char *const k_title[C_COUNT] = {"TLM-1",  "TLM-10 (measured)", "rule", "Search-64",
+                                             "Search", "oneDNN",            "OpenBLAS"};
+enum { TLM10_K = 10 };
 
 typedef struct contender {
   int ran;          /* 1 when checked and timed */
@@ -229,17 +238,48 @@ static double dnnl_time(dnnl_ctx *d, double ms, double *lo, double *hi) {
 }
 #endif
 
+/* ---- OpenBLAS ----------------------------------------------------------------- */
+
+/* median of back-to-back cblas_sgemm calls for about ms milliseconds */
+static double oblas_time(tlm_openblas *b, const tlm_task *task, const tlm_mm_args *a, double ms,
+                         double *lo, double *hi) {
+  double samples[200];
+  int n = 0;
+  double start = tlm_now_ns();
+  while (n < 200 && (n < 3 || tlm_now_ns() - start < ms * 1e6)) {
+    int reps = 0;
+    double t0 = tlm_now_ns(), t;
+    do {
+      tlm_openblas_matmul(b, task, a);
+      reps++;
+      t = tlm_now_ns() - t0;
+    } while (t < 2e4);
+    samples[n++] = t / reps;
+  }
+  qsort(samples, (size_t)n, sizeof samples[0], tlm_cmp_double);
+  if (samples[0] < *lo) *lo = samples[0];
+  if (samples[n - 1] > *hi) *hi = samples[n - 1];
+  return samples[n / 2];
+}
+
 /* ---- the command ------------------------------------------------------------- */
 
-/* --plot: the data, a gnuplot script, and gnuplot run on it when present */
+/* --plot: the data, a gnuplot script, and gnuplot run on it when present:
+ * speed per task relative to Search-N, kernel speed against time to
+ * kernel, and a roofline (GFLOPS against arithmetic intensity: FLOP per
+ * byte of the operands read once and the output written once, under the
+ * measured FMA peak and read bandwidth) */
 static int write_plots(const char *dir, const tlm_task_spec *specs, int n, double *const *cns,
-                       double *const *cmake, const double *flop, int trials) {
+                       double *const *cmake, const double *flop, const double *bytes, int trials,
+                       double peak, double bw_gbs) {
   char path[1024];
   snprintf(path, sizeof path, "%s/kernels_speed.dat", dir);
   FILE *f = fopen(path, "w");
   if (!f) return -1;
-  fprintf(f, "# task  speed relative to Search-%d: tlm1 rule search64 onednn (0: did not run)\n",
-          trials);
+  fprintf(f, "# task  speed relative to Search-%d:", trials);
+  for (int c = 0; c < C_COUNT; c++)
+    if (c != C_SN) fprintf(f, " %s", k_cname[c]);
+  fprintf(f, " (0: did not run)\n");
   for (int t = 0; t < n; t++) {
     double ref = cns[C_SN][t];
     fprintf(f, "%d \"%.24s\"", t + 1, specs[t].text);
@@ -253,7 +293,7 @@ static int write_plots(const char *dir, const tlm_task_spec *specs, int n, doubl
   fclose(f);
   snprintf(path, sizeof path, "%s/kernels_tradeoff.dat", dir);
   if (!(f = fopen(path, "w"))) return -1;
-  fprintf(f, "# per contender (blocks: tlm1 rule search64 searchN onednn): time_to_kernel_ms gflops\n");
+  fprintf(f, "# one block per contender (in the order of the JSON's): time_to_kernel_ms gflops\n");
   for (int c = 0; c < C_COUNT; c++) {
     fprintf(f, "# %s\n", k_cname[c]);
     for (int t = 0; t < n; t++)
@@ -262,28 +302,64 @@ static int write_plots(const char *dir, const tlm_task_spec *specs, int n, doubl
     fprintf(f, "\n\n");
   }
   fclose(f);
+  snprintf(path, sizeof path, "%s/kernels_roofline.dat", dir);
+  if (!(f = fopen(path, "w"))) return -1;
+  fprintf(f, "# one block per contender: flop_per_byte gflops\n");
+  for (int c = 0; c < C_COUNT; c++) {
+    fprintf(f, "# %s\n", k_cname[c]);
+    for (int t = 0; t < n; t++)
+      if (cns[c][t] > 0 && bytes[t] > 0)
+        fprintf(f, "%.4f %.3f\n", flop[t] / bytes[t], flop[t] / cns[c][t]);
+    fprintf(f, "\n\n");
+  }
+  fclose(f);
   snprintf(path, sizeof path, "%s/kernels.gp", dir);
   if (!(f = fopen(path, "w"))) return -1;
+  char title[C_COUNT][48];
+  for (int c = 0; c < C_COUNT; c++)
+    if (c == C_SN) snprintf(title[c], sizeof title[c], "Search-%d", trials);
+    else snprintf(title[c], sizeof title[c], "%s", k_title[c]);
   fprintf(f,
           "# gnuplot script written by tlm bench kernels: gnuplot kernels.gp (in this folder)\n"
+          "peak = %.3f  # measured FMA GFLOPS of the threads used\n"
+          "bw = %.3f    # measured read GB/s\n"
           "do for [fmt in \"png svg\"] {\n"
           "  if (fmt eq \"png\") { set terminal pngcairo size 1200,600 } else { set terminal svg size 1200,600 }\n"
           "  set output \"kernels_speed.\".fmt\n"
           "  set title \"Speed per task relative to Search-%d (1 = equal, higher is faster)\"\n"
           "  set style data histograms; set style histogram clustered gap 1; set style fill solid 0.8\n"
           "  set xtics rotate by -45 font \",8\"; set yrange [0:*]; set grid ytics; unset logscale\n"
-          "  plot \"kernels_speed.dat\" using 3:xtic(2) title \"TLM-1\", '' using 4 title \"rule\", "
-          "'' using 5 title \"Search-64\", '' using 6 title \"oneDNN\"\n"
+          "  plot \"kernels_speed.dat\"",
+          peak, bw_gbs, trials);
+  for (int c = 0, col = 3, first = 1; c < C_COUNT; c++) {
+    if (c == C_SN) continue;
+    fprintf(f, "%s using %d%s title \"%s\"", first ? "" : ", ''", col, first ? ":xtic(2)" : "",
+            title[c]);
+    first = 0, col++;
+  }
+  fprintf(f,
+          "\n"
           "  set output \"kernels_tradeoff.\".fmt\n"
           "  set title \"Kernel speed against time to a runnable kernel\"\n"
           "  set style data points; set logscale x; set xlabel \"time to kernel (ms)\"; "
           "set ylabel \"GFLOPS\"; set xtics auto norotate font \",10\"; set yrange [0:*]\n"
-          "  plot \"kernels_tradeoff.dat\" index 0 title \"TLM-1\" pt 7, '' index 1 title \"rule\" "
-          "pt 5, '' index 2 title \"Search-64\" pt 9, '' index 3 title \"Search-%d\" pt 11, '' index 4 "
-          "title \"oneDNN (primitive creation)\" pt 13\n"
+          "  plot \"kernels_tradeoff.dat\"");
+  for (int c = 0; c < C_COUNT; c++)
+    fprintf(f, "%s index %d title \"%s%s\" pt %d", c ? ", ''" : "", c, title[c],
+            c == C_DNNL ? " (primitive creation)" : c == C_OBLAS ? " (no compile)" : "", 5 + 2 * c);
+  fprintf(f,
+          "\n"
+          "  set output \"kernels_roofline.\".fmt\n"
+          "  set title sprintf(\"Roofline: FMA peak %%.0f GFLOPS, read bandwidth %%.1f GB/s\", peak, bw)\n"
+          "  set logscale xy; set xlabel \"arithmetic intensity (FLOP per byte moved once)\"; "
+          "set yrange [*:*]; set xrange [0.05:5000]\n"
+          "  plot (x * bw < peak ? x * bw : peak) title \"roof\" lw 2 lc rgb \"black\"");
+  for (int c = 0; c < C_COUNT; c++)
+    fprintf(f, ", \"kernels_roofline.dat\" index %d title \"%s\" pt %d", c, title[c], 5 + 2 * c);
+  fprintf(f,
+          "\n"
           "  unset logscale; unset xlabel; unset ylabel\n"
-          "}\n",
-          trials, trials);
+          "}\n");
   fclose(f);
   char cmd[1200];
   snprintf(cmd, sizeof cmd, "command -v gnuplot >/dev/null 2>&1 && cd '%s' && gnuplot kernels.gp",
@@ -297,15 +373,18 @@ static void usage(void) {
   fprintf(stderr,
           "usage: tlm bench kernels [--quick] [--threads T] [--trials N] [--rounds R]\n"
           "                         [--max-tasks N] [--seed S] [--json F] [--plot DIR] FILE...\n"
-          "  Per task of benchdnn matmul or convolution files: TLM-1, the rule, the\n"
-          "  search (best of its first 64 trials and of N, default 1000) and oneDNN\n"
-          "  (matmuls), each checked against the reference, then timed side by side\n"
+          "  Per task of benchdnn matmul or convolution files: TLM-1, TLM-10 (the\n"
+          "  best of the 10 candidates TLM_TUNE=10 measures), the rule, the search\n"
+          "  (best of its first 64 trials and of N, default 1000), oneDNN and OpenBLAS\n"
+          "  (matmuls without an epilogue; when libopenblas.so.0 is installed, e.g.\n"
+          "  scripts/deps.sh --bench), each checked against the reference, then timed side by side\n"
           "  in R rounds (default 7): median time, GFLOPS, fraction of the measured\n"
           "  FMA peak, time to a runnable kernel. --quick: 1 task per file (of at\n"
           "  most 0.25 GFLOP), the same search. Threads default 1 (the other core\n"
           "  compiles the search's trials). --plot DIR: data files and a gnuplot\n"
           "  script there (speed per task relative to the search; speed against time\n"
-          "  to kernel), drawn as PNG and SVG when gnuplot is installed.\n");
+          "  to kernel; a roofline under the measured FMA peak and read bandwidth),\n"
+          "  drawn as PNG and SVG when gnuplot is installed.\n");
 }
 
 static double geomean_ratio(const double *num, const double *den, int n, int *count) {
@@ -402,7 +481,13 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
   int isa = rt0->target.isa;
   tlm_destroy(rt0);
   double peak = tlm_peak_fma_gflops(isa, threads, 1.0);
+  double bw = plot ? tlm_peak_read_gbs(isa, threads) : 0;
   printf("target: %s\n", tdesc);
+  char oerr[256];
+  tlm_openblas *oblas = tlm_openblas_open(threads, isa, oerr, sizeof oerr);
+  if (oblas) printf("OpenBLAS: %s kernels (cblas_sgemm, matmuls without an epilogue)\n",
+                    tlm_openblas_core(oblas));
+  else printf("%s: no OpenBLAS contender\n", oerr);
 #ifdef TLM_HAVE_DNNL
   printf("isa: tlm %s, oneDNN %s; threads %d; measured FMA peak %.1f GFLOPS; search: %d trials\n",
          tlm_isa_name(isa), dnnl ? dnnl_baseline_isa() : "unavailable", threads, peak, trials);
@@ -410,8 +495,8 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
   printf("isa: tlm %s, oneDNN not built in; threads %d; measured FMA peak %.1f GFLOPS; search: %d "
          "trials\n", tlm_isa_name(isa), threads, peak, trials);
 #endif
-  printf("%-40s %8s %8s %8s %8s %8s  (GFLOPS; time to kernel ms: tlm1 / searchN)\n", "task",
-         "tlm1", "rule", "srch64", "srchN", "onednn");
+  printf("%-40s %8s %8s %8s %8s %8s %8s %8s  (GFLOPS; time to kernel ms: tlm1 / searchN)\n",
+         "task", "tlm1", "tlm10", "rule", "srch64", "srchN", "onednn", "openblas");
   cJSON *root = cJSON_CreateObject(), *jt = cJSON_CreateArray();
   double *cns[C_COUNT], *cmake[C_COUNT];
   for (int c = 0; c < C_COUNT; c++) {
@@ -419,7 +504,7 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
     cmake[c] = calloc((size_t)n, sizeof(double));
   }
   int *match = calloc((size_t)n, sizeof(int)); /* search trials to match TLM-1, -1 never */
-  double *flops = calloc((size_t)n, sizeof(double));
+  double *flops = calloc((size_t)n, sizeof(double)), *bytes = calloc((size_t)n, sizeof(double));
   int wrong_total = 0;
   for (int t = 0; t < n; t++) {
     tlm_runtime *rt;
@@ -436,6 +521,19 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
     memset(ct, 0, sizeof ct);
     double flop = tlm_task_spec_flop(&specs[t]);
     if (flops) flops[t] = flop;
+    if (bytes) { /* every operand read once, the output written once */
+      const tlm_tensor *ins = p.op == TLM_OP_CONV ? p.cv.in : p.mm.in;
+      int nin = p.op == TLM_OP_CONV ? p.cv.n_in : p.mm.n_in;
+      const tlm_tensor *out = p.op == TLM_OP_CONV ? &p.cv.out : &p.mm.out;
+      double e = 0;
+      for (int i = 0; i <= nin; i++) {
+        const tlm_tensor *x = i < nin ? &ins[i] : out;
+        double c = 1;
+        for (int d = 0; d < x->ndim; d++) c *= (double)x->shape[d];
+        e += c;
+      }
+      bytes[t] = p.op == TLM_OP_CONV || p.op == TLM_OP_MATMUL ? 4 * e : 0;
+    }
     trial_ctx tc;
     memset(&tc, 0, sizeof tc);
     tc.rt = rt, tc.task = task, tc.p = &p, tc.best_ns = INFINITY;
@@ -453,6 +551,30 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
     /* the rule's compile is cached when TLM-1 is the rule: count TLM-1's */
     ct[C_RULE].make_ms = covered ? (tlm_now_ns() - t0) * 1e-6 : ct[C_TLM1].make_ms;
     double tlm1_screen = ok1 ? trial_one(&tc, &ct[C_TLM1].sched) : INFINITY;
+    /* TLM-10 as TLM_TUNE=10 measures: TLM-1's schedule, the model's top
+     * 10 where it covers the task, then neighbours of TLM-1's
+     * (tlm_engine_tune_candidates); its two fastest by screening go to the
+     * final beside TLM-1's */
+    tlm_schedule cand10[TLM_TUNE_MAX_K], top10[2];
+    double top10_ns[2] = {INFINITY, INFINITY};
+    int n10 = 0, ntop10 = 0;
+    t0 = tlm_now_ns();
+    if (ok1) {
+      n10 = tlm_engine_tune_candidates(rt, &s, &ct[C_TLM1].sched, TLM10_K,
+                                       XXH3_64bits(specs[t].text, strlen(specs[t].text)), cand10);
+      tc.best_ns = tlm1_screen;
+      for (int i = 1; i < n10; i++) {
+        double ns = trial_one(&tc, &cand10[i]);
+        if (!(ns < top10_ns[1])) continue;
+        int at = ns < top10_ns[0] ? 0 : 1;
+        if (at == 0) top10[1] = top10[0], top10_ns[1] = top10_ns[0];
+        top10[at] = cand10[i], top10_ns[at] = ns;
+        if (ntop10 < 2) ntop10++;
+      }
+    }
+    ct[C_TLM10].make_ms = ct[C_TLM1].make_ms + (tlm_now_ns() - t0) * 1e-6;
+    wrong_total += tc.wrong;
+    tc.wrong = tc.failed = 0;
     tc.best_ns = INFINITY; /* the search starts from nothing */
     tc.wrong = tc.failed = 0;
     /* the search */
@@ -472,13 +594,15 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
     /* the final: the tlm contenders' schedules (the search's SEARCH_TOP of
      * each list), each distinct one compiled, checked again and timed side
      * by side; a contender's time is its fastest finalist's */
-    enum { MAX_FIN = 2 + 2 * SEARCH_TOP };
+    enum { MAX_FIN = 5 + 2 * SEARCH_TOP };
     tlm_schedule fs[MAX_FIN];
     unsigned fmask[MAX_FIN];
     int nf = 0;
     const tlm_schedule *cand[MAX_FIN];
     int cown[MAX_FIN], nc = 0;
     if (ok1) cand[nc] = &ct[C_TLM1].sched, cown[nc++] = C_TLM1;
+    if (ok1) cand[nc] = &ct[C_TLM1].sched, cown[nc++] = C_TLM10; /* its first candidate */
+    for (int i = 0; i < ntop10; i++) cand[nc] = &top10[i], cown[nc++] = C_TLM10;
     if (okr) cand[nc] = &ct[C_RULE].sched, cown[nc++] = C_RULE;
     for (int i = 0; i < tc.n64; i++) cand[nc] = &tc.top64[i], cown[nc++] = C_S64;
     for (int i = 0; i < tc.nn; i++) cand[nc] = &tc.topn[i], cown[nc++] = C_SN;
@@ -523,6 +647,21 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
       }
     }
 #endif
+    /* OpenBLAS: its first call (there is no primitive to create) from a
+     * zeroed output, then the check */
+    if (oblas && specs[t].op == TLM_OP_MATMUL) {
+      const tlm_tensor *ot = &p.mm.out;
+      int64_t on = 1;
+      for (int d = 0; d < ot->ndim; d++) on *= ot->shape[d];
+      memset(ot->data, 0, sizeof(float) * (size_t)on);
+      double o0 = tlm_now_ns();
+      if (tlm_openblas_matmul(oblas, task, &p.mm_args) == 0) {
+        ct[C_OBLAS].make_ms = (tlm_now_ns() - o0) * 1e-6;
+        double e = tlm_spec_problem_check(&p, 64, 11);
+        if (e >= 0 && e <= tlm_spec_problem_tolerance(&p)) ct[C_OBLAS].ran = 1, ct[C_OBLAS].min_ns = INFINITY;
+        else wrong_total++;
+      }
+    }
     double fmed[MAX_FIN][TLM_SIDE_ROUNDS], fmin[MAX_FIN], fmax[MAX_FIN];
     double med[C_COUNT][TLM_SIDE_ROUNDS];
     for (int i = 0; i < nfk; i++) fmin[i] = INFINITY, fmax[i] = 0;
@@ -537,8 +676,10 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
 #ifdef TLM_HAVE_DNNL
       if (ct[C_DNNL].ran) med[C_DNNL][r] = dnnl_time(&dc, 4, &ct[C_DNNL].min_ns, &ct[C_DNNL].max_ns);
 #endif
+      if (ct[C_OBLAS].ran)
+        med[C_OBLAS][r] = oblas_time(oblas, task, &p.mm_args, 4, &ct[C_OBLAS].min_ns, &ct[C_OBLAS].max_ns);
     }
-    for (int c = C_TLM1; c <= C_SN; c++) { /* each contender: its fastest finalist */
+    for (int c = C_TLM1; c <= C_SN; c++) { /* each tlm contender: its fastest finalist */
       int best = -1;
       double best_ns = INFINITY;
       for (int i = 0; i < nfk; i++) {
@@ -586,7 +727,7 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
         cJSON_AddNumberToObject(co, "gflops", gf);
         cJSON_AddNumberToObject(co, "peak_fraction", peak > 0 ? gf / peak : 0);
         cJSON_AddNumberToObject(co, "time_to_kernel_ms", ct[c].make_ms);
-        if (c != C_DNNL) {
+        if (c != C_DNNL && c != C_OBLAS) {
           char text[512];
           tlm_schedule_str(&s, &ct[c].sched, text, sizeof text);
           cJSON_AddStringToObject(co, "schedule", text);
@@ -608,12 +749,14 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
     tlm_destroy(rt);
   }
   /* the summary */
-  int c1, c2, c3, c4, c5;
+  int c1, c2, c3, c4, c5, c6, c7;
   double g_s = geomean_ratio(cns[C_SN], cns[C_TLM1], n, &c1);   /* time ratio = speed TLM-1/S */
   double g_r = geomean_ratio(cns[C_RULE], cns[C_TLM1], n, &c2);
   double g_d = geomean_ratio(cns[C_DNNL], cns[C_TLM1], n, &c3);
   double g_s64 = geomean_ratio(cns[C_SN], cns[C_S64], n, &c4);
   double g_make = geomean_ratio(cmake[C_SN], cmake[C_TLM1], n, &c5);
+  double g_10 = geomean_ratio(cns[C_SN], cns[C_TLM10], n, &c6);
+  double g_o = geomean_ratio(cns[C_OBLAS], cns[C_TLM1], n, &c7);
   int nmatch = 0, never = 0;
   int mlist[4096];
   for (int t = 0; t < n && t < 4096; t++) {
@@ -625,9 +768,10 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
       int x = mlist[j];
       mlist[j] = mlist[j - 1], mlist[j - 1] = x;
     }
-  printf("geomean speed: TLM-1 / Search-%d %.3f (%d tasks), TLM-1 / rule %.3f, TLM-1 / oneDNN %.3f "
-         "(%d tasks), Search-64 / Search-%d %.3f\n",
-         trials, g_s, c1, g_r, g_d, c3, trials, g_s64);
+  printf("geomean speed: TLM-1 / Search-%d %.3f (%d tasks), TLM-10 / Search-%d %.3f, TLM-1 / rule "
+         "%.3f, TLM-1 / oneDNN %.3f (%d tasks), TLM-1 / OpenBLAS %.3f (%d tasks), Search-64 / "
+         "Search-%d %.3f\n",
+         trials, g_s, c1, trials, g_10, g_r, g_d, c3, g_o, c7, trials, g_s64);
   printf("time to kernel: Search-%d / TLM-1 %.0fx; trials for the search to come within 2%% of "
          "TLM-1's screening time: median %d (%d tasks never)\n",
          trials, g_make, nmatch ? mlist[nmatch / 2] : -1, never);
@@ -642,9 +786,13 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
   cJSON_AddNumberToObject(root, "rounds", rounds);
   cJSON_AddBoolToObject(root, "quick", quick);
   cJSON_AddNumberToObject(root, "peak_gflops", peak);
+  if (bw > 0) cJSON_AddNumberToObject(root, "read_gbs", bw);
+  cJSON_AddStringToObject(root, "openblas_core", oblas ? tlm_openblas_core(oblas) : "unavailable");
   cJSON *sum = cJSON_CreateObject();
   cJSON_AddNumberToObject(sum, "tlm1_over_searchN_speed", isfinite(g_s) ? g_s : -1);
+  cJSON_AddNumberToObject(sum, "tlm10_over_searchN_speed", isfinite(g_10) ? g_10 : -1);
   cJSON_AddNumberToObject(sum, "tlm1_over_rule_speed", isfinite(g_r) ? g_r : -1);
+  cJSON_AddNumberToObject(sum, "tlm1_over_openblas_speed", isfinite(g_o) ? g_o : -1);
   cJSON_AddNumberToObject(sum, "tlm1_over_onednn_speed", isfinite(g_d) ? g_d : -1);
   cJSON_AddNumberToObject(sum, "search64_over_searchN_speed", isfinite(g_s64) ? g_s64 : -1);
   cJSON_AddNumberToObject(sum, "searchN_over_tlm1_time_to_kernel", isfinite(g_make) ? g_make : -1);
@@ -654,7 +802,7 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
   cJSON_AddItemToObject(root, "summary", sum);
   cJSON_AddItemToObject(root, "tasks", jt);
   int rc = 0;
-  if (plot && flops && write_plots(plot, specs, n, cns, cmake, flops, trials)) {
+  if (plot && flops && bytes && write_plots(plot, specs, n, cns, cmake, flops, bytes, trials, peak, bw)) {
     fprintf(stderr, "tlm bench kernels: cannot write the plot data into %s\n", plot);
     rc = 1;
   }
@@ -666,6 +814,8 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
   for (int c = 0; c < C_COUNT; c++) free(cns[c]), free(cmake[c]);
   free(match);
   free(flops);
+  free(bytes);
+  tlm_openblas_close(oblas);
   free(specs);
 #ifdef TLM_HAVE_DNNL
   if (dnnl) dnnl_baseline_destroy(dnnl);

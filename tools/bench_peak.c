@@ -192,6 +192,34 @@ double tlm_peak_fma_gflops(int isa, int threads, double seconds) {
   return best;
 }
 
+/* best of `repeats` reads of 256 MiB: GB/s of one thread and of nt */
+static void read_bandwidth(int isa, int nt, int repeats, double *bw1, double *bwn, float *sink) {
+  size_t n = (size_t)64 << 20;
+  float *buf = aligned_alloc(64, n * sizeof(float));
+  *bw1 = *bwn = 0;
+  if (!buf) return;
+  for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7);
+  job rd = {isa == TLM_ISA_SCALAR ? TLM_ISA_SSE : isa, 1, 0, buf, n, 1, 0, 0};
+  run_threads(&rd, 1, sink); /* pages in */
+  for (int r = 0; r < repeats; r++) {
+    double b1 = (double)n * 4 / run_threads(&rd, 1, sink);
+    job rn = rd;
+    double bn = (double)(n / (size_t)nt / 64 * 64 * (size_t)nt) * 4 / run_threads(&rn, nt, sink);
+    if (b1 > *bw1) *bw1 = b1;
+    if (bn > *bwn) *bwn = bn;
+  }
+  free(buf);
+}
+
+double tlm_peak_read_gbs(int isa, int threads) {
+  float sink = 0;
+  double b1, bn;
+  if (threads < 1) threads = 1;
+  read_bandwidth(isa, threads > 64 ? 64 : threads, 2, &b1, &bn, &sink);
+  if (sink == 12345.678f) b1 += 0; /* keeps the loads' results alive */
+  return threads == 1 ? b1 : bn;
+}
+
 int tlm_cmd_bench_peak(int argc, char **argv) {
   double seconds = 2.0;
   int repeats = 3;
@@ -246,23 +274,8 @@ int tlm_cmd_bench_peak(int argc, char **argv) {
     if (g1 > core) core = g1;
     if (gn > total) total = gn;
   }
-  /* read bandwidth over 256 MiB */
-  size_t n = (size_t)64 << 20;
-  float *buf = aligned_alloc(64, n * sizeof(float));
   double bw1 = 0, bwn = 0;
-  if (buf) {
-    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7);
-    job rd = {isa == TLM_ISA_SCALAR ? TLM_ISA_SSE : isa, 1, 0, buf, n, 1, 0, 0};
-    run_threads(&rd, 1, &sink); /* pages in */
-    for (int r = 0; r < repeats; r++) {
-      double b1 = (double)n * 4 / run_threads(&rd, 1, &sink);
-      job rn = rd;
-      double bn = (double)(n / (size_t)nt / 64 * 64 * (size_t)nt) * 4 / run_threads(&rn, nt, &sink);
-      if (b1 > bw1) bw1 = b1;
-      if (bn > bwn) bwn = bn;
-    }
-    free(buf);
-  }
+  read_bandwidth(isa, nt, repeats, &bw1, &bwn, &sink);
   printf("peak at %s, %d threads\n  target: %s\n", tlm_isa_name(isa), nt, tdesc);
   printf("  FMA       %8.1f GFLOPS one core, %8.1f GFLOPS %d threads\n", core, total, nt);
   printf("  read      %8.1f GB/s one core,   %8.1f GB/s %d threads (256 MiB)\n", bw1, bwn, nt);
