@@ -6,9 +6,10 @@ set -eu
 pkgs="cmake make gcc pkg-config llvm-19-dev libxxhash-dev libcjson-dev zlib1g-dev libdnnl-dev
   clang-19 libclang-rt-19-dev"
 # --bench: the benchmarks' optional peers and plots (`tlm bench kernels`:
-# OpenBLAS opened at run time, gnuplot for --plot)
+# OpenBLAS opened at run time, LIBXSMM linked when found at build time,
+# gnuplot for --plot)
 if [ "${1:-}" = "--bench" ]; then
-  pkgs="$pkgs libopenblas0-pthread gnuplot-nox"
+  pkgs="$pkgs libopenblas0-pthread libxsmm-dev gnuplot-nox"
 fi
 missing=""
 for p in $pkgs; do

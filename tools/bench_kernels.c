@@ -34,18 +34,21 @@
 #include "tools/bench_peak.h"
 #include "tools/measure.h"
 #include "tools/openblas_peer.h"
+#ifdef TLM_HAVE_LIBXSMM
+#include "tools/libxsmm_peer.h"
+#endif
 #include "tools/search.h"
 #include "tools/tasks.h"
 #ifdef TLM_HAVE_DNNL
 #include "samples/baseline_dnnl.h"
 #endif
 
-enum { C_TLM1, C_TLM10, C_RULE, C_S64, C_SN, C_DNNL, C_OBLAS, C_COUNT };
-static const char *const k_cname[C_COUNT] = {"tlm1",    "tlm10",  "rule",    "search64",
-                                             "searchN", "onednn", "openblas"};
+enum { C_TLM1, C_TLM10, C_RULE, C_S64, C_SN, C_DNNL, C_OBLAS, C_XSMM, C_COUNT };
+static const char *const k_cname[C_COUNT] = {"tlm1",    "tlm10",  "rule",     "search64",
+                                             "searchN", "onednn", "openblas", "libxsmm"};
 /* the plots' titles (Search-N's carries the trial count) */
-static const char *const k_title[C_COUNT] = {"TLM-1",  "TLM-10 (measured)", "rule", "Search-64",
-                                             "Search", "oneDNN",            "OpenBLAS"};
+static const char *const k_title[C_COUNT] = {"TLM-1",  "TLM-10 (measured)", "rule",    "Search-64",
+                                             "Search", "oneDNN",            "OpenBLAS", "LIBXSMM"};
 enum { TLM10_K = 10 };
 
 typedef struct contender {
@@ -262,6 +265,30 @@ static double oblas_time(tlm_openblas *b, const tlm_task *task, const tlm_mm_arg
   return samples[n / 2];
 }
 
+#ifdef TLM_HAVE_LIBXSMM
+/* median of back-to-back LIBXSMM calls for about ms milliseconds */
+static double xsmm_time(void *k, const tlm_task *task, const tlm_mm_args *a, double ms, double *lo,
+                        double *hi) {
+  double samples[200];
+  int n = 0;
+  double start = tlm_now_ns();
+  while (n < 200 && (n < 3 || tlm_now_ns() - start < ms * 1e6)) {
+    int reps = 0;
+    double t0 = tlm_now_ns(), t;
+    do {
+      tlm_libxsmm_matmul(k, task, a);
+      reps++;
+      t = tlm_now_ns() - t0;
+    } while (t < 2e4);
+    samples[n++] = t / reps;
+  }
+  qsort(samples, (size_t)n, sizeof samples[0], tlm_cmp_double);
+  if (samples[0] < *lo) *lo = samples[0];
+  if (samples[n - 1] > *hi) *hi = samples[n - 1];
+  return samples[n / 2];
+}
+#endif
+
 /* ---- the command ------------------------------------------------------------- */
 
 /* --plot: the data, a gnuplot script, and gnuplot run on it when present:
@@ -346,7 +373,7 @@ static int write_plots(const char *dir, const tlm_task_spec *specs, int n, doubl
           "  plot \"kernels_tradeoff.dat\"");
   for (int c = 0; c < C_COUNT; c++)
     fprintf(f, "%s index %d title \"%s%s\" pt %d", c ? ", ''" : "", c, title[c],
-            c == C_DNNL ? " (primitive creation)" : c == C_OBLAS ? " (no compile)" : "", 5 + 2 * c);
+            c == C_DNNL ? " (primitive creation)" : c == C_OBLAS ? " (first call)" : c == C_XSMM ? " (dispatch)" : "", 5 + 2 * c);
   fprintf(f,
           "\n"
           "  set output \"kernels_roofline.\".fmt\n"
@@ -376,7 +403,7 @@ static void usage(void) {
           "  Per task of benchdnn matmul or convolution files: TLM-1, TLM-10 (the\n"
           "  best of the 10 candidates TLM_TUNE=10 measures), the rule, the search\n"
           "  (best of its first 64 trials and of N, default 1000), oneDNN and OpenBLAS\n"
-          "  (matmuls without an epilogue; when libopenblas.so.0 is installed, e.g.\n"
+          "  and LIBXSMM (matmuls without an epilogue; when installed, e.g. by\n"
           "  scripts/deps.sh --bench), each checked against the reference, then timed side by side\n"
           "  in R rounds (default 7): median time, GFLOPS, fraction of the measured\n"
           "  FMA peak, time to a runnable kernel. --quick: 1 task per file (of at\n"
@@ -488,6 +515,15 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
   if (oblas) printf("OpenBLAS: %s kernels (cblas_sgemm, matmuls without an epilogue)\n",
                     tlm_openblas_core(oblas));
   else printf("%s: no OpenBLAS contender\n", oerr);
+#ifdef TLM_HAVE_LIBXSMM
+  /* single-threaded small-matrix kernels: a contender at one thread only */
+  const char *xarch = threads == 1 ? tlm_libxsmm_init(isa) : NULL;
+  if (xarch) printf("LIBXSMM: %s code (matmuls within its limits, no epilogue)\n", xarch);
+  else printf("LIBXSMM: not a contender at %d threads\n", threads);
+#else
+  const char *xarch = NULL;
+  printf("LIBXSMM: not built in (libxsmm-dev missing at build time)\n");
+#endif
 #ifdef TLM_HAVE_DNNL
   printf("isa: tlm %s, oneDNN %s; threads %d; measured FMA peak %.1f GFLOPS; search: %d trials\n",
          tlm_isa_name(isa), dnnl ? dnnl_baseline_isa() : "unavailable", threads, peak, trials);
@@ -495,8 +531,8 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
   printf("isa: tlm %s, oneDNN not built in; threads %d; measured FMA peak %.1f GFLOPS; search: %d "
          "trials\n", tlm_isa_name(isa), threads, peak, trials);
 #endif
-  printf("%-40s %8s %8s %8s %8s %8s %8s %8s  (GFLOPS; time to kernel ms: tlm1 / searchN)\n",
-         "task", "tlm1", "tlm10", "rule", "srch64", "srchN", "onednn", "openblas");
+  printf("%-40s %8s %8s %8s %8s %8s %8s %8s %8s  (GFLOPS; time to kernel ms: tlm1 / searchN)\n",
+         "task", "tlm1", "tlm10", "rule", "srch64", "srchN", "onednn", "openblas", "libxsmm");
   cJSON *root = cJSON_CreateObject(), *jt = cJSON_CreateArray();
   double *cns[C_COUNT], *cmake[C_COUNT];
   for (int c = 0; c < C_COUNT; c++) {
@@ -662,6 +698,25 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
         else wrong_total++;
       }
     }
+#ifdef TLM_HAVE_LIBXSMM
+    /* LIBXSMM: dispatch (its JIT) is its time to kernel, then the check */
+    void *xk = NULL;
+    if (xarch && specs[t].op == TLM_OP_MATMUL) {
+      const tlm_tensor *ot = &p.mm.out;
+      int64_t on = 1;
+      for (int d = 0; d < ot->ndim; d++) on *= ot->shape[d];
+      memset(ot->data, 0, sizeof(float) * (size_t)on);
+      double x0 = tlm_now_ns();
+      xk = tlm_libxsmm_kernel(task, &p.mm_args);
+      if (xk) {
+        ct[C_XSMM].make_ms = (tlm_now_ns() - x0) * 1e-6;
+        tlm_libxsmm_matmul(xk, task, &p.mm_args);
+        double e = tlm_spec_problem_check(&p, 64, 11);
+        if (e >= 0 && e <= tlm_spec_problem_tolerance(&p)) ct[C_XSMM].ran = 1, ct[C_XSMM].min_ns = INFINITY;
+        else wrong_total++;
+      }
+    }
+#endif
     double fmed[MAX_FIN][TLM_SIDE_ROUNDS], fmin[MAX_FIN], fmax[MAX_FIN];
     double med[C_COUNT][TLM_SIDE_ROUNDS];
     for (int i = 0; i < nfk; i++) fmin[i] = INFINITY, fmax[i] = 0;
@@ -678,6 +733,10 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
 #endif
       if (ct[C_OBLAS].ran)
         med[C_OBLAS][r] = oblas_time(oblas, task, &p.mm_args, 4, &ct[C_OBLAS].min_ns, &ct[C_OBLAS].max_ns);
+#ifdef TLM_HAVE_LIBXSMM
+      if (ct[C_XSMM].ran)
+        med[C_XSMM][r] = xsmm_time(xk, task, &p.mm_args, 4, &ct[C_XSMM].min_ns, &ct[C_XSMM].max_ns);
+#endif
     }
     for (int c = C_TLM1; c <= C_SN; c++) { /* each tlm contender: its fastest finalist */
       int best = -1;
@@ -727,7 +786,7 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
         cJSON_AddNumberToObject(co, "gflops", gf);
         cJSON_AddNumberToObject(co, "peak_fraction", peak > 0 ? gf / peak : 0);
         cJSON_AddNumberToObject(co, "time_to_kernel_ms", ct[c].make_ms);
-        if (c != C_DNNL && c != C_OBLAS) {
+        if (c != C_DNNL && c != C_OBLAS && c != C_XSMM) {
           char text[512];
           tlm_schedule_str(&s, &ct[c].sched, text, sizeof text);
           cJSON_AddStringToObject(co, "schedule", text);
@@ -749,7 +808,7 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
     tlm_destroy(rt);
   }
   /* the summary */
-  int c1, c2, c3, c4, c5, c6, c7;
+  int c1, c2, c3, c4, c5, c6, c7, c8;
   double g_s = geomean_ratio(cns[C_SN], cns[C_TLM1], n, &c1);   /* time ratio = speed TLM-1/S */
   double g_r = geomean_ratio(cns[C_RULE], cns[C_TLM1], n, &c2);
   double g_d = geomean_ratio(cns[C_DNNL], cns[C_TLM1], n, &c3);
@@ -757,6 +816,7 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
   double g_make = geomean_ratio(cmake[C_SN], cmake[C_TLM1], n, &c5);
   double g_10 = geomean_ratio(cns[C_SN], cns[C_TLM10], n, &c6);
   double g_o = geomean_ratio(cns[C_OBLAS], cns[C_TLM1], n, &c7);
+  double g_x = geomean_ratio(cns[C_XSMM], cns[C_TLM1], n, &c8);
   int nmatch = 0, never = 0;
   int mlist[4096];
   for (int t = 0; t < n && t < 4096; t++) {
@@ -769,9 +829,9 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
       mlist[j] = mlist[j - 1], mlist[j - 1] = x;
     }
   printf("geomean speed: TLM-1 / Search-%d %.3f (%d tasks), TLM-10 / Search-%d %.3f, TLM-1 / rule "
-         "%.3f, TLM-1 / oneDNN %.3f (%d tasks), TLM-1 / OpenBLAS %.3f (%d tasks), Search-64 / "
-         "Search-%d %.3f\n",
-         trials, g_s, c1, trials, g_10, g_r, g_d, c3, g_o, c7, trials, g_s64);
+         "%.3f, TLM-1 / oneDNN %.3f (%d tasks), TLM-1 / OpenBLAS %.3f (%d tasks), TLM-1 / LIBXSMM "
+         "%.3f (%d tasks), Search-64 / Search-%d %.3f\n",
+         trials, g_s, c1, trials, g_10, g_r, g_d, c3, g_o, c7, g_x, c8, trials, g_s64);
   printf("time to kernel: Search-%d / TLM-1 %.0fx; trials for the search to come within 2%% of "
          "TLM-1's screening time: median %d (%d tasks never)\n",
          trials, g_make, nmatch ? mlist[nmatch / 2] : -1, never);
@@ -788,11 +848,13 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
   cJSON_AddNumberToObject(root, "peak_gflops", peak);
   if (bw > 0) cJSON_AddNumberToObject(root, "read_gbs", bw);
   cJSON_AddStringToObject(root, "openblas_core", oblas ? tlm_openblas_core(oblas) : "unavailable");
+  cJSON_AddStringToObject(root, "libxsmm_arch", xarch ? xarch : "unavailable");
   cJSON *sum = cJSON_CreateObject();
   cJSON_AddNumberToObject(sum, "tlm1_over_searchN_speed", isfinite(g_s) ? g_s : -1);
   cJSON_AddNumberToObject(sum, "tlm10_over_searchN_speed", isfinite(g_10) ? g_10 : -1);
   cJSON_AddNumberToObject(sum, "tlm1_over_rule_speed", isfinite(g_r) ? g_r : -1);
   cJSON_AddNumberToObject(sum, "tlm1_over_openblas_speed", isfinite(g_o) ? g_o : -1);
+  cJSON_AddNumberToObject(sum, "tlm1_over_libxsmm_speed", isfinite(g_x) ? g_x : -1);
   cJSON_AddNumberToObject(sum, "tlm1_over_onednn_speed", isfinite(g_d) ? g_d : -1);
   cJSON_AddNumberToObject(sum, "search64_over_searchN_speed", isfinite(g_s64) ? g_s64 : -1);
   cJSON_AddNumberToObject(sum, "searchN_over_tlm1_time_to_kernel", isfinite(g_make) ? g_make : -1);
