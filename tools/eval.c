@@ -371,10 +371,18 @@ int tlm_cmd_eval(int argc, char **argv) {
   cfg.cache_dir = "none"; /* measure compiles, never reuse them */
   cfg.num_threads = threads;
   if (model) cfg.model_path = model;
-  FILE *jf = json ? fopen(json, "w") : NULL;
-  if (jf)
-    fprintf(jf, "{\"k\": %d, \"random\": %d, \"threads\": %d, \"final_rounds\": %d, \"skipped_tasks\": %d, \"rule_bonus\": %.4f, \"tasks\": [", k,
-            nrand, threads, rounds, skip, !isnan(rule_bonus) ? rule_bonus : TLM_LM_RULE_BONUS);
+  /* the JSON, built as the run goes and written whole at its end
+   * (tlm_json_save: a temporary file renamed, never a partial file) */
+  cJSON *jroot = json ? cJSON_CreateObject() : NULL, *jtasks = NULL;
+  if (jroot) {
+    cJSON_AddNumberToObject(jroot, "k", k);
+    cJSON_AddNumberToObject(jroot, "random", nrand);
+    cJSON_AddNumberToObject(jroot, "threads", threads);
+    cJSON_AddNumberToObject(jroot, "final_rounds", rounds);
+    cJSON_AddNumberToObject(jroot, "skipped_tasks", skip);
+    cJSON_AddNumberToObject(jroot, "rule_bonus", !isnan(rule_bonus) ? rule_bonus : TLM_LM_RULE_BONUS);
+    jtasks = cJSON_AddArrayToObject(jroot, "tasks");
+  }
   double logsum[M_COUNT] = {0}, make_sum[M_COUNT] = {0};
   int counted = 0, tlm_beats_default = 0, tlm_same_default = 0, wrong = 0, cached = 0;
   int tlm_near_default = 0; /* different schedule, within 2% of the rule's time either way */
@@ -563,25 +571,34 @@ int tlm_cmd_eval(int argc, char **argv) {
           if (used[m]) fam_log[f][m] += log(ref / r[m].ns);
       }
     }
-    if (jf) {
-      char s1[512], s0[512];
-      fprintf(jf, "%s{\"task\": \"%s\", \"family\": \"%s\", \"tlm1_is_default\": %s", t ? ", " : "",
-              specs[t].text, specs[t].family, same ? "true" : "false");
-      fprintf(jf, ", \"tlm1_schedule\": \"%s\", \"default_schedule\": \"%s\"",
-              tlm_schedule_str(&s, &sched, s1, sizeof s1), tlm_schedule_str(&s, &rule, s0, sizeof s0));
+    if (jtasks) {
+      char s1[512], s0[512], key[64];
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "task", specs[t].text);
+      cJSON_AddStringToObject(o, "family", specs[t].family);
+      cJSON_AddBoolToObject(o, "tlm1_is_default", same);
+      cJSON_AddStringToObject(o, "tlm1_schedule", tlm_schedule_str(&s, &sched, s1, sizeof s1));
+      cJSON_AddStringToObject(o, "default_schedule", tlm_schedule_str(&s, &rule, s0, sizeof s0));
       /* how sure the model is: natural-log probabilities of both schedules */
       double lp1, lp0;
       if (rt->model && tlm_lm_score(rt->model, &s, &sched, &lp1) == TLM_OK &&
-          tlm_lm_score(rt->model, &s, &rule, &lp0) == TLM_OK)
-        fprintf(jf, ", \"tlm1_logp\": %.4f, \"default_logp\": %.4f", lp1, lp0);
+          tlm_lm_score(rt->model, &s, &rule, &lp0) == TLM_OK) {
+        cJSON_AddNumberToObject(o, "tlm1_logp", lp1);
+        cJSON_AddNumberToObject(o, "default_logp", lp0);
+      }
       if (used[M_TLMK] && win[M_TLMK] >= 0)
-        fprintf(jf, ", \"tlmk_schedule\": \"%s\"", tlm_schedule_str(&s, &fin[win[M_TLMK]].sched, s1, sizeof s1));
+        cJSON_AddStringToObject(o, "tlmk_schedule",
+                                tlm_schedule_str(&s, &fin[win[M_TLMK]].sched, s1, sizeof s1));
       for (int m = 0; m < M_COUNT; m++)
-        if (used[m])
-          fprintf(jf, ", \"%s_ns\": %.1f, \"%s_screen_ns\": %.1f, \"%s_make_ms\": %.2f", k_names[m],
-                isfinite(r[m].ns) ? r[m].ns : -1.0, k_names[m],
-                isfinite(screen[m].ns) ? screen[m].ns : -1.0, k_names[m], r[m].make_ms);
-      fprintf(jf, "}");
+        if (used[m]) {
+          snprintf(key, sizeof key, "%s_ns", k_names[m]);
+          cJSON_AddNumberToObject(o, key, isfinite(r[m].ns) ? r[m].ns : -1.0);
+          snprintf(key, sizeof key, "%s_screen_ns", k_names[m]);
+          cJSON_AddNumberToObject(o, key, isfinite(screen[m].ns) ? screen[m].ns : -1.0);
+          snprintf(key, sizeof key, "%s_make_ms", k_names[m]);
+          cJSON_AddNumberToObject(o, key, r[m].make_ms);
+        }
+      cJSON_AddItemToArray(jtasks, o);
     }
     tlm_spec_problem_free(&p);
     tlm_destroy(rt);
@@ -612,33 +629,45 @@ int tlm_cmd_eval(int argc, char **argv) {
   }
   if (cached) printf("  (random search of %d tasks reused from %s)\n", cached, rcache_path);
   if (wrong) printf("  WARNING: %d kernels failed the reference check\n", wrong);
-  if (jf) {
-    fprintf(jf, "], \"counted\": %d", counted);
+  int rc_json = 0;
+  if (jroot) {
+    char key[96];
+    cJSON_AddNumberToObject(jroot, "counted", counted);
     for (int m = 0; m < M_COUNT; m++)
-      if (used[m])
-        fprintf(jf, ", \"%s_geomean_speed_vs_%s\": %.4f, \"%s_make_ms_mean\": %.2f", k_names[m],
-                ref_key, counted ? exp(logsum[m] / counted) : 0, k_names[m],
-                counted ? make_sum[m] / counted : 0);
-    fprintf(jf, ", \"tlm1_faster_than_default_fraction\": %.4f, \"wrong_kernels\": %d",
-            counted ? (double)tlm_beats_default / counted : 0, wrong);
-    fprintf(jf, ", \"tlm1_same_schedule_as_default\": %d", tlm_same_default);
-    fprintf(jf, ", \"tlm1_within_2pct_of_default\": %d", tlm_near_default);
-    fprintf(jf, ", \"tlm1_faster_by_2pct_than_default\": %d, \"tlm1_slower_by_2pct_than_default\": %d",
-            tlm_win2, tlm_loss2);
-    fprintf(jf, ", \"random_searches_reused\": %d, \"families\": [", cached);
+      if (used[m]) {
+        snprintf(key, sizeof key, "%s_geomean_speed_vs_%s", k_names[m], ref_key);
+        cJSON_AddNumberToObject(jroot, key, counted ? exp(logsum[m] / counted) : 0);
+        snprintf(key, sizeof key, "%s_make_ms_mean", k_names[m]);
+        cJSON_AddNumberToObject(jroot, key, counted ? make_sum[m] / counted : 0);
+      }
+    cJSON_AddNumberToObject(jroot, "tlm1_faster_than_default_fraction",
+                            counted ? (double)tlm_beats_default / counted : 0);
+    cJSON_AddNumberToObject(jroot, "wrong_kernels", wrong);
+    cJSON_AddNumberToObject(jroot, "tlm1_same_schedule_as_default", tlm_same_default);
+    cJSON_AddNumberToObject(jroot, "tlm1_within_2pct_of_default", tlm_near_default);
+    cJSON_AddNumberToObject(jroot, "tlm1_faster_by_2pct_than_default", tlm_win2);
+    cJSON_AddNumberToObject(jroot, "tlm1_slower_by_2pct_than_default", tlm_loss2);
+    cJSON_AddNumberToObject(jroot, "random_searches_reused", cached);
+    cJSON *fams = cJSON_AddArrayToObject(jroot, "families");
     for (int f = 0; f < nfam; f++) {
-      fprintf(jf, "%s{\"family\": \"%s\", \"tasks\": %d, \"tlm1_faster_than_default\": %d", f ? ", " : "",
-              fam_name[f], fam_n[f], fam_beats[f]);
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "family", fam_name[f]);
+      cJSON_AddNumberToObject(o, "tasks", fam_n[f]);
+      cJSON_AddNumberToObject(o, "tlm1_faster_than_default", fam_beats[f]);
       for (int m = 0; m < M_COUNT; m++)
-        if (used[m])
-          fprintf(jf, ", \"%s_geomean_speed_vs_%s\": %.4f", k_names[m], ref_key,
-                  exp(fam_log[f][m] / fam_n[f]));
-      fprintf(jf, "}");
+        if (used[m]) {
+          snprintf(key, sizeof key, "%s_geomean_speed_vs_%s", k_names[m], ref_key);
+          cJSON_AddNumberToObject(o, key, exp(fam_log[f][m] / fam_n[f]));
+        }
+      cJSON_AddItemToArray(fams, o);
     }
-    fprintf(jf, "]}\n");
-    fclose(jf);
+    if (tlm_json_save(jroot, json)) {
+      fprintf(stderr, "tlm eval: cannot write %s\n", json);
+      rc_json = 1;
+    }
+    cJSON_Delete(jroot);
   }
   cJSON_Delete(rc.root);
   free(specs);
-  return wrong ? 1 : 0;
+  return wrong || rc_json ? 1 : 0;
 }
