@@ -66,4 +66,15 @@ static inline int check_isa_unsupported(void) {
   return 0;
 }
 
+/* Every how many-th shape a test over shape lists checks (TLM_TEST_STRIDE,
+ * default 1: all). The sanitizer builds run the narrower-ISA variants on a
+ * sample (tests/CMakeLists.txt): AddressSanitizer sees tlm's C code, which
+ * each ISA takes through the same paths, not the JIT-compiled kernels. */
+static inline int check_sample_stride(void) {
+  const char *e = getenv("TLM_TEST_STRIDE");
+  int n = e ? atoi(e) : 1;
+  if (n > 1) printf("checking every %d-th shape of the shape lists (TLM_TEST_STRIDE)\n", n);
+  return n > 1 ? n : 1;
+}
+
 #endif

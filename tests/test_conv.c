@@ -52,6 +52,8 @@ static void run_check(tlm_runtime *rt, tlm_conv_problem *p, const char *what,
   CHECK(e >= 0 && e <= tol, "%s: max rel err %.3g > %.3g", what, e, tol);
 }
 
+static int g_stride = 1; /* TLM_TEST_STRIDE */
+
 static void shared_files(tlm_runtime *rt, const char *dir) {
   static const char *const files[] = {"shapes_tails", "shapes_regression_padding",
                                       "shapes_mobilenet_dw", "shapes_resnet_50",
@@ -73,6 +75,9 @@ static void shared_files(tlm_runtime *rt, const char *dir) {
       if (pr <= 0) continue;
       if (fi >= 3) prb.mb = 1; /* the model sets: minibatch 1 keeps the check short */
       lines++;
+      /* a sample of the model sets under TLM_TEST_STRIDE; every tail and
+       * padding shape always */
+      if (fi >= 3 && lines % g_stride) continue;
       char what[1200];
       for (int lay = 0; lay < 2; lay++) {
         tlm_conv_problem p;
@@ -519,6 +524,7 @@ int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "../shared";
   if (check_isa_unsupported()) return CHECK_SKIP;
   if (argc > 2) g_random = atoi(argv[2]);
+  g_stride = check_sample_stride();
   tlm_config cfg;
   tlm_config_init(&cfg);
   cfg.cache_dir = "none";
