@@ -214,8 +214,9 @@ static tlm_status open_model(const char *path, uint32_t want_kind, uint8_t **dat
   if (XXH3_64bits(d, (size_t)size - 8) != stored)
     BAD("model %s: checksum mismatch (truncated or corrupted)", path);
   *r = (rbuf){d, (size_t)size - 8, 4};
-  uint32_t version, kind, vv, vn;
-  uint64_t vsum;
+  /* zero: a file too short for a field reports 0 in the message */
+  uint32_t version = 0, kind = 0, vv = 0, vn = 0;
+  uint64_t vsum = 0;
   if (get(r, &version, 4) || version < 1 || version > TLM_LM_FILE_VERSION)
     BAD("model %s: format version %u, this build reads 1 to %u", path, version,
         TLM_LM_FILE_VERSION);
