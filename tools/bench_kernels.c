@@ -219,73 +219,30 @@ static int dnnl_call(dnnl_ctx *d) {
   return d->sp->op == TLM_OP_CONV ? dnnl_conv(d->b, d->sp, d->p) : dnnl_mm(d->b, d->task, d->a);
 }
 
-/* median of back-to-back calls for about ms milliseconds */
-static double dnnl_time(dnnl_ctx *d, double ms, double *lo, double *hi) {
-  double samples[200];
-  int n = 0;
-  double start = tlm_now_ns();
-  while (n < 200 && (n < 3 || tlm_now_ns() - start < ms * 1e6)) {
-    int reps = 0;
-    double t0 = tlm_now_ns(), t;
-    do {
-      dnnl_call(d);
-      reps++;
-      t = tlm_now_ns() - t0;
-    } while (t < 2e4);
-    samples[n++] = t / reps;
-  }
-  qsort(samples, (size_t)n, sizeof samples[0], tlm_cmp_double);
-  if (samples[0] < *lo) *lo = samples[0];
-  if (samples[n - 1] > *hi) *hi = samples[n - 1];
-  return samples[n / 2];
-}
+static void dnnl_call_v(void *d) { dnnl_call(d); }
+
 #endif
 
-/* ---- OpenBLAS ----------------------------------------------------------------- */
 
-/* median of back-to-back cblas_sgemm calls for about ms milliseconds */
-static double oblas_time(tlm_openblas *b, const tlm_task *task, const tlm_mm_args *a, double ms,
-                         double *lo, double *hi) {
-  double samples[200];
-  int n = 0;
-  double start = tlm_now_ns();
-  while (n < 200 && (n < 3 || tlm_now_ns() - start < ms * 1e6)) {
-    int reps = 0;
-    double t0 = tlm_now_ns(), t;
-    do {
-      tlm_openblas_matmul(b, task, a);
-      reps++;
-      t = tlm_now_ns() - t0;
-    } while (t < 2e4);
-    samples[n++] = t / reps;
-  }
-  qsort(samples, (size_t)n, sizeof samples[0], tlm_cmp_double);
-  if (samples[0] < *lo) *lo = samples[0];
-  if (samples[n - 1] > *hi) *hi = samples[n - 1];
-  return samples[n / 2];
+
+/* ---- OpenBLAS and LIBXSMM, timed through tlm_time_calls -------------------------- */
+
+typedef struct lib_ctx {
+  const tlm_task *task;
+  const tlm_mm_args *a;
+  tlm_openblas *oblas;
+  void *xk; /* LIBXSMM kernel */
+} lib_ctx;
+
+static void oblas_call(void *c) {
+  lib_ctx *l = c;
+  tlm_openblas_matmul(l->oblas, l->task, l->a);
 }
 
 #ifdef TLM_HAVE_LIBXSMM
-/* median of back-to-back LIBXSMM calls for about ms milliseconds */
-static double xsmm_time(void *k, const tlm_task *task, const tlm_mm_args *a, double ms, double *lo,
-                        double *hi) {
-  double samples[200];
-  int n = 0;
-  double start = tlm_now_ns();
-  while (n < 200 && (n < 3 || tlm_now_ns() - start < ms * 1e6)) {
-    int reps = 0;
-    double t0 = tlm_now_ns(), t;
-    do {
-      tlm_libxsmm_matmul(k, task, a);
-      reps++;
-      t = tlm_now_ns() - t0;
-    } while (t < 2e4);
-    samples[n++] = t / reps;
-  }
-  qsort(samples, (size_t)n, sizeof samples[0], tlm_cmp_double);
-  if (samples[0] < *lo) *lo = samples[0];
-  if (samples[n - 1] > *hi) *hi = samples[n - 1];
-  return samples[n / 2];
+static void xsmm_call(void *c) {
+  lib_ctx *l = c;
+  tlm_libxsmm_matmul(l->xk, l->task, l->a);
 }
 #endif
 
@@ -717,6 +674,10 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
       }
     }
 #endif
+    lib_ctx lc = {task, &p.mm_args, oblas, NULL};
+#ifdef TLM_HAVE_LIBXSMM
+    lc.xk = xk;
+#endif
     double fmed[MAX_FIN][TLM_SIDE_ROUNDS], fmin[MAX_FIN], fmax[MAX_FIN];
     double med[C_COUNT][TLM_SIDE_ROUNDS];
     for (int i = 0; i < nfk; i++) fmin[i] = INFINITY, fmax[i] = 0;
@@ -729,13 +690,13 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
         if (tm[i].max_ns > fmax[i]) fmax[i] = tm[i].max_ns;
       }
 #ifdef TLM_HAVE_DNNL
-      if (ct[C_DNNL].ran) med[C_DNNL][r] = dnnl_time(&dc, 4, &ct[C_DNNL].min_ns, &ct[C_DNNL].max_ns);
+      if (ct[C_DNNL].ran) med[C_DNNL][r] = tlm_time_calls(dnnl_call_v, &dc, 4, &ct[C_DNNL].min_ns, &ct[C_DNNL].max_ns);
 #endif
       if (ct[C_OBLAS].ran)
-        med[C_OBLAS][r] = oblas_time(oblas, task, &p.mm_args, 4, &ct[C_OBLAS].min_ns, &ct[C_OBLAS].max_ns);
+        med[C_OBLAS][r] = tlm_time_calls(oblas_call, &lc, 4, &ct[C_OBLAS].min_ns, &ct[C_OBLAS].max_ns);
 #ifdef TLM_HAVE_LIBXSMM
       if (ct[C_XSMM].ran)
-        med[C_XSMM][r] = xsmm_time(xk, task, &p.mm_args, 4, &ct[C_XSMM].min_ns, &ct[C_XSMM].max_ns);
+        med[C_XSMM][r] = tlm_time_calls(xsmm_call, &lc, 4, &ct[C_XSMM].min_ns, &ct[C_XSMM].max_ns);
 #endif
     }
     for (int c = C_TLM1; c <= C_SN; c++) { /* each tlm contender: its fastest finalist */

@@ -4,6 +4,7 @@
 #include <libxsmm.h>
 
 #include "runtime/target.h"
+#include "tools/measure.h"
 
 const char *tlm_libxsmm_init(int isa) {
   static const char *const arch[] = {"generic", "wsm", "hsw", "skx"};
@@ -43,12 +44,8 @@ void tlm_libxsmm_matmul(void *k, const tlm_task *task, const tlm_mm_args *a) {
   int64_t batches = 1;
   for (int d = 0; d < m->nbatch; d++) batches *= m->batch[d];
   for (int64_t o = 0; o < batches; o++) {
-    int64_t oa = 0, ob = 0, oc = 0, r = o;
-    for (int d = m->nbatch - 1; d >= 0; d--) {
-      int64_t i = r % m->batch[d];
-      r /= m->batch[d];
-      oa += i * a->sa[d], ob += i * a->sb[d], oc += i * a->sc[d];
-    }
+    int64_t oa, ob, oc;
+    tlm_mm_batch_offsets(task, a, o, &oa, &ob, &oc);
     f(a->b + ob, a->a + oa, a->c + oc);
   }
 }

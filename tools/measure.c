@@ -20,6 +20,37 @@ int tlm_cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+double tlm_time_calls(void (*call)(void *ctx), void *ctx, double ms, double *lo, double *hi) {
+  double samples[200];
+  int n = 0;
+  double start = tlm_now_ns();
+  while (n < 200 && (n < 3 || tlm_now_ns() - start < ms * 1e6)) {
+    int reps = 0;
+    double t0 = tlm_now_ns(), t;
+    do {
+      call(ctx);
+      reps++;
+      t = tlm_now_ns() - t0;
+    } while (t < 2e4);
+    samples[n++] = t / reps;
+  }
+  qsort(samples, (size_t)n, sizeof samples[0], tlm_cmp_double);
+  if (samples[0] < *lo) *lo = samples[0];
+  if (samples[n - 1] > *hi) *hi = samples[n - 1];
+  return samples[n / 2];
+}
+
+void tlm_mm_batch_offsets(const tlm_task *task, const tlm_mm_args *a, int64_t o, int64_t *oa,
+                          int64_t *ob, int64_t *oc) {
+  const tlm_matmul_task *m = &task->u.mm;
+  *oa = *ob = *oc = 0;
+  for (int d = m->nbatch - 1; d >= 0; d--) {
+    int64_t i = o % m->batch[d];
+    o /= m->batch[d];
+    *oa += i * a->sa[d], *ob += i * a->sb[d], *oc += i * a->sc[d];
+  }
+}
+
 int tlm_json_save(const cJSON *root, const char *path) {
   char tmp[4096];
   if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return -1;

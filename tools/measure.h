@@ -9,6 +9,17 @@ double tlm_now_ns(void);
 /* qsort comparator for doubles, ascending. */
 int tlm_cmp_double(const void *a, const void *b);
 
+/* Median time (ns) per call of call(ctx), back-to-back calls batched to at
+ * least 20 us, over about ms milliseconds (at least 3 and at most 200
+ * batches); *lo and *hi are lowered / raised to the fastest and slowest
+ * batch's. For library contenders (oneDNN, OpenBLAS, LIBXSMM). */
+double tlm_time_calls(void (*call)(void *ctx), void *ctx, double ms, double *lo, double *hi);
+
+/* Element offsets of batch o (row-major over the task's batch dims) into
+ * a matmul's A, B and C. */
+void tlm_mm_batch_offsets(const tlm_task *task, const tlm_mm_args *a, int64_t o, int64_t *oa,
+                          int64_t *ob, int64_t *oc);
+
 /* Writes `root` (a cJSON tree) as indented JSON to `path` through a
  * temporary file renamed over it: a failure leaves no partial file.
  * Returns 0, or -1 (nothing written). */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "runtime/target.h"
+#include "tools/measure.h"
 
 /* cblas.h's enums, as the ABI fixes them */
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
@@ -87,12 +88,8 @@ int tlm_openblas_matmul(tlm_openblas *b, const tlm_task *task, const tlm_mm_args
   int64_t batches = 1;
   for (int d = 0; d < m->nbatch; d++) batches *= m->batch[d];
   for (int64_t o = 0; o < batches; o++) {
-    int64_t oa = 0, ob = 0, oc = 0, r = o;
-    for (int d = m->nbatch - 1; d >= 0; d--) {
-      int64_t i = r % m->batch[d];
-      r /= m->batch[d];
-      oa += i * a->sa[d], ob += i * a->sb[d], oc += i * a->sc[d];
-    }
+    int64_t oa, ob, oc;
+    tlm_mm_batch_offsets(task, a, o, &oa, &ob, &oc);
     b->sgemm(ROW_MAJOR, ta, tb, (int)a->M, (int)a->N, (int)a->K, 1.0f, a->a + oa, lda, a->b + ob,
              ldb, 0.0f, a->c + oc, ldc);
   }
