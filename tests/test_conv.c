@@ -53,6 +53,9 @@ static void run_check(tlm_runtime *rt, tlm_conv_problem *p, const char *what,
 }
 
 static int g_stride = 1; /* TLM_TEST_STRIDE */
+/* argv[3] "alternate": each shape in one layout, NCHW and NHWC by turns
+ * (the narrower-ISA variants; the native run checks both) */
+static int g_one_layout;
 
 static void shared_files(tlm_runtime *rt, const char *dir) {
   static const char *const files[] = {"shapes_tails", "shapes_regression_padding",
@@ -80,6 +83,7 @@ static void shared_files(tlm_runtime *rt, const char *dir) {
       if (fi >= 3 && lines % g_stride) continue;
       char what[1200];
       for (int lay = 0; lay < 2; lay++) {
+        if (g_one_layout && lay != lines % 2) continue; /* NCHW and NHWC by turns */
         tlm_conv_problem p;
         tlm_layout L = lay ? TLM_LAYOUT_NHWC : TLM_LAYOUT_NCHW;
         tlm_weight_layout WL = lay ? TLM_WEIGHTS_HWIO : TLM_WEIGHTS_OIHW;
@@ -525,6 +529,7 @@ int main(int argc, char **argv) {
   if (check_isa_unsupported()) return CHECK_SKIP;
   if (argc > 2) g_random = atoi(argv[2]);
   g_stride = check_sample_stride();
+  g_one_layout = argc > 3 && !strcmp(argv[3], "alternate");
   tlm_config cfg;
   tlm_config_init(&cfg);
   cfg.cache_dir = "none";
