@@ -416,24 +416,22 @@ __attribute__((target("avx2,fma"))) static void gemm_avx2(float *out, const tlm_
         gemm_avx2_5(o0 + (size_t)t * ostride, ostride, p, g, x16 + (size_t)t * xs32, xs32,
                     d + (size_t)t * xds, xds);
     const int r = n - t;
-    if (r >= 2 && chunk >= 5 && oc <= OUT_MAX / 5) {
+    if (r >= 2 && chunk >= 5 && oc <= OUT_MAX / 5 && nb <= NB_MAX) {
       /* the tail's r tokens and 5 - r zero tokens (in x16 past the chunk's
        * tokens: n <= chunk - 1 here, so t + 5 <= chunk rows fit), into a
        * 5-row scratch output started from each row's bias */
       float ob[OUT_MAX], db[5 * NB_MAX];
-      if (nb <= NB_MAX) {
-        memset(&x16[(size_t)n * xs32], 0, sizeof(int32_t) * (size_t)(t + 5 - n) * xs32);
-        for (int u = 0; u < 5; u++) {
-          for (int o = 0; o < oc; o++)
-            ob[(size_t)u * oc + o] = u < r ? o0[(size_t)(t + u) * ostride + o] : 0.0f;
-          for (int b = 0; b < nb; b++) db[(size_t)u * nb + b] = u < r ? d[(size_t)(t + u) * xds + b] : 0.0f;
-        }
-        for (int g = 0; g < oc / 8; g += 2)
-          gemm_avx2_5(ob, oc, p, g, x16 + (size_t)t * xs32, xs32, db, nb);
-        for (int u = 0; u < r; u++)
-          memcpy(o0 + (size_t)(t + u) * ostride, ob + (size_t)u * oc, sizeof(float) * (size_t)oc);
-        t = n;
+      memset(&x16[(size_t)n * xs32], 0, sizeof(int32_t) * (size_t)(t + 5 - n) * xs32);
+      for (int u = 0; u < 5; u++) {
+        for (int o = 0; o < oc; o++)
+          ob[(size_t)u * oc + o] = u < r ? o0[(size_t)(t + u) * ostride + o] : 0.0f;
+        for (int b = 0; b < nb; b++) db[(size_t)u * nb + b] = u < r ? d[(size_t)(t + u) * xds + b] : 0.0f;
       }
+      for (int g = 0; g < oc / 8; g += 2)
+        gemm_avx2_5(ob, oc, p, g, x16 + (size_t)t * xs32, xs32, db, nb);
+      for (int u = 0; u < r; u++)
+        memcpy(o0 + (size_t)(t + u) * ostride, ob + (size_t)u * oc, sizeof(float) * (size_t)oc);
+      t = n;
     }
     for (; t < n; t++)
       for (int g = 0; g < oc / 8; g += 4)
