@@ -54,6 +54,31 @@ static void cpuid_caches(unsigned leaf, tlm_target *t) {
     else if (level == 3) t->l3_bytes = bytes, t->l3_sharing = sharing;
   }
 }
+
+/* The older fixed-layout leaves, for hosts (some hypervisors) that report
+ * no deterministic cache leaf: AMD APM vol. 3, CPUID 0x80000005 ECX[31:24]
+ * (L1 data, KiB) and 0x80000006 ECX[31:16] (L2, KiB; Intel reports it
+ * there too) and EDX[31:18] (L3 in 512 KiB units, AMD). That L3 is the
+ * package's as the (virtual) CPU sees it, so it is taken as shared by
+ * every logical CPU of the package, 0x80000008 ECX[7:0] + 1, as Linux
+ * does for such CPUs, and at least by every CPU online (a hypervisor may
+ * leave that field 0). Only sizes still unknown are filled. */
+static void cpuid_legacy_caches(tlm_target *t) {
+  unsigned r[4];
+  if (!cpuid(0x80000000u, 0, r)) return;
+  unsigned max = r[0];
+  if (t->vendor == 2 && max >= 0x80000005u && cpuid(0x80000005u, 0, r) && !t->l1d_bytes)
+    t->l1d_bytes = (int64_t)(r[2] >> 24) * 1024;
+  if (max < 0x80000006u || !cpuid(0x80000006u, 0, r)) return;
+  if (!t->l2_bytes) t->l2_bytes = (int64_t)(r[2] >> 16) * 1024;
+  if (t->vendor == 2 && !t->l3_bytes && (r[3] >> 18)) {
+    t->l3_bytes = (int64_t)(r[3] >> 18) * 512 * 1024;
+    unsigned n[4];
+    if (max >= 0x80000008u && cpuid(0x80000008u, 0, n)) t->l3_sharing = (int32_t)(n[2] & 0xff) + 1;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online > t->l3_sharing) t->l3_sharing = (int32_t)online;
+  }
+}
 #endif
 
 /* sysfs: /sys/devices/system/cpu/cpu0/cache/indexN/{level,type,size} */
@@ -189,6 +214,9 @@ void tlm_target_detect(tlm_target *t) {
   }
 #endif
   sysfs_caches(t);
+#if TLM_X86
+  cpuid_legacy_caches(t);
+#endif
   long c = sysconf(_SC_NPROCESSORS_ONLN);
   t->cores = c > 0 ? (int32_t)c : 1;
   t->threads = t->cores;
