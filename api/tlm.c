@@ -178,6 +178,38 @@ static int default_models(char paths[4][4096]) {
   return n;
 }
 
+char *tlm_adapted_model_path(const tlm_runtime *rt, char *buf, size_t cap) {
+  char dir[3072];
+  if (rt->cache_dir && !strcmp(rt->cache_dir, "none")) return NULL;
+  if (!tlm_disk_default_dir(rt->cache_dir, dir, sizeof dir)) return NULL;
+  int n = snprintf(buf, cap, "%s/models/adapted-%s-%016llx.tlmq", dir, tlm_isa_name(rt->target.isa),
+                   (unsigned long long)rt->target.cpu_id);
+  return n > 0 && (size_t)n < cap ? buf : NULL;
+}
+
+/* The model `tlm adapt` made for this machine and ISA, when there is one
+ * that loads and covers the target (else NULL, with a warning for a file
+ * that is there but unusable). */
+static tlm_lm_model *load_adapted(tlm_runtime *rt, char *path, size_t cap) {
+  if (!tlm_adapted_model_path(rt, path, cap) || access(path, R_OK) != 0) return NULL;
+  char err[512];
+  tlm_lm_model *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  if (tlm_lm_load(m, path, err, sizeof err) != TLM_OK) {
+    tlm_log(rt, TLM_LOG_WARN, "adapted model not used: %s", err);
+    free(m);
+    return NULL;
+  }
+  if (!tlm_lm_covers(m, &rt->target)) {
+    tlm_log(rt, TLM_LOG_WARN, "adapted model %s not used: its rule version or hardware prompt is "
+            "not this runtime's (run tlm adapt again)", path);
+    tlm_lm_free(m);
+    free(m);
+    return NULL;
+  }
+  return m;
+}
+
 /* The model: config/TLM_MODEL ("none" = no model), else the shipped one
  * (default_models) when present. A model named explicitly must load; the
  * shipped one is optional. Which one schedules, or that the rule does and
@@ -192,6 +224,14 @@ static tlm_status load_model(tlm_runtime *rt, char *err, int errcap) {
   int explicit = path != NULL;
   char found[4][4096];
   if (!path) {
+    char adapted[4096];
+    tlm_lm_model *am = load_adapted(rt, adapted, sizeof adapted);
+    if (am) {
+      rt->model = am;
+      tlm_log(rt, TLM_LOG_ERROR, "model %s (tlm adapt, this machine): new shapes are scheduled by it",
+              adapted);
+      return TLM_OK;
+    }
     int n = default_models(found);
     for (int i = 0; i < n && !path; i++)
       if (access(found[i], R_OK) == 0) path = found[i];

@@ -162,6 +162,15 @@ tlm_status tlm_lm_load(tlm_lm_model *m, const char *path, char *err, int errcap)
 /* Builds an int8 model in memory from an fp32 one (what tlm_lm_quantize
  * writes), for tests. */
 tlm_status tlm_lm_from_gpt2(tlm_lm_model *q, const tlm_gpt2 *m, const tlm_vocab *v);
+
+/* The inverse, for fine-tuning a shipped int8 model: a new fp32 model
+ * (*m, freed with tlm_gpt2_free) whose every weight is the int8 value times
+ * its block's scale, and whose vectors (biases, LayerNorms, positions) are
+ * copied; provenance (ISAs, rule version, hardware prompts) is kept. Not a
+ * lossless round trip for the fp32 weights, but quantizing it again gives
+ * the int8 weights back (tests/test_lm_model.c checks it).
+ * TLM_OK or TLM_ERR_OUT_OF_MEMORY. */
+tlm_status tlm_gpt2_from_lm(tlm_gpt2 *m, const tlm_lm_model *q);
 void tlm_lm_free(tlm_lm_model *m);
 
 /* Which int8 dot-product path runs: "avx512-vnni", "avx2" or "scalar". */

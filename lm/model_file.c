@@ -432,6 +432,31 @@ tlm_status tlm_lm_from_gpt2(tlm_lm_model *q, const tlm_gpt2 *m, const tlm_vocab 
   return tlm_lm_pack(q) ? TLM_ERR_OUT_OF_MEMORY : TLM_OK;
 }
 
+tlm_status tlm_gpt2_from_lm(tlm_gpt2 *m, const tlm_lm_model *q) {
+  if (tlm_gpt2_init(m, &q->cfg, 0)) return TLM_ERR_OUT_OF_MEMORY;
+  size_t s[TLM_GPT2_NTENSORS];
+  tlm_gpt2_sizes(&q->cfg, s);
+  const uint8_t *src = q->mem;
+  float *dst = m->mem;
+  for (int t = 0; t < TLM_GPT2_NTENSORS; t++) {
+    if (k_is_matrix[t]) {
+      const tlm_q8_block *b = (const tlm_q8_block *)src;
+      for (size_t i = 0; i < s[t] / TLM_Q8_BLOCK; i++)
+        for (int j = 0; j < TLM_Q8_BLOCK; j++) dst[i * TLM_Q8_BLOCK + (size_t)j] = b[i].d * (float)b[i].q[j];
+      src += s[t] / TLM_Q8_BLOCK * sizeof(tlm_q8_block);
+    } else {
+      memcpy(dst, src, s[t] * sizeof(float));
+      src += s[t] * sizeof(float);
+    }
+    dst += s[t];
+  }
+  m->step = q->step;
+  m->isa_seen = q->isa_seen;
+  m->rule_version = q->rule_version;
+  m->hw_seen = q->hw_seen;
+  return TLM_OK;
+}
+
 void tlm_lm_free(tlm_lm_model *m) {
   if (m->packed)
     for (int i = 0; i < 1 + 4 * m->cfg.layers; i++) {

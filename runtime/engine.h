@@ -257,6 +257,14 @@ int tlm_engine_tune_enqueue(tlm_runtime *rt, const tlm_task *task, const void *a
                             size_t args_bytes, void **bufs, const size_t *sizes,
                             const int *is_in, const int *is_out, int nbufs);
 
+/* Where `tlm adapt` writes, and tlm_create looks first for, the model
+ * adapted to this machine at this target ISA:
+ * <disk cache dir>/models/adapted-<isa>-<CPU identity, 16 hex digits>.tlmq
+ * (tlm_target.cpu_id: vendor, family, model, stepping and brand). Returns
+ * buf, or NULL when the runtime has no disk cache (cache_dir "none") or
+ * the path does not fit in cap bytes. Thread-safe. */
+char *tlm_adapted_model_path(const tlm_runtime *rt, char *buf, size_t cap);
+
 /* Sets the calling thread's last error for rt and returns st. */
 tlm_status tlm_set_error(const tlm_runtime *rt, tlm_status st, const char *msg);
 

@@ -211,6 +211,43 @@ int main(void) {
   tlm_lm_model qm;
   CHECK(tlm_lm_from_gpt2(&qm, &fm, &vocab) == TLM_OK, "quantize");
 
+  /* 1b. dequantizing (tlm_gpt2_from_lm, what tlm train --init does with a
+   * shipped int8 model) then quantizing again gives the same int8 weights
+   * and scales, and the same vectors */
+  {
+    tlm_gpt2 dq;
+    tlm_lm_model rq;
+    CHECK(tlm_gpt2_from_lm(&dq, &qm) == TLM_OK, "dequantize");
+    CHECK(dq.cfg.layers == mc.layers && dq.cfg.width == mc.width && dq.nparams == fm.nparams,
+          "dequantized model's shape");
+    CHECK(tlm_lm_from_gpt2(&rq, &dq, &vocab) == TLM_OK, "quantize again");
+    size_t s[TLM_GPT2_NTENSORS];
+    tlm_gpt2_sizes(&mc, s);
+    static const int mat[TLM_GPT2_NTENSORS] = {1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0};
+    const uint8_t *pa = qm.mem, *pb = rq.mem;
+    size_t qdiff = 0, vdiff = 0, n = 0;
+    double worst_d = 0; /* a scale is amax / 127 of the dequantized block: equal up to rounding */
+    for (int t = 0; t < TLM_GPT2_NTENSORS; t++) {
+      if (mat[t]) {
+        const tlm_q8_block *ba = (const tlm_q8_block *)pa, *bb = (const tlm_q8_block *)pb;
+        for (size_t i = 0; i < s[t] / TLM_Q8_BLOCK; i++, n++) {
+          qdiff += memcmp(ba[i].q, bb[i].q, TLM_Q8_BLOCK) != 0;
+          double e = fabs((double)ba[i].d - bb[i].d) / (fabs((double)ba[i].d) + 1e-30);
+          if (e > worst_d) worst_d = e;
+        }
+        pa += s[t] / TLM_Q8_BLOCK * sizeof(tlm_q8_block), pb += s[t] / TLM_Q8_BLOCK * sizeof(tlm_q8_block);
+      } else {
+        vdiff += memcmp(pa, pb, s[t] * sizeof(float)) != 0;
+        pa += s[t] * sizeof(float), pb += s[t] * sizeof(float);
+      }
+    }
+    printf("int8 -> fp32 -> int8: %zu of %zu blocks' weights differ, scales within %.1e, %zu vectors differ\n",
+           qdiff, n, worst_d, vdiff);
+    CHECK(qdiff == 0 && vdiff == 0 && worst_d < 1e-6, "the int8 model comes back from a dequantized one");
+    tlm_lm_free(&rq);
+    tlm_gpt2_free(&dq);
+  }
+
   /* 2. the SIMD matrix-vector products equal the scalar reference (same
    * integer sums; only the float accumulation order differs) */
   printf("int8 path: %s\n", tlm_lm_isa());

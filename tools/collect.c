@@ -336,35 +336,15 @@ static void record_add(buf *ob, const char *hw, int threads, const tlm_task_spec
 
 /* ---- verification: the best candidates re-timed side by side ------------------ */
 
-/* One task of a --verify round: the rule and the task's `k` fastest distinct
- * measured schedules are compiled (two at a time), checked, and re-timed
- * side by side (tlm_time_side_by_side, 5 rounds), so that the training
- * targets compare times from one run rather than records taken hours apart
- * under different load. Appends the records to *ob; returns how many. */
-static int verify_task(tlm_runtime *rt, const tlm_task_spec *ts, const tlm_spec_problem *p,
-                       const tlm_space *space, const measured_set *known, int k, int round_no,
-                       int threads, double min_time_ms, const char *hw, buf *ob) {
+/* Compiles the candidates of one task (two at a time, on both cores),
+ * checks each against the reference and re-times the correct ones side by
+ * side (tlm_time_side_by_side, 5 rounds), so that training compares times
+ * from one run rather than records taken hours apart under different
+ * load. cand[0] is the rule. Appends "verify" records to *ob; returns nc. */
+static int time_candidates(tlm_runtime *rt, const tlm_task_spec *ts, const tlm_spec_problem *p,
+                           const tlm_schedule *cand, int nc, int round_no, int threads,
+                           double min_time_ms, const char *hw, buf *ob) {
   const tlm_task task = p->task;
-  /* each distinct schedule ranked by its fastest record */
-  search_pool pool = {0};
-  for (int i = 0; i < known->n; i++) {
-    const measured *m = &known->v[i];
-    if (strcmp(m->task, ts->text) || !isfinite(m->ns) || !tlm_space_accepts(space, &m->sched)) continue;
-    uint64_t h = sched_hash(&m->sched);
-    int j = 0;
-    while (j < pool.n && pool.hash[j] != h) j++;
-    if (j < pool.n && pool.ns[j] <= m->ns) continue;
-    if (j < pool.n) pool_remove(&pool, j); /* faster again: re-rank it */
-    pool_add(&pool, &m->sched, m->ns);
-  }
-  tlm_schedule cand[TLM_SIDE_MAX];
-  int nc = 0;
-  tlm_space_default(space, &cand[nc++]);
-  uint64_t rule_h = sched_hash(&cand[0]);
-  for (int i = 0; i < pool.n && nc < k + 1 && nc < TLM_SIDE_MAX; i++)
-    if (pool.hash[i] != rule_h) cand[nc++] = pool.sched[i];
-  pool_free(&pool);
-  /* compile in pairs on both cores */
   const char *status[TLM_SIDE_MAX];
   double compile_ms[TLM_SIDE_MAX] = {0};
   const tlm_kernel *ok_k[TLM_SIDE_MAX];
@@ -415,13 +395,70 @@ static int verify_task(tlm_runtime *rt, const tlm_task_spec *ts, const tlm_spec_
   return nc;
 }
 
+/* One task of a --verify round: the rule and the task's `k` fastest
+ * distinct measured schedules (time_candidates). */
+static int verify_task(tlm_runtime *rt, const tlm_task_spec *ts, const tlm_spec_problem *p,
+                       const tlm_space *space, const measured_set *known, int k, int round_no,
+                       int threads, double min_time_ms, const char *hw, buf *ob) {
+  /* each distinct schedule ranked by its fastest record */
+  search_pool pool = {0};
+  for (int i = 0; i < known->n; i++) {
+    const measured *m = &known->v[i];
+    if (strcmp(m->task, ts->text) || !isfinite(m->ns) || !tlm_space_accepts(space, &m->sched)) continue;
+    uint64_t h = sched_hash(&m->sched);
+    int j = 0;
+    while (j < pool.n && pool.hash[j] != h) j++;
+    if (j < pool.n && pool.ns[j] <= m->ns) continue;
+    if (j < pool.n) pool_remove(&pool, j); /* faster again: re-rank it */
+    pool_add(&pool, &m->sched, m->ns);
+  }
+  tlm_schedule cand[TLM_SIDE_MAX];
+  int nc = 0;
+  tlm_space_default(space, &cand[nc++]);
+  uint64_t rule_h = sched_hash(&cand[0]);
+  for (int i = 0; i < pool.n && nc < k + 1 && nc < TLM_SIDE_MAX; i++)
+    if (pool.hash[i] != rule_h) cand[nc++] = pool.sched[i];
+  pool_free(&pool);
+  return time_candidates(rt, ts, p, cand, nc, round_no, threads, min_time_ms, hw, ob);
+}
+
+/* One task of an adaptation round (tlm adapt): the rule, the base model's
+ * `topk` best distinct schedules for this target (its beam, whether or not
+ * the model was trained on this hardware) and `mutants` schedules 1-3
+ * decisions away from the rule, timed side by side (time_candidates). */
+static int adapt_task(tlm_runtime *rt, const tlm_task_spec *ts, const tlm_spec_problem *p,
+                      const tlm_space *space, const tlm_lm_model *base, int topk, int mutants,
+                      uint64_t seed, int round_no, int threads, double min_time_ms, const char *hw,
+                      buf *ob) {
+  tlm_schedule cand[TLM_SIDE_MAX];
+  int nc = 0;
+  search_pool pool = {0};
+  tlm_space_default(space, &cand[nc++]);
+  pool_add(&pool, &cand[0], 0); /* the mutants' parent */
+  tlm_schedule top[64];
+  int ntop = base && topk > 0 ? tlm_lm_decode_topk(base, space, topk, top, NULL) : 0;
+  for (int i = 0; i < ntop && nc < TLM_SIDE_MAX; i++)
+    if (!pool_has(&pool, sched_hash(&top[i]))) {
+      cand[nc++] = top[i];
+      pool_add(&pool, &top[i], INFINITY);
+    }
+  uint64_t rng = XXH3_64bits(ts->text, strlen(ts->text)) ^ seed;
+  for (int i = 0; i < mutants && nc < TLM_SIDE_MAX; i++) {
+    if (make_mutant(space, &pool, &rng, &cand[nc])) break;
+    pool_add(&pool, &cand[nc++], INFINITY);
+  }
+  pool_free(&pool);
+  return time_candidates(rt, ts, p, cand, nc, round_no, threads, min_time_ms, hw, ob);
+}
+
 static void usage(void) {
   fprintf(stderr,
           "usage: tlm collect [--shared DIR] [--out FILE] [--schedules N] [--threads N]\n"
           "                   [--min-time-ms T] [--max-tasks N] [--seed S] [--list]\n"
           "                   [--propose MODEL [--topk K] [--round R]]\n"
           "                   [--mutate N [--round R]] [--verify K [--round R]]\n"
-          "                   [--known FILE]\n"
+          "                   [--known FILE] [--adapt MODEL [--topk K] [--mutants M]]\n"
+          "                   [--minutes M]\n"
           "                   [--synthetic N] [--synthetic-conv N]\n"
           "  Measures the default and random schedules of every task drawn from\n"
           "  DIR/workloads (default ../shared) and appends JSON-lines records to FILE\n"
@@ -439,6 +476,12 @@ static void usage(void) {
           "  and round R; training prefers these times to the separate records'.\n"
           "  --known FILE: --mutate and --verify draw the measured schedules from\n"
           "  FILE instead of --out (a round on another CPU into its own file).\n"
+          "  --adapt MODEL: an adaptation round (tlm adapt): the rule, MODEL's top-K\n"
+          "  schedules for this target (default 8; whatever hardware MODEL was\n"
+          "  trained on; \"none\": no proposals) and M schedules 1-3 decisions from\n"
+          "  the rule (default 4) of every training task, checked and timed side by\n"
+          "  side as --verify does (kind \"verify\", round R).\n"
+          "  --minutes M: start no task after M minutes (the rest on the next run).\n"
           "  --synthetic N: the task list also holds the layers of N synthetic\n"
           "  transformer models (more shapes to learn from; training families).\n"
           "  --synthetic-conv N: also the convolutions of N synthetic mobile\n"
@@ -452,7 +495,9 @@ int tlm_cmd_collect(int argc, char **argv) {
   double min_time_ms = 10;
   uint64_t seed = 1;
   const char *propose = NULL, *known_path = NULL;
-  int topk = 8, round_no = 1, mutate = 0, verify = 0;
+  int topk = 8, round_no = 1, mutate = 0, verify = 0, mutants = 4;
+  const char *adapt = NULL; /* --adapt MODEL: an adaptation round */
+  double minutes = 0;       /* --minutes M: no task starts after M minutes */
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--shared") && i + 1 < argc) shared = argv[++i];
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
@@ -468,6 +513,9 @@ int tlm_cmd_collect(int argc, char **argv) {
     else if (!strcmp(argv[i], "--mutate") && i + 1 < argc) mutate = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--verify") && i + 1 < argc) verify = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--known") && i + 1 < argc) known_path = argv[++i];
+    else if (!strcmp(argv[i], "--adapt") && i + 1 < argc) adapt = argv[++i];
+    else if (!strcmp(argv[i], "--mutants") && i + 1 < argc) mutants = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--minutes") && i + 1 < argc) minutes = atof(argv[++i]);
     else if (!strcmp(argv[i], "--synthetic") && i + 1 < argc) tlm_tasks_set_synthetic(atoi(argv[++i]));
     else if (!strcmp(argv[i], "--synthetic-conv") && i + 1 < argc) tlm_tasks_set_synthetic_conv(atoi(argv[++i]));
     else {
@@ -477,9 +525,11 @@ int tlm_cmd_collect(int argc, char **argv) {
   }
   if (propose) schedules = topk;
   if (mutate) schedules = mutate;
-  if (verify) schedules = 1; /* a task is done once verified in this round */
-  if ((propose && mutate) || (verify && (propose || mutate)) || verify < 0 || verify >= TLM_SIDE_MAX ||
-      mutate < 0 || schedules < 1 || threads < 1 || min_time_ms <= 0 || topk < 1 || topk > 64 || round_no < 1) {
+  if (verify || adapt) schedules = 1; /* a task is done once verified in this round */
+  if ((propose && mutate) || (verify && (propose || mutate)) || (adapt && (propose || mutate || verify)) ||
+      verify < 0 || verify >= TLM_SIDE_MAX || mutate < 0 || schedules < 1 || threads < 1 ||
+      min_time_ms <= 0 || topk < 1 || topk > 64 || round_no < 1 || mutants < 0 ||
+      mutants >= TLM_SIDE_MAX || !(minutes >= 0)) {
     usage();
     return 2;
   }
@@ -503,9 +553,9 @@ int tlm_cmd_collect(int argc, char **argv) {
     return 0;
   }
   done_count done = {0};
-  int search = propose || mutate || verify; /* a round over the training tasks only */
+  int search = propose || mutate || verify || adapt; /* a round over the training tasks only */
   done.round = search ? round_no : 0;
-  done.kind = propose ? "model" : verify ? "verify" : "mutant";
+  done.kind = propose ? "model" : verify || adapt ? "verify" : "mutant";
   int have = tlm_records_read(out, count_record, &done);
   if (have > 0) fprintf(stderr, "tlm collect: %s holds %d records; resuming\n", out, have);
   measured_set known = {0};
@@ -514,6 +564,18 @@ int tlm_cmd_collect(int argc, char **argv) {
     fprintf(stderr, "tlm collect: --mutate and --verify need the records in %s\n", known_path);
     free(tasks);
     return 1;
+  }
+  /* the base model of an adaptation round, loaded whatever hardware it
+   * was trained on (its proposals are candidates, timed here) */
+  tlm_lm_model *base = NULL;
+  if (adapt && strcmp(adapt, "none")) {
+    base = calloc(1, sizeof *base);
+    if (!base || tlm_lm_load(base, adapt, err, sizeof err)) {
+      fprintf(stderr, "tlm collect: %s\n", base ? err : "out of memory");
+      free(base);
+      free(tasks);
+      return 1;
+    }
   }
   tlm_config cfg;
   tlm_config_init(&cfg);
@@ -532,10 +594,17 @@ int tlm_cmd_collect(int argc, char **argv) {
     int start = done_for(&done, ts->text);
     if (start >= schedules) continue;
     if (search && tlm_family_heldout(ts->family)) continue; /* never trained on */
+    if (minutes > 0 && now_s() - t_start > minutes * 60) {
+      fprintf(stderr, "tlm collect: --minutes %g reached; %d tasks done (resumable)\n", minutes,
+              tasks_done);
+      break;
+    }
     /* a fresh runtime per task: its JIT memory goes with it */
     tlm_runtime *rt;
     if (tlm_create(&cfg, &rt)) {
       fprintf(stderr, "tlm collect: %s\n", tlm_last_error(NULL));
+      if (base) tlm_lm_free(base);
+      free(base);
       return 1;
     }
     char hw[400], ts_buf[320];
@@ -557,6 +626,12 @@ int tlm_cmd_collect(int argc, char **argv) {
     int task_count = 0;          /* schedules measured for this task */
     if (verify) {
       task_count = verify_task(rt, ts, &p, &space, &known, verify, round_no, threads, min_time_ms, hw, &out_buf);
+      measured += task_count;
+      goto publish;
+    }
+    if (adapt) {
+      task_count = adapt_task(rt, ts, &p, &space, base, topk, mutants, seed, round_no, threads,
+                              min_time_ms, hw, &out_buf);
       measured += task_count;
       goto publish;
     }
@@ -680,6 +755,8 @@ int tlm_cmd_collect(int argc, char **argv) {
       fprintf(stderr, "tlm collect: cannot append to %s\n", out);
       if (gz) gzclose(gz);
       free(out_buf.p);
+      if (base) tlm_lm_free(base);
+      free(base);
       return 1;
     }
     gzclose(gz);
@@ -692,6 +769,8 @@ int tlm_cmd_collect(int argc, char **argv) {
   }
   for (int i = 0; i < known.n; i++) free(known.v[i].task);
   free(known.v);
+  if (base) tlm_lm_free(base);
+  free(base);
   for (int i = 0; i < done.n; i++) free(done.task[i]);
   free(done.task);
   free(done.count);

@@ -13,6 +13,7 @@
 #include "api/validate.h"
 #include "runtime/reference.h"
 #include "runtime/engine.h"
+#include "tools/adapt.h"
 #include "tools/bench_attn.h"
 #include "tools/bench_kernels.h"
 #include "tools/bench_peak.h"
@@ -69,6 +70,8 @@ static void usage(FILE *f) {
           "  eval ...          model vs default rule vs random search (tlm eval --help)\n"
           "  tune FILE...      measure K candidates per shape, keep the fastest in the\n"
           "                    disk cache (tlm tune --help)\n"
+          "  adapt [--minutes N]  measure on this machine and fine-tune the model into\n"
+          "                    one loaded by default here (tlm adapt --help)\n"
           "  bench decode ...  decode time and int8-vs-fp32 agreement (--help)\n"
           "  bench overhead    cache hit, disk warm start, new-shape costs (--json F)\n"
           "  bench attention   fused attention vs Q K^T + softmax + P V per key length\n"
@@ -539,6 +542,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "explain")) return tlm_cmd_explain(argc - 2, argv + 2);
   if (!strcmp(argv[1], "eval")) return tlm_cmd_eval(argc - 2, argv + 2);
   if (!strcmp(argv[1], "tune")) return tlm_cmd_tune(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "adapt")) return tlm_cmd_adapt(argc - 2, argv + 2);
   if (argc > 2 && !strcmp(argv[1], "bench") && !strcmp(argv[2], "decode"))
     return tlm_cmd_bench_decode(argc - 3, argv + 3);
   if (argc > 2 && !strcmp(argv[1], "bench") && !strcmp(argv[2], "overhead"))

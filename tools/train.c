@@ -464,6 +464,7 @@ static void usage_train(void) {
           "usage: tlm train --records FILE --out CKPT [--steps N] [--pretrain N] [--batch B]\n"
           "                 [--layers L] [--heads H] [--width C] [--lr LR] [--seed S]\n"
           "                 [--shared DIR] [--threads N] [--rule-margin F] [--targets latest|mean]\n"
+          "                 [--init MODEL] [--max-seconds S]\n"
           "  Trains the tensor language model (fp32) on the best measured schedule of\n"
           "  every training task in the records (held-out families excluded), after\n"
           "  --pretrain steps on random schedules of the same tasks. Deterministic for\n"
@@ -495,11 +496,19 @@ static void usage_train(void) {
           "  none keeps its usual target.\n"
           "  --rule-targets drop: a task whose target would be the rule's schedule\n"
           "  is left out of fine-tuning (kept for pretraining), so the model never\n"
-          "  learns the rule as an answer; teach (the default) keeps it.\n");
+          "  learns the rule as an answer; teach (the default) keeps it.\n"
+          "  --init MODEL: fine-tune MODEL (an int8 model file, its weights\n"
+          "  dequantized, or an fp32 checkpoint; its layers, heads and width)\n"
+          "  instead of a new model.\n"
+          "  --max-seconds S: fine-tuning steps cut to those that fit in about S\n"
+          "  seconds (measured over the first 10), the learning-rate decay with them.\n");
 }
 
-static void run_steps(tlm_gpt2 *m, dataset *d, int steps, int64_t step0, int64_t total, float lr,
-                      uint64_t *rng, const char *phase) {
+/* `deadline` (now_s() seconds; 0: none): after 10 steps the run is cut to
+ * the steps that fit before it, and the learning-rate schedule's length
+ * (*total) with it, so the decay still ends at the last step */
+static void run_steps(tlm_gpt2 *m, dataset *d, int steps, int64_t step0, int64_t *total, float lr,
+                      uint64_t *rng, const char *phase, double deadline) {
   int B = m->B;
   int32_t(*tok)[SEQ] = malloc(sizeof *tok * (size_t)B);
   int32_t(*tgt)[SEQ] = malloc(sizeof *tgt * (size_t)B);
@@ -514,7 +523,16 @@ static void run_steps(tlm_gpt2 *m, dataset *d, int steps, int64_t step0, int64_t
     }
     float loss = tlm_gpt2_forward(m, &tok[0][0], &tgt[0][0], (const uint64_t(*)[8]) & al[0][0][0]);
     tlm_gpt2_backward(m);
-    float rate = tlm_gpt2_lr(step0 + s, total / 20 + 1, total, lr, lr / 10);
+    if (s == 9 && deadline > 0) {
+      double per = (now_s() - t0) / 10, left = deadline - now_s();
+      int fit = 10 + (left > 0 ? (int)(left / per) : 0);
+      if (fit < steps) {
+        *total -= steps - fit;
+        steps = fit;
+        fprintf(stderr, "%s: %d steps fit in the time left (%.0f ms a step)\n", phase, steps, per * 1e3);
+      }
+    }
+    float rate = tlm_gpt2_lr(step0 + s, *total / 20 + 1, *total, lr, lr / 10);
     float gn = tlm_gpt2_update(m, rate, 0.9f, 0.95f, 1e-8f, 0.01f, 1.0f);
     ema = s ? 0.95 * ema + 0.05 * loss : loss;
     if (s % 20 == 0 || s == steps - 1) {
@@ -543,6 +561,8 @@ int tlm_cmd_train(int argc, char **argv) {
   double good = 0;               /* --good F: teach the schedules 1 + F times as fast as the rule */
   int good_k = 16;               /* --good-per-task K: at most K of them per task */
   uint64_t seed = 1;
+  const char *init = NULL; /* --init MODEL: fine-tune it instead of a new model */
+  double max_seconds = 0;  /* --max-seconds S: stop training after about S seconds */
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -572,6 +592,8 @@ int tlm_cmd_train(int argc, char **argv) {
     else if (!strcmp(a, "--good") && v) good = atof(argv[++i]);
     else if (!strcmp(a, "--good-per-task") && v) good_k = atoi(argv[++i]);
     else if (!strcmp(a, "--max-round") && v) g_max_verify_round = atoi(argv[++i]);
+    else if (!strcmp(a, "--init") && v) init = argv[++i];
+    else if (!strcmp(a, "--max-seconds") && v) max_seconds = atof(argv[++i]);
     else {
       usage_train();
       return !strcmp(a, "--help") || !strcmp(a, "-h") ? 0 : 2;
@@ -579,7 +601,7 @@ int tlm_cmd_train(int argc, char **argv) {
   }
   if (!records || !out || steps < 0 || pretrain < 0 || variants < 0 || variants > 64 || batch < 1 || !(rule_margin >= 0) ||
       !(near >= 0 && near < 1) || !(equal_within >= 0 && equal_within < 1) ||
-      !(good >= 0 && good < 10) || good_k < 1 || good_k > 256) {
+      !(good >= 0 && good < 10) || good_k < 1 || good_k > 256 || !(max_seconds >= 0)) {
     usage_train();
     return 2;
   }
@@ -800,12 +822,38 @@ int tlm_cmd_train(int argc, char **argv) {
   tlm_gpt2_config mc = {vocab.n, TLM_LM_MAX_SEQ, layers, heads, width};
   tlm_gpt2 m;
   int rc = 1;
-  if (fine.n == 0 || tlm_gpt2_init(&m, &mc, seed) || tlm_gpt2_train_init(&m, batch, SEQ, rt)) {
+  if (fine.n == 0) {
+    fprintf(stderr, "tlm train: no training sentence\n");
+    goto done;
+  }
+  if (init) { /* an int8 model file (its weights dequantized), else an fp32 checkpoint */
+    char ierr[512];
+    tlm_lm_model *q = calloc(1, sizeof *q);
+    tlm_status st = q ? tlm_lm_load(q, init, ierr, sizeof ierr) : TLM_ERR_OUT_OF_MEMORY;
+    if (st == TLM_OK) {
+      st = tlm_gpt2_from_lm(&m, q);
+      tlm_lm_free(q);
+    } else if (q) {
+      char ferr[512];
+      st = tlm_gpt2_load(&m, init, ferr, sizeof ferr);
+      if (st != TLM_OK) fprintf(stderr, "tlm train: --init: %s; %s\n", ierr, ferr);
+    }
+    free(q);
+    if (st != TLM_OK) goto done;
+    if (m.cfg.vocab != vocab.n || tlm_gpt2_train_init(&m, batch, SEQ, rt)) {
+      fprintf(stderr, "tlm train: cannot fine-tune %s (vocabulary of %d words, this build's %d)\n",
+              init, m.cfg.vocab, vocab.n);
+      tlm_gpt2_free(&m);
+      goto done;
+    }
+    fprintf(stderr, "tlm train: fine-tuning %s (trained %lld steps)\n", init, (long long)m.step);
+    m.step = 0;
+  } else if (tlm_gpt2_init(&m, &mc, seed) || tlm_gpt2_train_init(&m, batch, SEQ, rt)) {
     fprintf(stderr, "tlm train: cannot set up the model\n");
     goto done;
   }
-  fprintf(stderr, "tlm train: %d layers, %d heads, width %d: %zu parameters\n", layers, heads,
-          width, m.nparams);
+  fprintf(stderr, "tlm train: %d layers, %d heads, width %d: %zu parameters\n", m.cfg.layers,
+          m.cfg.heads, m.cfg.width, m.nparams);
   /* every prompt was built on this runtime's target, with this rule */
   /* every ISA whose records taught a sentence (each built on that ISA's
    * target: lanes, registers, FMA chains) */
@@ -817,8 +865,9 @@ int tlm_cmd_train(int argc, char **argv) {
     tlm_lm_hw_add(&m.hw_seen, (tlm_lm_hw_words(&vocab, &rt->target, hw_words), hw_words));
   }
   int64_t total = pretrain + steps;
-  if (pretrain) run_steps(&m, &pre, pretrain, 0, total, lr, &rng, "pretrain");
-  run_steps(&m, &fine, steps, pretrain, total, lr, &rng, "finetune");
+  double deadline = max_seconds > 0 ? now_s() + max_seconds : 0;
+  if (pretrain) run_steps(&m, &pre, pretrain, 0, &total, lr, &rng, "pretrain", 0);
+  run_steps(&m, &fine, steps, pretrain, &total, lr, &rng, "finetune", deadline);
   char err[512];
   if (tlm_gpt2_save(&m, &vocab, seed, out, err, sizeof err)) {
     fprintf(stderr, "tlm train: %s\n", err);

@@ -1,0 +1,68 @@
+#!/bin/sh
+# `tlm adapt` end to end on a short budget: it measures training tasks on
+# this machine (the rule first in each, checked and timed side by side,
+# never a held-out family), fine-tunes the shipped model into
+# <cache>/models/adapted-<isa>-<cpu>.tlmq, and the runtime then loads that
+# model by default at that ISA only, where TLM_MODEL still overrides it; a
+# damaged adapted file is refused with a warning and kernels stay correct;
+# a second run resumes the measurements; bad usage exits 2.
+# Usage: adapt_cli.sh TLM_BINARY SHARED_DIR
+set -eu
+tlm=$1
+shared=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export TLM_CACHE_DIR="$tmp/cache"
+unset TLM_MODEL TLM_ISA || true
+fail=0
+"$tlm" adapt --minutes 0.5 --collect-share 0.3 --topk 2 --mutants 2 --shared "$shared" \
+  > "$tmp/a.log" 2>&1 || { cat "$tmp/a.log"; echo "adapt failed"; exit 1; }
+model=$(ls "$tmp/cache/models/"adapted-*.tlmq 2>/dev/null | head -1)
+[ -n "$model" ] || { cat "$tmp/a.log"; echo "no adapted model written"; exit 1; }
+recs=${model%.tlmq}.jsonl.gz
+gzip -dc "$recs" > "$tmp/r.jsonl"
+ntasks=$(sed -n 's/.*"task":"\([^"]*\)".*/\1/p' "$tmp/r.jsonl" | sort -u | wc -l)
+nrule=$(grep -c '"rule":true' "$tmp/r.jsonl" || true)
+[ "$ntasks" -ge 1 ] && [ "$nrule" -eq "$ntasks" ] ||
+  { echo "records: $ntasks tasks, $nrule rule timings (want one per task)"; fail=$((fail + 1)); }
+# held-out families (tools/train.c) are never measured
+if grep -qE '"family":"(gpt2-355m:|benchdnn:transformer|benchdnn:gptj-2016|benchdnn-conv:efficientdet|pool:mobilenet)' "$tmp/r.jsonl"; then
+  echo "a held-out family was measured"; fail=$((fail + 1))
+fi
+ls "$tmp/cache/models/"*.tmp > /dev/null 2>&1 && { echo "a temporary file was left"; fail=$((fail + 1)); }
+# the runtime loads it by default, and its kernels pass the reference check
+TLM_VERBOSE=1 "$tlm" run 7x33:33x129 --check --threads 1 --min-time 0.01 > "$tmp/run" 2>&1 ||
+  { cat "$tmp/run"; echo "run with the adapted model failed its check"; fail=$((fail + 1)); }
+grep -q "(tlm adapt, this machine)" "$tmp/run" ||
+  { cat "$tmp/run"; echo "the adapted model was not loaded by default"; fail=$((fail + 1)); }
+# TLM_MODEL overrides it
+TLM_MODEL=none TLM_VERBOSE=1 "$tlm" run 7x33:33x129 --threads 1 --min-time 0.01 > "$tmp/run2" 2>&1
+grep -q "tlm adapt" "$tmp/run2" && { echo "TLM_MODEL=none still loaded the adapted model"; fail=$((fail + 1)); }
+# another ISA of the same host does not take it (scalar runs everywhere)
+TLM_ISA=scalar TLM_VERBOSE=1 "$tlm" run 7x33:33x129 --threads 1 --min-time 0.01 > "$tmp/run3" 2>&1
+grep -q "tlm adapt" "$tmp/run3" && { echo "another ISA loaded the adapted model"; fail=$((fail + 1)); }
+# a damaged file: refused with a warning, kernels still correct
+cp "$model" "$tmp/good.tlmq"
+head -c 5000 "$tmp/good.tlmq" > "$model"
+TLM_VERBOSE=2 "$tlm" run 7x33:33x129 --check --threads 1 --min-time 0.01 > "$tmp/run4" 2>&1 ||
+  { cat "$tmp/run4"; echo "run with a damaged adapted model failed"; fail=$((fail + 1)); }
+grep -q "adapted model not used" "$tmp/run4" ||
+  { cat "$tmp/run4"; echo "no warning for a damaged adapted model"; fail=$((fail + 1)); }
+cp "$tmp/good.tlmq" "$model"
+# a second run resumes: the tasks measured before are not measured again
+"$tlm" adapt --minutes 0.4 --collect-share 0.3 --topk 2 --mutants 2 --shared "$shared" \
+  > "$tmp/b.log" 2>&1 || { cat "$tmp/b.log"; echo "second adapt failed"; fail=$((fail + 1)); }
+grep -q "resuming" "$tmp/b.log" || { cat "$tmp/b.log"; echo "second adapt did not resume"; fail=$((fail + 1)); }
+gzip -dc "$recs" > "$tmp/r2.jsonl"
+dups=$(grep '"rule":true' "$tmp/r2.jsonl" | sed -n 's/.*"task":"\([^"]*\)".*/\1/p' | sort | uniq -d | wc -l)
+[ "$dups" -eq 0 ] || { echo "$dups tasks measured twice"; fail=$((fail + 1)); }
+set +e
+"$tlm" adapt --minutes 0 > /dev/null 2>&1
+[ $? -eq 2 ] || { echo "adapt --minutes 0: want exit 2"; fail=$((fail + 1)); }
+TLM_CACHE_DIR=none "$tlm" adapt --minutes 1 > /dev/null 2>&1
+[ $? -eq 2 ] || { echo "adapt without a disk cache or --out: want exit 2"; fail=$((fail + 1)); }
+"$tlm" adapt --base "$tmp/missing.tlmq" --minutes 0.2 --shared "$shared" > /dev/null 2>&1
+[ $? -eq 1 ] || { echo "adapt with a missing base model: want exit 1"; fail=$((fail + 1)); }
+set -e
+[ "$fail" -eq 0 ] || exit 1
+echo "adapt_cli: passed"

@@ -1,0 +1,169 @@
+/* adapt.c - `tlm adapt`: the model learns the machine it runs on (issue #17).
+ *
+ * The published TLM needs a new data set and a retrain for every CPU. Here a
+ * user's machine measures its own: an adaptation round (tlm collect --adapt)
+ * times, for each training task, the rule, the base model's top-K and a few
+ * schedules near the rule side by side, checked against the reference; the
+ * base model is then fine-tuned on those targets (tlm train --init: the
+ * task's fastest schedule where it beats the rule by the trainer's margin,
+ * else the rule) under this machine's hardware prompt, quantized, and
+ * written where tlm_create looks first (tlm_adapted_model_path). Held-out
+ * families are neither measured nor taught, so `tlm eval --heldout` judges
+ * the result fairly.
+ *
+ * The time budget is split: --collect-share of it measuring (resumable: a
+ * second run goes on with the tasks not yet measured, and trains on all of
+ * them), the rest fine-tuning, cut to the steps that fit. */
+#include "adapt.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/engine.h"
+#include "tools/collect.h"
+#include "tools/train.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tlm adapt [--minutes N] [--base MODEL] [--shared DIR] [--out MODEL]\n"
+          "                 [--records FILE] [--topk K] [--mutants M] [--collect-share F]\n"
+          "                 [--lr LR] [--seed S]\n"
+          "  Measures schedules on this machine at this target (TLM_ISA narrows it)\n"
+          "  and fine-tunes the base model (default: $TLM_MODEL, else the shipped\n"
+          "  model) on them into a model for this CPU and ISA, which tlm_create then\n"
+          "  loads by default (see TLM_VERBOSE=1). Within about N minutes (default\n"
+          "  20): F of them (default 0.6) measuring the rule, the base model's top K\n"
+          "  (default 8) and M schedules near the rule (default 4) for each training\n"
+          "  task, side by side; the rest fine-tuning. Resumable: the measurements\n"
+          "  (--records, default beside the model) are kept and a second run adds\n"
+          "  to them. --out default: the disk cache's\n"
+          "  models/adapted-<isa>-<cpu>.tlmq ($TLM_CACHE_DIR; needs a disk cache).\n");
+}
+
+/* mkdir -p of the directory part of path (mode 0700) */
+static int make_parent(const char *path) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash || slash == dir) return 0;
+  *slash = 0;
+  for (char *p = dir + 1; *p; p++)
+    if (*p == '/') {
+      *p = 0;
+      if (mkdir(dir, 0700) && errno != EEXIST) return -1;
+      *p = '/';
+    }
+  return mkdir(dir, 0700) && errno != EEXIST ? -1 : 0;
+}
+
+int tlm_cmd_adapt(int argc, char **argv) {
+  double minutes = 20, share = 0.6;
+  const char *base = NULL, *shared = "../shared", *out = NULL, *records = NULL;
+  const char *topk = "8", *mutants = "4", *lr = "3e-4", *seed = "1";
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--minutes") && v) minutes = atof(argv[++i]);
+    else if (!strcmp(a, "--base") && v) base = argv[++i];
+    else if (!strcmp(a, "--shared") && v) shared = argv[++i];
+    else if (!strcmp(a, "--out") && v) out = argv[++i];
+    else if (!strcmp(a, "--records") && v) records = argv[++i];
+    else if (!strcmp(a, "--topk") && v) topk = argv[++i];
+    else if (!strcmp(a, "--mutants") && v) mutants = argv[++i];
+    else if (!strcmp(a, "--collect-share") && v) share = atof(argv[++i]);
+    else if (!strcmp(a, "--lr") && v) lr = argv[++i];
+    else if (!strcmp(a, "--seed") && v) seed = argv[++i];
+    else {
+      int help = !strcmp(a, "--help") || !strcmp(a, "-h");
+      usage(help ? stdout : stderr);
+      return help ? 0 : 2;
+    }
+  }
+  if (!(minutes > 0 && minutes <= 24 * 60) || !(share > 0 && share < 1)) {
+    usage(stderr);
+    return 2;
+  }
+  double t0 = now_s();
+  if (!base) {
+    const char *m = getenv("TLM_MODEL");
+    base = m && *m && strcmp(m, "none") ? m : TLM_SOURCE_MODEL_PATH;
+  }
+  /* this machine and target, and the adapted model's place */
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.model_path = "none";
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt)) {
+    fprintf(stderr, "tlm adapt: %s\n", tlm_last_error(NULL));
+    return 1;
+  }
+  char outbuf[4096], recbuf[4096], ckpt[4200], tbuf[320];
+  if (!out) out = tlm_adapted_model_path(rt, outbuf, sizeof outbuf);
+  fprintf(stderr, "tlm adapt: target %s\n", tlm_target_str(&rt->target, tbuf, sizeof tbuf));
+  tlm_destroy(rt);
+  if (!out) {
+    fprintf(stderr, "tlm adapt: no disk cache (TLM_CACHE_DIR=none): name the model with --out\n");
+    return 2;
+  }
+  if (!records) {
+    int n = snprintf(recbuf, sizeof recbuf, "%s", out);
+    char *dot = strrchr(recbuf, '.');
+    if (dot && !strcmp(dot, ".tlmq")) *dot = 0;
+    if (n <= 0 || strlen(recbuf) + 12 >= sizeof recbuf) return 2;
+    strcat(recbuf, ".jsonl.gz");
+    records = recbuf;
+  }
+  snprintf(ckpt, sizeof ckpt, "%s.ckpt.tmp", out);
+  if (make_parent(out) || make_parent(records)) {
+    fprintf(stderr, "tlm adapt: cannot create the directory of %s: %s\n", out, strerror(errno));
+    return 1;
+  }
+  fprintf(stderr, "tlm adapt: base model %s; measurements %s; model %s\n", base, records, out);
+
+  /* 1. measure */
+  char mins[32];
+  snprintf(mins, sizeof mins, "%.3f", minutes * share);
+  char *cargv[] = {"--shared", (char *)shared, "--out", (char *)records, "--adapt", (char *)base,
+                   "--topk", (char *)topk, "--mutants", (char *)mutants, "--minutes", mins};
+  int rc = tlm_cmd_collect((int)(sizeof cargv / sizeof cargv[0]), cargv);
+  if (rc) {
+    fprintf(stderr, "tlm adapt: measuring failed\n");
+    return rc;
+  }
+  /* 2. fine-tune on everything measured here so far (the trainer keeps
+   * the held-out families out), within the time left; 15 s for loading
+   * the records and quantizing */
+  double left = minutes * 60 - (now_s() - t0) - 15;
+  if (left < 10) left = 10;
+  char secs[32];
+  snprintf(secs, sizeof secs, "%.0f", left);
+  char *targv[] = {"--records", (char *)records, "--init", (char *)base, "--out", ckpt,
+                   "--steps", "3000", "--pretrain", "0", "--lr", (char *)lr, "--seed", (char *)seed,
+                   "--shared", (char *)shared, "--max-seconds", secs};
+  rc = tlm_cmd_train((int)(sizeof targv / sizeof targv[0]), targv);
+  if (rc) {
+    fprintf(stderr, "tlm adapt: fine-tuning failed\n");
+    remove(ckpt);
+    return rc;
+  }
+  /* 3. quantize to the place tlm_create looks (written atomically) */
+  char *qargv[] = {ckpt, (char *)out};
+  rc = tlm_cmd_quantize(2, qargv);
+  remove(ckpt);
+  if (rc) return rc;
+  fprintf(stderr,
+          "tlm adapt: done in %.1f min; tlm_create loads %s by default on this CPU at this ISA "
+          "(TLM_MODEL overrides; delete the file to go back to the shipped model)\n",
+          (now_s() - t0) / 60, out);
+  return 0;
+}
