@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../cache/disk.h"
@@ -192,6 +193,16 @@ char *tlm_adapted_model_path(const tlm_runtime *rt, char *buf, size_t cap) {
  * that is there but unusable). */
 static tlm_lm_model *load_adapted(tlm_runtime *rt, char *path, size_t cap) {
   if (!tlm_adapted_model_path(rt, path, cap) || access(path, R_OK) != 0) return NULL;
+  /* as the disk cache's files: a regular file of this user that no one
+   * else may write, else another user of a shared cache directory would
+   * choose this runtime's schedules */
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & (S_IWGRP | S_IWOTH))) {
+    tlm_log(rt, TLM_LOG_WARN, "adapted model %s not used: not a regular file of this user, or "
+            "writable by others", path);
+    return NULL;
+  }
   char err[512];
   tlm_lm_model *m = calloc(1, sizeof *m);
   if (!m) return NULL;

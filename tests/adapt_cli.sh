@@ -4,7 +4,8 @@
 # never a held-out family), fine-tunes the shipped model into
 # <cache>/models/adapted-<isa>-<cpu>.tlmq, and the runtime then loads that
 # model by default at that ISA only, where TLM_MODEL still overrides it; a
-# damaged adapted file is refused with a warning and kernels stay correct;
+# damaged adapted file (or one others may write) is refused with a warning
+# and kernels stay correct;
 # a second run resumes the measurements; bad usage exits 2.
 # Usage: adapt_cli.sh TLM_BINARY SHARED_DIR
 set -eu
@@ -49,6 +50,12 @@ TLM_VERBOSE=2 "$tlm" run 7x33:33x129 --check --threads 1 --min-time 0.01 > "$tmp
 grep -q "adapted model not used" "$tmp/run4" ||
   { cat "$tmp/run4"; echo "no warning for a damaged adapted model"; fail=$((fail + 1)); }
 cp "$tmp/good.tlmq" "$model"
+# a file others may write is not trusted
+chmod g+w "$model"
+TLM_VERBOSE=2 "$tlm" run 7x33:33x129 --threads 1 --min-time 0.01 > "$tmp/run5" 2>&1
+grep -q "writable by others" "$tmp/run5" ||
+  { cat "$tmp/run5"; echo "a group-writable adapted model was used"; fail=$((fail + 1)); }
+chmod g-w "$model"
 # a second run resumes: the tasks measured before are not measured again
 "$tlm" adapt --minutes 0.4 --collect-share 0.3 --topk 2 --mutants 2 --shared "$shared" \
   > "$tmp/b.log" 2>&1 || { cat "$tmp/b.log"; echo "second adapt failed"; fail=$((fail + 1)); }
