@@ -5,7 +5,8 @@
 # <cache>/models/adapted-<isa>-<cpu>.tlmq, and the runtime then loads that
 # model by default at that ISA only, where TLM_MODEL still overrides it; a
 # damaged adapted file (or one others may write) is refused with a warning
-# and kernels stay correct;
+# and kernels stay correct; the gate (held-out tasks, new model against the
+# rule) decides the install unless --force;
 # a second run resumes the measurements; bad usage exits 2.
 # Usage: adapt_cli.sh TLM_BINARY SHARED_DIR
 set -eu
@@ -16,8 +17,10 @@ trap 'rm -rf "$tmp"' EXIT
 export TLM_CACHE_DIR="$tmp/cache"
 unset TLM_MODEL TLM_ISA || true
 fail=0
-"$tlm" adapt --minutes 0.5 --collect-share 0.3 --topk 2 --mutants 2 --shared "$shared" \
-  > "$tmp/a.log" 2>&1 || { cat "$tmp/a.log"; echo "adapt failed"; exit 1; }
+"$tlm" adapt --minutes 0.5 --collect-share 0.3 --topk 2 --mutants 2 --gate-tasks 6 --force \
+  --shared "$shared" > "$tmp/a.log" 2>&1 || { cat "$tmp/a.log"; echo "adapt failed"; exit 1; }
+# the gate ran on held-out tasks (--force installs whatever it said)
+grep -qE "gate (passed|failed, installed)" "$tmp/a.log" || { cat "$tmp/a.log"; echo "no gate verdict"; exit 1; }
 model=$(ls "$tmp/cache/models/"adapted-*.tlmq 2>/dev/null | head -1)
 [ -n "$model" ] || { cat "$tmp/a.log"; echo "no adapted model written"; exit 1; }
 recs=${model%.tlmq}.jsonl.gz
@@ -56,9 +59,17 @@ TLM_VERBOSE=2 "$tlm" run 7x33:33x129 --threads 1 --min-time 0.01 > "$tmp/run5" 2
 grep -q "writable by others" "$tmp/run5" ||
   { cat "$tmp/run5"; echo "a group-writable adapted model was used"; fail=$((fail + 1)); }
 chmod g-w "$model"
-# a second run resumes: the tasks measured before are not measured again
-"$tlm" adapt --minutes 0.4 --collect-share 0.3 --topk 2 --mutants 2 --shared "$shared" \
-  > "$tmp/b.log" 2>&1 || { cat "$tmp/b.log"; echo "second adapt failed"; fail=$((fail + 1)); }
+# a second run resumes: the tasks measured before are not measured again;
+# without --force a model the gate fails is left as a candidate, and the
+# installed one is untouched
+"$tlm" adapt --minutes 0.4 --collect-share 0.3 --topk 2 --mutants 2 --gate-tasks 6 \
+  --shared "$shared" > "$tmp/b.log" 2>&1 || { cat "$tmp/b.log"; echo "second adapt failed"; fail=$((fail + 1)); }
+if grep -q "not installed" "$tmp/b.log"; then
+  [ -f "${model%.tlmq}.candidate.tlmq" ] && cmp -s "$model" "$tmp/good.tlmq" ||
+    { cat "$tmp/b.log"; echo "a model the gate failed was installed, or its candidate is missing"; fail=$((fail + 1)); }
+else
+  grep -q "gate passed" "$tmp/b.log" || { cat "$tmp/b.log"; echo "no gate verdict"; fail=$((fail + 1)); }
+fi
 grep -q "resuming" "$tmp/b.log" || { cat "$tmp/b.log"; echo "second adapt did not resume"; fail=$((fail + 1)); }
 gzip -dc "$recs" > "$tmp/r2.jsonl"
 dups=$(grep '"rule":true' "$tmp/r2.jsonl" | sed -n 's/.*"task":"\([^"]*\)".*/\1/p' | sort | uniq -d | wc -l)

@@ -13,7 +13,14 @@
  *
  * The time budget is split: --collect-share of it measuring (resumable: a
  * second run goes on with the tasks not yet measured, and trains on all of
- * them), the rest fine-tuning, cut to the steps that fit. */
+ * them), the rest fine-tuning, cut to the steps that fit, less what the gate
+ * needs. The gate is the shipping rule of models/README.md applied on this
+ * machine: the held-out tasks (tlm eval --heldout --k 0 --random 0) timed
+ * with the new model's picks and the rule's side by side; the model is
+ * installed only when its geometric-mean speed is at least the rule's and
+ * no family is below 0.95 of it, and no kernel is wrong (--force installs
+ * it anyway). Otherwise it stays beside as a candidate file and whatever
+ * scheduled before (the rule, or an earlier adapted model) still does. */
 #include "adapt.h"
 
 #include <errno.h>
@@ -26,7 +33,10 @@
 
 #include "runtime/engine.h"
 #include "tools/collect.h"
+#include "tools/eval.h"
 #include "tools/train.h"
+
+#include <cjson/cJSON.h>
 
 static double now_s(void) {
   struct timespec ts;
@@ -38,7 +48,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: tlm adapt [--minutes N] [--base MODEL] [--shared DIR] [--out MODEL]\n"
           "                 [--records FILE] [--topk K] [--mutants M] [--collect-share F]\n"
-          "                 [--lr LR] [--seed S]\n"
+          "                 [--lr LR] [--seed S] [--gate-tasks N] [--force]\n"
           "  Measures schedules on this machine at this target (TLM_ISA narrows it)\n"
           "  and fine-tunes the base model (default: $TLM_MODEL, else the shipped\n"
           "  model) on them into a model for this CPU and ISA, which tlm_create then\n"
@@ -48,7 +58,45 @@ static void usage(FILE *f) {
           "  task, side by side; the rest fine-tuning. Resumable: the measurements\n"
           "  (--records, default beside the model) are kept and a second run adds\n"
           "  to them. --out default: the disk cache's\n"
-          "  models/adapted-<isa>-<cpu>.tlmq ($TLM_CACHE_DIR; needs a disk cache).\n");
+          "  models/adapted-<isa>-<cpu>.tlmq ($TLM_CACHE_DIR; needs a disk cache).\n"
+          "  The gate: the new model is installed only if, on the held-out tasks\n"
+          "  (--gate-tasks N of them, default all, about 2 minutes), its picks run at\n"
+          "  least as fast as the rule's (geometric mean) with no family below 0.95\n"
+          "  and no wrong kernel; else it is left as <out>.candidate.tlmq (--force:\n"
+          "  install it anyway).\n");
+}
+
+/* The gate's verdict from tlm eval's JSON: 1 pass, 0 fail (why in msg) */
+static int gate_passes(const char *json_path, char *msg, size_t cap) {
+  FILE *f = fopen(json_path, "rb");
+  char *text = f ? calloc(1, 1 << 22) : NULL;
+  size_t n = text ? fread(text, 1, (1 << 22) - 1, f) : 0;
+  if (f) fclose(f);
+  cJSON *j = n ? cJSON_Parse(text) : NULL;
+  free(text);
+  const cJSON *g = cJSON_GetObjectItem(j, "tlm1_geomean_speed_vs_default");
+  const cJSON *w = cJSON_GetObjectItem(j, "wrong_kernels");
+  const cJSON *fams = cJSON_GetObjectItem(j, "families");
+  int ok = cJSON_IsNumber(g) && cJSON_IsArray(fams);
+  if (!ok) snprintf(msg, cap, "no evaluation result in %.900s", json_path);
+  else if (cJSON_IsNumber(w) && w->valuedouble > 0)
+    ok = 0, snprintf(msg, cap, "%d wrong kernels", (int)w->valuedouble);
+  else if (g->valuedouble < 1.0)
+    ok = 0, snprintf(msg, cap, "held-out speed %.3f of the rule's (< 1)", g->valuedouble);
+  else {
+    int len = snprintf(msg, cap, "held-out speed %.3f of the rule's", g->valuedouble), below = 0;
+    for (const cJSON *x = fams->child; x; x = x->next) {
+      const cJSON *name = cJSON_GetObjectItem(x, "family");
+      const cJSON *v = cJSON_GetObjectItem(x, "tlm1_geomean_speed_vs_default");
+      if (!cJSON_IsNumber(v) || v->valuedouble >= 0.95) continue;
+      ok = 0;
+      if (len > 0 && (size_t)len < cap)
+        len += snprintf(msg + len, cap - (size_t)len, "%s %s %.3f", below++ ? "," : "; families below 0.95:",
+                        cJSON_IsString(name) ? name->valuestring : "?", v->valuedouble);
+    }
+  }
+  cJSON_Delete(j);
+  return ok;
 }
 
 /* mkdir -p of the directory part of path (mode 0700) */
@@ -69,6 +117,7 @@ static int make_parent(const char *path) {
 
 int tlm_cmd_adapt(int argc, char **argv) {
   double minutes = 20, share = 0.6;
+  int gate_tasks = 0, force = 0;
   const char *base = NULL, *shared = "../shared", *out = NULL, *records = NULL;
   const char *topk = "8", *mutants = "4", *lr = "3e-4", *seed = "1";
   for (int i = 0; i < argc; i++) {
@@ -83,13 +132,15 @@ int tlm_cmd_adapt(int argc, char **argv) {
     else if (!strcmp(a, "--collect-share") && v) share = atof(argv[++i]);
     else if (!strcmp(a, "--lr") && v) lr = argv[++i];
     else if (!strcmp(a, "--seed") && v) seed = argv[++i];
+    else if (!strcmp(a, "--gate-tasks") && v) gate_tasks = atoi(argv[++i]);
+    else if (!strcmp(a, "--force")) force = 1;
     else {
       int help = !strcmp(a, "--help") || !strcmp(a, "-h");
       usage(help ? stdout : stderr);
       return help ? 0 : 2;
     }
   }
-  if (!(minutes > 0 && minutes <= 24 * 60) || !(share > 0 && share < 1)) {
+  if (!(minutes > 0 && minutes <= 24 * 60) || !(share > 0 && share < 1) || gate_tasks < 0) {
     usage(stderr);
     return 2;
   }
@@ -107,7 +158,7 @@ int tlm_cmd_adapt(int argc, char **argv) {
     fprintf(stderr, "tlm adapt: %s\n", tlm_last_error(NULL));
     return 1;
   }
-  char outbuf[4096], recbuf[4096], ckpt[4200], tbuf[320];
+  char outbuf[4096], recbuf[4096], ckpt[4200], cand[4200], gate_json[4200], tbuf[320];
   if (!out) out = tlm_adapted_model_path(rt, outbuf, sizeof outbuf);
   fprintf(stderr, "tlm adapt: target %s\n", tlm_target_str(&rt->target, tbuf, sizeof tbuf));
   tlm_destroy(rt);
@@ -124,6 +175,11 @@ int tlm_cmd_adapt(int argc, char **argv) {
     records = recbuf;
   }
   snprintf(ckpt, sizeof ckpt, "%s.ckpt.tmp", out);
+  snprintf(cand, sizeof cand, "%s", out);
+  char *dot = strrchr(cand, '.');
+  if (dot && !strcmp(dot, ".tlmq")) *dot = 0;
+  strcat(cand, ".candidate.tlmq");
+  snprintf(gate_json, sizeof gate_json, "%s.gate.json", cand);
   if (make_parent(out) || make_parent(records)) {
     fprintf(stderr, "tlm adapt: cannot create the directory of %s: %s\n", out, strerror(errno));
     return 1;
@@ -142,8 +198,10 @@ int tlm_cmd_adapt(int argc, char **argv) {
   }
   /* 2. fine-tune on everything measured here so far (the trainer keeps
    * the held-out families out), within the time left; 15 s for loading
-   * the records and quantizing */
-  double left = minutes * 60 - (now_s() - t0) - 15;
+   * the records and quantizing, and the gate's time (about 0.4 s a
+   * held-out task on 2 cores, 374 tasks) */
+  double gate_s = (gate_tasks > 0 && gate_tasks < 374 ? gate_tasks : 374) * 0.4;
+  double left = minutes * 60 - (now_s() - t0) - 15 - gate_s;
   if (left < 10) left = 10;
   char secs[32];
   snprintf(secs, sizeof secs, "%.0f", left);
@@ -156,11 +214,33 @@ int tlm_cmd_adapt(int argc, char **argv) {
     remove(ckpt);
     return rc;
   }
-  /* 3. quantize to the place tlm_create looks (written atomically) */
-  char *qargv[] = {ckpt, (char *)out};
+  /* 3. quantize (written atomically), 4. the gate, 5. install where
+   * tlm_create looks */
+  char *qargv[] = {ckpt, cand};
   rc = tlm_cmd_quantize(2, qargv);
   remove(ckpt);
   if (rc) return rc;
+  char ntasks[16];
+  snprintf(ntasks, sizeof ntasks, "%d", gate_tasks > 0 ? gate_tasks : 1 << 30);
+  char *eargv[] = {"--heldout", "--k", "0", "--random", "0", "--model", cand, "--shared",
+                   (char *)shared, "--json", gate_json, "--max-tasks", ntasks};
+  fprintf(stderr, "tlm adapt: the gate: held-out tasks, the new model's picks against the rule's\n");
+  rc = tlm_cmd_eval((int)(sizeof eargv / sizeof eargv[0]), eargv);
+  char why[1024] = "";
+  int pass = rc == 0 && gate_passes(gate_json, why, sizeof why);
+  if (rc) snprintf(why, sizeof why, "the evaluation failed");
+  if (!pass && !force) {
+    fprintf(stderr,
+            "tlm adapt: not installed: %s. The model is left as %s (results: %s); new shapes keep "
+            "their scheduler; --force installs it anyway. More minutes measure more tasks.\n",
+            why, cand, gate_json);
+    return 0;
+  }
+  if (rename(cand, out)) {
+    fprintf(stderr, "tlm adapt: cannot install %s: %s\n", out, strerror(errno));
+    return 1;
+  }
+  fprintf(stderr, "tlm adapt: gate %s: %s\n", pass ? "passed" : "failed, installed (--force)", why);
   fprintf(stderr,
           "tlm adapt: done in %.1f min; tlm_create loads %s by default on this CPU at this ISA "
           "(TLM_MODEL overrides; delete the file to go back to the shipped model)\n",
