@@ -48,7 +48,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: tlm adapt [--minutes N] [--base MODEL] [--shared DIR] [--out MODEL]\n"
           "                 [--records FILE] [--topk K] [--mutants M] [--collect-share F]\n"
-          "                 [--lr LR] [--seed S] [--gate-tasks N] [--force]\n"
+          "                 [--lr LR] [--seed S] [--gate-tasks N] [--force] [--synthetic S]\n"
           "  Measures schedules on this machine at this target (TLM_ISA narrows it)\n"
           "  and fine-tunes the base model (default: $TLM_MODEL, else the shipped\n"
           "  model) on them into a model for this CPU and ISA, which tlm_create then\n"
@@ -63,7 +63,10 @@ static void usage(FILE *f) {
           "  (--gate-tasks N of them, default all, about 2 minutes), its picks run at\n"
           "  least as fast as the rule's (geometric mean) with no family below 0.95\n"
           "  and no wrong kernel; else it is left as <out>.candidate.tlmq (--force:\n"
-          "  install it anyway).\n");
+          "  install it anyway). --synthetic S: the task list also holds the layers of\n"
+          "  S synthetic transformers (tlm collect --synthetic: widths 256-6144 other\n"
+          "  than the held-out ones), so the model sees more widths than the\n"
+          "  workloads' (default 0).\n");
 }
 
 /* The gate's verdict from tlm eval's JSON: 1 pass, 0 fail (why in msg) */
@@ -119,7 +122,7 @@ int tlm_cmd_adapt(int argc, char **argv) {
   double minutes = 20, share = 0.6;
   int gate_tasks = 0, force = 0;
   const char *base = NULL, *shared = "../shared", *out = NULL, *records = NULL;
-  const char *topk = "8", *mutants = "4", *lr = "3e-4", *seed = "1";
+  const char *topk = "8", *mutants = "4", *lr = "3e-4", *seed = "1", *synthetic = "0";
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--minutes") && v) minutes = atof(argv[++i]);
@@ -134,6 +137,7 @@ int tlm_cmd_adapt(int argc, char **argv) {
     else if (!strcmp(a, "--seed") && v) seed = argv[++i];
     else if (!strcmp(a, "--gate-tasks") && v) gate_tasks = atoi(argv[++i]);
     else if (!strcmp(a, "--force")) force = 1;
+    else if (!strcmp(a, "--synthetic") && v) synthetic = argv[++i];
     else {
       int help = !strcmp(a, "--help") || !strcmp(a, "-h");
       usage(help ? stdout : stderr);
@@ -190,7 +194,8 @@ int tlm_cmd_adapt(int argc, char **argv) {
   char mins[32];
   snprintf(mins, sizeof mins, "%.3f", minutes * share);
   char *cargv[] = {"--shared", (char *)shared, "--out", (char *)records, "--adapt", (char *)base,
-                   "--topk", (char *)topk, "--mutants", (char *)mutants, "--minutes", mins};
+                   "--topk", (char *)topk, "--mutants", (char *)mutants, "--minutes", mins,
+                   "--synthetic", (char *)synthetic};
   int rc = tlm_cmd_collect((int)(sizeof cargv / sizeof cargv[0]), cargv);
   if (rc) {
     fprintf(stderr, "tlm adapt: measuring failed\n");
