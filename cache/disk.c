@@ -76,6 +76,19 @@ static int dir_ok(const char *path) {
   return 1;
 }
 
+int tlm_disk_make_parents(const char *path) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return -1;
+  int rc = 0;
+  for (char *p = tmp + 1; *p; p++)
+    if (*p == '/') {
+      *p = 0;
+      if (mkdir(tmp, 0700) && errno != EEXIST) rc = -1;
+      *p = '/';
+    }
+  return rc;
+}
+
 static int make_dir(const char *path) {
   if (mkdir(path, 0700) && errno != EEXIST) return -1;
   return dir_ok(path) ? 0 : -1;
@@ -88,15 +101,7 @@ int tlm_disk_open(const char *dir, int64_t max_bytes, tlm_disk_warn_fn warn, voi
     snprintf(err, (size_t)errcap, "no usable cache directory");
     return -1;
   }
-  /* create missing parents (e.g. ~/.cache) with 0700 */
-  char tmp[3072];
-  snprintf(tmp, sizeof tmp, "%s", dir);
-  for (char *p = tmp + 1; *p; p++)
-    if (*p == '/') {
-      *p = 0;
-      mkdir(tmp, 0700);
-      *p = '/';
-    }
+  tlm_disk_make_parents(dir); /* e.g. ~/.cache; the directory itself is checked below */
   char sub[3100];
   if (make_dir(dir)) {
     snprintf(err, (size_t)errcap,

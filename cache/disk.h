@@ -110,6 +110,12 @@ int tlm_disk_add_usage(tlm_disk *d, const tlm_disk_usage *u);
  * is unsafe or damaged. */
 int tlm_disk_read_usage(const char *dir, tlm_disk_usage *out);
 
+/* Creates the missing directories above the last component of `path`
+ * (mkdir -p of its parent, each new one with mode 0700); ownership is not
+ * checked here (tlm_disk_open checks the cache directory itself). Returns
+ * 0, or -1 when one could not be created. */
+int tlm_disk_make_parents(const char *path);
+
 /* Resolves the directory from a configured path, $TLM_CACHE_DIR,
  * $XDG_CACHE_HOME/tlm or $HOME/.cache/tlm, into buf. Returns buf or NULL. */
 char *tlm_disk_default_dir(const char *configured, char *buf, size_t cap);

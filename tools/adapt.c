@@ -27,10 +27,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "cache/disk.h"
 #include "runtime/engine.h"
 #include "tools/collect.h"
 #include "tools/eval.h"
@@ -103,22 +103,6 @@ static int gate_passes(const char *json_path, char *msg, size_t cap) {
   return ok;
 }
 
-/* mkdir -p of the directory part of path (mode 0700) */
-static int make_parent(const char *path) {
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (!slash || slash == dir) return 0;
-  *slash = 0;
-  for (char *p = dir + 1; *p; p++)
-    if (*p == '/') {
-      *p = 0;
-      if (mkdir(dir, 0700) && errno != EEXIST) return -1;
-      *p = '/';
-    }
-  return mkdir(dir, 0700) && errno != EEXIST ? -1 : 0;
-}
-
 int tlm_cmd_adapt(int argc, char **argv) {
   double minutes = 20, share = 0.6;
   int gate_tasks = 0, force = 0;
@@ -185,7 +169,7 @@ int tlm_cmd_adapt(int argc, char **argv) {
   if (dot && !strcmp(dot, ".tlmq")) *dot = 0;
   strcat(cand, ".candidate.tlmq");
   snprintf(gate_json, sizeof gate_json, "%s.gate.json", cand);
-  if (make_parent(out) || make_parent(records)) {
+  if (tlm_disk_make_parents(out) || tlm_disk_make_parents(records)) {
     fprintf(stderr, "tlm adapt: cannot create the directory of %s: %s\n", out, strerror(errno));
     return 1;
   }
