@@ -197,7 +197,8 @@ int tlm_cmd_adapt(int argc, char **argv) {
   snprintf(secs, sizeof secs, "%.0f", left);
   char *targv[] = {"--records", (char *)records, "--init", (char *)base, "--out", ckpt,
                    "--steps", "3000", "--pretrain", "0", "--lr", (char *)lr, "--seed", (char *)seed,
-                   "--shared", (char *)shared, "--max-seconds", secs};
+                   "--shared", (char *)shared, "--max-seconds", secs, "--rule-prior",
+                   "--synthetic", (char *)synthetic};
   rc = tlm_cmd_train((int)(sizeof targv / sizeof targv[0]), targv);
   if (rc) {
     fprintf(stderr, "tlm adapt: fine-tuning failed\n");

@@ -459,6 +459,34 @@ static void vote(pend *p, int n, const tlm_best *best) {
   free(agree);
 }
 
+/* --rule-prior: the rule's sentence on `host` for every training task of
+ * the collection's list without a record in `best`. Returns the number
+ * added, -1 when the task list cannot be built. */
+static int add_rule_prior(dataset *fine, const tlm_vocab *vocab, const tlm_target *host,
+                          const char *shared, const tlm_best *best, int nbest, uint64_t seed) {
+  tlm_task_spec *tasks;
+  char err[256];
+  int ntasks = tlm_tasks_build(shared, seed, &tasks, err, sizeof err);
+  if (ntasks < 0) {
+    fprintf(stderr, "tlm train: --rule-prior: %s\n", err);
+    return -1;
+  }
+  int added = 0;
+  for (int i = 0; i < ntasks; i++) {
+    if (tlm_family_heldout(tasks[i].family)) continue;
+    int measured = 0;
+    for (int j = 0; j < nbest && !measured; j++) measured = !strcmp(best[j].task, tasks[i].text);
+    tlm_task task;
+    tlm_space s;
+    if (measured || tlm_task_spec_task(&tasks[i], &task) || tlm_space_init(&s, &task, host)) continue;
+    tlm_schedule rule;
+    tlm_space_default(&s, &rule);
+    if (dataset_add(fine, vocab, &s, &rule) == 0) added++;
+  }
+  free(tasks);
+  return added;
+}
+
 static void usage_train(void) {
   fprintf(stderr,
           "usage: tlm train --records FILE --out CKPT [--steps N] [--pretrain N] [--batch B]\n"
@@ -501,7 +529,14 @@ static void usage_train(void) {
           "  dequantized, or an fp32 checkpoint; its layers, heads and width)\n"
           "  instead of a new model.\n"
           "  --max-seconds S: fine-tuning steps cut to those that fit in about S\n"
-          "  seconds (measured over the first 10), the learning-rate decay with them.\n");
+          "  seconds (measured over the first 10), the learning-rate decay with them.\n"
+          "  --rule-prior: also teach the rule's schedule for this host's target on\n"
+          "  every training task of the collection's list (tlm collect --list, with\n"
+          "  --synthetic N as collect's) that has no record: unmeasured, the\n"
+          "  target-derived rule is the answer to keep; measured tasks override it\n"
+          "  where a schedule beat the rule. What `tlm adapt` uses, so that a model\n"
+          "  fine-tuned on few measurements of a new target falls back on that\n"
+          "  target's rule for shapes unlike those measured.\n");
 }
 
 /* `deadline` (now_s() seconds; 0: none): after 10 steps the run is cut to
@@ -563,6 +598,7 @@ int tlm_cmd_train(int argc, char **argv) {
   uint64_t seed = 1;
   const char *init = NULL; /* --init MODEL: fine-tune it instead of a new model */
   double max_seconds = 0;  /* --max-seconds S: stop training after about S seconds */
+  int rule_prior = 0;      /* --rule-prior: the rule taught on the unmeasured training tasks */
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -594,6 +630,8 @@ int tlm_cmd_train(int argc, char **argv) {
     else if (!strcmp(a, "--max-round") && v) g_max_verify_round = atoi(argv[++i]);
     else if (!strcmp(a, "--init") && v) init = argv[++i];
     else if (!strcmp(a, "--max-seconds") && v) max_seconds = atof(argv[++i]);
+    else if (!strcmp(a, "--rule-prior")) rule_prior = 1;
+    else if (!strcmp(a, "--synthetic") && v) tlm_tasks_set_synthetic(atoi(argv[++i]));
     else {
       usage_train();
       return !strcmp(a, "--help") || !strcmp(a, "-h") ? 0 : 2;
@@ -784,7 +822,20 @@ int tlm_cmd_train(int argc, char **argv) {
     }
   }
   free(pending);
-  (void)shared;
+  int prior_n = rule_prior ? add_rule_prior(&fine, &vocab, &rt->target, shared, best, nbest, seed) : 0;
+  if (prior_n < 0) {
+    dataset_free(&fine);
+    dataset_free(&pre);
+    tlm_best_free(best, nbest);
+    tlm_destroy(rt);
+    return 1;
+  }
+  if (rule_prior) {
+    int32_t hw_words[TLM_LM_HW_WORDS];
+    if (prior_n > 0) tlm_lm_hw_add(&hw_seen, (tlm_lm_hw_words(&vocab, &rt->target, hw_words), hw_words));
+    isa_seen |= prior_n > 0 ? 1u << rt->target.isa : 0;
+    fprintf(stderr, "tlm train: --rule-prior: the rule taught on %d unmeasured training tasks\n", prior_n);
+  }
   if (foreign_isa)
     fprintf(stderr, "tlm train: %d tasks' records are for an ISA this host cannot run: skipped\n",
             foreign_isa);
