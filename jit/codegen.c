@@ -206,7 +206,12 @@ static int emit_pack(cg *g, const ln_node *n, blk *bk) {
  * partial in rows and batches only (2: clamped rows and guarded stores,
  * but whole vectors: the tile's columns are all valid, so B and C move with
  * plain vector loads; masked loads, vmaskmov on AVX2, would slow every k
- * step of an M tail). */
+ * step of an M tail), or, for packed B, any tile (3: clamped rows, guarded
+ * stores, the k loop on whole zero-padded vectors, and C loaded and stored
+ * whole or masked by a branch on the tile's columns, once a tile).
+ * Versions 2 and 3 also serve full tiles: clamping costs a few integer
+ * operations a tile, outside the k loop, while a second copy of the k loop
+ * cost about a fifth of each kernel's compile time. */
 static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
   const tlm_matmul_task *mm = g->mm;
   const int TB = n->tile_b, TM = n->tile_m, NV = n->nvec, W = n->vec;
@@ -221,6 +226,9 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
   LLVMValueRef arow[MAX_ACC], crow[MAX_ACC], rowv[MAX_ACC];
   LLVMValueRef mask[8] = {0};
   int unit_b = (mm->unit & TLM_UNIT_B_N) != 0, unit_c = (mm->unit & TLM_UNIT_C_N) != 0;
+  const int dual = partial == 3, nvar = dual ? 2 : 1; /* C moved whole (variant 0) or masked (1) */
+  LLVMValueRef nomask[8] = {0};
+  LLVMValueRef nfull = dual ? LLVMBuildICmp(g->b, LLVMIntEQ, ns, c64(g, (int64_t)W * NV), "") : NULL;
 
   for (int i = 0; i < TB * TM * NV; i++) acc[i] = alloca_of(g, vt);
   for (int ib = 0; ib < TB; ib++) {
@@ -237,7 +245,7 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
       crow[ib * TM + im] = gep(g, g->pc, add(g, coff[ib], mul(g, r, g->sc[4])));
     }
   }
-  if (partial == 1)
+  if (partial == 1 || dual)
     for (int v = 0; v < NV; v++) mask[v] = lane_mask(g, (int64_t)v * W, W, ns);
   /* packed B: batch bl's panel of this tile's columns, less k0's rows */
   LLVMValueRef pbase[MAX_TB] = {0};
@@ -261,13 +269,23 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
   for (int i = 0; i < TB * TM * NV; i++) LLVMBuildStore(g->b, zero, acc[i]);
   LLVMBuildBr(g->b, join);
   LLVMPositionBuilderAtEnd(g->b, other);
-  for (int r = 0; r < TB * TM; r++)
-    for (int v = 0; v < NV; v++) {
-      LLVMValueRef ns0 = add(g, n0, c64(g, (int64_t)v * W));
-      LLVMBuildStore(g->b, load_lanes(g, crow[r], ns0, unit_c, g->sc[5], W, mask[v], nlast),
-                     acc[r * NV + v]);
-    }
-  LLVMBuildBr(g->b, join);
+  LLVMBasicBlockRef var_bb[2];
+  if (dual) {
+    var_bb[0] = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_load_whole");
+    var_bb[1] = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_load_masked");
+    LLVMBuildCondBr(g->b, nfull, var_bb[0], var_bb[1]);
+  }
+  for (int var = 0; var < nvar; var++) {
+    const LLVMValueRef *mk = dual && var == 0 ? nomask : mask;
+    if (dual) LLVMPositionBuilderAtEnd(g->b, var_bb[var]);
+    for (int r = 0; r < TB * TM; r++)
+      for (int v = 0; v < NV; v++) {
+        LLVMValueRef ns0 = add(g, n0, c64(g, (int64_t)v * W));
+        LLVMBuildStore(g->b, load_lanes(g, crow[r], ns0, unit_c, g->sc[5], W, mk[v], nlast),
+                       acc[r * NV + v]);
+      }
+    LLVMBuildBr(g->b, join);
+  }
   LLVMPositionBuilderAtEnd(g->b, join);
 
   /* k loop: main part unrolled, then the remainder one step at a time */
@@ -335,7 +353,18 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
     LLVMBuildStore(g->b, x, acc[i]);
   }
 
-  /* epilogue in registers after the last k block */
+  /* epilogue in registers after the last k block, then the stores; with
+   * dual, once for whole and once for masked columns */
+  LLVMBasicBlockRef c_done = NULL;
+  if (dual) {
+    var_bb[0] = LLVMAppendBasicBlockInContext(g->C, g->fn, "c_whole");
+    var_bb[1] = LLVMAppendBasicBlockInContext(g->C, g->fn, "c_masked");
+    c_done = LLVMAppendBasicBlockInContext(g->C, g->fn, "c_done");
+    LLVMBuildCondBr(g->b, nfull, var_bb[0], var_bb[1]);
+  }
+  for (int var = 0; var < nvar; var++) {
+  const LLVMValueRef *mk = dual && var == 0 ? nomask : mask;
+  if (dual) LLVMPositionBuilderAtEnd(g->b, var_bb[var]);
   if (n->epilogue) {
     LLVMBasicBlockRef ej = if_begin(g, LLVMBuildICmp(g->b, LLVMIntEQ, kend, g->K, ""));
     for (int ib = 0; ib < TB; ib++)
@@ -344,7 +373,7 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
           LLVMValueRef slot = acc[(ib * TM + im) * NV + v];
           LLVMValueRef x = LLVMBuildLoad2(g->b, vt, slot, "");
           x = epilogue(g, x, roff[ib], rowv[ib * TM + im], add(g, n0, c64(g, (int64_t)v * W)), W,
-                       mask[v], nlast);
+                       mk[v], nlast);
           LLVMBuildStore(g->b, x, slot);
         }
     if_end(g, ej);
@@ -362,10 +391,13 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
       for (int v = 0; v < NV; v++) {
         LLVMValueRef x = LLVMBuildLoad2(g->b, vt, acc[(ib * TM + im) * NV + v], "");
         store_lanes(g, x, crow[ib * TM + im], add(g, n0, c64(g, (int64_t)v * W)), unit_c, g->sc[5], W,
-                    mask[v]);
+                    mk[v]);
       }
       if (partial) if_end(g, sj);
     }
+  if (dual) LLVMBuildBr(g->b, c_done);
+  }
+  if (dual) LLVMPositionBuilderAtEnd(g->b, c_done);
 }
 
 /* Dot-product register tile (vectors along k): tile_b x tile_m x nvec
@@ -467,12 +499,34 @@ static void emit_tile_kvec(cg *g, const ln_node *n, blk *bk, int partial) {
       }
 }
 
-/* Emits a full-tile version (constant sizes, no masks) and a partial one,
- * chosen at run time by whether the block fills the register tile. */
+/* Emits the register tile's versions, chosen at run time by the block's
+ * size: B packed, one (3); B in place, one for whole columns (2, full
+ * tiles and M or batch tails) and one for a column tail (1); dot-product
+ * tiles, a full one (0) and a partial one (1). */
 static int emit_tile(cg *g, const ln_node *n, blk *bk) {
   if (n->tile_b * n->tile_m * n->nvec > MAX_ACC || n->tile_b > MAX_TB || n->nvec > 8) return -1;
   int64_t ncols = n->kvec ? n->nvec : (int64_t)n->vec * n->nvec;
-  void (*version)(cg *, const ln_node *, blk *, int) = n->kvec ? emit_tile_kvec : emit_tile_version;
+  if (!n->kvec) {
+    blk copy = *bk;
+    if (g->packed) {
+      emit_tile_version(g, n, &copy, 3);
+      return 0;
+    }
+    LLVMBasicBlockRef bwhole = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_whole");
+    LLVMBasicBlockRef bmask = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_masked");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_done");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_N], c64(g, ncols), ""), bwhole,
+                    bmask);
+    LLVMPositionBuilderAtEnd(g->b, bwhole);
+    emit_tile_version(g, n, &copy, 2);
+    LLVMBuildBr(g->b, done);
+    LLVMPositionBuilderAtEnd(g->b, bmask);
+    copy = *bk;
+    emit_tile_version(g, n, &copy, 1);
+    LLVMBuildBr(g->b, done);
+    LLVMPositionBuilderAtEnd(g->b, done);
+    return 0;
+  }
   LLVMValueRef full = LLVMBuildAnd(
       g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_B], c64(g, n->tile_b), ""),
       LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_M], c64(g, n->tile_m), ""),
@@ -484,25 +538,11 @@ static int emit_tile(cg *g, const ln_node *n, blk *bk) {
   LLVMBuildCondBr(g->b, full, bfull, bpart);
   LLVMPositionBuilderAtEnd(g->b, bfull);
   blk copy = *bk;
-  version(g, n, &copy, 0);
+  emit_tile_kvec(g, n, &copy, 0);
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, bpart);
-  /* rows short, columns whole: no masks in the k loop. With B packed the
-   * masked version's k loop has none either (whole zero-padded vectors),
-   * only its C loads and stores do, once a tile: that version serves both */
-  if (!n->kvec && !g->packed) {
-    LLVMBasicBlockRef brows = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_rows");
-    LLVMBasicBlockRef bmask = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_masked");
-    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_N], c64(g, ncols), ""),
-                    brows, bmask);
-    LLVMPositionBuilderAtEnd(g->b, brows);
-    copy = *bk;
-    version(g, n, &copy, 2);
-    LLVMBuildBr(g->b, done);
-    LLVMPositionBuilderAtEnd(g->b, bmask);
-  }
   copy = *bk;
-  version(g, n, &copy, 1);
+  emit_tile_kvec(g, n, &copy, 1);
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, done);
   return 0;
