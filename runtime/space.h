@@ -62,12 +62,18 @@
  * family stays at 2. Version 7: on cores whose L1 stride prefetcher has a
  * reach (tlm_target.pf_stride_bytes: Intel's), B rows beyond it are
  * packed whatever the tile's width; AMD targets, the only ones a model
- * has been trained on, keep every decision, so the family stays at 2. */
-#define TLM_RULE_VERSION 7
+ * has been trained on, keep every decision, so the family stays at 2.
+ * Version 8: with more than one worker and all of M in one block, N's
+ * level-1 blocks are grouped into about one contiguous range per worker
+ * (tile_n1); this changes the prompt's rule schedule of small-M matmuls
+ * on the 2-thread machines models were trained on, so the matmul family
+ * moves to 8: models trained before schedule its tasks no more. */
+#define TLM_RULE_VERSION 8
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows
- * now come from half the register file and whose window is unrolled; 2
+ * now come from half the register file and whose window is unrolled;
+ * version 8: matmul and batched matmul, tile_n1 with several workers; 2
  * for every other family). A model trained against rule version v
  * schedules a task only when v >= this (tlm_lm_covers_task): its prompts
  * and its measured records hold the rule and kernels of that time. */

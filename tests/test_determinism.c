@@ -114,6 +114,39 @@ int main(void) {
     CHECK(!tlm_key_equal(&k1, &k8), "plans for 1 and 8 threads share a key");
     tlm_problem_free(&p);
   }
+  /* Rule version 8: several workers and all of M in one block (decode,
+   * short prompts): N's level-1 blocks are grouped so that each worker
+   * takes about one contiguous range (tile_n1), and its busiest worker
+   * has no more blocks than with one-block chunks; one worker, or a
+   * batch, keeps tile_n1 = 1. */
+  {
+    static const char *const shapes[] = {"7x768:768x3072", "32x1024:1024x4096", "13x768:768x768",
+                                         "1x4096:4096x11008"};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+      for (int threads = 1; threads <= 4; threads *= 2) {
+        tlm_target tg = r1->target;
+        tg.threads = threads;
+        tlm_schedule sc;
+        if (rule_schedule(shapes[i], &tg, &sc)) return check_report("test_determinism");
+        int64_t m_rows = atoll(shapes[i]);
+        int64_t n_cols = atoll(strrchr(shapes[i], 'x') + 1);
+        int64_t nb = (n_cols + (int64_t)sc.v[MM_N3] * sc.v[MM_N2] - 1) / ((int64_t)sc.v[MM_N3] * sc.v[MM_N2]);
+        int one_m_block = m_rows <= (int64_t)sc.v[MM_M3] * sc.v[MM_M2];
+        if (threads == 1 || !one_m_block || nb <= threads) {
+          CHECK(sc.v[MM_N1] == 1, "%s, %d threads: tile_n1=%d", shapes[i], threads, sc.v[MM_N1]);
+          continue;
+        }
+        int64_t n1 = sc.v[MM_N1], groups = (nb + n1 - 1) / n1;
+        int64_t busiest = (groups + threads - 1) / threads * n1;
+        if (busiest > nb) busiest = nb;
+        if (threads == 2 && nb % 2 == 0)
+          CHECK(n1 > 1, "%s, %d threads: N's %lld blocks handed out one by one", shapes[i], threads,
+                (long long)nb);
+        CHECK(busiest <= (nb + threads - 1) / threads,
+              "%s, %d threads: busiest worker %lld of %lld blocks", shapes[i], threads,
+              (long long)busiest, (long long)nb);
+      }
+  }
   /* Packed B: the rule's M block does not depend on M beyond the L2 bound
    * (B packed once per block of up to mm_l3_m2 tiles), so 300 and 512 rows
    * run one kernel and each packs B once. */

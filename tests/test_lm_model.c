@@ -584,10 +584,17 @@ int main(void) {
       mmt.kind = TLM_OP_MATMUL;
       dwt.kind = TLM_OP_CONV;
       dwt.u.conv.G = 32, dwt.u.conv.ICg = dwt.u.conv.OCg = 1;
-      CHECK(tlm_lm_covers_task(&lm, &mmt), "a rule-2 model schedules matmuls");
+      tlm_task pwt = dwt; /* a dense convolution: family at version 2 */
+      pwt.u.conv.G = 1, pwt.u.conv.ICg = pwt.u.conv.OCg = 32;
+      CHECK(tlm_lm_covers_task(&lm, &pwt), "a rule-2 model schedules dense convs");
+      CHECK(!tlm_lm_covers_task(&lm, &mmt), "a rule-2 model does not schedule matmuls (rule 8)");
       CHECK(!tlm_lm_covers_task(&lm, &dwt), "a rule-2 model does not schedule depthwise convs");
+      lm.rule_version = 7;
+      CHECK(tlm_lm_covers_task(&lm, &dwt), "a rule-7 model schedules depthwise convs");
+      CHECK(!tlm_lm_covers_task(&lm, &mmt), "a rule-7 model does not schedule matmuls");
       lm.rule_version = TLM_RULE_VERSION;
       CHECK(tlm_lm_covers_task(&lm, &dwt), "a current model schedules depthwise convs");
+      CHECK(tlm_lm_covers_task(&lm, &mmt), "a current model schedules matmuls");
       tlm_lm_free(&lm);
       {
         /* a version-2 file (no hardware list) stands for the Zen 5 VM every
