@@ -503,48 +503,41 @@ static void emit_tile_kvec(cg *g, const ln_node *n, blk *bk, int partial) {
  * size: B packed, one (3); B in place, one for whole columns (2, full
  * tiles and M or batch tails) and one for a column tail (1); dot-product
  * tiles, a full one (0) and a partial one (1). */
+/* if (cond) version(a) else version(b), each on its own copy of the block */
+static void emit_two_versions(cg *g, const ln_node *n, blk *bk, LLVMValueRef cond,
+                              void (*version)(cg *, const ln_node *, blk *, int), int a, int b) {
+  LLVMBasicBlockRef ba = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_a");
+  LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_b");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_done");
+  LLVMBuildCondBr(g->b, cond, ba, bb);
+  const int which[2] = {a, b};
+  const LLVMBasicBlockRef at[2] = {ba, bb};
+  for (int i = 0; i < 2; i++) {
+    LLVMPositionBuilderAtEnd(g->b, at[i]);
+    blk copy = *bk;
+    version(g, n, &copy, which[i]);
+    LLVMBuildBr(g->b, done);
+  }
+  LLVMPositionBuilderAtEnd(g->b, done);
+}
+
 static int emit_tile(cg *g, const ln_node *n, blk *bk) {
   if (n->tile_b * n->tile_m * n->nvec > MAX_ACC || n->tile_b > MAX_TB || n->nvec > 8) return -1;
   int64_t ncols = n->kvec ? n->nvec : (int64_t)n->vec * n->nvec;
-  if (!n->kvec) {
+  LLVMValueRef whole_n = LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_N], c64(g, ncols), "");
+  if (!n->kvec && g->packed) {
     blk copy = *bk;
-    if (g->packed) {
-      emit_tile_version(g, n, &copy, 3);
-      return 0;
-    }
-    LLVMBasicBlockRef bwhole = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_whole");
-    LLVMBasicBlockRef bmask = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_masked");
-    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_done");
-    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_N], c64(g, ncols), ""), bwhole,
-                    bmask);
-    LLVMPositionBuilderAtEnd(g->b, bwhole);
-    emit_tile_version(g, n, &copy, 2);
-    LLVMBuildBr(g->b, done);
-    LLVMPositionBuilderAtEnd(g->b, bmask);
-    copy = *bk;
-    emit_tile_version(g, n, &copy, 1);
-    LLVMBuildBr(g->b, done);
-    LLVMPositionBuilderAtEnd(g->b, done);
-    return 0;
+    emit_tile_version(g, n, &copy, 3);
+  } else if (!n->kvec) {
+    emit_two_versions(g, n, bk, whole_n, emit_tile_version, 2, 1);
+  } else {
+    LLVMValueRef full = LLVMBuildAnd(
+        g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_B], c64(g, n->tile_b), ""),
+        LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_M], c64(g, n->tile_m), ""),
+                     whole_n, ""),
+        "");
+    emit_two_versions(g, n, bk, full, emit_tile_kvec, 0, 1);
   }
-  LLVMValueRef full = LLVMBuildAnd(
-      g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_B], c64(g, n->tile_b), ""),
-      LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_M], c64(g, n->tile_m), ""),
-                   LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_N], c64(g, ncols), ""), ""),
-      "");
-  LLVMBasicBlockRef bfull = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_full");
-  LLVMBasicBlockRef bpart = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_partial");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->C, g->fn, "tile_done");
-  LLVMBuildCondBr(g->b, full, bfull, bpart);
-  LLVMPositionBuilderAtEnd(g->b, bfull);
-  blk copy = *bk;
-  emit_tile_kvec(g, n, &copy, 0);
-  LLVMBuildBr(g->b, done);
-  LLVMPositionBuilderAtEnd(g->b, bpart);
-  copy = *bk;
-  emit_tile_kvec(g, n, &copy, 1);
-  LLVMBuildBr(g->b, done);
-  LLVMPositionBuilderAtEnd(g->b, done);
   return 0;
 }
 
