@@ -499,10 +499,6 @@ static void emit_tile_kvec(cg *g, const ln_node *n, blk *bk, int partial) {
       }
 }
 
-/* Emits the register tile's versions, chosen at run time by the block's
- * size: B packed, one (3); B in place, one for whole columns (2, full
- * tiles and M or batch tails) and one for a column tail (1); dot-product
- * tiles, a full one (0) and a partial one (1). */
 /* if (cond) version(a) else version(b), each on its own copy of the block */
 static void emit_two_versions(cg *g, const ln_node *n, blk *bk, LLVMValueRef cond,
                               void (*version)(cg *, const ln_node *, blk *, int), int a, int b) {
@@ -521,14 +517,20 @@ static void emit_two_versions(cg *g, const ln_node *n, blk *bk, LLVMValueRef con
   LLVMPositionBuilderAtEnd(g->b, done);
 }
 
+/* Emits the register tile's versions, chosen at run time by the block's
+ * size: B packed, one (3); B in place, one for whole columns (2, full
+ * tiles and M or batch tails) and one for a column tail (1); dot-product
+ * tiles, a full one (0) and a partial one (1). */
 static int emit_tile(cg *g, const ln_node *n, blk *bk) {
   if (n->tile_b * n->tile_m * n->nvec > MAX_ACC || n->tile_b > MAX_TB || n->nvec > 8) return -1;
   int64_t ncols = n->kvec ? n->nvec : (int64_t)n->vec * n->nvec;
-  LLVMValueRef whole_n = LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_N], c64(g, ncols), "");
   if (!n->kvec && g->packed) {
     blk copy = *bk;
     emit_tile_version(g, n, &copy, 3);
-  } else if (!n->kvec) {
+    return 0;
+  }
+  LLVMValueRef whole_n = LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_N], c64(g, ncols), "");
+  if (!n->kvec) {
     emit_two_versions(g, n, bk, whole_n, emit_tile_version, 2, 1);
   } else {
     LLVMValueRef full = LLVMBuildAnd(
