@@ -1,0 +1,534 @@
+/* codegen_gpu.c - GPU matmul schedules to LLVM IR and PTX.
+ *
+ * Kernel structure (see runtime/gpu.h for the decisions), per block:
+ *
+ *   z -> batch coordinates -> operand offsets
+ *   m0 = blockIdx.y * bm, n0 = blockIdx.x * bn
+ *   stage tile 0: registers <- global (zeros past M, N, K), shared <- registers
+ *   barrier
+ *   for kt in 0 .. ceil(K / bk) - 1:
+ *     [stages 2] registers <- global tile kt + 1 (zeros past K)
+ *     for kk in 0 .. bk - 1 (unrolled by "unroll"):
+ *       a[i] = As[kk][ty + i*TY], b[j] = Bs[kk][tx + j*TX]
+ *       acc[i][j] += a[i] * b[j]
+ *     [stages 2] other buffer <- registers; barrier
+ *     [stages 1] barrier; buffer <- global tile kt + 1; barrier
+ *   epilogue: (+ bias[n]) -> activation -> (+ residual) -> C, for m < M, n < N
+ *
+ * Loads past the operands' ends never happen: an element outside M, N or K
+ * reads the operand's first element and the value is replaced by zero.
+ */
+#include "codegen_gpu.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gg {
+  LLVMContextRef C;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b, ab;
+  LLVMValueRef fn;
+  int host;
+  LLVMTypeRef i1, i32, i64, f32, gptr, sptr, vd;
+  LLVMValueRef args, ids, smem, barrier, bctx; /* host form */
+  LLVMValueRef argv[GA_COUNT];                 /* loaded or parameter values */
+} gg;
+
+static LLVMValueRef c64(gg *g, int64_t v) { return LLVMConstInt(g->i64, (unsigned long long)v, 1); }
+static LLVMValueRef c32(gg *g, int32_t v) { return LLVMConstInt(g->i32, (unsigned long long)v, 1); }
+static LLVMValueRef add(gg *g, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildAdd(g->b, x, y, ""); }
+static LLVMValueRef mul(gg *g, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildMul(g->b, x, y, ""); }
+static LLVMValueRef slt(gg *g, LLVMValueRef x, LLVMValueRef y) {
+  return LLVMBuildICmp(g->b, LLVMIntSLT, x, y, "");
+}
+static LLVMValueRef fconst(gg *g, double v) { return LLVMConstReal(g->f32, v); }
+
+static LLVMValueRef intrinsic(gg *g, const char *name, LLVMTypeRef *ovl, size_t novl,
+                              LLVMValueRef *args, unsigned nargs) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(g->mod, id, ovl, novl);
+  LLVMTypeRef ft = LLVMIntrinsicGetType(g->C, id, ovl, novl);
+  return LLVMBuildCall2(g->b, ft, f, args, nargs, "");
+}
+
+/* thread index, block x, y, z as i32 */
+static LLVMValueRef special(gg *g, int which) {
+  if (g->host) {
+    LLVMValueRef idx = c64(g, which);
+    LLVMValueRef p = LLVMBuildGEP2(g->b, g->i32, g->ids, &idx, 1, "");
+    return LLVMBuildLoad2(g->b, g->i32, p, "");
+  }
+  static const char *const names[4] = {"llvm.nvvm.read.ptx.sreg.tid.x",
+                                       "llvm.nvvm.read.ptx.sreg.ctaid.x",
+                                       "llvm.nvvm.read.ptx.sreg.ctaid.y",
+                                       "llvm.nvvm.read.ptx.sreg.ctaid.z"};
+  return intrinsic(g, names[which], NULL, 0, NULL, 0);
+}
+
+static void barrier(gg *g) {
+  if (g->host) {
+    LLVMTypeRef pt = LLVMPointerTypeInContext(g->C, 0);
+    LLVMTypeRef ft = LLVMFunctionType(g->vd, &pt, 1, 0);
+    LLVMValueRef a = g->bctx;
+    LLVMBuildCall2(g->b, ft, g->barrier, &a, 1, "");
+    return;
+  }
+  intrinsic(g, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);
+}
+
+static LLVMValueRef gptr_arg(gg *g, int i) { return LLVMBuildIntToPtr(g->b, g->argv[i], g->gptr, ""); }
+
+static LLVMValueRef gload(gg *g, LLVMValueRef base, LLVMValueRef idx) {
+  LLVMValueRef p = LLVMBuildGEP2(g->b, g->f32, base, &idx, 1, "");
+  LLVMValueRef v = LLVMBuildLoad2(g->b, g->f32, p, "");
+  LLVMSetAlignment(v, 4);
+  return v;
+}
+static void gstore(gg *g, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx) {
+  LLVMValueRef p = LLVMBuildGEP2(g->b, g->f32, base, &idx, 1, "");
+  LLVMSetAlignment(LLVMBuildStore(g->b, v, p), 4);
+}
+
+static LLVMBasicBlockRef block(gg *g, const char *name) { return LLVMAppendBasicBlockInContext(g->C, g->fn, name); }
+
+/* x * log2(e) through ex2: exp(x) */
+static LLVMValueRef fexp(gg *g, LLVMValueRef x) {
+  LLVMValueRef y = LLVMBuildFMul(g->b, x, fconst(g, 1.4426950408889634), "");
+  if (g->host) return intrinsic(g, "llvm.exp2", &g->f32, 1, &y, 1);
+  return intrinsic(g, "llvm.nvvm.ex2.approx.f", NULL, 0, &y, 1);
+}
+
+static LLVMValueRef fmaxf_(gg *g, LLVMValueRef x, LLVMValueRef y) {
+  LLVMValueRef a[2] = {x, y};
+  return intrinsic(g, "llvm.maxnum", &g->f32, 1, a, 2);
+}
+static LLVMValueRef fminf_(gg *g, LLVMValueRef x, LLVMValueRef y) {
+  LLVMValueRef a[2] = {x, y};
+  return intrinsic(g, "llvm.minnum", &g->f32, 1, a, 2);
+}
+
+static LLVMValueRef activation(gg *g, int act, LLVMValueRef x) {
+  switch (act) {
+  case TLM_ACT_RELU: return fmaxf_(g, x, fconst(g, 0.0));
+  case TLM_ACT_RELU6: return fminf_(g, fmaxf_(g, x, fconst(g, 0.0)), fconst(g, 6.0));
+  case TLM_ACT_SILU: { /* x / (1 + exp(-x)) */
+    LLVMValueRef e = fexp(g, LLVMBuildFNeg(g->b, x, ""));
+    return LLVMBuildFDiv(g->b, x, LLVMBuildFAdd(g->b, fconst(g, 1.0), e, ""), "");
+  }
+  case TLM_ACT_GELU_TANH: { /* 0.5 x (1 + tanh(u)), tanh(u) = 1 - 2 / (exp(2u) + 1) */
+    LLVMValueRef x3 = LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, x, x, ""), x, "");
+    LLVMValueRef u = LLVMBuildFMul(
+        g->b, fconst(g, 0.7978845608028654),
+        LLVMBuildFAdd(g->b, x, LLVMBuildFMul(g->b, fconst(g, 0.044715), x3, ""), ""), "");
+    LLVMValueRef e = fexp(g, LLVMBuildFMul(g->b, u, fconst(g, 2.0), ""));
+    LLVMValueRef th = LLVMBuildFSub(
+        g->b, fconst(g, 1.0),
+        LLVMBuildFDiv(g->b, fconst(g, 2.0), LLVMBuildFAdd(g->b, e, fconst(g, 1.0), ""), ""), "");
+    return LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, fconst(g, 0.5), x, ""),
+                         LLVMBuildFAdd(g->b, fconst(g, 1.0), th, ""), "");
+  }
+  default: return x;
+  }
+}
+
+typedef struct mmk {
+  int32_t tm, tn, bm, bn, bk, stages, unroll, TX, TY, threads, na, nb;
+  int a_kmajor_load; /* A unit-stride in k: consecutive threads read consecutive k */
+  int b_nmajor_load; /* B unit-stride in n */
+  LLVMValueRef tid, tx, ty, m0, n0, M, N, K;
+  LLVMValueRef pa, pb, sam, sak, sbk, sbn;
+  LLVMValueRef ra[64], rb[64]; /* staged elements held in registers */
+} mmk;
+
+/* Loads this thread's elements of the A and B tiles at k0 into k->ra/rb. */
+static void load_tiles(gg *g, mmk *k, LLVMValueRef k0) {
+  for (int r = 0; r < k->na; r++) {
+    int64_t e0 = (int64_t)r * k->threads; /* element = tid + e0 */
+    LLVMValueRef e = add(g, k->tid, c64(g, e0)), ml, kl;
+    if (k->a_kmajor_load) {
+      ml = LLVMBuildUDiv(g->b, e, c64(g, k->bk), "");
+      kl = LLVMBuildURem(g->b, e, c64(g, k->bk), "");
+    } else {
+      kl = LLVMBuildUDiv(g->b, e, c64(g, k->bm), "");
+      ml = LLVMBuildURem(g->b, e, c64(g, k->bm), "");
+    }
+    LLVMValueRef m = add(g, k->m0, ml), kk = add(g, k0, kl);
+    LLVMValueRef in = LLVMBuildAnd(g->b, slt(g, m, k->M), slt(g, kk, k->K), "");
+    LLVMValueRef off = add(g, mul(g, m, k->sam), mul(g, kk, k->sak));
+    off = LLVMBuildSelect(g->b, in, off, c64(g, 0), "");
+    k->ra[r] = LLVMBuildSelect(g->b, in, gload(g, k->pa, off), fconst(g, 0.0), "");
+  }
+  for (int r = 0; r < k->nb; r++) {
+    int64_t e0 = (int64_t)r * k->threads;
+    LLVMValueRef e = add(g, k->tid, c64(g, e0)), nl, kl;
+    if (k->b_nmajor_load) {
+      kl = LLVMBuildUDiv(g->b, e, c64(g, k->bn), "");
+      nl = LLVMBuildURem(g->b, e, c64(g, k->bn), "");
+    } else {
+      nl = LLVMBuildUDiv(g->b, e, c64(g, k->bk), "");
+      kl = LLVMBuildURem(g->b, e, c64(g, k->bk), "");
+    }
+    LLVMValueRef n = add(g, k->n0, nl), kk = add(g, k0, kl);
+    LLVMValueRef in = LLVMBuildAnd(g->b, slt(g, n, k->N), slt(g, kk, k->K), "");
+    LLVMValueRef off = add(g, mul(g, kk, k->sbk), mul(g, n, k->sbn));
+    off = LLVMBuildSelect(g->b, in, off, c64(g, 0), "");
+    k->rb[r] = LLVMBuildSelect(g->b, in, gload(g, k->pb, off), fconst(g, 0.0), "");
+  }
+}
+
+/* shared index of A element (kl, ml) and B element (kl, nl) in a stage */
+static void store_tiles(gg *g, mmk *k, LLVMValueRef stage_off) {
+  for (int r = 0; r < k->na; r++) {
+    LLVMValueRef e = add(g, k->tid, c64(g, (int64_t)r * k->threads)), ml, kl;
+    if (k->a_kmajor_load) {
+      ml = LLVMBuildUDiv(g->b, e, c64(g, k->bk), "");
+      kl = LLVMBuildURem(g->b, e, c64(g, k->bk), "");
+    } else {
+      kl = LLVMBuildUDiv(g->b, e, c64(g, k->bm), "");
+      ml = LLVMBuildURem(g->b, e, c64(g, k->bm), "");
+    }
+    gstore(g, k->ra[r], g->smem, add(g, stage_off, add(g, mul(g, kl, c64(g, k->bm)), ml)));
+  }
+  int64_t boff = (int64_t)k->bk * k->bm;
+  for (int r = 0; r < k->nb; r++) {
+    LLVMValueRef e = add(g, k->tid, c64(g, (int64_t)r * k->threads)), nl, kl;
+    if (k->b_nmajor_load) {
+      kl = LLVMBuildUDiv(g->b, e, c64(g, k->bn), "");
+      nl = LLVMBuildURem(g->b, e, c64(g, k->bn), "");
+    } else {
+      nl = LLVMBuildUDiv(g->b, e, c64(g, k->bk), "");
+      kl = LLVMBuildURem(g->b, e, c64(g, k->bk), "");
+    }
+    gstore(g, k->rb[r], g->smem,
+           add(g, stage_off, add(g, c64(g, boff), add(g, mul(g, kl, c64(g, k->bn)), nl))));
+  }
+}
+
+int tlm_codegen_gpu_matmul(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched,
+                           int code, const char *name, LLVMModuleRef *out, char *err, int errcap) {
+  *out = NULL;
+  if (task->kind != TLM_OP_MATMUL || sched->n != GM_NPOINTS) {
+    snprintf(err, (size_t)errcap, "GPU code generation covers matmul schedules only");
+    return -1;
+  }
+  const tlm_matmul_task *t = &task->u.mm;
+  gg G = {0}, *g = &G;
+  mmk K = {0}, *k = &K;
+  const int32_t *v = sched->v;
+  k->tm = v[GM_TM], k->tn = v[GM_TN], k->bm = v[GM_BM], k->bn = v[GM_BN], k->bk = v[GM_BK];
+  k->stages = v[GM_STAGES], k->unroll = v[GM_UNROLL];
+  if (k->tm < 1 || k->tn < 1 || k->bm % k->tm || k->bn % k->tn || k->bk < 1 || k->unroll < 1 ||
+      k->bk % k->unroll || k->tm * k->tn > 64 || (k->stages != 1 && k->stages != 2)) {
+    snprintf(err, (size_t)errcap, "GPU schedule out of range");
+    return -1;
+  }
+  k->TX = k->bn / k->tn, k->TY = k->bm / k->tm, k->threads = k->TX * k->TY;
+  if (((int64_t)k->bm * k->bk) % k->threads || ((int64_t)k->bn * k->bk) % k->threads) {
+    snprintf(err, (size_t)errcap, "GPU schedule: tiles do not split evenly over the threads");
+    return -1;
+  }
+  k->na = k->bm * k->bk / k->threads, k->nb = k->bn * k->bk / k->threads;
+  if (k->na > 64 || k->nb > 64) {
+    snprintf(err, (size_t)errcap, "GPU schedule: too many staged elements a thread");
+    return -1;
+  }
+  k->a_kmajor_load = (t->unit & TLM_UNIT_A_K) != 0;
+  k->b_nmajor_load = (t->unit & TLM_UNIT_B_N) != 0 || !(t->unit & TLM_UNIT_B_K);
+
+  g->C = ctx;
+  g->host = code == TLM_GPU_CODE_HOST;
+  g->mod = LLVMModuleCreateWithNameInContext(name, ctx);
+  g->i1 = LLVMInt1TypeInContext(ctx), g->i32 = LLVMInt32TypeInContext(ctx);
+  g->i64 = LLVMInt64TypeInContext(ctx), g->f32 = LLVMFloatTypeInContext(ctx);
+  g->vd = LLVMVoidTypeInContext(ctx);
+  g->gptr = LLVMPointerTypeInContext(ctx, g->host ? 0 : 1);
+  g->sptr = LLVMPointerTypeInContext(ctx, g->host ? 0 : 3);
+  int64_t smem_floats = (int64_t)k->stages * k->bk * (k->bm + k->bn);
+
+  if (g->host) {
+    LLVMTypeRef p0 = LLVMPointerTypeInContext(ctx, 0);
+    LLVMTypeRef ps[5] = {p0, p0, p0, p0, p0};
+    g->fn = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, ps, 5, 0));
+    g->args = LLVMGetParam(g->fn, 0), g->ids = LLVMGetParam(g->fn, 1);
+    g->smem = LLVMGetParam(g->fn, 2), g->barrier = LLVMGetParam(g->fn, 3);
+    g->bctx = LLVMGetParam(g->fn, 4);
+  } else {
+    LLVMTypeRef ps[GA_COUNT];
+    for (int i = 0; i < GA_COUNT; i++) ps[i] = g->i64;
+    g->fn = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, ps, GA_COUNT, 0));
+    LLVMSetFunctionCallConv(g->fn, LLVMPTXKernelCallConv);
+    /* the kernel marker and its block size for the register allocator */
+    LLVMMetadataRef kmd[3] = {LLVMValueAsMetadata(g->fn), LLVMMDStringInContext2(ctx, "kernel", 6),
+                              LLVMValueAsMetadata(c32(g, 1))};
+    LLVMAddNamedMetadataOperand(g->mod, "nvvm.annotations",
+                                LLVMMetadataAsValue(ctx, LLVMMDNodeInContext2(ctx, kmd, 3)));
+    LLVMMetadataRef tmd[3] = {LLVMValueAsMetadata(g->fn),
+                              LLVMMDStringInContext2(ctx, "maxntidx", 8),
+                              LLVMValueAsMetadata(c32(g, k->threads))};
+    LLVMAddNamedMetadataOperand(g->mod, "nvvm.annotations",
+                                LLVMMetadataAsValue(ctx, LLVMMDNodeInContext2(ctx, tmd, 3)));
+    LLVMTypeRef at = LLVMArrayType2(g->f32, (uint64_t)smem_floats);
+    LLVMValueRef gv = LLVMAddGlobalInAddressSpace(g->mod, at, "tlm_smem", 3);
+    LLVMSetInitializer(gv, LLVMGetUndef(at));
+    LLVMSetLinkage(gv, LLVMInternalLinkage);
+    LLVMSetAlignment(gv, 16);
+    g->smem = gv;
+  }
+  LLVMAddAttributeAtIndex(g->fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateEnumAttribute(ctx, LLVMGetEnumAttributeKindForName("nounwind", 8), 0));
+
+  LLVMBasicBlockRef entry = block(g, "entry");
+  g->b = LLVMCreateBuilderInContext(ctx);
+  LLVMPositionBuilderAtEnd(g->b, entry);
+  for (int i = 0; i < GA_COUNT; i++) {
+    if (g->host) {
+      LLVMValueRef idx = c64(g, i);
+      LLVMValueRef p = LLVMBuildGEP2(g->b, g->i64, g->args, &idx, 1, "");
+      g->argv[i] = LLVMBuildLoad2(g->b, g->i64, p, "");
+    } else {
+      g->argv[i] = LLVMGetParam(g->fn, (unsigned)i);
+    }
+  }
+  /* accumulators, promoted to registers by SROA: every index is constant */
+  LLVMTypeRef acc_t = LLVMArrayType2(g->f32, (uint64_t)(k->tm * k->tn));
+  LLVMValueRef acc = LLVMBuildAlloca(g->b, acc_t, "acc");
+  for (int i = 0; i < k->tm * k->tn; i++) {
+    LLVMValueRef ix[2] = {c64(g, 0), c64(g, i)};
+    LLVMBuildStore(g->b, fconst(g, 0.0), LLVMBuildGEP2(g->b, acc_t, acc, ix, 2, ""));
+  }
+
+  k->M = g->argv[GA_M], k->N = g->argv[GA_N], k->K = g->argv[GA_K];
+  k->sam = g->argv[GA_SAM];
+  k->sak = (t->unit & TLM_UNIT_A_K) ? c64(g, 1) : g->argv[GA_SAK];
+  k->sbk = (t->unit & TLM_UNIT_B_K) ? c64(g, 1) : g->argv[GA_SBK];
+  k->sbn = (t->unit & TLM_UNIT_B_N) ? c64(g, 1) : g->argv[GA_SBN];
+  k->tid = LLVMBuildZExt(g->b, special(g, 0), g->i64, "tid");
+  k->tx = LLVMBuildURem(g->b, k->tid, c64(g, k->TX), "tx");
+  k->ty = LLVMBuildUDiv(g->b, k->tid, c64(g, k->TX), "ty");
+  k->n0 = mul(g, LLVMBuildZExt(g->b, special(g, 1), g->i64, ""), c64(g, k->bn));
+  k->m0 = mul(g, LLVMBuildZExt(g->b, special(g, 2), g->i64, ""), c64(g, k->bm));
+  /* batch coordinates of blockIdx.z, innermost dim last */
+  LLVMValueRef z = LLVMBuildZExt(g->b, special(g, 3), g->i64, "");
+  LLVMValueRef offa = c64(g, 0), offb = c64(g, 0), offc = c64(g, 0), offr = c64(g, 0);
+  if (t->nbatch > 0) {
+    for (int d = 3; d >= 0; d--) {
+      LLVMValueRef ext = g->argv[GA_BATCH + d];
+      LLVMValueRef i = LLVMBuildURem(g->b, z, ext, "");
+      z = LLVMBuildUDiv(g->b, z, ext, "");
+      offa = add(g, offa, mul(g, i, g->argv[GA_SAB + d]));
+      offb = add(g, offb, mul(g, i, g->argv[GA_SBB + d]));
+      offc = add(g, offc, mul(g, i, g->argv[GA_SCB + d]));
+      offr = add(g, offr, mul(g, i, g->argv[GA_SRB + d]));
+    }
+  }
+  k->pa = LLVMBuildGEP2(g->b, g->f32, gptr_arg(g, GA_A), &offa, 1, "");
+  k->pb = LLVMBuildGEP2(g->b, g->f32, gptr_arg(g, GA_B), &offb, 1, "");
+  LLVMValueRef pc = LLVMBuildGEP2(g->b, g->f32, gptr_arg(g, GA_C), &offc, 1, "");
+
+  /* nkt = ceil(K / bk) >= 1 */
+  LLVMValueRef nkt = LLVMBuildUDiv(g->b, add(g, k->K, c64(g, k->bk - 1)), c64(g, k->bk), "nkt");
+  int64_t stage_floats = (int64_t)k->bk * (k->bm + k->bn);
+  load_tiles(g, k, c64(g, 0));
+  store_tiles(g, k, c64(g, 0));
+  barrier(g);
+
+  LLVMBasicBlockRef loop = block(g, "kt"), after = block(g, "epilogue");
+  LLVMBuildBr(g->b, loop);
+  LLVMPositionBuilderAtEnd(g->b, loop);
+  LLVMValueRef kt = LLVMBuildPhi(g->b, g->i64, "kt");
+  LLVMValueRef kt1 = add(g, kt, c64(g, 1));
+  LLVMValueRef stage_off = c64(g, 0), other_off = c64(g, 0);
+  if (k->stages == 2) {
+    LLVMValueRef st = LLVMBuildAnd(g->b, kt, c64(g, 1), "");
+    stage_off = mul(g, st, c64(g, stage_floats));
+    other_off = mul(g, LLVMBuildXor(g->b, st, c64(g, 1), ""), c64(g, stage_floats));
+    /* the next tiles (all zeros past K, so the last step needs no branch) */
+    load_tiles(g, k, mul(g, kt1, c64(g, k->bk)));
+  }
+  /* the k loop over the staged tile: bk / unroll iterations of unroll steps */
+  LLVMValueRef a_base = stage_off;
+  LLVMValueRef b_base = add(g, stage_off, c64(g, (int64_t)k->bk * k->bm));
+  LLVMBasicBlockRef kk_loop = NULL, kk_done = NULL;
+  LLVMValueRef kk0 = c64(g, 0), kkphi = NULL;
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b);
+  if (k->unroll < k->bk) {
+    kk_loop = block(g, "kk"), kk_done = block(g, "kk_done");
+    LLVMBuildBr(g->b, kk_loop);
+    LLVMPositionBuilderAtEnd(g->b, kk_loop);
+    kkphi = LLVMBuildPhi(g->b, g->i64, "kk");
+    kk0 = kkphi;
+  }
+  int steps = k->unroll < k->bk ? k->unroll : k->bk;
+  for (int s = 0; s < steps; s++) {
+    LLVMValueRef kk = add(g, kk0, c64(g, s));
+    LLVMValueRef av[8], bv[8];
+    for (int i = 0; i < k->tm; i++)
+      av[i] = gload(g, g->smem,
+                    add(g, a_base, add(g, mul(g, kk, c64(g, k->bm)), add(g, k->ty, c64(g, (int64_t)i * k->TY)))));
+    for (int j = 0; j < k->tn; j++)
+      bv[j] = gload(g, g->smem,
+                    add(g, b_base, add(g, mul(g, kk, c64(g, k->bn)), add(g, k->tx, c64(g, (int64_t)j * k->TX)))));
+    for (int i = 0; i < k->tm; i++)
+      for (int j = 0; j < k->tn; j++) {
+        LLVMValueRef ix[2] = {c64(g, 0), c64(g, i * k->tn + j)};
+        LLVMValueRef p = LLVMBuildGEP2(g->b, acc_t, acc, ix, 2, "");
+        LLVMValueRef fa[3] = {av[i], bv[j], LLVMBuildLoad2(g->b, g->f32, p, "")};
+        LLVMBuildStore(g->b, intrinsic(g, "llvm.fmuladd", &g->f32, 1, fa, 3), p);
+      }
+  }
+  if (kk_loop) {
+    LLVMValueRef next = add(g, kkphi, c64(g, k->unroll));
+    LLVMValueRef zero = c64(g, 0);
+    LLVMAddIncoming(kkphi, &zero, &pre, 1);
+    LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
+    LLVMAddIncoming(kkphi, &next, &cur, 1);
+    LLVMBuildCondBr(g->b, slt(g, next, c64(g, k->bk)), kk_loop, kk_done);
+    LLVMPositionBuilderAtEnd(g->b, kk_done);
+  }
+  if (k->stages == 2) {
+    store_tiles(g, k, other_off);
+    barrier(g);
+  } else {
+    barrier(g);
+    load_tiles(g, k, mul(g, kt1, c64(g, k->bk)));
+    store_tiles(g, k, c64(g, 0));
+    barrier(g);
+  }
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
+  LLVMValueRef zero = c64(g, 0);
+  LLVMAddIncoming(kt, &zero, &entry, 1);
+  LLVMAddIncoming(kt, &kt1, &latch, 1);
+  LLVMBuildCondBr(g->b, slt(g, kt1, nkt), loop, after);
+
+  /* epilogue */
+  LLVMPositionBuilderAtEnd(g->b, after);
+  LLVMValueRef pbias = t->has_bias ? gptr_arg(g, GA_BIAS) : NULL;
+  LLVMValueRef pr = NULL;
+  if (t->has_residual) pr = LLVMBuildGEP2(g->b, g->f32, gptr_arg(g, GA_R), &offr, 1, "");
+  LLVMValueRef scm = g->argv[GA_SCM];
+  LLVMValueRef scn = (t->unit & TLM_UNIT_C_N) ? c64(g, 1) : g->argv[GA_SCN];
+  for (int i = 0; i < k->tm; i++) {
+    LLVMValueRef m = add(g, k->m0, add(g, k->ty, c64(g, (int64_t)i * k->TY)));
+    for (int j = 0; j < k->tn; j++) {
+      LLVMValueRef n = add(g, k->n0, add(g, k->tx, c64(g, (int64_t)j * k->TX)));
+      LLVMValueRef in = LLVMBuildAnd(g->b, slt(g, m, k->M), slt(g, n, k->N), "");
+      LLVMBasicBlockRef yes = block(g, "st"), next = block(g, "st_next");
+      LLVMBuildCondBr(g->b, in, yes, next);
+      LLVMPositionBuilderAtEnd(g->b, yes);
+      LLVMValueRef ix[2] = {c64(g, 0), c64(g, i * k->tn + j)};
+      LLVMValueRef x = LLVMBuildLoad2(g->b, g->f32, LLVMBuildGEP2(g->b, acc_t, acc, ix, 2, ""), "");
+      if (pbias) {
+        LLVMValueRef sb = (t->unit & TLM_UNIT_BIAS) ? c64(g, 1) : g->argv[GA_SBIAS];
+        x = LLVMBuildFAdd(g->b, x, gload(g, pbias, mul(g, n, sb)), "");
+      }
+      x = activation(g, t->act, x);
+      if (pr) {
+        LLVMValueRef srn = (t->unit & TLM_UNIT_R_N) ? c64(g, 1) : g->argv[GA_SRN];
+        x = LLVMBuildFAdd(g->b, x, gload(g, pr, add(g, mul(g, m, g->argv[GA_SRM]), mul(g, n, srn))), "");
+      }
+      gstore(g, x, pc, add(g, mul(g, m, scm), mul(g, n, scn)));
+      LLVMBuildBr(g->b, next);
+      LLVMPositionBuilderAtEnd(g->b, next);
+    }
+  }
+  LLVMBuildRetVoid(g->b);
+  LLVMDisposeBuilder(g->b);
+
+  char *msg = NULL;
+  if (LLVMVerifyModule(g->mod, LLVMReturnStatusAction, &msg)) {
+    snprintf(err, (size_t)errcap, "GPU kernel IR does not verify: %.200s", msg ? msg : "");
+    LLVMDisposeMessage(msg);
+    LLVMDisposeModule(g->mod);
+    return -1;
+  }
+  LLVMDisposeMessage(msg);
+  *out = g->mod;
+  return 0;
+}
+
+static pthread_once_t g_nvptx_once = PTHREAD_ONCE_INIT;
+static void nvptx_init(void) {
+  LLVMInitializeNVPTXTargetInfo();
+  LLVMInitializeNVPTXTarget();
+  LLVMInitializeNVPTXTargetMC();
+  LLVMInitializeNVPTXAsmPrinter();
+}
+
+int tlm_gpu_emit_ptx(LLVMModuleRef mod, int sm, char **ptx, char *err, int errcap) {
+  *ptx = NULL;
+  if (sm < 50 || sm > 999) {
+    snprintf(err, (size_t)errcap, "compute capability %d out of range", sm);
+    return -1;
+  }
+  pthread_once(&g_nvptx_once, nvptx_init);
+  const char *triple = "nvptx64-nvidia-cuda";
+  LLVMTargetRef target;
+  char *msg = NULL;
+  if (LLVMGetTargetFromTriple(triple, &target, &msg)) {
+    snprintf(err, (size_t)errcap, "this LLVM has no NVPTX target: %s", msg ? msg : "");
+    LLVMDisposeMessage(msg);
+    return -1;
+  }
+  char cpu[16];
+  snprintf(cpu, sizeof cpu, "sm_%d", sm);
+  LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, triple, cpu, "", LLVMCodeGenLevelAggressive,
+                                                    LLVMRelocDefault, LLVMCodeModelDefault);
+  if (!tm) {
+    snprintf(err, (size_t)errcap, "no NVPTX target machine for %s", cpu);
+    return -1;
+  }
+  LLVMSetTarget(mod, triple);
+  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
+  LLVMSetModuleDataLayout(mod, td);
+  LLVMDisposeTargetData(td);
+  LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
+  LLVMErrorRef e = LLVMRunPasses(mod, "default<O3>", tm, opts);
+  LLVMDisposePassBuilderOptions(opts);
+  int rc = 0;
+  if (e) {
+    char *m = LLVMGetErrorMessage(e);
+    snprintf(err, (size_t)errcap, "NVPTX optimization failed: %s", m);
+    LLVMDisposeErrorMessage(m);
+    rc = -1;
+  }
+  LLVMMemoryBufferRef buf = NULL;
+  if (!rc && LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMAssemblyFile, &msg, &buf)) {
+    snprintf(err, (size_t)errcap, "PTX emission failed: %s", msg ? msg : "");
+    LLVMDisposeMessage(msg);
+    rc = -1;
+  }
+  if (!rc) {
+    size_t n = LLVMGetBufferSize(buf);
+    *ptx = malloc(n + 1);
+    if (*ptx) {
+      memcpy(*ptx, LLVMGetBufferStart(buf), n);
+      (*ptx)[n] = 0;
+    } else {
+      snprintf(err, (size_t)errcap, "out of memory");
+      rc = -1;
+    }
+    LLVMDisposeMemoryBuffer(buf);
+  }
+  LLVMDisposeTargetMachine(tm);
+  return rc;
+}
+
+int tlm_gpu_matmul_ptx(const tlm_task *task, const tlm_schedule *sched, int sm, const char *name,
+                       char **ptx, char *err, int errcap) {
+  *ptx = NULL;
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef mod;
+  int rc = tlm_codegen_gpu_matmul(ctx, task, sched, TLM_GPU_CODE_PTX, name, &mod, err, errcap);
+  if (!rc) {
+    rc = tlm_gpu_emit_ptx(mod, sm, ptx, err, errcap);
+    LLVMDisposeModule(mod);
+  }
+  LLVMContextDispose(ctx);
+  return rc;
+}
