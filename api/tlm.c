@@ -14,6 +14,7 @@
 
 #include "../cache/disk.h"
 #include "../runtime/engine.h"
+#include "../runtime/gpu_engine.h"
 #include "validate.h"
 
 #define STR_(x) #x
@@ -41,6 +42,7 @@ const char *tlm_status_str(tlm_status s) {
       [TLM_ERR_FORMAT] = "file format error",
       [TLM_ERR_THREAD] = "thread creation failed",
       [TLM_ERR_INTERNAL] = "internal error",
+      [TLM_ERR_NO_DEVICE] = "no GPU device",
   };
   if ((int)s < 0 || s >= TLM_STATUS_COUNT_ || !text[s]) return "unknown status";
   return text[s];
@@ -108,6 +110,7 @@ tlm_status tlm_config_init(tlm_config *c) {
   if (env_int("TLM_CONV_AS_MATMUL", 0, 1, &x) == 0) c->disable_conv_as_matmul = x == 0;
   if (env_int("TLM_ASYNC", 0, 1, &x) == 0) c->async_compile = (int)x;
   if (env_int("TLM_TUNE", 0, TLM_TUNE_MAX, &x) == 0) c->tune_k = (int)x;
+  if (env_int("TLM_CUDA_DEVICE", 0, 1023, &x) == 0) c->cuda_device = (int)x;
   c->prepack_bytes = (size_t)1 << 30;
   if (env_int("TLM_PREPACK_BYTES", 0, (long long)1 << 50, &x) == 0) c->prepack_bytes = (size_t)x;
   const char *isa = getenv("TLM_ISA");
@@ -126,10 +129,11 @@ static void warn_bad_env(const tlm_runtime *rt) {
   static const char *const names[] = {"TLM_NUM_THREADS",          "TLM_VERBOSE",
                                       "TLM_CACHE_CAPACITY",       "TLM_CACHE_CAPACITY_BYTES",
                                       "TLM_KERNEL_REUSE",         "TLM_ASYNC",
-                                      "TLM_PREPACK_BYTES",        "TLM_TUNE"};
+                                      "TLM_PREPACK_BYTES",        "TLM_TUNE",
+                                      "TLM_CUDA_DEVICE"};
   static const long long hi[] = {1024, 4, (long long)1 << 40, (long long)1 << 50, 1, 1,
-                                 (long long)1 << 50, TLM_TUNE_MAX};
-  for (int i = 0; i < 8; i++) {
+                                 (long long)1 << 50, TLM_TUNE_MAX, 1023};
+  for (int i = 0; i < 9; i++) {
     long long x;
     if (env_int(names[i], 0, hi[i], &x) < 0)
       tlm_log(rt, TLM_LOG_WARN, "ignoring %s='%s': expected an integer in 0..%lld", names[i],
@@ -325,6 +329,8 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
     return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "passes must be a tlm_passes (0..3)");
   if (cfg.isa < TLM_CPU_ISA_NATIVE || cfg.isa > TLM_CPU_ISA_AVX512)
     return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "isa must be a tlm_cpu_isa (0..4)");
+  if (cfg.cuda_device < 0)
+    return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "cuda_device must be >= 0");
   tlm_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return tlm_set_error(NULL, TLM_ERR_OUT_OF_MEMORY, "runtime");
   rt->cfg = cfg;
@@ -395,6 +401,7 @@ fail:
 void tlm_destroy(tlm_runtime *rt) {
   if (!rt) return;
   tlm_engine_bg_stop(rt); /* first: the thread uses everything below */
+  tlm_gpu_destroy(rt);
   if (rt->disk) { /* this runtime's counters into the directory's lifetime ones */
     tlm_stats s;
     tlm_get_stats(rt, &s);
@@ -687,10 +694,79 @@ drop:
   for (int i = 0; i < nb; i++) free(bufs[i]);
 }
 
+/* Where a call's tensors live: TLM_DEVICE_CPU when every one is on the
+ * host (or the counts are out of range: validation reports them),
+ * TLM_DEVICE_CUDA when every one is on the GPU, -1 mixed, -2 a device
+ * value that is neither. */
+static int call_device(const tlm_tensor *in, int n_in, const tlm_tensor *out, int n_out) {
+  if (!in || !out || n_in < 0 || n_in > 8 || n_out < 0 || n_out > 8) return TLM_DEVICE_CPU;
+  int cpu = 0, gpu = 0;
+  for (int i = 0; i < n_in + n_out; i++) {
+    int32_t d = i < n_in ? in[i].device : out[i - n_in].device;
+    if (d == TLM_DEVICE_CPU) cpu++;
+    else if (d == TLM_DEVICE_CUDA) gpu++;
+    else return -2;
+  }
+  return !gpu ? TLM_DEVICE_CPU : cpu ? -1 : TLM_DEVICE_CUDA;
+}
+
+/* A call on GPU tensors (tlm_run_on_stream). */
+static tlm_status run_gpu(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in, int n_in,
+                          const tlm_tensor *out, int n_out, void *stream, int sync) {
+  char err[TLM_ERRMSG];
+  if (!op) return tlm_set_error(rt, TLM_ERR_NULL_POINTER, "op is NULL");
+  if (op->kind != TLM_OP_MATMUL)
+    return tlm_set_error(rt, TLM_ERR_UNSUPPORTED,
+                         "GPU tensors: only matmul has GPU kernels so far");
+  tlm_task task;
+  tlm_mm_args margs;
+  tlm_status st = tlm_validate_matmul(op, in, n_in, out, n_out, &task, &margs, err, sizeof err);
+  if (st != TLM_OK) return tlm_set_error(rt, st, err);
+  int k = 2;
+  uint64_t bias = task.u.mm.has_bias ? (uint64_t)(uintptr_t)in[k++].data : 0;
+  uint64_t res = task.u.mm.has_residual ? (uint64_t)(uintptr_t)in[k].data : 0;
+  int64_t args[GA_COUNT];
+  tlm_gpu_mm_args(&task, (uint64_t)(uintptr_t)in[0].data, (uint64_t)(uintptr_t)in[1].data,
+                  (uint64_t)(uintptr_t)out[0].data, bias, res, args);
+  st = tlm_gpu_run(rt, &task, args, stream, sync, err, sizeof err);
+  if (st != TLM_OK) return tlm_set_error(rt, st, err);
+  atomic_fetch_add_explicit(&rt->runs, 1, memory_order_relaxed);
+  clear_error(rt);
+  return TLM_OK;
+}
+
+tlm_status tlm_run_on_stream(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs,
+                             int n_inputs, const tlm_tensor *outputs, int n_outputs,
+                             void *cuda_stream) {
+  if (!rt) return tlm_set_error(NULL, TLM_ERR_NULL_POINTER, "runtime is NULL");
+  int dev = call_device(inputs, n_inputs, outputs, n_outputs);
+  if (dev == TLM_DEVICE_CPU) {
+    if (cuda_stream)
+      return tlm_set_error(rt, TLM_ERR_INVALID_ARGUMENT,
+                           "a CUDA stream was given for tensors in host memory");
+    return tlm_run(rt, op, inputs, n_inputs, outputs, n_outputs);
+  }
+  if (dev < 0)
+    return tlm_set_error(rt, TLM_ERR_INVALID_ARGUMENT,
+                         dev == -1 ? "tensors of one call on different devices"
+                                   : "a tensor's device is neither TLM_DEVICE_CPU nor "
+                                     "TLM_DEVICE_CUDA");
+  return run_gpu(rt, op, inputs, n_inputs, outputs, n_outputs, cuda_stream, 0);
+}
+
 tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, int n_inputs,
                    const tlm_tensor *outputs, int n_outputs) {
   char err[TLM_ERRMSG];
   if (!rt) return tlm_set_error(NULL, TLM_ERR_NULL_POINTER, "runtime is NULL");
+  int dev = call_device(inputs, n_inputs, outputs, n_outputs);
+  if (dev != TLM_DEVICE_CPU) {
+    if (dev < 0)
+      return tlm_set_error(rt, TLM_ERR_INVALID_ARGUMENT,
+                           dev == -1 ? "tensors of one call on different devices"
+                                     : "a tensor's device is neither TLM_DEVICE_CPU nor "
+                                       "TLM_DEVICE_CUDA");
+    return run_gpu(rt, op, inputs, n_inputs, outputs, n_outputs, NULL, 1);
+  }
   if (op && inputs && outputs && op->kind == TLM_OP_MATMUL &&
       run_memo(rt, op, inputs, n_inputs, outputs, n_outputs)) {
     atomic_fetch_add_explicit(&rt->runs, 1, memory_order_relaxed);

@@ -85,6 +85,7 @@ typedef enum tlm_status {
   TLM_ERR_FORMAT = 11,       /* a file's contents failed verification */
   TLM_ERR_THREAD = 12,       /* a thread could not be created */
   TLM_ERR_INTERNAL = 13,     /* a bug in tlm: please report it */
+  TLM_ERR_NO_DEVICE = 14,    /* GPU tensors, but no usable CUDA driver or device */
   TLM_STATUS_COUNT_          /* number of codes; not a status */
 } tlm_status;
 
@@ -210,6 +211,10 @@ typedef struct tlm_config {
    * where byte-identical schedules matter. At most TLM_TUNE_MAX (32).
    * Environment: TLM_TUNE. */
   int tune_k;
+  /* Ordinal of the CUDA device that GPU tensors (TLM_DEVICE_CUDA) live on;
+   * default 0. The driver (libcuda.so.1, opened at run time) is touched
+   * only by the first call with GPU tensors. Environment: TLM_CUDA_DEVICE. */
+  int cuda_device;
 } tlm_config;
 
 /* Largest tlm_config.tune_k. */
@@ -243,7 +248,8 @@ tlm_status tlm_config_init(tlm_config *config);
  * On success *out owns a new runtime that the caller frees with
  * tlm_destroy(); on failure *out is set to NULL.
  * Statuses: TLM_OK, TLM_ERR_NULL_POINTER (out is NULL),
- * TLM_ERR_INVALID_ARGUMENT (num_threads, verbose or isa out of range),
+ * TLM_ERR_INVALID_ARGUMENT (num_threads, verbose, tune_k, passes, isa or
+ * cuda_device out of range),
  * TLM_ERR_UNSUPPORTED (config.isa wider than the host runs),
  * TLM_ERR_OUT_OF_MEMORY, TLM_ERR_THREAD (worker threads failed to start),
  * TLM_ERR_JIT (LLVM could not set up a JIT for this host), TLM_ERR_IO or
@@ -280,17 +286,30 @@ typedef enum tlm_dtype {
  *              >= 0. A stride of 0 broadcasts that dimension (inputs only).
  *   data       first element; must be aligned to the dtype's size. tlm never
  *              frees it or keeps it after the call.
+ *   device     where data lives: TLM_DEVICE_CPU (0, host memory) or
+ *              TLM_DEVICE_CUDA (a CUdeviceptr of the runtime's CUDA device,
+ *              tlm_config.cuda_device, cast to void *; memory from
+ *              cuMemAlloc/cudaMalloc or managed memory). Every tensor of
+ *              one call lives on the same device. Any other value is
+ *              rejected: zero-initialize tensors or fill them with
+ *              tlm_tensor_dense().
  * Use tlm_tensor_dense() to fill strides for a row-major layout. */
+typedef enum tlm_device { TLM_DEVICE_CPU = 0, TLM_DEVICE_CUDA = 1 } tlm_device;
+
 typedef struct tlm_tensor {
   tlm_dtype dtype;
   int ndim; /* 1..TLM_MAX_DIMS */
   int64_t shape[TLM_MAX_DIMS];
   int64_t strides[TLM_MAX_DIMS];
   void *data;
+  int32_t device; /* tlm_device */
+  int32_t reserved_; /* 0 */
 } tlm_tensor;
 
-/* Describes a dense row-major tensor: strides[ndim-1] = 1, each stride the
- * product of the extents inside it. `shape` is copied (ndim entries).
+/* Describes a dense row-major tensor in host memory (device
+ * TLM_DEVICE_CPU; set t->device after the call for GPU memory):
+ * strides[ndim-1] = 1, each stride the product of the extents inside it.
+ * `shape` is copied (ndim entries).
  * Statuses: TLM_OK, TLM_ERR_NULL_POINTER (t or shape), TLM_ERR_INVALID_ARGUMENT
  * (ndim out of 1..TLM_MAX_DIMS, an extent < 1), TLM_ERR_OVERFLOW (the
  * element count overflows int64). Thread-safe. */
@@ -610,6 +629,37 @@ tlm_op tlm_op_attention(int causal);
  * overlap. */
 tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs,
                    int n_inputs, const tlm_tensor *outputs, int n_outputs);
+
+/* tlm_run for tensors in GPU memory, launched on the application's stream.
+ *
+ * With every tensor's device TLM_DEVICE_CUDA, the kernel is enqueued on
+ * `cuda_stream` (a CUstream / cudaStream_t of the runtime's device's
+ * primary context; NULL = the legacy default stream) and the call returns
+ * once it is enqueued: the outputs are complete when the stream says so.
+ * tlm_run() with GPU tensors is this call on the default stream followed
+ * by a synchronization of that stream. The first call of a shape builds
+ * its kernel (GPU space, rule, LLVM NVPTX to PTX, loaded by the driver)
+ * before enqueuing; later calls look it up (XXH3 keys with the device's
+ * compute capability, limits, name and the driver's version). Operators
+ * on GPU: matmul (every option of tlm_matmul_desc); others return
+ * TLM_ERR_UNSUPPORTED. With host tensors this is tlm_run() and the stream
+ * must be NULL.
+ *
+ * Statuses: those of tlm_run(); TLM_ERR_NO_DEVICE (no CUDA driver, no
+ * device of that ordinal, or the driver failed to start: the message says
+ * which; asked again on every call costs nothing, the answer is kept);
+ * TLM_ERR_INVALID_ARGUMENT also for tensors of mixed devices, a device
+ * value other than TLM_DEVICE_CPU/TLM_DEVICE_CUDA, a GPU tensor whose data
+ * the driver does not know as device or managed memory, a stream with
+ * host tensors; TLM_ERR_UNSUPPORTED also for a grid past CUDA's limits
+ * (more than 65535 batches or row tiles); TLM_ERR_JIT when PTX could not
+ * be generated or the driver rejected it (the driver's log is in the
+ * message). Validation errors are reported before the driver is touched.
+ * Thread-safe as tlm_run(); launches from several threads on one stream
+ * are ordered as the calls are. */
+tlm_status tlm_run_on_stream(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs,
+                             int n_inputs, const tlm_tensor *outputs, int n_outputs,
+                             void *cuda_stream);
 
 /* ------------------------------------------------------------------------ */
 /* Constant weights                                                          */

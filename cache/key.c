@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include "tlm.h"
+#include "../runtime/gpu.h"
 #include "../runtime/space.h"
 
 #define KEY_FORMAT 2
@@ -163,4 +164,64 @@ int tlm_key_shape_task(const tlm_key *k, const tlm_target *target, uint64_t sche
   tlm_key again;
   tlm_key_shape(&again, task, target, scheduler_id);
   return again.len == k->len && !memcmp(again.bytes, k->bytes, k->len) ? 0 : -1;
+}
+
+/* ---- GPU keys -------------------------------------------------------------- */
+
+/* what of a GPU target a key holds: every figure the space and the rule
+ * read, the driver that loads the PTX, the device's name hashed */
+typedef struct key_gpu_target {
+  int32_t sm, sm_count, max_threads_block, regs_per_sm, regs_per_thread, smem_per_block,
+      smem_per_sm, warp, driver_version, pad_;
+  uint64_t name_hash;
+} key_gpu_target;
+
+_Static_assert(KEY_HEADER_BYTES + sizeof(key_gpu_target) + sizeof(tlm_task) + sizeof(tlm_schedule) <=
+                   TLM_KEY_MAX,
+               "TLM_KEY_MAX is too small for GPU keys: raise it");
+
+static void gpu_header(tlm_key *k, uint32_t kind, const tlm_gpu_target *target) {
+  k->len = 0;
+  unsigned maj = 0, min = 0, pat = 0;
+  LLVMGetVersion(&maj, &min, &pat);
+  put_u32(k, KEY_FORMAT);
+  put_u32(k, kind);
+  put_u32(k, TLM_VERSION_NUMBER);
+  put_u32(k, TLM_GPU_CODEGEN_VERSION);
+  put_u32(k, TLM_GPU_RULE_VERSION);
+  put_u32(k, maj * 10000 + min * 100 + pat);
+  key_gpu_target kt = {target->sm,
+                       target->sm_count,
+                       target->max_threads_block,
+                       target->regs_per_sm,
+                       target->regs_per_thread,
+                       target->smem_per_block,
+                       target->smem_per_sm,
+                       target->warp,
+                       target->driver_version,
+                       0,
+                       XXH3_64bits(target->name, strnlen(target->name, sizeof target->name))};
+  put(k, &kt, sizeof kt); /* no padding holes: 10 x 4 + 8 bytes */
+}
+
+void tlm_key_gpu_shape(tlm_key *k, const tlm_task *task, const tlm_gpu_target *target) {
+  gpu_header(k, 11, target);
+  put(k, task, sizeof *task);
+  finish(k);
+}
+
+void tlm_key_gpu_kernel(tlm_key *k, const tlm_task *task, const tlm_gpu_target *target,
+                        const tlm_schedule *sched) {
+  gpu_header(k, 12, target);
+  tlm_task t = *task;
+  if (t.kind == TLM_OP_MATMUL) { /* every extent and stride is an argument */
+    tlm_matmul_task *m = &t.u.mm;
+    int32_t nbatch = m->nbatch > 0, unit = m->unit, act = m->act, bias = m->has_bias,
+            res = m->has_residual;
+    memset(m, 0, sizeof *m);
+    m->nbatch = nbatch, m->unit = unit, m->act = act, m->has_bias = bias, m->has_residual = res;
+  }
+  put(k, &t, sizeof t);
+  put(k, sched, sizeof *sched);
+  finish(k);
 }

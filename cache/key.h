@@ -35,6 +35,17 @@ void tlm_key_schedule(tlm_key *k, const tlm_task *task, const tlm_target *target
 
 int tlm_key_equal(const tlm_key *a, const tlm_key *b);
 
+/* GPU keys (runtime/gpu.h): the same header with the GPU target in place
+ * of the CPU's (compute capability, SM count, limits, driver version and
+ * device name). Shape key: the full task. Kernel key: the task with its
+ * run-time extents and strides cleared (unit class, epilogue and whether
+ * it has batch dims stay) and the schedule: one module serves every shape
+ * that shares both. */
+struct tlm_gpu_target;
+void tlm_key_gpu_shape(tlm_key *k, const tlm_task *task, const struct tlm_gpu_target *target);
+void tlm_key_gpu_kernel(tlm_key *k, const tlm_task *task, const struct tlm_gpu_target *target,
+                        const tlm_schedule *sched);
+
 /* The task of a shape key made by tlm_key_shape with this target and
  * scheduler (a key read back from a cache entry's metadata: bytes and len
  * only). Returns 0 with *task, or -1 when the key is not such a key (other

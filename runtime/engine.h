@@ -122,6 +122,9 @@ struct tlm_runtime {
   atomic_uint_fast64_t runs, hits, misses, waits, decodes, rule_schedules, compiles, compile_fail,
       evictions, disk_plan_hits, disk_kernel_hits;
   _Atomic double schedule_ms, compile_ms, disk_load_ms;
+  /* GPU tensors (runtime/gpu_engine.c): created by the first call with
+   * them, freed by tlm_destroy */
+  _Atomic(struct tlm_gpu_state *) gpu;
   /* compile_ms by phase (build_kernel) */
   _Atomic double compile_ir_ms, compile_opt_ms, compile_emit_ms, compile_link_ms;
 };

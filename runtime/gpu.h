@@ -32,6 +32,11 @@
 #include "space.h"
 #include "task.h"
 
+/* Versions of the GPU code generator and of the GPU rule, in every GPU
+ * cache key: bump them when the code or the rule's decisions change. */
+#define TLM_GPU_CODEGEN_VERSION 1
+#define TLM_GPU_RULE_VERSION 1
+
 /* What a GPU kernel's schedule and code depend on. Part of GPU cache keys
  * (no padding holes, no pointers). */
 typedef struct tlm_gpu_target {

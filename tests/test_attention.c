@@ -24,7 +24,7 @@ static float frand(void) {
  * folded into the head stride), 2 dense with feature stride 2 */
 static tlm_tensor make4(float *data, int64_t B, int64_t H, int64_t T, int64_t D, int layout,
                         int64_t cap) {
-  tlm_tensor t = {TLM_F32, 4, {B, H, T, D}, {0}, data};
+  tlm_tensor t = {TLM_F32, 4, {B, H, T, D}, {0}, data, TLM_DEVICE_CPU, 0};
   int64_t fs = layout == 2 ? 2 : 1;
   if (layout == 1) {
     int64_t s[4] = {cap * H * D, D, H * D, 1};
@@ -155,7 +155,7 @@ static void attention(tlm_runtime *rt, int *checked) {
   CHECK(tlm_run(rt, &op, ind, 3, &O, 1) == TLM_ERR_SHAPE_MISMATCH, "K's D differs from Q's");
   tlm_tensor Oq = make4(a, 1, 2, 4, 8, 0, 4);
   CHECK(tlm_run(rt, &op, in, 3, &Oq, 1) == TLM_ERR_ALIASING, "O over Q");
-  tlm_tensor Q3 = {TLM_F32, 3, {2, 4, 8}, {32, 8, 1}, a}, in33[3] = {Q3, K, V};
+  tlm_tensor Q3 = {TLM_F32, 3, {2, 4, 8}, {32, 8, 1}, a, TLM_DEVICE_CPU, 0}, in33[3] = {Q3, K, V};
   CHECK(tlm_run(rt, &op, in33, 3, &O, 1) == TLM_ERR_INVALID_ARGUMENT, "3-dim Q");
   tlm_op bad = tlm_op_attention(2);
   CHECK(tlm_run(rt, &bad, in, 3, &O, 1) == TLM_ERR_INVALID_ARGUMENT, "causal 2");

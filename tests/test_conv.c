@@ -515,7 +515,7 @@ static void pooling(tlm_runtime *rt) {
     CHECK(tlm_run(rt, &mp, &Q, 1, &O, 1) == TLM_OK && isnan(o[0]) && o[1] == 1.0f,
           "max pool of {NaN, NaN} gave %g (want NaN), of {-inf, 1} %g", o[0], o[1]);
     float one = 1.0f, avg = 0;
-    tlm_tensor B = {TLM_F32, 4, {1, 1, 5000, 5000}, {0, 0, 0, 0}, &one}, A;
+    tlm_tensor B = {TLM_F32, 4, {1, 1, 5000, 5000}, {0, 0, 0, 0}, &one, TLM_DEVICE_CPU, 0}, A;
     tlm_tensor_dense(&A, TLM_F32, 4, (int64_t[]){1, 1, 1, 1}, &avg);
     tlm_op gp = tlm_op_pool(TLM_LAYOUT_NCHW, TLM_POOL_AVG);
     gp.u.pool.kernel[1] = gp.u.pool.kernel[2] = 0;

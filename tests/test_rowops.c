@@ -272,9 +272,9 @@ static void rope(tlm_runtime *rt, int *checked) {
         float *x = buf + (layout == 1 || layout == 2 ? 0 : 0);
         float *y = layout == 2 ? x : yb;
         tlm_tensor in[2], out;
-        in[0] = (tlm_tensor){TLM_F32, 3, {T, H, D}, {ts, D * fs, fs}, x};
-        in[1] = (tlm_tensor){TLM_F32, 2, {T, D}, {tstride, 1}, tab + pos * tstride};
-        out = layout == 2 ? in[0] : (tlm_tensor){TLM_F32, 3, {T, H, D}, {ts, D * fs, fs}, y};
+        in[0] = (tlm_tensor){TLM_F32, 3, {T, H, D}, {ts, D * fs, fs}, x, TLM_DEVICE_CPU, 0};
+        in[1] = (tlm_tensor){TLM_F32, 2, {T, D}, {tstride, 1}, tab + pos * tstride, TLM_DEVICE_CPU, 0};
+        out = layout == 2 ? in[0] : (tlm_tensor){TLM_F32, 3, {T, H, D}, {ts, D * fs, fs}, y, TLM_DEVICE_CPU, 0};
         tlm_op op = tlm_op_rope((tlm_rope_style)style);
         tlm_task task;
         tlm_row_args args;
@@ -330,19 +330,19 @@ static void rope(tlm_runtime *rt, int *checked) {
       }
   /* bad input */
   float x[2 * 3 * 8], t[2 * 8], y[2 * 3 * 8];
-  tlm_tensor X = {TLM_F32, 3, {2, 3, 8}, {24, 8, 1}, x}, Tb = {TLM_F32, 2, {2, 8}, {8, 1}, t};
-  tlm_tensor Y = {TLM_F32, 3, {2, 3, 8}, {24, 8, 1}, y}, in2[2] = {X, Tb};
+  tlm_tensor X = {TLM_F32, 3, {2, 3, 8}, {24, 8, 1}, x, TLM_DEVICE_CPU, 0}, Tb = {TLM_F32, 2, {2, 8}, {8, 1}, t, TLM_DEVICE_CPU, 0};
+  tlm_tensor Y = {TLM_F32, 3, {2, 3, 8}, {24, 8, 1}, y, TLM_DEVICE_CPU, 0}, in2[2] = {X, Tb};
   tlm_op op = tlm_op_rope(TLM_ROPE_NEOX);
   CHECK(tlm_run(rt, &op, in2, 1, &Y, 1) == TLM_ERR_INVALID_ARGUMENT, "rope without a table");
-  tlm_tensor X7 = {TLM_F32, 3, {2, 3, 7}, {21, 7, 1}, x}, Y7 = {TLM_F32, 3, {2, 3, 7}, {21, 7, 1}, y};
-  tlm_tensor T7 = {TLM_F32, 2, {2, 7}, {7, 1}, t}, in7[2] = {X7, T7};
+  tlm_tensor X7 = {TLM_F32, 3, {2, 3, 7}, {21, 7, 1}, x, TLM_DEVICE_CPU, 0}, Y7 = {TLM_F32, 3, {2, 3, 7}, {21, 7, 1}, y, TLM_DEVICE_CPU, 0};
+  tlm_tensor T7 = {TLM_F32, 2, {2, 7}, {7, 1}, t, TLM_DEVICE_CPU, 0}, in7[2] = {X7, T7};
   CHECK(tlm_run(rt, &op, in7, 2, &Y7, 1) == TLM_ERR_SHAPE_MISMATCH, "rope of odd D");
-  tlm_tensor T3 = {TLM_F32, 2, {3, 8}, {8, 1}, y}, in3[2] = {X, T3};
+  tlm_tensor T3 = {TLM_F32, 2, {3, 8}, {8, 1}, y, TLM_DEVICE_CPU, 0}, in3[2] = {X, T3};
   CHECK(tlm_run(rt, &op, in3, 2, &Y, 1) == TLM_ERR_SHAPE_MISMATCH, "table of 3 rows for 2 tokens");
-  tlm_tensor X2 = {TLM_F32, 2, {2, 8}, {8, 1}, x}, Y2 = {TLM_F32, 2, {2, 8}, {8, 1}, y};
+  tlm_tensor X2 = {TLM_F32, 2, {2, 8}, {8, 1}, x, TLM_DEVICE_CPU, 0}, Y2 = {TLM_F32, 2, {2, 8}, {8, 1}, y, TLM_DEVICE_CPU, 0};
   tlm_tensor i22[2] = {X2, Tb};
   CHECK(tlm_run(rt, &op, i22, 2, &Y2, 1) == TLM_ERR_INVALID_ARGUMENT, "rope of a 2-dim x");
-  tlm_tensor Tover = {TLM_F32, 2, {2, 8}, {8, 1}, y}, io[2] = {X, Tover};
+  tlm_tensor Tover = {TLM_F32, 2, {2, 8}, {8, 1}, y, TLM_DEVICE_CPU, 0}, io[2] = {X, Tover};
   CHECK(tlm_run(rt, &op, io, 2, &Y, 1) == TLM_ERR_ALIASING, "y over the table");
   tlm_op bad = tlm_op_rope((tlm_rope_style)7);
   CHECK(tlm_run(rt, &bad, in2, 2, &Y, 1) == TLM_ERR_INVALID_ARGUMENT, "rope style 7");
@@ -468,7 +468,7 @@ int main(void) {
     static float x[2 * 8], y[6 * 8], ref[6 * 8];
     for (int i = 0; i < 16; i++) x[i] = frand();
     tlm_op op = tlm_op_rownorm(TLM_OP_SOFTMAX);
-    tlm_tensor X = {TLM_F32, 3, {2, 3, 8}, {0, 0, 1}, x}, Y = {TLM_F32, 3, {2, 3, 8}, {24, 8, 1}, y};
+    tlm_tensor X = {TLM_F32, 3, {2, 3, 8}, {0, 0, 1}, x, TLM_DEVICE_CPU, 0}, Y = {TLM_F32, 3, {2, 3, 8}, {24, 8, 1}, y, TLM_DEVICE_CPU, 0};
     CHECK(tlm_run(rt, &op, &X, 1, &Y, 1) == TLM_OK, "x broadcast over all rows: %s", tlm_last_error(rt));
     tlm_task task;
     tlm_row_args args;
@@ -479,9 +479,9 @@ int main(void) {
     double worst = 0;
     for (int i = 0; i < 48; i++) worst = fmax(worst, fabs(y[i] - ref[i]));
     CHECK(worst < 1e-5, "broadcast rows: error %g", worst);
-    tlm_tensor X2 = {TLM_F32, 3, {2, 3, 8}, {8, 0, 1}, x};
+    tlm_tensor X2 = {TLM_F32, 3, {2, 3, 8}, {8, 0, 1}, x, TLM_DEVICE_CPU, 0};
     CHECK(tlm_run(rt, &op, &X2, 1, &Y, 1) == TLM_ERR_UNSUPPORTED, "non-collapsing broadcast accepted");
-    tlm_tensor Y2 = {TLM_F32, 3, {2, 3, 8}, {0, 8, 1}, y};
+    tlm_tensor Y2 = {TLM_F32, 3, {2, 3, 8}, {0, 8, 1}, y, TLM_DEVICE_CPU, 0};
     CHECK(tlm_run(rt, &op, &X, 1, &Y2, 1) != TLM_OK, "y with a zero leading stride accepted");
   }
   eltwise(rt, &checked);

@@ -19,7 +19,7 @@
 
 static tlm_tensor t4(float *d, int64_t a, int64_t b, int64_t c, int64_t e, int64_t sa, int64_t sb,
                      int64_t sc) {
-  tlm_tensor t = {TLM_F32, 4, {a, b, c, e}, {sa, sb, sc, 1}, d};
+  tlm_tensor t = {.dtype = TLM_F32, .ndim = 4, .shape = {a, b, c, e}, .strides = {sa, sb, sc, 1}, .data = d};
   return t;
 }
 
