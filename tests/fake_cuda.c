@@ -1,0 +1,151 @@
+/* fake_cuda.c - a stand-in for libcuda.so.1 that tests load through
+ * TLM_CUDA_LIBRARY, so the GPU dispatcher (runtime/gpu_engine.c) runs on
+ * machines without a GPU.
+ *
+ * One device (sm_90, 132 SMs). "Device memory" is host memory from
+ * cuMemAlloc, known to cuPointerGetAttribute; any other address is host
+ * memory. cuModuleLoadDataEx accepts text that looks like PTX with a
+ * .visible .entry and counts modules; cuLaunchKernel checks the launch
+ * against the limits and computes what the kernel must compute from its
+ * arguments (runtime/gpu.h's GA_* layout): C = A B (+ bias) (+ residual),
+ * no activation (the epilogue's activation is compiled into the kernel,
+ * not passed), with every stride and batch extent as passed. So a test
+ * checks the dispatcher's arguments, geometry, caching and errors end to
+ * end; the PTX itself is checked by ptxas and the host thread model
+ * (test_gpu). FAKE_CUDA_FAIL=init makes cuInit fail. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/gpu.h"
+
+typedef int CUresult;
+static int g_modules, g_launches;
+static struct {
+  uintptr_t lo, hi;
+} g_allocs[256];
+static int g_nallocs;
+
+int fake_cuda_modules(void) { return g_modules; }
+int fake_cuda_launches(void) { return g_launches; }
+
+CUresult cuInit(unsigned f) {
+  (void)f;
+  const char *e = getenv("FAKE_CUDA_FAIL");
+  return e && !strcmp(e, "init") ? 100 /* CUDA_ERROR_NO_DEVICE */ : 0;
+}
+CUresult cuDriverGetVersion(int *v) { return *v = 13000, 0; }
+CUresult cuDeviceGetCount(int *n) { return *n = 1, 0; }
+CUresult cuDeviceGet(int *d, int o) { return o ? 101 : (*d = 0, 0); }
+CUresult cuDeviceGetAttribute(int *v, int attr, int d) {
+  (void)d;
+  switch (attr) {
+  case 1: *v = 1024; break;
+  case 8: *v = 48 * 1024; break;
+  case 10: *v = 32; break;
+  case 12: *v = 65536; break;
+  case 16: *v = 132; break;
+  case 75: *v = 9; break;
+  case 76: *v = 0; break;
+  case 81: *v = 228 * 1024; break;
+  case 82: *v = 65536; break;
+  default: return 1;
+  }
+  return 0;
+}
+CUresult cuDeviceGetName(char *s, int len, int d) {
+  (void)d;
+  snprintf(s, (size_t)len, "fake sm_90");
+  return 0;
+}
+static int g_ctx;
+CUresult cuDevicePrimaryCtxRetain(void **c, int d) { return (void)d, *c = &g_ctx, 0; }
+CUresult cuDevicePrimaryCtxRelease_v2(int d) { return (void)d, 0; }
+CUresult cuCtxPushCurrent_v2(void *c) { return c == &g_ctx ? 0 : 201; }
+CUresult cuCtxPopCurrent_v2(void **c) { return *c = &g_ctx, 0; }
+CUresult cuModuleLoadDataEx(void **m, const void *image, unsigned n, int *o, void **v) {
+  (void)n, (void)o, (void)v;
+  const char *p = image;
+  if (!strstr(p, ".visible .entry") || !strstr(p, ".target sm_90")) return 218; /* INVALID_PTX */
+  g_modules++;
+  *m = malloc(1);
+  return 0;
+}
+CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
+  (void)name;
+  *f = m;
+  return 0;
+}
+CUresult cuModuleUnload(void *m) { return free(m), 0; }
+
+static float *at(int64_t base, int64_t off) { return (float *)(uintptr_t)base + off; }
+
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned smem, void *stream, void **params, void **extra) {
+  (void)f, (void)stream, (void)extra, (void)smem;
+  if (bx < 32 || bx > 1024 || by != 1 || bz != 1 || gx < 1 || gy < 1 || gy > 65535 || gz > 65535)
+    return 1; /* CUDA_ERROR_INVALID_VALUE */
+  int64_t a[GA_COUNT];
+  for (int i = 0; i < GA_COUNT; i++) memcpy(&a[i], params[i], sizeof a[i]);
+  int64_t nb = 1;
+  for (int d = 0; d < 4; d++) nb *= a[GA_BATCH + d];
+  if ((int64_t)gz != nb) return 1;
+  for (int64_t z = 0; z < nb; z++) {
+    int64_t idx[4], r = z, oa = 0, ob = 0, oc = 0, orr = 0;
+    for (int d = 3; d >= 0; d--) idx[d] = r % a[GA_BATCH + d], r /= a[GA_BATCH + d];
+    for (int d = 0; d < 4; d++)
+      oa += idx[d] * a[GA_SAB + d], ob += idx[d] * a[GA_SBB + d], oc += idx[d] * a[GA_SCB + d],
+          orr += idx[d] * a[GA_SRB + d];
+    for (int64_t m = 0; m < a[GA_M]; m++)
+      for (int64_t n = 0; n < a[GA_N]; n++) {
+        double s = 0;
+        for (int64_t k = 0; k < a[GA_K]; k++)
+          s += (double)*at(a[GA_A], oa + m * a[GA_SAM] + k * a[GA_SAK]) *
+               *at(a[GA_B], ob + k * a[GA_SBK] + n * a[GA_SBN]);
+        if (a[GA_BIAS]) s += *at(a[GA_BIAS], n * a[GA_SBIAS]);
+        if (a[GA_R]) s += *at(a[GA_R], orr + m * a[GA_SRM] + n * a[GA_SRN]);
+        *at(a[GA_C], oc + m * a[GA_SCM] + n * a[GA_SCN]) = (float)s;
+      }
+  }
+  g_launches++;
+  return 0;
+}
+CUresult cuStreamSynchronize(void *s) { return (void)s, 0; }
+CUresult cuPointerGetAttribute(void *data, int attr, unsigned long long p) {
+  if (attr != 2) return 1;
+  for (int i = 0; i < g_nallocs; i++)
+    if (p >= g_allocs[i].lo && p < g_allocs[i].hi) {
+      *(unsigned *)data = 2; /* device */
+      return 0;
+    }
+  return 1; /* CUDA_ERROR_INVALID_VALUE: not memory the driver knows */
+}
+CUresult cuMemAlloc_v2(unsigned long long *p, size_t bytes) {
+  if (g_nallocs == 256) return 2;
+  void *m = calloc(1, bytes ? bytes : 1);
+  if (!m) return 2;
+  g_allocs[g_nallocs].lo = (uintptr_t)m, g_allocs[g_nallocs].hi = (uintptr_t)m + bytes;
+  g_nallocs++;
+  *p = (uintptr_t)m;
+  return 0;
+}
+CUresult cuMemFree_v2(unsigned long long p) {
+  for (int i = 0; i < g_nallocs; i++)
+    if (g_allocs[i].lo == p) {
+      free((void *)(uintptr_t)p);
+      g_allocs[i] = g_allocs[--g_nallocs];
+      return 0;
+    }
+  return 1;
+}
+CUresult cuMemcpyHtoD_v2(unsigned long long d, const void *s, size_t n) {
+  return memcpy((void *)(uintptr_t)d, s, n), 0;
+}
+CUresult cuMemcpyDtoH_v2(void *d, unsigned long long s, size_t n) {
+  return memcpy(d, (void *)(uintptr_t)s, n), 0;
+}
+CUresult cuGetErrorString(CUresult r, const char **s) {
+  *s = r == 100 ? "no CUDA-capable device is detected (fake)" : "fake error";
+  return 0;
+}

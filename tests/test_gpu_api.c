@@ -1,0 +1,182 @@
+/* test_gpu_api.c - GPU tensors through the public API without a GPU (#21).
+ *
+ * Usage: test_gpu_api FAKE_LIBCUDA [SHARED_DIR]
+ *
+ *  - no driver: a GPU call returns TLM_ERR_NO_DEVICE with the reason, every
+ *    time, and host calls of the same runtime still run;
+ *  - bad requests are refused before the driver is touched: mixed devices,
+ *    an unknown device value, a stream with host tensors, operators with no
+ *    GPU kernels, shape errors;
+ *  - with tests/fake_cuda.c as the driver (TLM_CUDA_LIBRARY): host memory
+ *    passed as device memory is refused; matmuls of odd shapes, batches,
+ *    broadcasts, transposes, bias and residual are launched with the
+ *    arguments and geometry the kernels expect (the fake computes the
+ *    product from them) and agree with the reference; a second shape of the
+ *    same kernel class loads no new module; tlm_run_on_stream enqueues; a
+ *    driver whose cuInit fails gives TLM_ERR_NO_DEVICE.
+ */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "tools/problem.h"
+
+typedef int (*alloc_fn)(unsigned long long *, size_t);
+typedef int (*free_fn)(unsigned long long);
+typedef int (*count_fn)(void);
+
+static alloc_fn g_alloc;
+static free_fn g_free;
+
+/* p's tensors as GPU tensors over copies in fake device memory */
+static int to_device(const tlm_problem *p, tlm_tensor *in, tlm_tensor *out, unsigned long long *mem) {
+  for (int i = 0; i <= p->n_in; i++) {
+    const tlm_tensor *t = i < p->n_in ? &p->in[i] : &p->out;
+    size_t bytes = tlm_tensor_span_bytes(t);
+    if (g_alloc(&mem[i], bytes)) return -1;
+    memcpy((void *)(uintptr_t)mem[i], t->data, bytes);
+    tlm_tensor d = *t;
+    d.data = (void *)(uintptr_t)mem[i];
+    d.device = TLM_DEVICE_CUDA;
+    if (i < p->n_in)
+      in[i] = d;
+    else
+      *out = d;
+  }
+  return 0;
+}
+
+static void free_device(const tlm_problem *p, unsigned long long *mem) {
+  for (int i = 0; i <= p->n_in; i++) g_free(mem[i]);
+}
+
+int main(int argc, char **argv) {
+  const char *fake = argc > 1 ? argv[1] : NULL;
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.cache_dir = "none";
+  cfg.num_threads = 1;
+  tlm_mm_desc d;
+  char err[256];
+  tlm_mm_desc_parse("7x13:13x5", &d, err, sizeof err);
+  tlm_problem p;
+  CHECK(tlm_problem_make(&d, NULL, 1, &p) == 0, "problem");
+
+  /* no driver */
+  setenv("TLM_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+  tlm_runtime *rt = NULL;
+  CHECK(tlm_create(&cfg, &rt) == TLM_OK, "create: %s", tlm_last_error(NULL));
+  tlm_tensor in[4], out;
+  memcpy(in, p.in, sizeof in);
+  out = p.out;
+  for (int i = 0; i < p.n_in; i++) in[i].device = TLM_DEVICE_CUDA;
+  out.device = TLM_DEVICE_CUDA;
+  for (int rep = 0; rep < 2; rep++) {
+    tlm_status st = tlm_run(rt, &p.op, in, p.n_in, &out, 1);
+    CHECK(st == TLM_ERR_NO_DEVICE && strstr(tlm_last_error(rt), "no CUDA driver"),
+          "no driver, call %d: %d %s", rep, (int)st, tlm_last_error(rt));
+  }
+  CHECK(tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1) == TLM_OK, "host call after: %s",
+        tlm_last_error(rt));
+  CHECK(tlm_problem_check(&p) <= tlm_problem_tolerance(13), "host result");
+  /* refused before the driver */
+  tlm_tensor mixed[4];
+  memcpy(mixed, in, sizeof mixed);
+  mixed[1].device = TLM_DEVICE_CPU;
+  CHECK(tlm_run(rt, &p.op, mixed, p.n_in, &out, 1) == TLM_ERR_INVALID_ARGUMENT, "mixed devices");
+  mixed[1].device = 5;
+  CHECK(tlm_run(rt, &p.op, mixed, p.n_in, &out, 1) == TLM_ERR_INVALID_ARGUMENT, "device 5");
+  CHECK(tlm_run_on_stream(rt, &p.op, p.in, p.n_in, &p.out, 1, (void *)16) ==
+            TLM_ERR_INVALID_ARGUMENT,
+        "stream with host tensors");
+  CHECK(tlm_run_on_stream(rt, &p.op, p.in, p.n_in, &p.out, 1, NULL) == TLM_OK,
+        "tlm_run_on_stream on the host: %s", tlm_last_error(rt));
+  tlm_tensor badout = out;
+  badout.shape[1] = 6;
+  CHECK(tlm_run(rt, &p.op, in, p.n_in, &badout, 1) == TLM_ERR_SHAPE_MISMATCH, "shape error first");
+  tlm_op sm = tlm_op_rownorm(TLM_OP_SOFTMAX);
+  CHECK(tlm_run(rt, &sm, in, 1, &out, 1) == TLM_ERR_UNSUPPORTED, "softmax on GPU");
+  tlm_destroy(rt);
+
+  if (!fake) {
+    printf("note: no fake driver given: the launch path is not run\n");
+    tlm_problem_free(&p);
+    return check_report("gpu_api");
+  }
+  void *h = dlopen(fake, RTLD_NOW);
+  CHECK(h != NULL, "dlopen %s: %s", fake, dlerror());
+  if (!h) return check_report("gpu_api");
+  g_alloc = (alloc_fn)dlsym(h, "cuMemAlloc_v2");
+  g_free = (free_fn)dlsym(h, "cuMemFree_v2");
+  count_fn modules = (count_fn)dlsym(h, "fake_cuda_modules");
+  count_fn launches = (count_fn)dlsym(h, "fake_cuda_launches");
+  setenv("TLM_CUDA_LIBRARY", fake, 1);
+
+  /* cuInit failing */
+  setenv("FAKE_CUDA_FAIL", "init", 1);
+  CHECK(tlm_create(&cfg, &rt) == TLM_OK, "create");
+  tlm_status st = tlm_run(rt, &p.op, in, p.n_in, &out, 1);
+  CHECK(st == TLM_ERR_NO_DEVICE && strstr(tlm_last_error(rt), "did not start"),
+        "cuInit failing: %d %s", (int)st, tlm_last_error(rt));
+  tlm_destroy(rt);
+  unsetenv("FAKE_CUDA_FAIL");
+
+  cfg.cuda_device = 1;
+  CHECK(tlm_create(&cfg, &rt) == TLM_OK, "create");
+  st = tlm_run(rt, &p.op, in, p.n_in, &out, 1);
+  CHECK(st == TLM_ERR_NO_DEVICE && strstr(tlm_last_error(rt), "no CUDA device 1"),
+        "device 1: %d %s", (int)st, tlm_last_error(rt));
+  tlm_destroy(rt);
+  cfg.cuda_device = 0;
+
+  CHECK(tlm_create(&cfg, &rt) == TLM_OK, "create");
+  /* host memory as device memory */
+  st = tlm_run(rt, &p.op, in, p.n_in, &out, 1);
+  CHECK(st == TLM_ERR_INVALID_ARGUMENT && strstr(tlm_last_error(rt), "not CUDA device"),
+        "host memory as device memory: %d %s", (int)st, tlm_last_error(rt));
+  tlm_problem_free(&p);
+
+  static const char *const shapes[] = {"1x1:1x1",       "7x13:13x5",       "37x129:129x61",
+                                       "2x3x17:2x17x19", "3x1x31:1x31x7",   "2x2x5x9:2x2x9x11",
+                                       "64x64:64x64",    "64x65:65x64",     "129x17:17x130"};
+  int before = 0;
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    for (int variant = 0; variant < 3; variant++) {
+      tlm_mm_desc_parse(shapes[s], &d, err, sizeof err);
+      tlm_matmul_desc epi;
+      memset(&epi, 0, sizeof epi);
+      epi.has_bias = variant == 1;
+      epi.has_residual = variant == 2;
+      d.transpose_a = variant == 1;
+      d.transpose_b = variant == 2;
+      if (tlm_problem_make(&d, &epi, 7 + s, &p)) {
+        CHECK(0, "problem %s", shapes[s]);
+        continue;
+      }
+      unsigned long long mem[5];
+      CHECK(to_device(&p, in, &out, mem) == 0, "device memory");
+      if (s == 7 && variant == 0) before = modules();
+      int l0 = launches();
+      st = variant == 0 ? tlm_run(rt, &p.op, in, p.n_in, &out, 1)
+                        : tlm_run_on_stream(rt, &p.op, in, p.n_in, &out, 1, NULL);
+      CHECK(st == TLM_OK, "%s variant %d: %s", shapes[s], variant, tlm_last_error(rt));
+      CHECK(launches() == l0 + 1, "one launch");
+      memcpy(p.out.data, (void *)(uintptr_t)mem[p.n_in], tlm_tensor_span_bytes(&p.out));
+      double e = tlm_problem_check(&p);
+      CHECK(e >= 0 && e <= tlm_problem_tolerance(d.a[d.nda - 1]), "%s variant %d: error %g",
+            shapes[s], variant, e);
+      if (s == 7 && variant == 0)
+        CHECK(modules() == before, "K 65 reuses K 64's module (%d -> %d)", before,
+              modules());
+      free_device(&p, mem);
+      tlm_problem_free(&p);
+    }
+  }
+  printf("gpu_api: %d modules loaded for %d launches\n", modules(), launches());
+  tlm_destroy(rt);
+  dlclose(h);
+  return check_report("gpu_api");
+}
