@@ -78,8 +78,10 @@ static int gm_ok(const tlm_gpu_target *tg, const int32_t *d, int upto) {
     if (threads < tg->warp || threads > tg->max_threads_block) return 0;
     if (upto > GM_BK) {
       int64_t bk = d[GM_BK];
-      /* every thread loads a whole number of each staged tile's elements */
+      /* every thread loads a whole number of each staged tile's elements,
+       * at most 32 of each (held in registers between load and store) */
       if ((d[GM_BM] * bk) % threads || (d[GM_BN] * bk) % threads) return 0;
+      if (d[GM_BM] * bk > 32 * threads || d[GM_BN] * bk > 32 * threads) return 0;
     }
     if (upto > GM_STAGES) {
       int64_t smem = (int64_t)d[GM_STAGES] * d[GM_BK] * (d[GM_BM] + d[GM_BN]) * 4;

@@ -13,6 +13,8 @@
  * checks the dispatcher's arguments, geometry, caching and errors end to
  * end; the PTX itself is checked by ptxas and the host thread model
  * (test_gpu). FAKE_CUDA_FAIL=init makes cuInit fail. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +23,8 @@
 #include "runtime/gpu.h"
 
 typedef int CUresult;
-static int g_modules, g_launches;
+static atomic_int g_modules, g_launches;
+static pthread_mutex_t g_alloc_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   uintptr_t lo, hi;
 } g_allocs[256];
@@ -114,30 +117,44 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
 CUresult cuStreamSynchronize(void *s) { return (void)s, 0; }
 CUresult cuPointerGetAttribute(void *data, int attr, unsigned long long p) {
   if (attr != 2) return 1;
+  int found = 0;
+  pthread_mutex_lock(&g_alloc_mu);
   for (int i = 0; i < g_nallocs; i++)
-    if (p >= g_allocs[i].lo && p < g_allocs[i].hi) {
-      *(unsigned *)data = 2; /* device */
-      return 0;
-    }
-  return 1; /* CUDA_ERROR_INVALID_VALUE: not memory the driver knows */
+    if (p >= g_allocs[i].lo && p < g_allocs[i].hi) found = 1;
+  pthread_mutex_unlock(&g_alloc_mu);
+  if (!found) return 1; /* CUDA_ERROR_INVALID_VALUE: not memory the driver knows */
+  *(unsigned *)data = 2; /* device */
+  return 0;
 }
 CUresult cuMemAlloc_v2(unsigned long long *p, size_t bytes) {
-  if (g_nallocs == 256) return 2;
   void *m = calloc(1, bytes ? bytes : 1);
   if (!m) return 2;
-  g_allocs[g_nallocs].lo = (uintptr_t)m, g_allocs[g_nallocs].hi = (uintptr_t)m + bytes;
-  g_nallocs++;
+  pthread_mutex_lock(&g_alloc_mu);
+  int ok = g_nallocs < 256;
+  if (ok) {
+    g_allocs[g_nallocs].lo = (uintptr_t)m, g_allocs[g_nallocs].hi = (uintptr_t)m + bytes;
+    g_nallocs++;
+  }
+  pthread_mutex_unlock(&g_alloc_mu);
+  if (!ok) {
+    free(m);
+    return 2;
+  }
   *p = (uintptr_t)m;
   return 0;
 }
 CUresult cuMemFree_v2(unsigned long long p) {
-  for (int i = 0; i < g_nallocs; i++)
+  int found = 0;
+  pthread_mutex_lock(&g_alloc_mu);
+  for (int i = 0; i < g_nallocs && !found; i++)
     if (g_allocs[i].lo == p) {
-      free((void *)(uintptr_t)p);
       g_allocs[i] = g_allocs[--g_nallocs];
-      return 0;
+      found = 1;
     }
-  return 1;
+  pthread_mutex_unlock(&g_alloc_mu);
+  if (!found) return 1;
+  free((void *)(uintptr_t)p);
+  return 0;
 }
 CUresult cuMemcpyHtoD_v2(unsigned long long d, const void *s, size_t n) {
   return memcpy((void *)(uintptr_t)d, s, n), 0;

@@ -16,6 +16,7 @@
  *    driver whose cuInit fails gives TLM_ERR_NO_DEVICE.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,36 @@ static int to_device(const tlm_problem *p, tlm_tensor *in, tlm_tensor *out, unsi
 
 static void free_device(const tlm_problem *p, unsigned long long *mem) {
   for (int i = 0; i <= p->n_in; i++) g_free(mem[i]);
+}
+
+/* threads making GPU calls on one runtime at once, the first ones
+ * included (the GPU state is created by whichever comes first) */
+typedef struct worker {
+  tlm_runtime *rt;
+  int id, failures;
+} worker;
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  tlm_mm_desc d;
+  char err[256];
+  tlm_mm_desc_parse(w->id % 2 ? "7x13:13x5" : "2x3x17:2x17x19", &d, err, sizeof err);
+  tlm_problem p;
+  if (tlm_problem_make(&d, NULL, 100 + (uint64_t)w->id, &p)) return w->failures++, NULL;
+  tlm_tensor in[4], out;
+  unsigned long long mem[5];
+  if (to_device(&p, in, &out, mem)) {
+    tlm_problem_free(&p);
+    return w->failures++, NULL;
+  }
+  for (int r = 0; r < 20; r++) {
+    if (tlm_run(w->rt, &p.op, in, p.n_in, &out, 1) != TLM_OK) w->failures++;
+    memcpy(p.out.data, (void *)(uintptr_t)mem[p.n_in], tlm_tensor_span_bytes(&p.out));
+    if (!(tlm_problem_check(&p) <= tlm_problem_tolerance(d.a[d.nda - 1]))) w->failures++;
+  }
+  free_device(&p, mem);
+  tlm_problem_free(&p);
+  return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -176,6 +207,19 @@ int main(int argc, char **argv) {
     }
   }
   printf("gpu_api: %d modules loaded for %d launches\n", modules(), launches());
+  tlm_destroy(rt);
+  /* 4 threads on a fresh runtime, first calls at once */
+  CHECK(tlm_create(&cfg, &rt) == TLM_OK, "create");
+  worker w[4];
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) {
+    w[i] = (worker){rt, i, 0};
+    CHECK(pthread_create(&th[i], NULL, worker_main, &w[i]) == 0, "thread");
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    CHECK(w[i].failures == 0, "thread %d: %d failures", i, w[i].failures);
+  }
   tlm_destroy(rt);
   dlclose(h);
   return check_report("gpu_api");

@@ -24,6 +24,7 @@
 #include "tools/lmtools.h"
 #include "tools/overhead.h"
 #include "tools/tune.h"
+#include "tools/gpu.h"
 #include "tools/measure.h"
 #include "tools/problem.h"
 #include "tools/train.h"
@@ -80,6 +81,8 @@ static void usage(FILE *f) {
           "                    checked and timed side by side (--quick, --json F; --help)\n"
           "  bench serving     the LLM-serving replay, cold and warm cache, against\n"
           "                    oneDNN (--model NAME --requests N --json F; --help)\n"
+          "  gpu ptx|export|info  GPU matmul schedules and their PTX, kernels for the\n"
+          "                    device check (tests/device), the CUDA device seen\n"
           "  cache list|stats|verify|clear [--dir DIR]   the disk kernel cache\n"
           "  version           print the library version\n");
 }
@@ -543,6 +546,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "eval")) return tlm_cmd_eval(argc - 2, argv + 2);
   if (!strcmp(argv[1], "tune")) return tlm_cmd_tune(argc - 2, argv + 2);
   if (!strcmp(argv[1], "adapt")) return tlm_cmd_adapt(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "gpu")) return tlm_cmd_gpu(argc - 2, argv + 2);
   if (argc > 2 && !strcmp(argv[1], "bench") && !strcmp(argv[2], "decode"))
     return tlm_cmd_bench_decode(argc - 3, argv + 3);
   if (argc > 2 && !strcmp(argv[1], "bench") && !strcmp(argv[2], "overhead"))
