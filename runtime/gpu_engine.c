@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../cache/disk.h"
 #include "../cache/key.h"
 #include "../cache/map.h"
 #include "../jit/codegen_gpu.h"
@@ -122,8 +123,8 @@ tlm_status tlm_gpu_describe(tlm_runtime *rt, tlm_gpu_target *out, char *err, int
 
 /* Builds (or finds by kernel key) the kernel of a shape; st->mu held and
  * the context current. */
-static tlm_status gpu_build(tlm_gpu_state *st, const tlm_task *task, gpu_kernel **out, char *err,
-                            int errcap) {
+static tlm_status gpu_build(tlm_runtime *rt, tlm_gpu_state *st, const tlm_task *task,
+                            gpu_kernel **out, char *err, int errcap) {
   tlm_gpu_space sp;
   if (tlm_gpu_space_init(&sp, task, &st->target)) {
     snprintf(err, (size_t)errcap, "this operator has no GPU kernels yet (matmul only)");
@@ -147,7 +148,31 @@ static tlm_status gpu_build(tlm_gpu_state *st, const tlm_task *task, gpu_kernel 
   char *ptx = NULL;
   char name[32];
   snprintf(name, sizeof name, "tlm_gpu_mm_%016llx", (unsigned long long)kk.hash_lo);
-  if (tlm_gpu_matmul_ptx(task, &sched, st->target.sm, name, &ptx, err, errcap)) return TLM_ERR_JIT;
+  /* the disk cache keeps the PTX under the kernel key (verified like CPU
+   * objects: owner, mode, checksum, full key); the driver assembles it */
+  if (rt->disk) {
+    void *obj = NULL;
+    size_t len = 0;
+    char sym[64];
+    if (!tlm_disk_load_kernel(rt->disk, &kk, &obj, &len, sym, sizeof sym)) {
+      if (len > 0 && ((char *)obj)[len - 1] == 0 && !strcmp(sym, name))
+        ptx = obj;
+      else
+        free(obj);
+    }
+  }
+  int from_disk = ptx != NULL;
+  if (!ptx && tlm_gpu_matmul_ptx(task, &sched, st->target.sm, name, &ptx, err, errcap))
+    return TLM_ERR_JIT;
+  if (rt->disk && !from_disk) {
+    char problem[160], decisions[256];
+    tlm_gpu_space gs;
+    tlm_gpu_space_init(&gs, task, &st->target);
+    tlm_task_str(task, problem, (int)sizeof problem - 8);
+    strcat(problem, " gpu");
+    tlm_gpu_schedule_str(&gs, &sched, decisions, sizeof decisions);
+    tlm_disk_store_kernel(rt->disk, &kk, ptx, strlen(ptx) + 1, name, problem, decisions);
+  }
   k = calloc(1, sizeof *k);
   if (!k) {
     free(ptx);
@@ -225,7 +250,7 @@ tlm_status tlm_gpu_run(tlm_runtime *rt, const tlm_task *task, const int64_t args
     tlm_key_gpu_shape(&sk, task, &st->target);
     k = tlm_map_get(&st->shapes, &sk);
     if (!k) {
-      status = gpu_build(st, task, &k, err, errcap);
+      status = gpu_build(rt, st, task, &k, err, errcap);
       if (status == TLM_OK && tlm_map_put(&st->shapes, &sk, k)) {
         snprintf(err, (size_t)errcap, "out of memory");
         status = TLM_ERR_OUT_OF_MEMORY;

@@ -15,6 +15,7 @@
  *    same kernel class loads no new module; tlm_run_on_stream enqueues; a
  *    driver whose cuInit fails gives TLM_ERR_NO_DEVICE.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -52,6 +53,51 @@ static int to_device(const tlm_problem *p, tlm_tensor *in, tlm_tensor *out, unsi
 
 static void free_device(const tlm_problem *p, unsigned long long *mem) {
   for (int i = 0; i <= p->n_in; i++) g_free(mem[i]);
+}
+
+/* files in DIR/kernels whose name ends with ext; the first one's path */
+static int count_files(const char *dir, const char *ext, char *first, size_t cap) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/kernels", dir);
+  DIR *d = opendir(path);
+  int n = 0;
+  for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+    size_t l = strlen(e->d_name), le = strlen(ext);
+    if (l > le && !strcmp(e->d_name + l - le, ext)) {
+      if (!n && first) snprintf(first, cap, "%s/%s", path, e->d_name);
+      n++;
+    }
+  }
+  if (d) closedir(d);
+  return n;
+}
+
+/* one GPU matmul of desc on a fresh runtime with cache dir `dir`: 0 when
+ * it ran and agreed with the reference */
+static int run_once(const tlm_config *base, const char *dir, const char *desc) {
+  tlm_config cfg = *base;
+  cfg.cache_dir = dir;
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt) != TLM_OK) return -1;
+  tlm_mm_desc d;
+  char err[256];
+  tlm_mm_desc_parse(desc, &d, err, sizeof err);
+  tlm_problem p;
+  int rc = -1;
+  if (!tlm_problem_make(&d, NULL, 5, &p)) {
+    tlm_tensor in[4], out;
+    unsigned long long mem[5];
+    if (!to_device(&p, in, &out, mem)) {
+      if (tlm_run(rt, &p.op, in, p.n_in, &out, 1) == TLM_OK) {
+        memcpy(p.out.data, (void *)(uintptr_t)mem[p.n_in], tlm_tensor_span_bytes(&p.out));
+        rc = tlm_problem_check(&p) <= tlm_problem_tolerance(d.a[d.nda - 1]) ? 0 : -1;
+      }
+      free_device(&p, mem);
+    }
+    tlm_problem_free(&p);
+  }
+  tlm_destroy(rt);
+  return rc;
 }
 
 /* threads making GPU calls on one runtime at once, the first ones
@@ -208,6 +254,24 @@ int main(int argc, char **argv) {
   }
   printf("gpu_api: %d modules loaded for %d launches\n", modules(), launches());
   tlm_destroy(rt);
+  /* the disk cache keeps the PTX; a damaged entry is rebuilt */
+  char dir[] = "/tmp/tlm_gpu_api_XXXXXX", obj[1200] = "";
+  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+  CHECK(run_once(&cfg, dir, "33x65:65x17") == 0, "cold disk cache");
+  CHECK(count_files(dir, ".o", obj, sizeof obj) == 1, "one PTX entry stored");
+  CHECK(run_once(&cfg, dir, "33x65:65x17") == 0, "warm disk cache");
+  CHECK(count_files(dir, ".o", NULL, 0) == 1, "still one entry");
+  FILE *f = fopen(obj, "r+");
+  CHECK(f != NULL, "open %s", obj);
+  if (f) {
+    fseek(f, 200, SEEK_SET);
+    fputc('#', f);
+    fclose(f);
+  }
+  CHECK(run_once(&cfg, dir, "33x65:65x17") == 0, "damaged PTX entry: rebuilt");
+  char cmd[1100];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0, "cleanup");
   /* 4 threads on a fresh runtime, first calls at once */
   CHECK(tlm_create(&cfg, &rt) == TLM_OK, "create");
   worker w[4];
