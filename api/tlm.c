@@ -715,19 +715,31 @@ static tlm_status run_gpu(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *i
                           const tlm_tensor *out, int n_out, void *stream, int sync) {
   char err[TLM_ERRMSG];
   if (!op) return tlm_set_error(rt, TLM_ERR_NULL_POINTER, "op is NULL");
-  if (op->kind != TLM_OP_MATMUL)
-    return tlm_set_error(rt, TLM_ERR_UNSUPPORTED,
-                         "GPU tensors: only matmul has GPU kernels so far");
   tlm_task task;
-  tlm_mm_args margs;
-  tlm_status st = tlm_validate_matmul(op, in, n_in, out, n_out, &task, &margs, err, sizeof err);
-  if (st != TLM_OK) return tlm_set_error(rt, st, err);
-  int k = 2;
-  uint64_t bias = task.u.mm.has_bias ? (uint64_t)(uintptr_t)in[k++].data : 0;
-  uint64_t res = task.u.mm.has_residual ? (uint64_t)(uintptr_t)in[k].data : 0;
-  int64_t args[GA_COUNT];
-  tlm_gpu_mm_args(&task, (uint64_t)(uintptr_t)in[0].data, (uint64_t)(uintptr_t)in[1].data,
-                  (uint64_t)(uintptr_t)out[0].data, bias, res, args);
+  tlm_status st;
+  int64_t args[TLM_GPU_MAX_ARGS];
+  if (op->kind == TLM_OP_MATMUL) {
+    tlm_mm_args margs;
+    st = tlm_validate_matmul(op, in, n_in, out, n_out, &task, &margs, err, sizeof err);
+    if (st != TLM_OK) return tlm_set_error(rt, st, err);
+    int k = 2;
+    uint64_t bias = task.u.mm.has_bias ? (uint64_t)(uintptr_t)in[k++].data : 0;
+    uint64_t res = task.u.mm.has_residual ? (uint64_t)(uintptr_t)in[k].data : 0;
+    tlm_gpu_mm_args(&task, (uint64_t)(uintptr_t)in[0].data, (uint64_t)(uintptr_t)in[1].data,
+                    (uint64_t)(uintptr_t)out[0].data, bias, res, args);
+  } else if (op->kind == TLM_OP_SOFTMAX || op->kind == TLM_OP_LAYERNORM ||
+             op->kind == TLM_OP_RMSNORM) {
+    tlm_row_args ra;
+    st = tlm_validate_row(op, in, n_in, out, n_out, &task, &ra, err, sizeof err);
+    if (st != TLM_OK) return tlm_set_error(rt, st, err);
+    tlm_gpu_row_args(&task, (uint64_t)(uintptr_t)ra.x, (uint64_t)(uintptr_t)ra.y,
+                     (uint64_t)(uintptr_t)ra.gamma, (uint64_t)(uintptr_t)ra.beta, ra.rows, ra.cols,
+                     ra.mrows, ra.sx, ra.sy, ra.sg, ra.sb, args);
+  } else {
+    return tlm_set_error(rt, TLM_ERR_UNSUPPORTED,
+                         "GPU tensors: matmul, softmax, layernorm and rmsnorm have GPU kernels so "
+                         "far");
+  }
   st = tlm_gpu_run(rt, &task, args, stream, sync, err, sizeof err);
   if (st != TLM_OK) return tlm_set_error(rt, st, err);
   atomic_fetch_add_explicit(&rt->runs, 1, memory_order_relaxed);

@@ -220,6 +220,12 @@ void tlm_key_gpu_kernel(tlm_key *k, const tlm_task *task, const tlm_gpu_target *
             res = m->has_residual;
     memset(m, 0, sizeof *m);
     m->nbatch = nbatch, m->unit = unit, m->act = act, m->has_bias = bias, m->has_residual = res;
+  } else { /* row operators: rows, columns, heights and strides are arguments */
+    tlm_row_task *r = &t.u.row;
+    r->rows = r->cols = r->mrows = 0;
+    memset(r->sx, 0, sizeof r->sx), memset(r->sy, 0, sizeof r->sy);
+    memset(r->sz, 0, sizeof r->sz);
+    r->sg = r->sb = r->sxh = r->syh = 0;
   }
   put(k, &t, sizeof t);
   put(k, sched, sizeof *sched);

@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 typedef struct gg {
@@ -210,6 +211,80 @@ static void store_tiles(gg *g, mmk *k, LLVMValueRef stage_off) {
   }
 }
 
+/* Module, kernel function (PTX: GA-style i64 parameters, the kernel
+ * marker, maxntidx; host: the emulator's signature), the shared-memory
+ * array, the entry block and the argument values g->argv[0..nargs). */
+static LLVMBasicBlockRef setup(gg *g, LLVMContextRef ctx, int code, const char *name, int nargs,
+                               int64_t smem_floats, int threads) {
+  g->C = ctx;
+  g->host = code == TLM_GPU_CODE_HOST;
+  g->mod = LLVMModuleCreateWithNameInContext(name, ctx);
+  g->i1 = LLVMInt1TypeInContext(ctx), g->i32 = LLVMInt32TypeInContext(ctx);
+  g->i64 = LLVMInt64TypeInContext(ctx), g->f32 = LLVMFloatTypeInContext(ctx);
+  g->vd = LLVMVoidTypeInContext(ctx);
+  g->gptr = LLVMPointerTypeInContext(ctx, g->host ? 0 : 1);
+  g->sptr = LLVMPointerTypeInContext(ctx, g->host ? 0 : 3);
+  if (g->host) {
+    LLVMTypeRef p0 = LLVMPointerTypeInContext(ctx, 0);
+    LLVMTypeRef ps[5] = {p0, p0, p0, p0, p0};
+    g->fn = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, ps, 5, 0));
+    g->args = LLVMGetParam(g->fn, 0), g->ids = LLVMGetParam(g->fn, 1);
+    g->smem = LLVMGetParam(g->fn, 2), g->barrier = LLVMGetParam(g->fn, 3);
+    g->bctx = LLVMGetParam(g->fn, 4);
+  } else {
+    LLVMTypeRef ps[TLM_GPU_MAX_ARGS];
+    for (int i = 0; i < nargs; i++) ps[i] = g->i64;
+    g->fn = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, ps, (unsigned)nargs, 0));
+    LLVMSetFunctionCallConv(g->fn, LLVMPTXKernelCallConv);
+    /* the kernel marker and its block size for the register allocator */
+    LLVMMetadataRef kmd[3] = {LLVMValueAsMetadata(g->fn), LLVMMDStringInContext2(ctx, "kernel", 6),
+                              LLVMValueAsMetadata(c32(g, 1))};
+    LLVMAddNamedMetadataOperand(g->mod, "nvvm.annotations",
+                                LLVMMetadataAsValue(ctx, LLVMMDNodeInContext2(ctx, kmd, 3)));
+    LLVMMetadataRef tmd[3] = {LLVMValueAsMetadata(g->fn),
+                              LLVMMDStringInContext2(ctx, "maxntidx", 8),
+                              LLVMValueAsMetadata(c32(g, threads))};
+    LLVMAddNamedMetadataOperand(g->mod, "nvvm.annotations",
+                                LLVMMetadataAsValue(ctx, LLVMMDNodeInContext2(ctx, tmd, 3)));
+    LLVMTypeRef at = LLVMArrayType2(g->f32, (uint64_t)smem_floats);
+    LLVMValueRef gv = LLVMAddGlobalInAddressSpace(g->mod, at, "tlm_smem", 3);
+    LLVMSetInitializer(gv, LLVMGetUndef(at));
+    LLVMSetLinkage(gv, LLVMInternalLinkage);
+    LLVMSetAlignment(gv, 16);
+    g->smem = gv;
+  }
+  LLVMAddAttributeAtIndex(g->fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateEnumAttribute(ctx, LLVMGetEnumAttributeKindForName("nounwind", 8), 0));
+  LLVMBasicBlockRef entry = block(g, "entry");
+  g->b = LLVMCreateBuilderInContext(ctx);
+  LLVMPositionBuilderAtEnd(g->b, entry);
+  for (int i = 0; i < nargs; i++) {
+    if (g->host) {
+      LLVMValueRef idx = c64(g, i);
+      LLVMValueRef p = LLVMBuildGEP2(g->b, g->i64, g->args, &idx, 1, "");
+      g->argv[i] = LLVMBuildLoad2(g->b, g->i64, p, "");
+    } else {
+      g->argv[i] = LLVMGetParam(g->fn, (unsigned)i);
+    }
+  }
+  return entry;
+}
+
+/* Verifies and hands over the module, or disposes of it. */
+static int finish(gg *g, LLVMModuleRef *out, char *err, int errcap) {
+  LLVMDisposeBuilder(g->b);
+  char *msg = NULL;
+  if (LLVMVerifyModule(g->mod, LLVMReturnStatusAction, &msg)) {
+    snprintf(err, (size_t)errcap, "GPU kernel IR does not verify: %.200s", msg ? msg : "");
+    LLVMDisposeMessage(msg);
+    LLVMDisposeModule(g->mod);
+    return -1;
+  }
+  LLVMDisposeMessage(msg);
+  *out = g->mod;
+  return 0;
+}
+
 int tlm_codegen_gpu_matmul(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched,
                            int code, const char *name, LLVMModuleRef *out, char *err, int errcap) {
   *out = NULL;
@@ -241,60 +316,8 @@ int tlm_codegen_gpu_matmul(LLVMContextRef ctx, const tlm_task *task, const tlm_s
   k->a_kmajor_load = (t->unit & TLM_UNIT_A_K) != 0;
   k->b_nmajor_load = (t->unit & TLM_UNIT_B_N) != 0 || !(t->unit & TLM_UNIT_B_K);
 
-  g->C = ctx;
-  g->host = code == TLM_GPU_CODE_HOST;
-  g->mod = LLVMModuleCreateWithNameInContext(name, ctx);
-  g->i1 = LLVMInt1TypeInContext(ctx), g->i32 = LLVMInt32TypeInContext(ctx);
-  g->i64 = LLVMInt64TypeInContext(ctx), g->f32 = LLVMFloatTypeInContext(ctx);
-  g->vd = LLVMVoidTypeInContext(ctx);
-  g->gptr = LLVMPointerTypeInContext(ctx, g->host ? 0 : 1);
-  g->sptr = LLVMPointerTypeInContext(ctx, g->host ? 0 : 3);
   int64_t smem_floats = (int64_t)k->stages * k->bk * (k->bm + k->bn);
-
-  if (g->host) {
-    LLVMTypeRef p0 = LLVMPointerTypeInContext(ctx, 0);
-    LLVMTypeRef ps[5] = {p0, p0, p0, p0, p0};
-    g->fn = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, ps, 5, 0));
-    g->args = LLVMGetParam(g->fn, 0), g->ids = LLVMGetParam(g->fn, 1);
-    g->smem = LLVMGetParam(g->fn, 2), g->barrier = LLVMGetParam(g->fn, 3);
-    g->bctx = LLVMGetParam(g->fn, 4);
-  } else {
-    LLVMTypeRef ps[GA_COUNT];
-    for (int i = 0; i < GA_COUNT; i++) ps[i] = g->i64;
-    g->fn = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, ps, GA_COUNT, 0));
-    LLVMSetFunctionCallConv(g->fn, LLVMPTXKernelCallConv);
-    /* the kernel marker and its block size for the register allocator */
-    LLVMMetadataRef kmd[3] = {LLVMValueAsMetadata(g->fn), LLVMMDStringInContext2(ctx, "kernel", 6),
-                              LLVMValueAsMetadata(c32(g, 1))};
-    LLVMAddNamedMetadataOperand(g->mod, "nvvm.annotations",
-                                LLVMMetadataAsValue(ctx, LLVMMDNodeInContext2(ctx, kmd, 3)));
-    LLVMMetadataRef tmd[3] = {LLVMValueAsMetadata(g->fn),
-                              LLVMMDStringInContext2(ctx, "maxntidx", 8),
-                              LLVMValueAsMetadata(c32(g, k->threads))};
-    LLVMAddNamedMetadataOperand(g->mod, "nvvm.annotations",
-                                LLVMMetadataAsValue(ctx, LLVMMDNodeInContext2(ctx, tmd, 3)));
-    LLVMTypeRef at = LLVMArrayType2(g->f32, (uint64_t)smem_floats);
-    LLVMValueRef gv = LLVMAddGlobalInAddressSpace(g->mod, at, "tlm_smem", 3);
-    LLVMSetInitializer(gv, LLVMGetUndef(at));
-    LLVMSetLinkage(gv, LLVMInternalLinkage);
-    LLVMSetAlignment(gv, 16);
-    g->smem = gv;
-  }
-  LLVMAddAttributeAtIndex(g->fn, LLVMAttributeFunctionIndex,
-                          LLVMCreateEnumAttribute(ctx, LLVMGetEnumAttributeKindForName("nounwind", 8), 0));
-
-  LLVMBasicBlockRef entry = block(g, "entry");
-  g->b = LLVMCreateBuilderInContext(ctx);
-  LLVMPositionBuilderAtEnd(g->b, entry);
-  for (int i = 0; i < GA_COUNT; i++) {
-    if (g->host) {
-      LLVMValueRef idx = c64(g, i);
-      LLVMValueRef p = LLVMBuildGEP2(g->b, g->i64, g->args, &idx, 1, "");
-      g->argv[i] = LLVMBuildLoad2(g->b, g->i64, p, "");
-    } else {
-      g->argv[i] = LLVMGetParam(g->fn, (unsigned)i);
-    }
-  }
+  LLVMBasicBlockRef entry = setup(g, ctx, code, name, GA_COUNT, smem_floats, k->threads);
   /* accumulators, promoted to registers by SROA: every index is constant */
   LLVMTypeRef acc_t = LLVMArrayType2(g->f32, (uint64_t)(k->tm * k->tn));
   LLVMValueRef acc = LLVMBuildAlloca(g->b, acc_t, "acc");
@@ -438,18 +461,202 @@ int tlm_codegen_gpu_matmul(LLVMContextRef ctx, const tlm_task *task, const tlm_s
     }
   }
   LLVMBuildRetVoid(g->b);
-  LLVMDisposeBuilder(g->b);
+  return finish(g, out, err, errcap);
+}
 
-  char *msg = NULL;
-  if (LLVMVerifyModule(g->mod, LLVMReturnStatusAction, &msg)) {
-    snprintf(err, (size_t)errcap, "GPU kernel IR does not verify: %.200s", msg ? msg : "");
-    LLVMDisposeMessage(msg);
-    LLVMDisposeModule(g->mod);
+
+/* ---- row operators ---------------------------------------------------------------
+ *
+ *   row = blockIdx.x; x_r = x + row * sx0, y_r = y + row * sy0
+ *   softmax:   lim = causal ? clamp(row % mrows + cols - mrows + 1, 0, cols) : cols
+ *              m = max over c < lim of scale * x  (tree over shared memory)
+ *              s = sum over c < lim of exp(scale * x - m)
+ *              y = c < lim ? exp(scale * x - m) / s : 0
+ *   layernorm: mean, then the variance of (x - mean) (two reductions),
+ *              y = (x - mean) / sqrt(var + eps) * gamma + beta
+ *   rmsnorm:   y = x / sqrt(mean(x^2) + eps) * gamma
+ * A thread handles columns tid + i * threads, "unroll" of them an iteration.
+ */
+
+typedef struct rowk {
+  int threads, unroll, kind, causal;
+  float scale, eps;
+  LLVMValueRef tid, px, py, pg, pb, cols, sx1, sy1, sg, sb, lim;
+} rowk;
+
+/* a loop over this thread's columns c < lim: body(c) run "unroll" times an
+ * iteration, each guarded */
+typedef void (*col_body)(gg *g, rowk *r, LLVMValueRef c, void *ctx);
+
+static void for_cols(gg *g, rowk *r, LLVMValueRef lim, col_body body, void *ctx) {
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b), head = block(g, "cols"), done = block(g, "cols_done");
+  LLVMBuildCondBr(g->b, slt(g, r->tid, lim), head, done);
+  LLVMPositionBuilderAtEnd(g->b, head);
+  LLVMValueRef c0 = LLVMBuildPhi(g->b, g->i64, "c");
+  for (int u = 0; u < r->unroll; u++) {
+    LLVMValueRef c = add(g, c0, c64(g, (int64_t)u * r->threads));
+    if (u == 0) {
+      body(g, r, c, ctx);
+      continue;
+    }
+    LLVMBasicBlockRef yes = block(g, "col"), next = block(g, "col_next");
+    LLVMBuildCondBr(g->b, slt(g, c, lim), yes, next);
+    LLVMPositionBuilderAtEnd(g->b, yes);
+    body(g, r, c, ctx);
+    LLVMBuildBr(g->b, next);
+    LLVMPositionBuilderAtEnd(g->b, next);
+  }
+  LLVMValueRef cn = add(g, c0, c64(g, (int64_t)r->unroll * r->threads));
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
+  LLVMAddIncoming(c0, &r->tid, &pre, 1);
+  LLVMAddIncoming(c0, &cn, &latch, 1);
+  LLVMBuildCondBr(g->b, slt(g, cn, lim), head, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+}
+
+static LLVMValueRef xload(gg *g, rowk *r, LLVMValueRef c) { return gload(g, r->px, mul(g, c, r->sx1)); }
+
+/* the accumulator: an alloca SROA turns into a phi */
+typedef struct red_ctx {
+  LLVMValueRef acc;  /* float alloca */
+  int op;            /* 0 max of scale x, 1 sum exp(scale x - m), 2 sum x, 3 sum (x - m)^2, 4 sum x^2 */
+  LLVMValueRef m;
+} red_ctx;
+
+static void red_body(gg *g, rowk *r, LLVMValueRef c, void *vctx) {
+  red_ctx *q = vctx;
+  LLVMValueRef x = xload(g, r, c), a = LLVMBuildLoad2(g->b, g->f32, q->acc, ""), v;
+  switch (q->op) {
+  case 0: v = fmaxf_(g, a, LLVMBuildFMul(g->b, x, fconst(g, r->scale), "")); break;
+  case 1:
+    v = LLVMBuildFAdd(g->b, a, fexp(g, LLVMBuildFSub(g->b, LLVMBuildFMul(g->b, x, fconst(g, r->scale), ""), q->m, "")), "");
+    break;
+  case 2: v = LLVMBuildFAdd(g->b, a, x, ""); break;
+  case 3: {
+    LLVMValueRef d = LLVMBuildFSub(g->b, x, q->m, "");
+    LLVMValueRef fa[3] = {d, d, a};
+    v = intrinsic(g, "llvm.fmuladd", &g->f32, 1, fa, 3);
+    break;
+  }
+  default: {
+    LLVMValueRef fa[3] = {x, x, a};
+    v = intrinsic(g, "llvm.fmuladd", &g->f32, 1, fa, 3);
+  }
+  }
+  LLVMBuildStore(g->b, v, q->acc);
+}
+
+/* Reduces this thread's partial over the block (max for op 0, else sum)
+ * through shared memory; every thread gets the result. */
+static LLVMValueRef block_reduce(gg *g, rowk *r, LLVMValueRef part, int is_max) {
+  gstore(g, part, g->smem, r->tid);
+  barrier(g);
+  for (int s = r->threads / 2; s >= 1; s /= 2) {
+    LLVMBasicBlockRef yes = block(g, "red"), next = block(g, "red_next");
+    LLVMBuildCondBr(g->b, slt(g, r->tid, c64(g, s)), yes, next);
+    LLVMPositionBuilderAtEnd(g->b, yes);
+    LLVMValueRef a = gload(g, g->smem, r->tid), b = gload(g, g->smem, add(g, r->tid, c64(g, s)));
+    gstore(g, is_max ? fmaxf_(g, a, b) : LLVMBuildFAdd(g->b, a, b, ""), g->smem, r->tid);
+    LLVMBuildBr(g->b, next);
+    LLVMPositionBuilderAtEnd(g->b, next);
+    barrier(g);
+  }
+  LLVMValueRef v = gload(g, g->smem, c64(g, 0));
+  barrier(g); /* before shared memory is written again */
+  return v;
+}
+
+static LLVMValueRef reduce(gg *g, rowk *r, int op, LLVMValueRef m, LLVMValueRef lim, LLVMValueRef acc) {
+  LLVMBuildStore(g->b, op == 0 ? fconst(g, -INFINITY) : fconst(g, 0.0), acc);
+  red_ctx q = {acc, op, m};
+  for_cols(g, r, lim, red_body, &q);
+  return block_reduce(g, r, LLVMBuildLoad2(g->b, g->f32, acc, ""), op == 0);
+}
+
+typedef struct out_ctx {
+  LLVMValueRef m, inv, rs; /* softmax: max, 1 / sum; norms: mean, 1 / sqrt(var + eps) */
+} out_ctx;
+
+static void out_body(gg *g, rowk *r, LLVMValueRef c, void *vctx) {
+  out_ctx *o = vctx;
+  LLVMValueRef x = xload(g, r, c), y;
+  if (r->kind == TLM_OP_SOFTMAX) {
+    LLVMValueRef e = fexp(g, LLVMBuildFSub(g->b, LLVMBuildFMul(g->b, x, fconst(g, r->scale), ""), o->m, ""));
+    y = LLVMBuildFMul(g->b, e, o->inv, "");
+    if (r->causal) y = LLVMBuildSelect(g->b, slt(g, c, r->lim), y, fconst(g, 0.0), "");
+  } else {
+    LLVMValueRef d = r->kind == TLM_OP_LAYERNORM ? LLVMBuildFSub(g->b, x, o->m, "") : x;
+    y = LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, d, o->rs, ""), gload(g, r->pg, mul(g, c, r->sg)), "");
+    if (r->kind == TLM_OP_LAYERNORM) y = LLVMBuildFAdd(g->b, y, gload(g, r->pb, mul(g, c, r->sb)), "");
+  }
+  gstore(g, y, r->py, mul(g, c, r->sy1));
+}
+
+int tlm_codegen_gpu_row(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched, int code,
+                        const char *name, LLVMModuleRef *out, char *err, int errcap) {
+  *out = NULL;
+  const tlm_row_task *t = &task->u.row;
+  rowk R = {0}, *r = &R;
+  r->threads = sched->v[GR_THREADS], r->unroll = sched->v[GR_UNROLL];
+  r->kind = task->kind, r->causal = task->kind == TLM_OP_SOFTMAX && t->causal;
+  r->scale = t->scale != 0.0f ? t->scale : 1.0f, r->eps = t->eps;
+  if (sched->n != GR_NPOINTS || r->threads < 1 || r->threads > 1024 ||
+      (r->threads & (r->threads - 1)) || r->unroll < 1 || r->unroll > 4 ||
+      (task->kind != TLM_OP_SOFTMAX && task->kind != TLM_OP_LAYERNORM && task->kind != TLM_OP_RMSNORM)) {
+    snprintf(err, (size_t)errcap, "GPU row schedule out of range");
     return -1;
   }
-  LLVMDisposeMessage(msg);
-  *out = g->mod;
-  return 0;
+  gg G = {0}, *g = &G;
+  setup(g, ctx, code, name, GRA_COUNT, r->threads, r->threads);
+  LLVMValueRef acc = LLVMBuildAlloca(g->b, g->f32, "acc");
+  r->tid = LLVMBuildZExt(g->b, special(g, 0), g->i64, "tid");
+  LLVMValueRef row = LLVMBuildZExt(g->b, special(g, 1), g->i64, "row");
+  r->cols = g->argv[GRA_COLS];
+  r->sx1 = (t->unit & TLM_UNIT_ROW_X) ? c64(g, 1) : g->argv[GRA_SX1];
+  r->sy1 = (t->unit & TLM_UNIT_ROW_Y) ? c64(g, 1) : g->argv[GRA_SY1];
+  r->sg = (t->unit & TLM_UNIT_ROW_G) ? c64(g, 1) : g->argv[GRA_SG];
+  r->sb = (t->unit & TLM_UNIT_ROW_B) ? c64(g, 1) : g->argv[GRA_SB];
+  LLVMValueRef ox = mul(g, row, g->argv[GRA_SX0]), oy = mul(g, row, g->argv[GRA_SY0]);
+  r->px = LLVMBuildGEP2(g->b, g->f32, gptr_arg(g, GRA_X), &ox, 1, "");
+  r->py = LLVMBuildGEP2(g->b, g->f32, gptr_arg(g, GRA_Y), &oy, 1, "");
+  r->pg = gptr_arg(g, GRA_G), r->pb = gptr_arg(g, GRA_B);
+  r->lim = r->cols;
+  out_ctx o = {0};
+  if (task->kind == TLM_OP_SOFTMAX) {
+    if (r->causal) { /* lim = clamp(row % mrows + cols - mrows + 1, 0, cols) */
+      LLVMValueRef mr = g->argv[GRA_MROWS];
+      LLVMValueRef l = add(g, LLVMBuildURem(g->b, row, mr, ""), add(g, LLVMBuildSub(g->b, r->cols, mr, ""), c64(g, 1)));
+      l = LLVMBuildSelect(g->b, slt(g, l, r->cols), l, r->cols, "");
+      l = LLVMBuildSelect(g->b, slt(g, l, c64(g, 0)), c64(g, 0), l, "");
+      r->lim = l;
+    }
+    o.m = reduce(g, r, 0, NULL, r->lim, acc);
+    LLVMValueRef sum = reduce(g, r, 1, o.m, r->lim, acc);
+    o.inv = LLVMBuildFDiv(g->b, fconst(g, 1.0), sum, "");
+  } else {
+    LLVMValueRef fc = LLVMBuildSIToFP(g->b, r->cols, g->f32, "");
+    if (task->kind == TLM_OP_LAYERNORM) {
+      o.m = LLVMBuildFDiv(g->b, reduce(g, r, 2, NULL, r->cols, acc), fc, "");
+      LLVMValueRef var = LLVMBuildFDiv(g->b, reduce(g, r, 3, o.m, r->cols, acc), fc, "");
+      LLVMValueRef sq = LLVMBuildFAdd(g->b, var, fconst(g, r->eps), "");
+      o.rs = LLVMBuildFDiv(g->b, fconst(g, 1.0), intrinsic(g, "llvm.sqrt", &g->f32, 1, &sq, 1), "");
+    } else {
+      LLVMValueRef ms = LLVMBuildFDiv(g->b, reduce(g, r, 4, NULL, r->cols, acc), fc, "");
+      LLVMValueRef sq = LLVMBuildFAdd(g->b, ms, fconst(g, r->eps), "");
+      o.rs = LLVMBuildFDiv(g->b, fconst(g, 1.0), intrinsic(g, "llvm.sqrt", &g->f32, 1, &sq, 1), "");
+    }
+  }
+  /* the output over every column (masked ones of a causal softmax get 0) */
+  for_cols(g, r, r->cols, out_body, &o);
+  LLVMBuildRetVoid(g->b);
+  return finish(g, out, err, errcap);
+}
+
+int tlm_gpu_kernel_module(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched, int code,
+                          const char *name, LLVMModuleRef *out, char *err, int errcap) {
+  if (task->kind == TLM_OP_MATMUL)
+    return tlm_codegen_gpu_matmul(ctx, task, sched, code, name, out, err, errcap);
+  return tlm_codegen_gpu_row(ctx, task, sched, code, name, out, err, errcap);
 }
 
 static pthread_once_t g_nvptx_once = PTHREAD_ONCE_INIT;
@@ -519,12 +726,12 @@ int tlm_gpu_emit_ptx(LLVMModuleRef mod, int sm, char **ptx, char *err, int errca
   return rc;
 }
 
-int tlm_gpu_matmul_ptx(const tlm_task *task, const tlm_schedule *sched, int sm, const char *name,
+int tlm_gpu_kernel_ptx(const tlm_task *task, const tlm_schedule *sched, int sm, const char *name,
                        char **ptx, char *err, int errcap) {
   *ptx = NULL;
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod;
-  int rc = tlm_codegen_gpu_matmul(ctx, task, sched, TLM_GPU_CODE_PTX, name, &mod, err, errcap);
+  int rc = tlm_gpu_kernel_module(ctx, task, sched, TLM_GPU_CODE_PTX, name, &mod, err, errcap);
   if (!rc) {
     rc = tlm_gpu_emit_ptx(mod, sm, ptx, err, errcap);
     LLVMDisposeModule(mod);

@@ -38,8 +38,18 @@ int tlm_codegen_gpu_matmul(LLVMContextRef ctx, const tlm_task *task, const tlm_s
  * message (also when this LLVM has no NVPTX target). */
 int tlm_gpu_emit_ptx(LLVMModuleRef mod, int sm, char **ptx, char *err, int errcap);
 
-/* One call: task + schedule -> PTX text of kernel `name`. */
-int tlm_gpu_matmul_ptx(const tlm_task *task, const tlm_schedule *sched, int sm, const char *name,
+/* The same for a softmax, layernorm or rmsnorm task and GPU row schedule
+ * (GR_* decisions; arguments GRA_*). */
+int tlm_codegen_gpu_row(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched, int code,
+                        const char *name, LLVMModuleRef *out, char *err, int errcap);
+
+/* Either of the above by the task's kind. */
+int tlm_gpu_kernel_module(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched, int code,
+                          const char *name, LLVMModuleRef *out, char *err, int errcap);
+
+/* One call: task + schedule -> PTX text of kernel `name` (any kind of
+ * tlm_gpu_supports). */
+int tlm_gpu_kernel_ptx(const tlm_task *task, const tlm_schedule *sched, int sm, const char *name,
                        char **ptx, char *err, int errcap);
 
 #endif

@@ -29,14 +29,36 @@ static const tlm_point k_gm_points[GM_NPOINTS] = {
     {"unroll", TLM_PK_UNROLL},
 };
 
+static const tlm_point k_gr_points[GR_NPOINTS] = {
+    {"threads", TLM_PK_GPU_THREADS}, {"unroll", TLM_PK_UNROLL}};
+
+static int is_row(const tlm_task *t) {
+  return t->kind == TLM_OP_SOFTMAX || t->kind == TLM_OP_LAYERNORM || t->kind == TLM_OP_RMSNORM;
+}
+
+int tlm_gpu_supports(const tlm_task *task) { return task->kind == TLM_OP_MATMUL || is_row(task); }
+
+int tlm_gpu_arg_count(const tlm_task *task) { return is_row(task) ? GRA_COUNT : GA_COUNT; }
+
 int tlm_gpu_space_init(tlm_gpu_space *s, const tlm_task *task, const tlm_gpu_target *target) {
   memset(s, 0, sizeof *s);
-  if (task->kind != TLM_OP_MATMUL) return -1;
+  if (!tlm_gpu_supports(task)) return -1;
   s->task = *task;
   s->target = *target;
-  s->npoints = GM_NPOINTS;
-  s->points = k_gm_points;
+  s->npoints = is_row(task) ? GR_NPOINTS : GM_NPOINTS;
+  s->points = is_row(task) ? k_gr_points : k_gm_points;
   return 0;
+}
+
+/* row operators: powers of two from a warp to the block limit; unroll 1,
+ * 2, 4 */
+static int gr_candidates(const tlm_gpu_space *s, int p, int32_t *c) {
+  int n = 0;
+  if (p == GR_THREADS)
+    for (int32_t t = s->target.warp; t <= s->target.max_threads_block && t <= 1024; t *= 2) c[n++] = t;
+  else
+    for (int32_t u = 1; u <= 4; u *= 2) c[n++] = u;
+  return n;
 }
 
 /* the values each point may take before the constraints */
@@ -113,6 +135,7 @@ static int gm_completable(const tlm_gpu_target *tg, int32_t *d, int p) {
 
 int tlm_gpu_space_candidates(const tlm_gpu_space *s, int p, const int32_t *decided,
                              int32_t *cands) {
+  if (is_row(&s->task)) return gr_candidates(s, p, cands);
   int32_t d[TLM_MAX_POINTS] = {0}, vals[TLM_MAX_CANDIDATES];
   memcpy(d, decided, (size_t)p * sizeof *d);
   int n = gm_values(p, d, vals), k = 0;
@@ -239,9 +262,25 @@ static int choose_rule(void *ctx, const tlm_gpu_space *s, int p, const int32_t *
   return best;
 }
 
+/* Row operators: enough threads that each holds about 4 columns of the
+ * row (a warp at least, the block limit at most), so one block streams a
+ * row with every thread busy and the reductions stay log2(threads)
+ * barriers deep; unroll 4 when every thread has 4 columns or more, else 1. */
+static void gr_rule_pick(const tlm_gpu_space *s, gm_rule *out) {
+  memset(out, 0, sizeof *out);
+  int64_t cols = s->task.u.row.cols, want = (cols + 3) / 4;
+  int32_t t = s->target.warp;
+  while (t < want && t * 2 <= s->target.max_threads_block && t * 2 <= 1024) t *= 2;
+  out->v[GR_THREADS] = t;
+  out->v[GR_UNROLL] = cols >= 4 * (int64_t)t ? 4 : 1;
+}
+
 void tlm_gpu_space_default(const tlm_gpu_space *s, tlm_schedule *out) {
   gm_rule r;
-  gm_rule_pick(s, &r);
+  if (is_row(&s->task))
+    gr_rule_pick(s, &r);
+  else
+    gm_rule_pick(s, &r);
   tlm_gpu_space_walk(s, choose_rule, &r, out);
 }
 
@@ -299,6 +338,12 @@ int tlm_gpu_launch_dims(const tlm_task *task, const tlm_schedule *sched, tlm_gpu
   const tlm_matmul_task *t = &task->u.mm;
   const int32_t *v = sched->v;
   memset(out, 0, sizeof *out);
+  if (is_row(task)) {
+    out->threads = v[GR_THREADS];
+    out->grid_x = task->u.row.rows, out->grid_y = out->grid_z = 1;
+    out->smem_bytes = v[GR_THREADS] * 4;
+    return out->grid_x > 2147483647 ? -1 : 0;
+  }
   out->threads = (v[GM_BM] / v[GM_TM]) * (v[GM_BN] / v[GM_TN]);
   out->grid_x = (t->N + v[GM_BN] - 1) / v[GM_BN];
   out->grid_y = (t->M + v[GM_BM] - 1) / v[GM_BM];
@@ -326,4 +371,16 @@ void tlm_gpu_mm_args(const tlm_task *task, uint64_t a, uint64_t b, uint64_t c, u
     args[GA_SAB + i] = t->sa[i], args[GA_SBB + i] = t->sb[i];
     args[GA_SCB + i] = t->sc[i], args[GA_SRB + i] = t->sr[i];
   }
+}
+
+void tlm_gpu_row_args(const tlm_task *task, uint64_t x, uint64_t y, uint64_t gamma, uint64_t beta,
+                      int64_t rows, int64_t cols, int64_t mrows, const int64_t sx[2],
+                      const int64_t sy[2], int64_t sg, int64_t sb, int64_t args[GRA_COUNT]) {
+  (void)task;
+  memset(args, 0, GRA_COUNT * sizeof *args);
+  args[GRA_X] = (int64_t)x, args[GRA_Y] = (int64_t)y;
+  args[GRA_G] = (int64_t)gamma, args[GRA_B] = (int64_t)beta;
+  args[GRA_ROWS] = rows, args[GRA_COLS] = cols, args[GRA_MROWS] = mrows > 0 ? mrows : 1;
+  args[GRA_SX0] = sx[0], args[GRA_SX1] = sx[1], args[GRA_SY0] = sy[0], args[GRA_SY1] = sy[1];
+  args[GRA_SG] = sg, args[GRA_SB] = sb;
 }

@@ -72,14 +72,31 @@ enum {
   GM_NPOINTS
 };
 
+/* GPU row operators (softmax, layernorm, rmsnorm): one block per row, its
+ * threads striding over the row's columns (column c of thread t when
+ * c = t + i * threads), each reduction (max and sum of exp; mean and
+ * variance; mean of squares) a tree over shared memory, the output written
+ * in a last pass (y may be x). Rows, columns, the causal matrix height and
+ * every stride are kernel arguments. */
+enum {
+  GR_THREADS = 0, /* threads of a row's block (32 .. 1024) */
+  GR_UNROLL,      /* columns a thread handles per loop iteration (1, 2, 4) */
+  GR_NPOINTS
+};
+
 /* Point kinds of the GPU decisions (the tensor language's token groups;
  * appended after space.h's tlm_point_kind). */
 enum {
   TLM_PK_GPU_THREAD_TILE = 8,
   TLM_PK_GPU_BLOCK_TILE = 9,
   TLM_PK_GPU_K_STEP = 10,
-  TLM_PK_GPU_STAGES = 11
+  TLM_PK_GPU_STAGES = 11,
+  TLM_PK_GPU_THREADS = 12
 };
+
+/* 1 when the task's kind has GPU kernels (matmul, softmax, layernorm,
+ * rmsnorm). */
+int tlm_gpu_supports(const tlm_task *task);
 
 typedef struct tlm_gpu_space {
   tlm_task task;
@@ -89,7 +106,7 @@ typedef struct tlm_gpu_space {
 } tlm_gpu_space;
 
 /* Builds the GPU space of a valid task. Returns 0, or -1 when the task's
- * kind has no GPU space (only matmul has one). */
+ * kind has no GPU space (tlm_gpu_supports). */
 int tlm_gpu_space_init(tlm_gpu_space *s, const tlm_task *task, const tlm_gpu_target *target);
 
 /* Candidates of point p given decided[0..p-1], ascending and distinct;
@@ -125,7 +142,8 @@ int tlm_gpu_schedule_parse(const tlm_gpu_space *s, const char *text, tlm_schedul
                            int errcap);
 
 /* Launch geometry of a schedule for a task: threads a block, blocks along
- * x (N tiles), y (M tiles) and z (batches), static shared memory bytes.
+ * x (N tiles; rows for row operators), y (M tiles) and z (batches),
+ * static shared memory bytes.
  * Returns 0, or -1 when the grid exceeds CUDA's limits (y and z at most
  * 65535, x at most 2^31 - 1). */
 typedef struct tlm_gpu_launch {
@@ -157,8 +175,24 @@ enum {
 };
 
 /* Fills args[GA_COUNT] for a task and its operand addresses. The batch
- * dims are right-aligned: C's innermost batch dim is args[GA_BATCH + 3]. */
+ * dims are C's, outermost first, 1 when unused. */
 void tlm_gpu_mm_args(const tlm_task *task, uint64_t a, uint64_t b, uint64_t c, uint64_t bias,
                      uint64_t r, int64_t args[GA_COUNT]);
+
+/* A row kernel's arguments, each 8 bytes: x, y, gamma, beta (0 when
+ * absent), rows, cols, the causal matrix height (mrows), the row and
+ * column strides of x and y, gamma's and beta's strides. */
+enum {
+  GRA_X = 0, GRA_Y, GRA_G, GRA_B, GRA_ROWS, GRA_COLS, GRA_MROWS, GRA_SX0, GRA_SX1, GRA_SY0,
+  GRA_SY1, GRA_SG, GRA_SB, GRA_COUNT
+};
+void tlm_gpu_row_args(const tlm_task *task, uint64_t x, uint64_t y, uint64_t gamma, uint64_t beta,
+                      int64_t rows, int64_t cols, int64_t mrows, const int64_t sx[2],
+                      const int64_t sy[2], int64_t sg, int64_t sb, int64_t args[GRA_COUNT]);
+
+/* Number of 8-byte kernel arguments of the task's kind (GA_COUNT or
+ * GRA_COUNT); the largest is TLM_GPU_MAX_ARGS. */
+#define TLM_GPU_MAX_ARGS GA_COUNT
+int tlm_gpu_arg_count(const tlm_task *task);
 
 #endif

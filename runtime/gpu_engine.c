@@ -127,7 +127,7 @@ static tlm_status gpu_build(tlm_runtime *rt, tlm_gpu_state *st, const tlm_task *
                             gpu_kernel **out, char *err, int errcap) {
   tlm_gpu_space sp;
   if (tlm_gpu_space_init(&sp, task, &st->target)) {
-    snprintf(err, (size_t)errcap, "this operator has no GPU kernels yet (matmul only)");
+    snprintf(err, (size_t)errcap, "this operator has no GPU kernels yet");
     return TLM_ERR_UNSUPPORTED;
   }
   tlm_schedule sched;
@@ -147,7 +147,8 @@ static tlm_status gpu_build(tlm_runtime *rt, tlm_gpu_state *st, const tlm_task *
   }
   char *ptx = NULL;
   char name[32];
-  snprintf(name, sizeof name, "tlm_gpu_mm_%016llx", (unsigned long long)kk.hash_lo);
+  snprintf(name, sizeof name, "tlm_gpu_%s_%016llx", task->kind == TLM_OP_MATMUL ? "mm" : "row",
+           (unsigned long long)kk.hash_lo);
   /* the disk cache keeps the PTX under the kernel key (verified like CPU
    * objects: owner, mode, checksum, full key); the driver assembles it */
   if (rt->disk) {
@@ -162,7 +163,7 @@ static tlm_status gpu_build(tlm_runtime *rt, tlm_gpu_state *st, const tlm_task *
     }
   }
   int from_disk = ptx != NULL;
-  if (!ptx && tlm_gpu_matmul_ptx(task, &sched, st->target.sm, name, &ptx, err, errcap))
+  if (!ptx && tlm_gpu_kernel_ptx(task, &sched, st->target.sm, name, &ptx, err, errcap))
     return TLM_ERR_JIT;
   if (rt->disk && !from_disk) {
     char problem[160], decisions[256];
@@ -206,8 +207,8 @@ oom:
   return TLM_ERR_OUT_OF_MEMORY;
 }
 
-tlm_status tlm_gpu_run(tlm_runtime *rt, const tlm_task *task, const int64_t args[GA_COUNT],
-                       void *stream, int sync, char *err, int errcap) {
+tlm_status tlm_gpu_run(tlm_runtime *rt, const tlm_task *task, const int64_t *args, void *stream,
+                       int sync, char *err, int errcap) {
   tlm_gpu_state *st = gpu_state(rt);
   if (!st) {
     snprintf(err, (size_t)errcap, "out of memory");
@@ -217,10 +218,11 @@ tlm_status tlm_gpu_run(tlm_runtime *rt, const tlm_task *task, const int64_t args
     snprintf(err, (size_t)errcap, "%s", st->msg);
     return st->status;
   }
-  if (task->kind != TLM_OP_MATMUL) {
-    snprintf(err, (size_t)errcap, "this operator has no GPU kernels yet (matmul only)");
+  if (!tlm_gpu_supports(task)) {
+    snprintf(err, (size_t)errcap, "this operator has no GPU kernels yet");
     return TLM_ERR_UNSUPPORTED;
   }
+  int nargs = tlm_gpu_arg_count(task), nptr = task->kind == TLM_OP_MATMUL ? 5 : 4;
   tlm_status status = TLM_OK;
   char e[200];
   pthread_mutex_lock(&st->mu);
@@ -232,8 +234,10 @@ tlm_status tlm_gpu_run(tlm_runtime *rt, const tlm_task *task, const int64_t args
     return TLM_ERR_NO_DEVICE;
   }
   /* every operand must be memory the device can address */
-  static const char *const names[5] = {"A", "B", "C", "bias", "residual"};
-  for (int i = 0; i < 5 && status == TLM_OK; i++) {
+  static const char *const mm_names[5] = {"A", "B", "C", "bias", "residual"},
+                           *const row_names[4] = {"x", "y", "gamma", "beta"};
+  const char *const *names = task->kind == TLM_OP_MATMUL ? mm_names : row_names;
+  for (int i = 0; i < nptr && status == TLM_OK; i++) {
     if (!args[i]) continue;
     unsigned int mt = 0;
     r = st->cu.PointerGetAttribute(&mt, TLM_CU_POINTER_ATTR_MEMORY_TYPE, (tlm_cu_deviceptr)args[i]);
@@ -264,9 +268,9 @@ tlm_status tlm_gpu_run(tlm_runtime *rt, const tlm_task *task, const int64_t args
     status = TLM_ERR_UNSUPPORTED;
   }
   if (status == TLM_OK) {
-    int64_t a[GA_COUNT];
-    void *params[GA_COUNT];
-    for (int i = 0; i < GA_COUNT; i++) a[i] = args[i], params[i] = &a[i];
+    int64_t a[TLM_GPU_MAX_ARGS];
+    void *params[TLM_GPU_MAX_ARGS];
+    for (int i = 0; i < nargs; i++) a[i] = args[i], params[i] = &a[i];
     r = st->cu.LaunchKernel(k->fn, (unsigned)l.grid_x, (unsigned)l.grid_y, (unsigned)l.grid_z,
                             (unsigned)l.threads, 1, 1, 0, (tlm_cu_stream)stream, params, NULL);
     if (!r && sync) r = st->cu.StreamSynchronize((tlm_cu_stream)stream);

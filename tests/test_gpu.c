@@ -16,7 +16,11 @@
  *     against the double-precision reference.
  *  3. The space: every sampled schedule is accepted, parses back from its
  *     text, and the rule is deterministic.
+ *  4. Row operators (softmax with scale and causal mask, layernorm,
+ *     rmsnorm) on odd row lengths and strided rows, the rule and random
+ *     schedules, the same two checks against runtime/reference.c.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +33,7 @@
 #include "jit/jit.h"
 #include "runtime/gpu.h"
 #include "runtime/gpu_emu.h"
+#include "runtime/reference.h"
 #include "tools/problem.h"
 
 #define MAX_SHAPES 96
@@ -168,6 +173,122 @@ static int emulate(tlm_jit *jit, const tlm_task *task, const tlm_schedule *sc, t
   return rc;
 }
 
+
+/* Row operators: x (B, R, C) with a row stride of C + pad, gamma, beta. */
+static void check_rows(tlm_jit *jit, const char *ptxas, uint64_t *rng, int *kernels, int *assembled,
+                       int *emulated) {
+  static const int64_t shapes[][3] = {{1, 1, 1},  {1, 3, 7},   {2, 5, 33},   {1, 17, 100},
+                                      {1, 4, 1000}, {2, 2, 4097}, {1, 8, 768}, {3, 3, 13}};
+  static const tlm_op_kind kinds[] = {TLM_OP_SOFTMAX, TLM_OP_SOFTMAX, TLM_OP_LAYERNORM, TLM_OP_RMSNORM};
+  tlm_gpu_target tg;
+  tlm_gpu_target_offline(&tg, 90);
+  char err[512];
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (size_t q = 0; q < sizeof kinds / sizeof *kinds; q++) {
+      int64_t B = shapes[s][0], R = shapes[s][1], C = shapes[s][2], pad = (int64_t)(s % 3);
+      int64_t n = B * R * (C + pad);
+      float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+      float *ref = malloc((size_t)n * sizeof *ref), *g = malloc((size_t)C * sizeof *g);
+      float *b = malloc((size_t)C * sizeof *b);
+      for (int64_t i = 0; i < n; i++) x[i] = (float)((double)(tlm_rng_next(rng) >> 11) / 9007199254740992.0 * 8 - 4);
+      for (int64_t i = 0; i < C; i++) g[i] = 0.5f + (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.2f - 0.4f;
+      tlm_op op = tlm_op_rownorm(kinds[q]);
+      if (q == 1) op.u.rownorm.causal = 1, op.u.rownorm.scale = 0.125f;
+      int64_t shape[3] = {B, R, C};
+      tlm_tensor in[3], out;
+      memset(in, 0, sizeof in);
+      memset(&out, 0, sizeof out);
+      in[0].dtype = out.dtype = TLM_F32;
+      in[0].ndim = out.ndim = 3;
+      for (int i = 0; i < 3; i++) in[0].shape[i] = out.shape[i] = shape[i];
+      in[0].strides[0] = out.strides[0] = R * (C + pad);
+      in[0].strides[1] = out.strides[1] = C + pad;
+      in[0].strides[2] = out.strides[2] = 1;
+      in[0].data = x, out.data = y;
+      int nin = 1;
+      if (kinds[q] != TLM_OP_SOFTMAX) tlm_tensor_dense(&in[nin++], TLM_F32, 1, &C, g);
+      if (kinds[q] == TLM_OP_LAYERNORM) tlm_tensor_dense(&in[nin++], TLM_F32, 1, &C, b);
+      tlm_task task;
+      tlm_row_args ra;
+      tlm_status st = tlm_validate_row(&op, in, nin, &out, 1, &task, &ra, err, sizeof err);
+      CHECK(st == TLM_OK, "row %lldx%lldx%lld kind %d: %s", (long long)B, (long long)R, (long long)C,
+            (int)kinds[q], err);
+      if (st != TLM_OK) goto next;
+      tlm_row_args rr = ra;
+      rr.y = ref;
+      tlm_ref_row(&task, &rr);
+      tlm_gpu_space sp;
+      CHECK(tlm_gpu_space_init(&sp, &task, &tg) == 0, "row space");
+      for (int r = 0; r < 3; r++) {
+        tlm_schedule sc;
+        if (r == 0)
+          tlm_gpu_space_default(&sp, &sc);
+        else
+          tlm_gpu_space_sample(&sp, rng, &sc);
+        char ss[128], tag[256];
+        tlm_gpu_schedule_str(&sp, &sc, ss, sizeof ss);
+        snprintf(tag, sizeof tag, "kind %d%s %lldx%lldx%lld (pad %lld) [%s]", (int)kinds[q],
+                 q == 1 ? " causal" : "", (long long)B, (long long)R, (long long)C, (long long)pad, ss);
+        CHECK(tlm_gpu_space_accepts(&sp, &sc), "%s: not accepted", tag);
+        char *ptx = NULL;
+        if (tlm_gpu_kernel_ptx(&task, &sc, 90, "tlm_row", &ptx, err, sizeof err)) {
+          CHECK(0, "%s: PTX: %s", tag, err);
+          continue;
+        }
+        (*kernels)++;
+        if (ptxas) {
+          ptx_stats ps;
+          CHECK(assemble(ptxas, ptx, 90, tag, &ps) == 0, "%s: ptxas", tag);
+          (*assembled)++;
+        }
+        free(ptx);
+        /* the host form, where the emulation stays cheap (a host thread
+         * per GPU thread: 1024-thread blocks over many rows cost seconds) */
+        tlm_gpu_launch l;
+        tlm_gpu_launch_dims(&task, &sc, &l);
+        if (r > 0 && (int64_t)l.threads * l.grid_x > 4096) continue;
+        for (int64_t i = 0; i < n; i++) y[i] = -7.0f;
+        int64_t args[GRA_COUNT];
+        tlm_gpu_row_args(&task, (uint64_t)(uintptr_t)ra.x, (uint64_t)(uintptr_t)ra.y,
+                         (uint64_t)(uintptr_t)ra.gamma, (uint64_t)(uintptr_t)ra.beta, ra.rows, ra.cols,
+                         ra.mrows, ra.sx, ra.sy, ra.sg, ra.sb, args);
+        LLVMContextRef ctx = LLVMContextCreate();
+        LLVMModuleRef mod;
+        void *obj = NULL, *fn = NULL;
+        size_t len = 0;
+        tlm_jit_code *code = NULL;
+        int rc = tlm_gpu_kernel_module(ctx, &task, &sc, TLM_GPU_CODE_HOST, "row_host", &mod, err, sizeof err);
+        if (!rc) {
+          rc = tlm_jit_compile_object(jit, mod, "default<O1>", &obj, &len, NULL, err, sizeof err);
+          LLVMDisposeModule(mod);
+        }
+        LLVMContextDispose(ctx);
+        if (!rc) rc = tlm_jit_load(jit, obj, len, "row_host", &fn, &code, err, sizeof err);
+        free(obj);
+        if (!rc) {
+          tlm_gpu_host_fn f;
+          memcpy(&f, &fn, sizeof f);
+          rc = tlm_gpu_emulate(f, args, &l, err, sizeof err);
+        }
+        tlm_jit_unload(jit, code);
+        CHECK(rc == 0, "%s: host form: %s", tag, err);
+        if (rc) continue;
+        (*emulated)++;
+        double worst = 0;
+        for (int64_t bb = 0; bb < B; bb++)
+          for (int64_t rr2 = 0; rr2 < R; rr2++)
+            for (int64_t c = 0; c < C; c++) {
+              int64_t i = bb * R * (C + pad) + rr2 * (C + pad) + c;
+              double e = fabs((double)y[i] - ref[i]) / (1.0 + fabs((double)ref[i]));
+              if (!(e <= worst)) worst = e; /* NaN stays */
+            }
+        CHECK(worst <= 2e-5, "%s: error %g", tag, worst);
+      }
+    next:
+      free(x), free(y), free(ref), free(g), free(b);
+    }
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : NULL;
   const char *ptxas = argc > 2 && strcmp(argv[2], "-") ? argv[2] : NULL;
@@ -252,7 +373,7 @@ int main(int argc, char **argv) {
             "%s: parse back: %s", tag, err);
       /* PTX for the real task (the code does not depend on the extents) */
       char *ptx = NULL;
-      int rc = tlm_gpu_matmul_ptx(&real, &sc, 90, "tlm_mm", &ptx, err, sizeof err);
+      int rc = tlm_gpu_kernel_ptx(&real, &sc, 90, "tlm_mm", &ptx, err, sizeof err);
       CHECK(rc == 0, "%s: PTX: %s", tag, err);
       if (!rc) {
         kernels++;
@@ -274,7 +395,7 @@ int main(int argc, char **argv) {
           }
           if (r % 3 == 0) { /* sm_80 for a third of them */
             char *p80 = NULL;
-            if (!tlm_gpu_matmul_ptx(&real, &sc, 80, "tlm_mm", &p80, err, sizeof err)) {
+            if (!tlm_gpu_kernel_ptx(&real, &sc, 80, "tlm_mm", &p80, err, sizeof err)) {
               CHECK(assemble(ptxas, p80, 80, tag, &ps) == 0, "%s: ptxas sm_80", tag);
               assembled++;
             } else {
@@ -306,6 +427,9 @@ int main(int argc, char **argv) {
   printf("gpu: %d kernels over %d shapes, %d PTX assembled by ptxas (most registers %d), %d run "
          "on the host thread model\n",
          kernels, shapes_used, assembled, max_regs, emulated);
+  int rk = 0, ra = 0, re = 0;
+  check_rows(jit, ptxas, &rng, &rk, &ra, &re);
+  printf("gpu rows: %d kernels, %d assembled, %d run on the host thread model\n", rk, ra, re);
   /* the issue's bar (#21), at the CI's schedules per shape (fewer under
    * sanitizers, which slow the emulation, not the PTX) */
   if (per_shape >= 5)

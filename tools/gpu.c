@@ -113,7 +113,7 @@ static int cmd_ptx(int argc, char **argv) {
   printf("// %s sm_%d schedule %s: %d threads, grid %lld x %lld x %lld, %d bytes shared\n", desc,
          sm, tlm_gpu_schedule_str(&sp, &sc, ss, sizeof ss), l.threads, (long long)l.grid_x,
          (long long)l.grid_y, (long long)l.grid_z, l.smem_bytes);
-  if (tlm_gpu_matmul_ptx(&task, &sc, sm, "tlm_mm", &ptx, err, sizeof err)) {
+  if (tlm_gpu_kernel_ptx(&task, &sc, sm, "tlm_mm", &ptx, err, sizeof err)) {
     fprintf(stderr, "tlm gpu: %s\n", err);
     return 1;
   }
@@ -133,7 +133,7 @@ static int export_one(const char *dir, int idx, const tlm_mm_desc *d, const tlm_
                       const tlm_task *task, const tlm_gpu_space *sp, const tlm_schedule *sc,
                       int is_rule, int sm, cJSON *list) {
   char err[512], *ptx = NULL, file[64], path[1200], ss[256], ds[128];
-  if (tlm_gpu_matmul_ptx(task, sc, sm, "tlm_mm", &ptx, err, sizeof err)) {
+  if (tlm_gpu_kernel_ptx(task, sc, sm, "tlm_mm", &ptx, err, sizeof err)) {
     fprintf(stderr, "tlm gpu export: %s\n", err);
     return -1;
   }
