@@ -182,6 +182,80 @@ static int export_one(const char *dir, int idx, const tlm_mm_desc *d, const tlm_
   return 1;
 }
 
+/* a row operator's kernel: x (rows, cols) dense, y likewise, gamma and
+ * beta (cols); causal softmax over one (rows, cols) matrix */
+static int export_row(const char *dir, int idx, const char *text, tlm_op op, int64_t rows,
+                      int64_t cols, int random, uint64_t *rng, const tlm_gpu_target *tg, int sm,
+                      cJSON *list) {
+  char err[512];
+  int made = 0;
+  for (int r = 0; r <= random; r++) {
+    tlm_op o = op;
+    if (o.kind == TLM_OP_SOFTMAX && r % 2 == 1) o.u.rownorm.causal = 1, o.u.rownorm.scale = 0.125f;
+    int64_t shape[2] = {rows, cols};
+    tlm_tensor in[3], out;
+    uintptr_t base = (uintptr_t)1 << 40;
+    tlm_tensor_dense(&in[0], TLM_F32, 2, shape, (void *)base);
+    tlm_tensor_dense(&out, TLM_F32, 2, shape, (void *)(2 * base));
+    int nin = 1;
+    if (o.kind != TLM_OP_SOFTMAX) tlm_tensor_dense(&in[nin++], TLM_F32, 1, &cols, (void *)(3 * base));
+    if (o.kind == TLM_OP_LAYERNORM) tlm_tensor_dense(&in[nin++], TLM_F32, 1, &cols, (void *)(4 * base));
+    tlm_task task;
+    tlm_row_args ra;
+    if (tlm_validate_row(&o, in, nin, &out, 1, &task, &ra, err, sizeof err) != TLM_OK) {
+      fprintf(stderr, "tlm gpu export: %s: %s\n", text, err);
+      return -1;
+    }
+    tlm_gpu_space sp;
+    tlm_gpu_space_init(&sp, &task, tg);
+    tlm_schedule sc;
+    if (r == 0)
+      tlm_gpu_space_default(&sp, &sc);
+    else
+      tlm_gpu_space_sample(&sp, rng, &sc);
+    char *ptx = NULL, file[64], path[1200], ss[128];
+    if (tlm_gpu_kernel_ptx(&task, &sc, sm, "tlm_row", &ptx, err, sizeof err)) {
+      fprintf(stderr, "tlm gpu export: %s\n", err);
+      return -1;
+    }
+    snprintf(file, sizeof file, "k%04d.ptx", idx + made);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "w");
+    int ok = f && fputs(ptx, f) >= 0;
+    if (f && fclose(f)) ok = 0;
+    free(ptx);
+    if (!ok) return -1;
+    int64_t args[GRA_COUNT];
+    tlm_gpu_row_args(&task, (uint64_t)-1, (uint64_t)-2, o.kind != TLM_OP_SOFTMAX ? (uint64_t)-3 : 0,
+                     o.kind == TLM_OP_LAYERNORM ? (uint64_t)-4 : 0, ra.rows, ra.cols, ra.mrows,
+                     ra.sx, ra.sy, ra.sg, ra.sb, args);
+    tlm_gpu_launch l;
+    tlm_gpu_launch_dims(&task, &sc, &l);
+    int64_t grid[3] = {l.grid_x, l.grid_y, l.grid_z};
+    static const char *const names[] = {[TLM_OP_SOFTMAX] = "softmax", [TLM_OP_LAYERNORM] = "layernorm",
+                                        [TLM_OP_RMSNORM] = "rmsnorm"};
+    cJSON *e = cJSON_CreateObject();
+    if (!e || !cJSON_AddStringToObject(e, "op", names[o.kind]) ||
+        !cJSON_AddStringToObject(e, "desc", text) || !cJSON_AddStringToObject(e, "ptx", file) ||
+        !cJSON_AddStringToObject(e, "kernel", "tlm_row") ||
+        !cJSON_AddStringToObject(e, "schedule", tlm_gpu_schedule_str(&sp, &sc, ss, sizeof ss)) ||
+        !cJSON_AddBoolToObject(e, "rule", r == 0) || !cJSON_AddNumberToObject(e, "rows", (double)rows) ||
+        !cJSON_AddNumberToObject(e, "cols", (double)cols) ||
+        !cJSON_AddNumberToObject(e, "causal", o.u.rownorm.causal) ||
+        !cJSON_AddNumberToObject(e, "scale", o.u.rownorm.scale != 0.0f ? o.u.rownorm.scale : 1.0) ||
+        !cJSON_AddNumberToObject(e, "eps", o.u.rownorm.eps) ||
+        !cJSON_AddNumberToObject(e, "threads", l.threads) ||
+        !cJSON_AddItemToObject(e, "grid", int_array(grid, 3)) ||
+        !cJSON_AddItemToObject(e, "args", int_array(args, GRA_COUNT))) {
+      cJSON_Delete(e);
+      return -1;
+    }
+    cJSON_AddItemToArray(list, e);
+    made++;
+  }
+  return made;
+}
+
 static int cmd_export(int argc, char **argv) {
   int sm = 90, random = 2;
   uint64_t seed = 1;
@@ -206,6 +280,7 @@ static int cmd_export(int argc, char **argv) {
   cJSON_AddItemToObject(root, "groups", gr);
   cJSON_AddNumberToObject(root, "sm", sm);
   cJSON_AddNumberToObject(root, "ga_count", GA_COUNT);
+  cJSON_AddNumberToObject(root, "gra_count", GRA_COUNT);
   cJSON_AddItemToObject(root, "kernels", list);
   int idx = 0, failed = 0;
   uint64_t rng = seed;
@@ -223,6 +298,27 @@ static int cmd_export(int argc, char **argv) {
       } else {
         text = items[it];
         done = 1;
+      }
+      tlm_op rop;
+      int64_t rows, cols;
+      char rerr[256];
+      if (tlm_row_desc_parse(text, &rop, &rows, &cols, rerr, sizeof rerr) == 1) {
+        tlm_task probe;
+        probe.kind = rop.kind;
+        if (!tlm_gpu_supports(&probe)) {
+          fprintf(stderr, "tlm gpu export: %s: no GPU kernels for this operator\n", text);
+          failed = 1;
+          continue;
+        }
+        char trimmed[128];
+        size_t tl = strcspn(text, "\r\n");
+        if (tl >= sizeof trimmed) tl = sizeof trimmed - 1;
+        memcpy(trimmed, text, tl);
+        trimmed[tl] = 0;
+        int e = export_row(dir, idx, trimmed, rop, rows, cols, random, &rng, &tg, sm, list);
+        if (e < 0) failed = 1;
+        else idx += e;
+        continue;
       }
       tlm_mm_desc d;
       int pr = tlm_mm_desc_parse(text, &d, err, sizeof err);

@@ -42,6 +42,14 @@ def load_manifest(d):
         m = json.load(f)
     ks = m["kernels"]
     for k in ks:
+        if k.get("op", "matmul") != "matmul":
+            if len(k["args"]) != m["gra_count"] or k["args"][0] != -1 or k["args"][1] != -2:
+                raise ValueError("%s: row kernel arguments" % k["ptx"])
+            if (k["args"][2] == -3) != (k["op"] != "softmax") or (k["args"][3] == -4) != (k["op"] == "layernorm"):
+                raise ValueError("%s: gamma/beta slots disagree with %s" % (k["ptx"], k["op"]))
+            if not os.path.exists(os.path.join(d, k["ptx"])):
+                raise ValueError("missing " + k["ptx"])
+            continue
         if len(k["args"]) != m["ga_count"]:
             raise ValueError("%s: %d arguments, manifest says %d" % (k["ptx"], len(k["args"]), m["ga_count"]))
         for slot, want in ((GA_A, -1), (GA_B, -2), (GA_C, -3)):
@@ -127,6 +135,36 @@ def reference(torch, k, A, B, bias, res):
         x = x + res.double()
         den = den + res.double().abs()
     return x, den + 1e-3
+
+
+def check_row(torch, drv, d, k, gen, stream):
+    """A row kernel against a float64 torch reference: the largest
+    |y - ref| / (1 + |ref|), which must stay within 2e-5."""
+    R, C = int(k["rows"]), int(k["cols"])
+    x = (torch.rand((R, C), generator=gen, device="cuda", dtype=torch.float32) * 8 - 4).contiguous()
+    g = torch.rand((C,), generator=gen, device="cuda", dtype=torch.float32) + 0.5
+    b = torch.rand((C,), generator=gen, device="cuda", dtype=torch.float32) - 0.5
+    y = torch.full((R, C), float("nan"), device="cuda", dtype=torch.float32)
+    ptr = {-1: x.data_ptr(), -2: y.data_ptr(), -3: g.data_ptr(), -4: b.data_ptr()}
+    args = [ptr.get(v, v) if v < 0 else v for v in k["args"]]
+    fn = drv.function(os.path.join(d, k["ptx"]), k["kernel"])
+    drv.launch(fn, k["grid"], k["threads"], args, stream)
+    torch.cuda.synchronize()
+    xd = x.double()
+    if k["op"] == "softmax":
+        z = xd * k["scale"]
+        if k["causal"]:
+            mask = torch.ones((R, C), device="cuda", dtype=torch.bool).tril(C - R)
+            z = z.masked_fill(~mask, float("-inf"))
+            ref = torch.softmax(z, dim=-1).nan_to_num(0.0)
+        else:
+            ref = torch.softmax(z, dim=-1)
+    elif k["op"] == "layernorm":
+        ref = torch.nn.functional.layer_norm(xd, (C,), g.double(), b.double(), k["eps"])
+    else:
+        ref = xd / torch.sqrt((xd * xd).mean(-1, keepdim=True) + k["eps"]) * g.double()
+    err = ((y.double() - ref).abs() / (1 + ref.abs())).max().item()
+    return err, bool(err <= 2e-5)
 
 
 def time_ms(torch, fn, repeats, inner):
@@ -229,9 +267,22 @@ def main():
     results, failures, t0 = [], 0, time.time()
     stream = torch.cuda.current_stream().cuda_stream
     for k in m["kernels"]:
-        r = {"desc": k["desc"], "schedule": k["schedule"], "rule": k["rule"], "act": k["act"],
-             "bias": k["bias"], "residual": k["residual"], "transpose_a": k["transpose_a"],
-             "transpose_b": k["transpose_b"]}
+        r = {"desc": k["desc"], "schedule": k["schedule"], "rule": k["rule"]}
+        for f in ("act", "bias", "residual", "transpose_a", "transpose_b", "causal"):
+            if f in k:
+                r[f] = k[f]
+        if k.get("op", "matmul") != "matmul":
+            try:
+                r["op"] = k["op"]
+                r["max_rel_err"], r["ok"] = check_row(torch, drv, a.kernels, k, gen, stream)
+            except Exception as e:
+                r["ok"], r["error"] = False, str(e)[:500]
+            if not r["ok"]:
+                failures += 1
+            results.append(r)
+            print("%-28s %-44s %s err %.2e %s" % (k["desc"], k["schedule"], "ok  " if r["ok"] else "FAIL",
+                                                  r.get("max_rel_err", float("nan")), r.get("error", "")), flush=True)
+            continue
         try:
             A, B, bias, res, C = make_operands(torch, k, gen)
             ptr = {-1: A.data_ptr(), -2: B.data_ptr(), -3: C.data_ptr(),

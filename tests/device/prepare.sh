@@ -28,6 +28,8 @@ done
 "$TLM" gpu export --sm 90 --random 3 --seed 7 --out "$OUT/checked" \
   "$MM/shapes_2d" "$MM/shapes_transformer" "$MM/harness_matmul_gpt-j_32-32_inf_lb_f32" \
   1x1:1x1 7x13:13x5 37x129:129x61 2x3x17:2x17x19 1x97:97x67 129x17:17x130 \
-  3x1x31:1x31x7 5x300:300x3 2x2x5x9:2x2x9x11 1000x999:999x1001
+  3x1x31:1x31x7 5x300:300x3 2x2x5x9:2x2x9x11 1000x999:999x1001 \
+  softmax:1x1 softmax:12x128 softmax:37x4097 softmax:2048x2048 layernorm:1x768 layernorm:128x768 \
+  layernorm:5x1001 rmsnorm:1x4096 rmsnorm:33x4096 rmsnorm:7x13
 python3 tests/device/gpu_check.py --kernels "$OUT/timed" --dry-run
 python3 tests/device/gpu_check.py --kernels "$OUT/checked" --dry-run
