@@ -623,6 +623,12 @@ tlm_op tlm_op_attention(int causal);
  * only for TLM_ERR_JIT/TLM_ERR_OUT_OF_MEMORY (never for validation errors),
  * and tlm_last_error() holds the details.
  *
+ * Tensors in GPU memory (every tensor's device TLM_DEVICE_CUDA) run on
+ * the GPU and this call returns once the default stream has finished them:
+ * see tlm_run_on_stream() for what runs there and its further statuses
+ * (TLM_ERR_NO_DEVICE among them). Tensors of mixed devices, or a device
+ * value that is neither, give TLM_ERR_INVALID_ARGUMENT.
+ *
  * Thread-safety: calls on one runtime may come from several threads at
  * once. Concurrent calls share the worker threads, so they serialize at
  * kernel execution; scheduling and compiling of different tasks may
@@ -640,8 +646,9 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs,
  * by a synchronization of that stream. The first call of a shape builds
  * its kernel (GPU space, rule, LLVM NVPTX to PTX, loaded by the driver)
  * before enqueuing; later calls look it up (XXH3 keys with the device's
- * compute capability, limits, name and the driver's version). Operators
- * on GPU: matmul (every option of tlm_matmul_desc); others return
+ * compute capability, limits, name and the driver's version; the PTX is
+ * kept in the disk cache). Operators on GPU: matmul (every option of
+ * tlm_matmul_desc), softmax, layernorm, rmsnorm; others return
  * TLM_ERR_UNSUPPORTED. With host tensors this is tlm_run() and the stream
  * must be NULL.
  *
