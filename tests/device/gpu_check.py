@@ -344,11 +344,16 @@ def main():
         "geomean_tlm_over_cublas": geomean([r["tlm_over_cublas"] for r in timed]),
         "geomean_tlm_over_triton": geomean([r["tlm_over_triton"] for r in timed if "tlm_over_triton" in r]),
     }
-    for tag in ("gpt2", "bert"):
-        sel = [r["tlm_over_cublas"] for r in timed if r["desc"] in m.get("groups", {}).get(tag, [])]
-        summary["geomean_tlm_over_cublas_" + tag] = geomean(sel)
-    print("gpu_check: %d kernels, %d wrong or failed; tlm / cuBLAS geomean %s, tlm / Triton %s" %
-          (len(results), failures, summary["geomean_tlm_over_cublas"], summary["geomean_tlm_over_triton"]))
+    for tag, descs in m.get("groups", {}).items():
+        sel = [r for r in timed if r["desc"] in descs]
+        summary["geomean_tlm_over_cublas_" + tag] = geomean([r["tlm_over_cublas"] for r in sel])
+        summary["geomean_tlm_over_triton_" + tag] = geomean([r["tlm_over_triton"] for r in sel if "tlm_over_triton" in r])
+        summary["timed_" + tag] = len(sel)
+    both = [r for r in timed if r["desc"] in m.get("groups", {}).get("gpt2", []) + m.get("groups", {}).get("bert", [])]
+    summary["geomean_tlm_over_cublas_gpt2_bert"] = geomean([r["tlm_over_cublas"] for r in both])
+    print("gpu_check: %d kernels, %d wrong or failed; tlm / cuBLAS geomean %s (GPT-2 + BERT %s), tlm / Triton %s" %
+          (len(results), failures, summary["geomean_tlm_over_cublas"],
+           summary["geomean_tlm_over_cublas_gpt2_bert"], summary["geomean_tlm_over_triton"]))
     if a.json:
         tmp = a.json + ".tmp"
         with open(tmp, "w") as f:

@@ -6,8 +6,8 @@
 #   tests/device/prepare.sh [BUILD_DIR] [SHARED_DIR]
 #
 # Groups: "gpt2" (GPT-2-124M's projections at decode and prefill token
-# counts: the rule's kernel each), "bert" (the shared BERT file, rule),
-# then correctness sets with random schedules and epilogues: the shared
+# counts: the rule's kernel each), "bert" (the shared BERT file, rule), the
+# other shared matmul files (rule), then correctness sets with random schedules and epilogues: the shared
 # 2-D shapes, the GPT-J harness at 32 tokens, odd built-in shapes.
 set -eu
 BUILD=${1:-build}
@@ -22,8 +22,12 @@ GPT2=""
 for m in 1 128 512 2048; do
   GPT2="$GPT2 ${m}x768:768x2304 ${m}x768:768x768 ${m}x768:768x3072 ${m}x3072:3072x768"
 done
-# rule kernels for timing
-"$TLM" gpu export --sm 90 --random 0 --out "$OUT/timed" --group gpt2 $GPT2 --group bert "$MM/shapes_bert"
+# rule kernels for timing: the GPT-2 and BERT shapes first, then the
+# other shared matmul files (timed until gpu_check's budget runs out)
+"$TLM" gpu export --sm 90 --random 0 --out "$OUT/timed" --group gpt2 $GPT2 --group bert "$MM/shapes_bert" \
+  --group transformer "$MM/shapes_transformer" --group 2d "$MM/shapes_2d" \
+  --group gptj32 "$MM/harness_matmul_gpt-j_32-32_inf_lb_f32" \
+  --group gptj2016 "$MM/harness_matmul_gpt-j_2016-32_inf_lb_f32"
 # correctness: random schedules and epilogues, odd shapes
 "$TLM" gpu export --sm 90 --random 3 --seed 7 --out "$OUT/checked" \
   "$MM/shapes_2d" "$MM/shapes_transformer" "$MM/harness_matmul_gpt-j_32-32_inf_lb_f32" \
