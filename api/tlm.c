@@ -329,8 +329,8 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
     return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "passes must be a tlm_passes (0..3)");
   if (cfg.isa < TLM_CPU_ISA_NATIVE || cfg.isa > TLM_CPU_ISA_AVX512)
     return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "isa must be a tlm_cpu_isa (0..4)");
-  if (cfg.cuda_device < 0)
-    return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "cuda_device must be >= 0");
+  if (cfg.cuda_device < 0 || cfg.cuda_device > 1023)
+    return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "cuda_device must be in 0..1023");
   tlm_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return tlm_set_error(NULL, TLM_ERR_OUT_OF_MEMORY, "runtime");
   rt->cfg = cfg;
@@ -623,20 +623,22 @@ static void remember_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in
 
 /* the API-boundary checks of any family (the task and the kernel's args) */
 static tlm_status validate_any(const tlm_op *op, const tlm_tensor *in, int n_in,
-                               const tlm_tensor *out, tlm_task *task, tlm_any_args *a, char *err,
-                               int errcap) {
+                               const tlm_tensor *out, int n_out, tlm_task *task, tlm_any_args *a,
+                               char *err, int errcap) {
   switch (op->kind) {
-  case TLM_OP_MATMUL: return tlm_validate_matmul(op, in, n_in, out, 1, task, &a->mm, err, errcap);
+  case TLM_OP_MATMUL: return tlm_validate_matmul(op, in, n_in, out, n_out, task, &a->mm, err, errcap);
   case TLM_OP_SOFTMAX:
   case TLM_OP_LAYERNORM:
   case TLM_OP_RMSNORM:
-  case TLM_OP_ELTWISE: return tlm_validate_row(op, in, n_in, out, 1, task, &a->row, err, errcap);
-  case TLM_OP_ROPE: return tlm_validate_rope(op, in, n_in, out, 1, task, &a->row, err, errcap);
+  case TLM_OP_ELTWISE: return tlm_validate_row(op, in, n_in, out, n_out, task, &a->row, err, errcap);
+  case TLM_OP_ROPE: return tlm_validate_rope(op, in, n_in, out, n_out, task, &a->row, err, errcap);
   case TLM_OP_ATTENTION:
-    return tlm_validate_attention(op, in, n_in, out, 1, task, &a->attn, err, errcap);
-  case TLM_OP_POOL: return tlm_validate_pool(op, in, n_in, out, 1, task, &a->pool, err, errcap);
-  case TLM_OP_CONV: return tlm_validate_conv(op, in, n_in, out, 1, task, &a->conv, err, errcap);
-  default: return TLM_ERR_INVALID_ARGUMENT;
+    return tlm_validate_attention(op, in, n_in, out, n_out, task, &a->attn, err, errcap);
+  case TLM_OP_POOL: return tlm_validate_pool(op, in, n_in, out, n_out, task, &a->pool, err, errcap);
+  case TLM_OP_CONV: return tlm_validate_conv(op, in, n_in, out, n_out, task, &a->conv, err, errcap);
+  default:
+    snprintf(err, (size_t)errcap, "unknown operator kind %d", (int)op->kind);
+    return TLM_ERR_INVALID_ARGUMENT;
   }
 }
 
@@ -686,7 +688,7 @@ static void tune_request(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in
   tlm_task t2;
   tlm_any_args a;
   char err[TLM_ERRMSG];
-  if (validate_any(op, t, n_in, &t[n_in], &t2, &a, err, sizeof err) != TLM_OK) goto drop;
+  if (validate_any(op, t, n_in, &t[n_in], 1, &t2, &a, err, sizeof err) != TLM_OK) goto drop;
   if (t2.kind == TLM_OP_MATMUL) t2.u.mm.b_const = task->u.mm.b_const;
   if (memcmp(&t2, task, sizeof t2)) goto drop; /* the copies' layout is the caller's */
   if (tlm_engine_tune_enqueue(rt, &t2, &a, sizeof a, bufs, sizes, is_in, is_out, nb) == 0) return;
@@ -697,12 +699,14 @@ drop:
 /* Where a call's tensors live: TLM_DEVICE_CPU when every one is on the
  * host (or the counts are out of range: validation reports them),
  * TLM_DEVICE_CUDA when every one is on the GPU, -1 mixed, -2 a device
- * value that is neither. */
+ * value that is neither (or reserved_ not 0). */
 static int call_device(const tlm_tensor *in, int n_in, const tlm_tensor *out, int n_out) {
   if (!in || !out || n_in < 0 || n_in > 8 || n_out < 0 || n_out > 8) return TLM_DEVICE_CPU;
   int cpu = 0, gpu = 0;
   for (int i = 0; i < n_in + n_out; i++) {
-    int32_t d = i < n_in ? in[i].device : out[i - n_in].device;
+    const tlm_tensor *t = i < n_in ? &in[i] : &out[i - n_in];
+    int32_t d = t->device;
+    if (t->reserved_) return -2;
     if (d == TLM_DEVICE_CPU) cpu++;
     else if (d == TLM_DEVICE_CUDA) gpu++;
     else return -2;
@@ -710,37 +714,54 @@ static int call_device(const tlm_tensor *in, int n_in, const tlm_tensor *out, in
   return !gpu ? TLM_DEVICE_CPU : cpu ? -1 : TLM_DEVICE_CUDA;
 }
 
+/* The error of a call_device result < 0. */
+static tlm_status device_error(tlm_runtime *rt, int dev) {
+  return tlm_set_error(rt, TLM_ERR_INVALID_ARGUMENT,
+                       dev == -1 ? "tensors of one call on different devices"
+                                 : "a tensor's device is neither TLM_DEVICE_CPU nor TLM_DEVICE_CUDA, or its "
+                                   "reserved_ field is not 0");
+}
+
 /* A call on GPU tensors (tlm_run_on_stream). */
 static tlm_status run_gpu(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in, int n_in,
                           const tlm_tensor *out, int n_out, void *stream, int sync) {
   char err[TLM_ERRMSG];
   if (!op) return tlm_set_error(rt, TLM_ERR_NULL_POINTER, "op is NULL");
+  /* every kind validated as on the host, so a bad call gets the same
+   * status wherever its tensors live */
   tlm_task task;
-  tlm_status st;
+  tlm_any_args a;
+  tlm_status st = validate_any(op, in, n_in, out, n_out, &task, &a, err, sizeof err);
+  if (st != TLM_OK) return tlm_set_error(rt, st, err);
   int64_t args[TLM_GPU_MAX_ARGS];
   if (op->kind == TLM_OP_MATMUL) {
-    tlm_mm_args margs;
-    st = tlm_validate_matmul(op, in, n_in, out, n_out, &task, &margs, err, sizeof err);
-    if (st != TLM_OK) return tlm_set_error(rt, st, err);
     int k = 2;
     uint64_t bias = task.u.mm.has_bias ? (uint64_t)(uintptr_t)in[k++].data : 0;
     uint64_t res = task.u.mm.has_residual ? (uint64_t)(uintptr_t)in[k].data : 0;
     tlm_gpu_mm_args(&task, (uint64_t)(uintptr_t)in[0].data, (uint64_t)(uintptr_t)in[1].data,
                     (uint64_t)(uintptr_t)out[0].data, bias, res, args);
-  } else if (op->kind == TLM_OP_SOFTMAX || op->kind == TLM_OP_LAYERNORM ||
-             op->kind == TLM_OP_RMSNORM) {
-    tlm_row_args ra;
-    st = tlm_validate_row(op, in, n_in, out, n_out, &task, &ra, err, sizeof err);
-    if (st != TLM_OK) return tlm_set_error(rt, st, err);
-    tlm_gpu_row_args(&task, (uint64_t)(uintptr_t)ra.x, (uint64_t)(uintptr_t)ra.y,
-                     (uint64_t)(uintptr_t)ra.gamma, (uint64_t)(uintptr_t)ra.beta, ra.rows, ra.cols,
-                     ra.mrows, ra.sx, ra.sy, ra.sg, ra.sb, args);
+  } else if (tlm_gpu_supports(&task)) {
+    const tlm_row_args *ra = &a.row;
+    tlm_gpu_row_args(&task, (uint64_t)(uintptr_t)ra->x, (uint64_t)(uintptr_t)ra->y,
+                     (uint64_t)(uintptr_t)ra->gamma, (uint64_t)(uintptr_t)ra->beta, ra->rows,
+                     ra->cols, ra->mrows, ra->sx, ra->sy, ra->sg, ra->sb, args);
   } else {
     return tlm_set_error(rt, TLM_ERR_UNSUPPORTED,
                          "GPU tensors: matmul, softmax, layernorm and rmsnorm have GPU kernels so "
                          "far");
   }
-  st = tlm_gpu_run(rt, &task, args, stream, sync, err, sizeof err);
+  /* the bytes each operand slot reaches, for the driver's pointer checks */
+  size_t spans[5] = {0};
+  if (op->kind == TLM_OP_MATMUL) {
+    int k = 2;
+    spans[0] = span_bytes(&in[0]), spans[1] = span_bytes(&in[1]), spans[2] = span_bytes(&out[0]);
+    if (task.u.mm.has_bias) spans[3] = span_bytes(&in[k++]);
+    if (task.u.mm.has_residual) spans[4] = span_bytes(&in[k]);
+  } else {
+    spans[0] = span_bytes(&in[0]), spans[1] = span_bytes(&out[0]);
+    for (int i = 1; i < n_in && i < 3; i++) spans[1 + i] = span_bytes(&in[i]);
+  }
+  st = tlm_gpu_run(rt, &task, args, spans, stream, sync, err, sizeof err);
   if (st != TLM_OK) return tlm_set_error(rt, st, err);
   atomic_fetch_add_explicit(&rt->runs, 1, memory_order_relaxed);
   clear_error(rt);
@@ -751,6 +772,9 @@ tlm_status tlm_run_on_stream(tlm_runtime *rt, const tlm_op *op, const tlm_tensor
                              int n_inputs, const tlm_tensor *outputs, int n_outputs,
                              void *cuda_stream) {
   if (!rt) return tlm_set_error(NULL, TLM_ERR_NULL_POINTER, "runtime is NULL");
+  /* missing pointers and counts out of range: tlm_run's statuses */
+  if (!op || !inputs || !outputs || n_inputs < 0 || n_inputs > 8 || n_outputs < 0 || n_outputs > 8)
+    return tlm_run(rt, op, inputs, n_inputs, outputs, n_outputs);
   int dev = call_device(inputs, n_inputs, outputs, n_outputs);
   if (dev == TLM_DEVICE_CPU) {
     if (cuda_stream)
@@ -758,11 +782,7 @@ tlm_status tlm_run_on_stream(tlm_runtime *rt, const tlm_op *op, const tlm_tensor
                            "a CUDA stream was given for tensors in host memory");
     return tlm_run(rt, op, inputs, n_inputs, outputs, n_outputs);
   }
-  if (dev < 0)
-    return tlm_set_error(rt, TLM_ERR_INVALID_ARGUMENT,
-                         dev == -1 ? "tensors of one call on different devices"
-                                   : "a tensor's device is neither TLM_DEVICE_CPU nor "
-                                     "TLM_DEVICE_CUDA");
+  if (dev < 0) return device_error(rt, dev);
   return run_gpu(rt, op, inputs, n_inputs, outputs, n_outputs, cuda_stream, 0);
 }
 
@@ -772,11 +792,7 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
   if (!rt) return tlm_set_error(NULL, TLM_ERR_NULL_POINTER, "runtime is NULL");
   int dev = call_device(inputs, n_inputs, outputs, n_outputs);
   if (dev != TLM_DEVICE_CPU) {
-    if (dev < 0)
-      return tlm_set_error(rt, TLM_ERR_INVALID_ARGUMENT,
-                           dev == -1 ? "tensors of one call on different devices"
-                                     : "a tensor's device is neither TLM_DEVICE_CPU nor "
-                                       "TLM_DEVICE_CUDA");
+    if (dev < 0) return device_error(rt, dev);
     return run_gpu(rt, op, inputs, n_inputs, outputs, n_outputs, NULL, 1);
   }
   if (op && inputs && outputs && op->kind == TLM_OP_MATMUL &&

@@ -42,16 +42,21 @@ static void put(tlm_key *k, const void *p, size_t n) {
 
 static void put_u32(tlm_key *k, uint32_t v) { put(k, &v, sizeof v); }
 
-static void header(tlm_key *k, uint32_t kind, const tlm_target *target) {
+/* format, kind, library, code generator and rule versions, LLVM's */
+static void versions(tlm_key *k, uint32_t kind, uint32_t codegen, uint32_t rule) {
   k->len = 0; /* only bytes[0..len) are hashed, compared and stored */
   unsigned maj = 0, min = 0, pat = 0;
   LLVMGetVersion(&maj, &min, &pat);
   put_u32(k, KEY_FORMAT);
   put_u32(k, kind);
   put_u32(k, TLM_VERSION_NUMBER);
-  put_u32(k, TLM_CODEGEN_VERSION);
-  put_u32(k, TLM_RULE_VERSION); /* plans the rule made are the rule's version's */
+  put_u32(k, codegen);
+  put_u32(k, rule); /* plans the rule made are the rule's version's */
   put_u32(k, maj * 10000 + min * 100 + pat);
+}
+
+static void header(tlm_key *k, uint32_t kind, const tlm_target *target) {
+  versions(k, kind, TLM_CODEGEN_VERSION, TLM_RULE_VERSION);
   /* passes 0 ("fast", the default) gives the bytes keys had before the
    * pipeline was part of them: existing caches stay valid */
   key_target kt = {target->isa,      target->cores,    target->threads, target->passes,
@@ -181,15 +186,7 @@ _Static_assert(KEY_HEADER_BYTES + sizeof(key_gpu_target) + sizeof(tlm_task) + si
                "TLM_KEY_MAX is too small for GPU keys: raise it");
 
 static void gpu_header(tlm_key *k, uint32_t kind, const tlm_gpu_target *target) {
-  k->len = 0;
-  unsigned maj = 0, min = 0, pat = 0;
-  LLVMGetVersion(&maj, &min, &pat);
-  put_u32(k, KEY_FORMAT);
-  put_u32(k, kind);
-  put_u32(k, TLM_VERSION_NUMBER);
-  put_u32(k, TLM_GPU_CODEGEN_VERSION);
-  put_u32(k, TLM_GPU_RULE_VERSION);
-  put_u32(k, maj * 10000 + min * 100 + pat);
+  versions(k, kind, TLM_GPU_CODEGEN_VERSION, TLM_GPU_RULE_VERSION);
   key_gpu_target kt = {target->sm,
                        target->sm_count,
                        target->max_threads_block,

@@ -3,7 +3,7 @@
  * Kernel structure (see runtime/gpu.h for the decisions), per block:
  *
  *   z -> batch coordinates -> operand offsets
- *   m0 = blockIdx.y * bm, n0 = blockIdx.x * bn
+ *   m0 = blockIdx.x * bm, n0 = blockIdx.y * bn
  *   stage tile 0: registers <- global (zeros past M, N, K), shared <- registers
  *   barrier
  *   for kt in 0 .. ceil(K / bk) - 1:
@@ -109,15 +109,20 @@ static LLVMValueRef fmaxf_(gg *g, LLVMValueRef x, LLVMValueRef y) {
   LLVMValueRef a[2] = {x, y};
   return intrinsic(g, "llvm.maxnum", &g->f32, 1, a, 2);
 }
-static LLVMValueRef fminf_(gg *g, LLVMValueRef x, LLVMValueRef y) {
-  LLVMValueRef a[2] = {x, y};
-  return intrinsic(g, "llvm.minnum", &g->f32, 1, a, 2);
-}
 
 static LLVMValueRef activation(gg *g, int act, LLVMValueRef x) {
   switch (act) {
-  case TLM_ACT_RELU: return fmaxf_(g, x, fconst(g, 0.0));
-  case TLM_ACT_RELU6: return fminf_(g, fmaxf_(g, x, fconst(g, 0.0)), fconst(g, 6.0));
+  /* x < 0 ? 0 : x, as the reference: NaN stays NaN (PTX max.f32 would
+   * return the other operand) */
+  case TLM_ACT_RELU:
+    return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, x, fconst(g, 0.0), ""),
+                           fconst(g, 0.0), x, "");
+  case TLM_ACT_RELU6: {
+    LLVMValueRef hi = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOGT, x, fconst(g, 6.0), ""),
+                                      fconst(g, 6.0), x, "");
+    return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, x, fconst(g, 0.0), ""),
+                           fconst(g, 0.0), hi, "");
+  }
   case TLM_ACT_SILU: { /* x / (1 + exp(-x)) */
     LLVMValueRef e = fexp(g, LLVMBuildFNeg(g->b, x, ""));
     return LLVMBuildFDiv(g->b, x, LLVMBuildFAdd(g->b, fconst(g, 1.0), e, ""), "");
@@ -147,68 +152,54 @@ typedef struct mmk {
   LLVMValueRef ra[64], rb[64]; /* staged elements held in registers */
 } mmk;
 
-/* Loads this thread's elements of the A and B tiles at k0 into k->ra/rb. */
-static void load_tiles(gg *g, mmk *k, LLVMValueRef k0) {
-  for (int r = 0; r < k->na; r++) {
-    int64_t e0 = (int64_t)r * k->threads; /* element = tid + e0 */
-    LLVMValueRef e = add(g, k->tid, c64(g, e0)), ml, kl;
-    if (k->a_kmajor_load) {
-      ml = LLVMBuildUDiv(g->b, e, c64(g, k->bk), "");
-      kl = LLVMBuildURem(g->b, e, c64(g, k->bk), "");
-    } else {
-      kl = LLVMBuildUDiv(g->b, e, c64(g, k->bm), "");
-      ml = LLVMBuildURem(g->b, e, c64(g, k->bm), "");
-    }
-    LLVMValueRef m = add(g, k->m0, ml), kk = add(g, k0, kl);
-    LLVMValueRef in = LLVMBuildAnd(g->b, slt(g, m, k->M), slt(g, kk, k->K), "");
-    LLVMValueRef off = add(g, mul(g, m, k->sam), mul(g, kk, k->sak));
-    off = LLVMBuildSelect(g->b, in, off, c64(g, 0), "");
-    k->ra[r] = LLVMBuildSelect(g->b, in, gload(g, k->pa, off), fconst(g, 0.0), "");
-  }
-  for (int r = 0; r < k->nb; r++) {
-    int64_t e0 = (int64_t)r * k->threads;
-    LLVMValueRef e = add(g, k->tid, c64(g, e0)), nl, kl;
-    if (k->b_nmajor_load) {
-      kl = LLVMBuildUDiv(g->b, e, c64(g, k->bn), "");
-      nl = LLVMBuildURem(g->b, e, c64(g, k->bn), "");
-    } else {
-      nl = LLVMBuildUDiv(g->b, e, c64(g, k->bk), "");
-      kl = LLVMBuildURem(g->b, e, c64(g, k->bk), "");
-    }
-    LLVMValueRef n = add(g, k->n0, nl), kk = add(g, k0, kl);
-    LLVMValueRef in = LLVMBuildAnd(g->b, slt(g, n, k->N), slt(g, kk, k->K), "");
-    LLVMValueRef off = add(g, mul(g, kk, k->sbk), mul(g, n, k->sbn));
-    off = LLVMBuildSelect(g->b, in, off, c64(g, 0), "");
-    k->rb[r] = LLVMBuildSelect(g->b, in, gload(g, k->pb, off), fconst(g, 0.0), "");
+/* The tile coordinates of this thread's r-th staged element of A (is_a)
+ * or B: *x is its row of A (m) or column of B (n) within the block, *kl
+ * its k within the step. Consecutive threads take consecutive elements
+ * along the operand's unit-stride axis, so the global loads coalesce. */
+static void tile_coord(gg *g, const mmk *k, int is_a, int r, LLVMValueRef *x, LLVMValueRef *kl) {
+  LLVMValueRef e = add(g, k->tid, c64(g, (int64_t)r * k->threads));
+  int k_major = is_a ? k->a_kmajor_load : !k->b_nmajor_load; /* k the fast axis */
+  int64_t ext = is_a ? k->bm : k->bn;
+  if (k_major) {
+    *x = LLVMBuildUDiv(g->b, e, c64(g, k->bk), "");
+    *kl = LLVMBuildURem(g->b, e, c64(g, k->bk), "");
+  } else {
+    *kl = LLVMBuildUDiv(g->b, e, c64(g, ext), "");
+    *x = LLVMBuildURem(g->b, e, c64(g, ext), "");
   }
 }
 
-/* shared index of A element (kl, ml) and B element (kl, nl) in a stage */
+/* Loads this thread's elements of the A and B tiles at k0 into k->ra/rb
+ * (zero past M, N or K, read from the operand's first element). */
+static void load_tiles(gg *g, mmk *k, LLVMValueRef k0) {
+  for (int is_a = 1; is_a >= 0; is_a--)
+    for (int r = 0; r < (is_a ? k->na : k->nb); r++) {
+      LLVMValueRef x, kl;
+      tile_coord(g, k, is_a, r, &x, &kl);
+      LLVMValueRef i = add(g, is_a ? k->m0 : k->n0, x), kk = add(g, k0, kl);
+      LLVMValueRef in = LLVMBuildAnd(g->b, slt(g, i, is_a ? k->M : k->N), slt(g, kk, k->K), "");
+      LLVMValueRef off = is_a ? add(g, mul(g, i, k->sam), mul(g, kk, k->sak))
+                              : add(g, mul(g, kk, k->sbk), mul(g, i, k->sbn));
+      off = LLVMBuildSelect(g->b, in, off, c64(g, 0), "");
+      LLVMValueRef v = LLVMBuildSelect(g->b, in, gload(g, is_a ? k->pa : k->pb, off), fconst(g, 0.0), "");
+      if (is_a)
+        k->ra[r] = v;
+      else
+        k->rb[r] = v;
+    }
+}
+
+/* Stores them to a stage of shared memory: A as [bk][bm], then B as
+ * [bk][bn]. */
 static void store_tiles(gg *g, mmk *k, LLVMValueRef stage_off) {
-  for (int r = 0; r < k->na; r++) {
-    LLVMValueRef e = add(g, k->tid, c64(g, (int64_t)r * k->threads)), ml, kl;
-    if (k->a_kmajor_load) {
-      ml = LLVMBuildUDiv(g->b, e, c64(g, k->bk), "");
-      kl = LLVMBuildURem(g->b, e, c64(g, k->bk), "");
-    } else {
-      kl = LLVMBuildUDiv(g->b, e, c64(g, k->bm), "");
-      ml = LLVMBuildURem(g->b, e, c64(g, k->bm), "");
+  for (int is_a = 1; is_a >= 0; is_a--)
+    for (int r = 0; r < (is_a ? k->na : k->nb); r++) {
+      LLVMValueRef x, kl;
+      tile_coord(g, k, is_a, r, &x, &kl);
+      int64_t base = is_a ? 0 : (int64_t)k->bk * k->bm, ext = is_a ? k->bm : k->bn;
+      gstore(g, is_a ? k->ra[r] : k->rb[r], g->smem,
+             add(g, stage_off, add(g, c64(g, base), add(g, mul(g, kl, c64(g, ext)), x))));
     }
-    gstore(g, k->ra[r], g->smem, add(g, stage_off, add(g, mul(g, kl, c64(g, k->bm)), ml)));
-  }
-  int64_t boff = (int64_t)k->bk * k->bm;
-  for (int r = 0; r < k->nb; r++) {
-    LLVMValueRef e = add(g, k->tid, c64(g, (int64_t)r * k->threads)), nl, kl;
-    if (k->b_nmajor_load) {
-      kl = LLVMBuildUDiv(g->b, e, c64(g, k->bn), "");
-      nl = LLVMBuildURem(g->b, e, c64(g, k->bn), "");
-    } else {
-      nl = LLVMBuildUDiv(g->b, e, c64(g, k->bk), "");
-      kl = LLVMBuildURem(g->b, e, c64(g, k->bk), "");
-    }
-    gstore(g, k->rb[r], g->smem,
-           add(g, stage_off, add(g, c64(g, boff), add(g, mul(g, kl, c64(g, k->bn)), nl))));
-  }
 }
 
 /* Module, kernel function (PTX: GA-style i64 parameters, the kernel
@@ -299,7 +290,7 @@ int tlm_codegen_gpu_matmul(LLVMContextRef ctx, const tlm_task *task, const tlm_s
   k->tm = v[GM_TM], k->tn = v[GM_TN], k->bm = v[GM_BM], k->bn = v[GM_BN], k->bk = v[GM_BK];
   k->stages = v[GM_STAGES], k->unroll = v[GM_UNROLL];
   if (k->tm < 1 || k->tn < 1 || k->bm % k->tm || k->bn % k->tn || k->bk < 1 || k->unroll < 1 ||
-      k->bk % k->unroll || k->tm * k->tn > 64 || (k->stages != 1 && k->stages != 2)) {
+      k->bk % k->unroll || k->tm > 8 || k->tn > 8 || (k->stages != 1 && k->stages != 2)) {
     snprintf(err, (size_t)errcap, "GPU schedule out of range");
     return -1;
   }
@@ -334,8 +325,9 @@ int tlm_codegen_gpu_matmul(LLVMContextRef ctx, const tlm_task *task, const tlm_s
   k->tid = LLVMBuildZExt(g->b, special(g, 0), g->i64, "tid");
   k->tx = LLVMBuildURem(g->b, k->tid, c64(g, k->TX), "tx");
   k->ty = LLVMBuildUDiv(g->b, k->tid, c64(g, k->TX), "ty");
-  k->n0 = mul(g, LLVMBuildZExt(g->b, special(g, 1), g->i64, ""), c64(g, k->bn));
-  k->m0 = mul(g, LLVMBuildZExt(g->b, special(g, 2), g->i64, ""), c64(g, k->bm));
+  /* M tiles along x (up to 2^31 - 1 blocks), N tiles along y */
+  k->m0 = mul(g, LLVMBuildZExt(g->b, special(g, 1), g->i64, ""), c64(g, k->bm));
+  k->n0 = mul(g, LLVMBuildZExt(g->b, special(g, 2), g->i64, ""), c64(g, k->bn));
   /* batch coordinates of blockIdx.z, innermost dim last */
   LLVMValueRef z = LLVMBuildZExt(g->b, special(g, 3), g->i64, "");
   LLVMValueRef offa = c64(g, 0), offb = c64(g, 0), offc = c64(g, 0), offr = c64(g, 0);
@@ -673,6 +665,14 @@ int tlm_gpu_emit_ptx(LLVMModuleRef mod, int sm, char **ptx, char *err, int errca
     snprintf(err, (size_t)errcap, "compute capability %d out of range", sm);
     return -1;
   }
+  /* the newest architecture this LLVM knows at or below sm: PTX of an older
+   * target runs on newer GPUs (the driver compiles it forward), while an
+   * unknown one made LLVM 19 fall back to PTX 6.0 (and say so on stderr) */
+  static const int known[] = {50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90};
+  int use = known[0];
+  for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+    if (known[i] <= sm) use = known[i];
+  sm = use;
   pthread_once(&g_nvptx_once, nvptx_init);
   const char *triple = "nvptx64-nvidia-cuda";
   LLVMTargetRef target;

@@ -146,38 +146,21 @@ int tlm_gpu_space_candidates(const tlm_gpu_space *s, int p, const int32_t *decid
   return k;
 }
 
-void tlm_gpu_space_walk(const tlm_gpu_space *s, tlm_gpu_chooser choose, void *ctx,
+static int gpu_cands(const void *s, int p, const int32_t *d, int32_t *c) {
+  return tlm_gpu_space_candidates(s, p, d, c);
+}
+
+void tlm_gpu_space_walk(const tlm_gpu_space *s, tlm_point_choose choose, void *ctx,
                         tlm_schedule *out) {
-  int32_t cands[TLM_MAX_CANDIDATES];
-  memset(out, 0, sizeof *out);
-  out->n = s->npoints;
-  for (int p = 0; p < s->npoints; p++) {
-    int n = tlm_gpu_space_candidates(s, p, out->v, cands);
-    int i = n > 1 ? choose(ctx, s, p, out->v, cands, n) : 0;
-    if (i < 0 || i >= n) i = 0;
-    out->v[p] = cands[i];
-  }
+  tlm_points_walk(s, s->npoints, gpu_cands, choose, ctx, out);
 }
 
 int tlm_gpu_space_accepts(const tlm_gpu_space *s, const tlm_schedule *sched) {
-  int32_t cands[TLM_MAX_CANDIDATES];
-  if (sched->n != s->npoints) return 0;
-  for (int p = 0; p < s->npoints; p++) {
-    int n = tlm_gpu_space_candidates(s, p, sched->v, cands), ok = 0;
-    for (int i = 0; i < n; i++) ok |= cands[i] == sched->v[p];
-    if (!ok) return 0;
-  }
-  return 1;
-}
-
-static int choose_uniform(void *ctx, const tlm_gpu_space *s, int p, const int32_t *d,
-                          const int32_t *c, int n) {
-  (void)s, (void)p, (void)d, (void)c;
-  return (int)(tlm_rng_next((uint64_t *)ctx) % (uint64_t)n);
+  return tlm_points_accepts(s, s->npoints, gpu_cands, sched);
 }
 
 void tlm_gpu_space_sample(const tlm_gpu_space *s, uint64_t *rng, tlm_schedule *out) {
-  tlm_gpu_space_walk(s, choose_uniform, rng, out);
+  tlm_points_walk(s, s->npoints, gpu_cands, tlm_choose_uniform, rng, out);
 }
 
 /* ---- the rule ------------------------------------------------------------------------
@@ -252,8 +235,8 @@ static void gm_rule_pick(const tlm_gpu_space *s, gm_rule *out) {
   }
 }
 
-static int choose_rule(void *ctx, const tlm_gpu_space *s, int p, const int32_t *d,
-                       const int32_t *c, int n) {
+static int choose_rule(void *ctx, const void *s, int p, const int32_t *d, const int32_t *c,
+                       int n) {
   (void)s, (void)d;
   const gm_rule *r = ctx;
   int best = 0;
@@ -285,48 +268,12 @@ void tlm_gpu_space_default(const tlm_gpu_space *s, tlm_schedule *out) {
 }
 
 char *tlm_gpu_schedule_str(const tlm_gpu_space *s, const tlm_schedule *sched, char *buf, int cap) {
-  int len = 0;
-  buf[0] = 0;
-  for (int p = 0; p < s->npoints && len < cap; p++)
-    len += snprintf(buf + len, (size_t)(cap - len), "%s%s=%d", p ? " " : "", s->points[p].name,
-                    sched->v[p]);
-  return buf;
+  return tlm_points_str(s->points, s->npoints, sched, buf, cap);
 }
 
 int tlm_gpu_schedule_parse(const tlm_gpu_space *s, const char *text, tlm_schedule *out, char *err,
                            int errcap) {
-  int seen[TLM_MAX_POINTS] = {0};
-  memset(out, 0, sizeof *out);
-  out->n = s->npoints;
-  const char *q = text;
-  while (*q) {
-    while (*q == ' ' || *q == ',') q++;
-    if (!*q) break;
-    const char *eq = strchr(q, '=');
-    int p = -1;
-    for (int i = 0; eq && i < s->npoints; i++)
-      if ((size_t)(eq - q) == strlen(s->points[i].name) &&
-          !strncmp(q, s->points[i].name, (size_t)(eq - q)))
-        p = i;
-    if (p < 0) {
-      snprintf(err, (size_t)errcap, "unknown or malformed decision at '%s'", q);
-      return -1;
-    }
-    char *end;
-    long v = strtol(eq + 1, &end, 10);
-    if (end == eq + 1 || v < 0 || v > 1 << 20) {
-      snprintf(err, (size_t)errcap, "bad value for %s", s->points[p].name);
-      return -1;
-    }
-    out->v[p] = (int32_t)v;
-    seen[p] = 1;
-    q = end;
-  }
-  for (int i = 0; i < s->npoints; i++)
-    if (!seen[i]) {
-      snprintf(err, (size_t)errcap, "decision '%s' missing", s->points[i].name);
-      return -1;
-    }
+  if (tlm_points_parse(s->points, s->npoints, text, out, err, errcap)) return -1;
   if (!tlm_gpu_space_accepts(s, out)) {
     snprintf(err, (size_t)errcap, "schedule is not in this task's GPU space");
     return -1;
@@ -345,8 +292,8 @@ int tlm_gpu_launch_dims(const tlm_task *task, const tlm_schedule *sched, tlm_gpu
     return out->grid_x > 2147483647 ? -1 : 0;
   }
   out->threads = (v[GM_BM] / v[GM_TM]) * (v[GM_BN] / v[GM_TN]);
-  out->grid_x = (t->N + v[GM_BN] - 1) / v[GM_BN];
-  out->grid_y = (t->M + v[GM_BM] - 1) / v[GM_BM];
+  out->grid_x = (t->M + v[GM_BM] - 1) / v[GM_BM];
+  out->grid_y = (t->N + v[GM_BN] - 1) / v[GM_BN];
   out->grid_z = tlm_task_batch_total(task);
   out->smem_bytes = v[GM_STAGES] * v[GM_BK] * (v[GM_BM] + v[GM_BN]) * 4;
   if (out->grid_x > 2147483647 || out->grid_y > 65535 || out->grid_z > 65535) return -1;

@@ -4,7 +4,7 @@
  * for one tlm_matmul_task (strides in elements, any of them, batch dims
  * broadcast by stride 0), fp32 on the CUDA cores (SIMT):
  *
- *   grid (ceil(N / bn), ceil(M / bm), batches)          <- one block per C tile
+ *   grid (ceil(M / bm), ceil(N / bn), batches)          <- one block per C tile
  *   block of (bm / tm) x (bn / tn) threads
  *   stage the A (bm x bk) and B (bk x bn) tiles in shared memory,
  *     loaded by every thread of the block (coalesced along the unit-stride
@@ -34,7 +34,7 @@
 
 /* Versions of the GPU code generator and of the GPU rule, in every GPU
  * cache key: bump them when the code or the rule's decisions change. */
-#define TLM_GPU_CODEGEN_VERSION 1
+#define TLM_GPU_CODEGEN_VERSION 2 /* 2: NaN through ReLU; M tiles on grid x */
 #define TLM_GPU_RULE_VERSION 1
 
 /* What a GPU kernel's schedule and code depend on. Part of GPU cache keys
@@ -117,11 +117,9 @@ int tlm_gpu_space_init(tlm_gpu_space *s, const tlm_task *task, const tlm_gpu_tar
 int tlm_gpu_space_candidates(const tlm_gpu_space *s, int p, const int32_t *decided,
                              int32_t *cands);
 
-/* Walks the points with `choose` (the CPU spaces' tlm_chooser gets a NULL
- * space: GPU walkers read their own context). */
-typedef int (*tlm_gpu_chooser)(void *ctx, const tlm_gpu_space *s, int p, const int32_t *decided,
-                               const int32_t *cands, int n);
-void tlm_gpu_space_walk(const tlm_gpu_space *s, tlm_gpu_chooser choose, void *ctx,
+/* Walks the points with `choose` (space.h's generic walker; the chooser
+ * gets the tlm_gpu_space as its `space`). */
+void tlm_gpu_space_walk(const tlm_gpu_space *s, tlm_point_choose choose, void *ctx,
                         tlm_schedule *out);
 
 /* 1 when every value of sched is among its point's candidates. */
@@ -142,10 +140,10 @@ int tlm_gpu_schedule_parse(const tlm_gpu_space *s, const char *text, tlm_schedul
                            int errcap);
 
 /* Launch geometry of a schedule for a task: threads a block, blocks along
- * x (N tiles; rows for row operators), y (M tiles) and z (batches),
- * static shared memory bytes.
- * Returns 0, or -1 when the grid exceeds CUDA's limits (y and z at most
- * 65535, x at most 2^31 - 1). */
+ * x (M tiles; rows for row operators), y (N tiles) and z (batches),
+ * static shared memory bytes. Returns 0, or -1 when the grid exceeds
+ * CUDA's limits (y and z at most 65535: N up to 65535 x bn columns, 65535
+ * batches; x at most 2^31 - 1). */
 typedef struct tlm_gpu_launch {
   int32_t threads;
   int64_t grid_x, grid_y, grid_z;

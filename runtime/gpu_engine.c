@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../cache/disk.h"
 #include "../cache/key.h"
@@ -35,6 +36,12 @@ typedef struct tlm_gpu_state {
 } tlm_gpu_state;
 
 static pthread_mutex_t g_create_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static double gpu_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
 
 /* Opens the driver, the device and its primary context; fills st->target. */
 static void gpu_open(tlm_runtime *rt, tlm_gpu_state *st) {
@@ -107,16 +114,22 @@ static tlm_gpu_state *gpu_state(tlm_runtime *rt) {
   return st;
 }
 
-tlm_status tlm_gpu_describe(tlm_runtime *rt, tlm_gpu_target *out, char *err, int errcap) {
-  tlm_gpu_state *st = gpu_state(rt);
+/* The runtime's GPU state, or a status (and message) saying why there is
+ * none: out of memory, or the device's status kept from opening it. */
+static tlm_status usable_state(tlm_runtime *rt, tlm_gpu_state **out, char *err, int errcap) {
+  tlm_gpu_state *st = *out = gpu_state(rt);
   if (!st) {
     snprintf(err, (size_t)errcap, "out of memory");
     return TLM_ERR_OUT_OF_MEMORY;
   }
-  if (st->status != TLM_OK) {
-    snprintf(err, (size_t)errcap, "%s", st->msg);
-    return st->status;
-  }
+  if (st->status != TLM_OK) snprintf(err, (size_t)errcap, "%s", st->msg);
+  return st->status;
+}
+
+tlm_status tlm_gpu_describe(tlm_runtime *rt, tlm_gpu_target *out, char *err, int errcap) {
+  tlm_gpu_state *st;
+  tlm_status s = usable_state(rt, &st, err, errcap);
+  if (s != TLM_OK) return s;
   *out = st->target;
   return TLM_OK;
 }
@@ -146,9 +159,10 @@ static tlm_status gpu_build(tlm_runtime *rt, tlm_gpu_state *st, const tlm_task *
     st->list = l, st->cap = cap;
   }
   char *ptx = NULL;
-  char name[32];
-  snprintf(name, sizeof name, "tlm_gpu_%s_%016llx", task->kind == TLM_OP_MATMUL ? "mm" : "row",
-           (unsigned long long)kk.hash_lo);
+  char name[48];
+  static const char *const ops[] = {[TLM_OP_MATMUL] = "mm", [TLM_OP_SOFTMAX] = "softmax",
+                                    [TLM_OP_LAYERNORM] = "layernorm", [TLM_OP_RMSNORM] = "rmsnorm"};
+  snprintf(name, sizeof name, "tlm_gpu_%s_%016llx", ops[task->kind], (unsigned long long)kk.hash_lo);
   /* the disk cache keeps the PTX under the kernel key (verified like CPU
    * objects: owner, mode, checksum, full key); the driver assembles it */
   if (rt->disk) {
@@ -163,8 +177,18 @@ static tlm_status gpu_build(tlm_runtime *rt, tlm_gpu_state *st, const tlm_task *
     }
   }
   int from_disk = ptx != NULL;
-  if (!ptx && tlm_gpu_kernel_ptx(task, &sched, st->target.sm, name, &ptx, err, errcap))
-    return TLM_ERR_JIT;
+  if (from_disk) atomic_fetch_add_explicit(&rt->disk_kernel_hits, 1, memory_order_relaxed);
+  if (!ptx) {
+    double t0 = gpu_now_ms();
+    if (tlm_gpu_kernel_ptx(task, &sched, st->target.sm, name, &ptx, err, errcap)) {
+      atomic_fetch_add_explicit(&rt->compile_fail, 1, memory_order_relaxed);
+      return TLM_ERR_JIT;
+    }
+    atomic_fetch_add_explicit(&rt->compiles, 1, memory_order_relaxed);
+    double ms = gpu_now_ms() - t0, old = atomic_load(&rt->compile_ms);
+    while (!atomic_compare_exchange_weak(&rt->compile_ms, &old, old + ms)) {
+    }
+  }
   if (rt->disk && !from_disk) {
     char problem[160], decisions[256];
     tlm_gpu_space gs;
@@ -207,17 +231,11 @@ oom:
   return TLM_ERR_OUT_OF_MEMORY;
 }
 
-tlm_status tlm_gpu_run(tlm_runtime *rt, const tlm_task *task, const int64_t *args, void *stream,
-                       int sync, char *err, int errcap) {
-  tlm_gpu_state *st = gpu_state(rt);
-  if (!st) {
-    snprintf(err, (size_t)errcap, "out of memory");
-    return TLM_ERR_OUT_OF_MEMORY;
-  }
-  if (st->status != TLM_OK) {
-    snprintf(err, (size_t)errcap, "%s", st->msg);
-    return st->status;
-  }
+tlm_status tlm_gpu_run(tlm_runtime *rt, const tlm_task *task, const int64_t *args,
+                       const size_t spans[5], void *stream, int sync, char *err, int errcap) {
+  tlm_gpu_state *st;
+  tlm_status s0 = usable_state(rt, &st, err, errcap);
+  if (s0 != TLM_OK) return s0;
   if (!tlm_gpu_supports(task)) {
     snprintf(err, (size_t)errcap, "this operator has no GPU kernels yet");
     return TLM_ERR_UNSUPPORTED;
@@ -239,13 +257,24 @@ tlm_status tlm_gpu_run(tlm_runtime *rt, const tlm_task *task, const int64_t *arg
   const char *const *names = task->kind == TLM_OP_MATMUL ? mm_names : row_names;
   for (int i = 0; i < nptr && status == TLM_OK; i++) {
     if (!args[i]) continue;
-    unsigned int mt = 0;
-    r = st->cu.PointerGetAttribute(&mt, TLM_CU_POINTER_ATTR_MEMORY_TYPE, (tlm_cu_deviceptr)args[i]);
-    if (r || (mt != TLM_CU_MEMTYPE_DEVICE && mt != TLM_CU_MEMTYPE_UNIFIED)) {
-      snprintf(err, (size_t)errcap,
-               "%s (%p) is not CUDA device or managed memory of this device's context",
-               names[i], (void *)(uintptr_t)args[i]);
-      status = TLM_ERR_INVALID_ARGUMENT;
+    /* the first and the last element's addresses: device or managed
+     * memory, on this device */
+    uint64_t ends[2] = {(uint64_t)args[i], (uint64_t)args[i] + (spans[i] > 4 ? spans[i] - 4 : 0)};
+    for (int e2 = 0; e2 < 2 && status == TLM_OK; e2++) {
+      unsigned int mt = 0;
+      int ordinal = -1;
+      r = st->cu.PointerGetAttribute(&mt, TLM_CU_POINTER_ATTR_MEMORY_TYPE, (tlm_cu_deviceptr)ends[e2]);
+      if (!r && mt == TLM_CU_MEMTYPE_DEVICE)
+        r = st->cu.PointerGetAttribute(&ordinal, TLM_CU_POINTER_ATTR_DEVICE_ORDINAL,
+                                       (tlm_cu_deviceptr)ends[e2]);
+      if (r || (mt != TLM_CU_MEMTYPE_DEVICE && mt != TLM_CU_MEMTYPE_UNIFIED) ||
+          (mt == TLM_CU_MEMTYPE_DEVICE && ordinal != rt->cfg.cuda_device)) {
+        snprintf(err, (size_t)errcap,
+                 "%s (%p, %zu bytes) is not CUDA device or managed memory of device %d%s", names[i],
+                 (void *)(uintptr_t)args[i], spans[i], rt->cfg.cuda_device,
+                 e2 ? " to its end" : "");
+        status = TLM_ERR_INVALID_ARGUMENT;
+      }
     }
   }
   gpu_kernel *k = NULL;
@@ -253,7 +282,10 @@ tlm_status tlm_gpu_run(tlm_runtime *rt, const tlm_task *task, const int64_t *arg
   if (status == TLM_OK) {
     tlm_key_gpu_shape(&sk, task, &st->target);
     k = tlm_map_get(&st->shapes, &sk);
-    if (!k) {
+    if (k) {
+      atomic_fetch_add_explicit(&rt->hits, 1, memory_order_relaxed);
+    } else {
+      atomic_fetch_add_explicit(&rt->misses, 1, memory_order_relaxed);
       status = gpu_build(rt, st, task, &k, err, errcap);
       if (status == TLM_OK && tlm_map_put(&st->shapes, &sk, k)) {
         snprintf(err, (size_t)errcap, "out of memory");

@@ -13,15 +13,19 @@
 #include "gpu.h"
 
 /* Runs a validated task (tlm_gpu_supports) on device pointers given in
- * args (tlm_gpu_mm_args or tlm_gpu_row_args) on `stream` (a CUstream,
+ * args (tlm_gpu_mm_args or tlm_gpu_row_args; spans[i] the bytes the
+ * i-th pointer argument reaches, each checked at both ends to be device
+ * or managed memory of this device) on `stream` (a CUstream,
  * NULL = the legacy default stream), synchronizing that stream when
  * `sync`. Returns TLM_OK or a status with a message in err
  * (TLM_ERR_NO_DEVICE, TLM_ERR_INVALID_ARGUMENT for memory the driver does
  * not know as device memory, TLM_ERR_UNSUPPORTED for a grid past CUDA's
  * limits, TLM_ERR_JIT, TLM_ERR_OUT_OF_MEMORY, TLM_ERR_INTERNAL for a
- * failed launch or synchronization). Thread-safe. */
-tlm_status tlm_gpu_run(tlm_runtime *rt, const tlm_task *task, const int64_t *args, void *stream,
-                       int sync, char *err, int errcap);
+ * failed launch or synchronization: a bad stream, or an error an earlier
+ * kernel left on the context). Thread-safe. Counts a cache miss (and a
+ * compile unless the PTX came from disk) or a hit, like host calls. */
+tlm_status tlm_gpu_run(tlm_runtime *rt, const tlm_task *task, const int64_t *args,
+                       const size_t spans[5], void *stream, int sync, char *err, int errcap);
 
 /* The target of the runtime's device, opening the driver if needed.
  * Returns TLM_OK or TLM_ERR_NO_DEVICE with a message. */

@@ -334,38 +334,64 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
   return n;
 }
 
-void tlm_space_walk(const tlm_space *s, tlm_chooser choose, void *ctx,
-                    tlm_schedule *out) {
-  int32_t cands[TLM_MAX_CANDIDATES];
+void tlm_points_walk(const void *space, int npoints, tlm_point_cands cands, tlm_point_choose choose,
+                     void *ctx, tlm_schedule *out) {
+  int32_t c[TLM_MAX_CANDIDATES];
   memset(out, 0, sizeof *out);
-  out->n = s->npoints;
-  for (int p = 0; p < s->npoints; p++) {
-    int n = tlm_space_candidates(s, p, out->v, cands);
-    int i = n > 1 ? choose(ctx, s, p, out->v, cands, n) : 0;
+  out->n = npoints;
+  for (int p = 0; p < npoints; p++) {
+    int n = cands(space, p, out->v, c);
+    int i = n > 1 ? choose(ctx, space, p, out->v, c, n) : 0;
     if (i < 0 || i >= n) i = 0;
-    out->v[p] = cands[i];
+    out->v[p] = c[i];
   }
 }
 
-int tlm_space_accepts(const tlm_space *s, const tlm_schedule *sched) {
-  int32_t cands[TLM_MAX_CANDIDATES];
-  if (sched->n != s->npoints) return 0;
-  for (int p = 0; p < s->npoints; p++) {
-    int n = tlm_space_candidates(s, p, sched->v, cands), ok = 0;
-    for (int i = 0; i < n; i++) ok |= cands[i] == sched->v[p];
+int tlm_points_accepts(const void *space, int npoints, tlm_point_cands cands,
+                       const tlm_schedule *sched) {
+  int32_t c[TLM_MAX_CANDIDATES];
+  if (sched->n != npoints) return 0;
+  for (int p = 0; p < npoints; p++) {
+    int n = cands(space, p, sched->v, c), ok = 0;
+    for (int i = 0; i < n; i++) ok |= c[i] == sched->v[p];
     if (!ok) return 0;
   }
   return 1;
 }
 
-static int choose_uniform(void *ctx, const tlm_space *s, int p,
-                          const int32_t *d, const int32_t *c, int n) {
-  (void)s, (void)p, (void)d, (void)c;
+int tlm_choose_uniform(void *ctx, const void *space, int p, const int32_t *d, const int32_t *c,
+                       int n) {
+  (void)space, (void)p, (void)d, (void)c;
   return (int)(tlm_rng_next((uint64_t *)ctx) % (uint64_t)n);
 }
 
+static int cpu_cands(const void *s, int p, const int32_t *d, int32_t *c) {
+  return tlm_space_candidates(s, p, d, c);
+}
+
+/* a tlm_chooser (typed by tlm_space) behind the generic walker */
+typedef struct cpu_chooser {
+  tlm_chooser choose;
+  void *ctx;
+} cpu_chooser;
+
+static int cpu_choose(void *ctx, const void *s, int p, const int32_t *d, const int32_t *c, int n) {
+  const cpu_chooser *x = ctx;
+  return x->choose(x->ctx, s, p, d, c, n);
+}
+
+void tlm_space_walk(const tlm_space *s, tlm_chooser choose, void *ctx,
+                    tlm_schedule *out) {
+  cpu_chooser x = {choose, ctx};
+  tlm_points_walk(s, s->npoints, cpu_cands, cpu_choose, &x, out);
+}
+
+int tlm_space_accepts(const tlm_space *s, const tlm_schedule *sched) {
+  return tlm_points_accepts(s, s->npoints, cpu_cands, sched);
+}
+
 void tlm_space_sample(const tlm_space *s, uint64_t *rng, tlm_schedule *out) {
-  tlm_space_walk(s, choose_uniform, rng, out);
+  tlm_points_walk(s, s->npoints, cpu_cands, tlm_choose_uniform, rng, out);
 }
 
 /* Index of the largest candidate <= want (the smallest if none is). */
@@ -660,21 +686,26 @@ void tlm_space_default(const tlm_space *s, tlm_schedule *out) {
   tlm_space_walk(s, choose_default, NULL, out);
 }
 
-char *tlm_schedule_str(const tlm_space *s, const tlm_schedule *sched, char *buf,
-                       int cap) {
+char *tlm_points_str(const tlm_point *points, int npoints, const tlm_schedule *sched, char *buf,
+                     int cap) {
   int len = 0;
   buf[0] = 0;
-  for (int p = 0; p < s->npoints && len < cap; p++)
-    len += snprintf(buf + len, (size_t)(cap - len), "%s%s=%d", p ? " " : "",
-                    s->points[p].name, sched->v[p]);
+  for (int p = 0; p < npoints && len < cap; p++)
+    len += snprintf(buf + len, (size_t)(cap - len), "%s%s=%d", p ? " " : "", points[p].name,
+                    sched->v[p]);
   return buf;
 }
 
-int tlm_schedule_parse(const tlm_space *s, const char *text, tlm_schedule *out,
-                       char *err, int errcap) {
+char *tlm_schedule_str(const tlm_space *s, const tlm_schedule *sched, char *buf,
+                       int cap) {
+  return tlm_points_str(s->points, s->npoints, sched, buf, cap);
+}
+
+int tlm_points_parse(const tlm_point *points, int npoints, const char *text, tlm_schedule *out,
+                     char *err, int errcap) {
   int seen[TLM_MAX_POINTS] = {0};
   memset(out, 0, sizeof *out);
-  out->n = s->npoints;
+  out->n = npoints;
   const char *q = text;
   while (*q) {
     while (*q == ' ' || *q == ',') q++;
@@ -685,9 +716,9 @@ int tlm_schedule_parse(const tlm_space *s, const char *text, tlm_schedule *out,
       return -1;
     }
     int p = -1;
-    for (int i = 0; i < s->npoints; i++)
-      if ((size_t)(eq - q) == strlen(s->points[i].name) &&
-          strncmp(q, s->points[i].name, (size_t)(eq - q)) == 0)
+    for (int i = 0; i < npoints; i++)
+      if ((size_t)(eq - q) == strlen(points[i].name) &&
+          strncmp(q, points[i].name, (size_t)(eq - q)) == 0)
         p = i;
     if (p < 0) {
       snprintf(err, (size_t)errcap, "unknown decision '%.*s'", (int)(eq - q), q);
@@ -696,18 +727,24 @@ int tlm_schedule_parse(const tlm_space *s, const char *text, tlm_schedule *out,
     char *end;
     long v = strtol(eq + 1, &end, 10);
     if (end == eq + 1 || v < 0 || v > 1 << 20) {
-      snprintf(err, (size_t)errcap, "bad value for %s", s->points[p].name);
+      snprintf(err, (size_t)errcap, "bad value for %s", points[p].name);
       return -1;
     }
     out->v[p] = (int32_t)v;
     seen[p] = 1;
     q = end;
   }
-  for (int i = 0; i < s->npoints; i++)
+  for (int i = 0; i < npoints; i++)
     if (!seen[i]) {
-      snprintf(err, (size_t)errcap, "decision '%s' missing", s->points[i].name);
+      snprintf(err, (size_t)errcap, "decision '%s' missing", points[i].name);
       return -1;
     }
+  return 0;
+}
+
+int tlm_schedule_parse(const tlm_space *s, const char *text, tlm_schedule *out,
+                       char *err, int errcap) {
+  if (tlm_points_parse(s->points, s->npoints, text, out, err, errcap)) return -1;
   if (!tlm_space_accepts(s, out)) {
     snprintf(err, (size_t)errcap, "schedule is not in this task's space");
     return -1;

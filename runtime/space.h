@@ -197,6 +197,28 @@ typedef struct tlm_space {
   const tlm_point *points;
 } tlm_space;
 
+/* Any space as a list of points and a candidate function: the walk, the
+ * acceptance check and the text form shared by the CPU spaces below and
+ * the GPU spaces of gpu.h. `space` is passed through to the callbacks. */
+typedef int (*tlm_point_cands)(const void *space, int p, const int32_t *decided, int32_t *cands);
+typedef int (*tlm_point_choose)(void *ctx, const void *space, int p, const int32_t *decided,
+                                const int32_t *cands, int n);
+void tlm_points_walk(const void *space, int npoints, tlm_point_cands cands, tlm_point_choose choose,
+                     void *ctx, tlm_schedule *out);
+int tlm_points_accepts(const void *space, int npoints, tlm_point_cands cands,
+                       const tlm_schedule *sched);
+/* "name=value ..." of a schedule into buf; returns buf. */
+char *tlm_points_str(const tlm_point *points, int npoints, const tlm_schedule *sched, char *buf,
+                     int cap);
+/* Parses "name=value" pairs (any order, every point once at least) into
+ * *out without checking the values against a space. Returns 0, or -1 with
+ * a message. */
+int tlm_points_parse(const tlm_point *points, int npoints, const char *text, tlm_schedule *out,
+                     char *err, int errcap);
+/* A chooser drawing uniformly; ctx is a splitmix64 state. */
+int tlm_choose_uniform(void *ctx, const void *space, int p, const int32_t *decided,
+                       const int32_t *cands, int n);
+
 /* Builds the space of a valid task for a target. Returns 0, or -1 when the
  * task's kind has no space. */
 int tlm_space_init(tlm_space *s, const tlm_task *task, const tlm_target *target);

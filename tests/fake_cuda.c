@@ -15,6 +15,7 @@
  * (test_gpu). FAKE_CUDA_FAIL=init makes cuInit fail. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,10 +76,46 @@ CUresult cuModuleLoadDataEx(void **m, const void *image, unsigned n, int *o, voi
   *m = malloc(1);
   return 0;
 }
+/* a function handle: the operator its name says (tlm_gpu_<op>_<hash>) */
+static int g_fn_kinds[4] = {TLM_OP_MATMUL, TLM_OP_SOFTMAX, TLM_OP_LAYERNORM, TLM_OP_RMSNORM};
 CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
-  (void)name;
-  *f = m;
-  return 0;
+  (void)m;
+  static const char *const ops[4] = {"tlm_gpu_mm_", "tlm_gpu_softmax_", "tlm_gpu_layernorm_",
+                                     "tlm_gpu_rmsnorm_"};
+  for (int i = 0; i < 4; i++)
+    if (!strncmp(name, ops[i], strlen(ops[i]))) {
+      *f = &g_fn_kinds[i];
+      return 0;
+    }
+  return 500; /* CUDA_ERROR_NOT_FOUND */
+}
+
+/* Row operators from their arguments (runtime/gpu.h GRA_*), as compiled
+ * by default: softmax with scale 1 and no mask, eps 1e-5. */
+static void fake_rows(int kind, const int64_t *a) {
+  for (int64_t r = 0; r < a[GRA_ROWS]; r++) {
+    const float *x = (const float *)(uintptr_t)a[GRA_X] + r * a[GRA_SX0];
+    float *y = (float *)(uintptr_t)a[GRA_Y] + r * a[GRA_SY0];
+    const float *g = (const float *)(uintptr_t)a[GRA_G], *b = (const float *)(uintptr_t)a[GRA_B];
+    int64_t C = a[GRA_COLS];
+    double m = kind == TLM_OP_SOFTMAX ? -1e300 : 0, s = 0;
+    for (int64_t c = 0; c < C; c++) {
+      double v = x[c * a[GRA_SX1]];
+      if (kind == TLM_OP_SOFTMAX) m = v > m ? v : m;
+      else if (kind == TLM_OP_LAYERNORM) m += v / (double)C;
+    }
+    for (int64_t c = 0; c < C; c++) {
+      double v = x[c * a[GRA_SX1]];
+      s += kind == TLM_OP_SOFTMAX ? exp(v - m) : (v - m) * (v - m);
+    }
+    double rs = kind == TLM_OP_SOFTMAX ? 1 / s : 1 / sqrt(s / (double)C + 1e-5);
+    for (int64_t c = 0; c < C; c++) {
+      double v = x[c * a[GRA_SX1]], o;
+      if (kind == TLM_OP_SOFTMAX) o = exp(v - m) * rs;
+      else o = (v - m) * rs * g[c * a[GRA_SG]] + (kind == TLM_OP_LAYERNORM ? b[c * a[GRA_SB]] : 0);
+      y[c * a[GRA_SY1]] = (float)o;
+    }
+  }
 }
 CUresult cuModuleUnload(void *m) { return free(m), 0; }
 
@@ -86,11 +123,19 @@ static float *at(int64_t base, int64_t off) { return (float *)(uintptr_t)base + 
 
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned smem, void *stream, void **params, void **extra) {
-  (void)f, (void)stream, (void)extra, (void)smem;
+  (void)stream, (void)extra, (void)smem;
   if (bx < 32 || bx > 1024 || by != 1 || bz != 1 || gx < 1 || gy < 1 || gy > 65535 || gz > 65535)
     return 1; /* CUDA_ERROR_INVALID_VALUE */
+  int kind = *(int *)f;
   int64_t a[GA_COUNT];
-  for (int i = 0; i < GA_COUNT; i++) memcpy(&a[i], params[i], sizeof a[i]);
+  int nargs = kind == TLM_OP_MATMUL ? GA_COUNT : GRA_COUNT;
+  for (int i = 0; i < nargs; i++) memcpy(&a[i], params[i], sizeof a[i]);
+  if (kind != TLM_OP_MATMUL) {
+    if ((int64_t)gx != a[GRA_ROWS]) return 1;
+    fake_rows(kind, a);
+    g_launches++;
+    return 0;
+  }
   int64_t nb = 1;
   for (int d = 0; d < 4; d++) nb *= a[GA_BATCH + d];
   if ((int64_t)gz != nb) return 1;
@@ -116,14 +161,17 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
 }
 CUresult cuStreamSynchronize(void *s) { return (void)s, 0; }
 CUresult cuPointerGetAttribute(void *data, int attr, unsigned long long p) {
-  if (attr != 2) return 1;
+  if (attr != 2 && attr != 9) return 1;
   int found = 0;
   pthread_mutex_lock(&g_alloc_mu);
   for (int i = 0; i < g_nallocs; i++)
     if (p >= g_allocs[i].lo && p < g_allocs[i].hi) found = 1;
   pthread_mutex_unlock(&g_alloc_mu);
   if (!found) return 1; /* CUDA_ERROR_INVALID_VALUE: not memory the driver knows */
-  *(unsigned *)data = 2; /* device */
+  if (attr == 9)
+    *(int *)data = 0; /* device ordinal */
+  else
+    *(unsigned *)data = 2; /* device */
   return 0;
 }
 CUresult cuMemAlloc_v2(unsigned long long *p, size_t bytes) {

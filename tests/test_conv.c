@@ -294,6 +294,7 @@ static void as_matmul(void) {
     op.u.conv.has_bias = 1;
     op.u.conv.activation = TLM_ACT_RELU;
     tlm_tensor in[3], out;
+    memset(in, 0, sizeof in);
     /* channels 8..47 of a 64-channel one-pixel image, through strides */
     in[0].dtype = TLM_F32, in[0].ndim = 4, in[0].data = src + 8;
     int64_t xs[4] = {1, IC, 1, 1}, xst[4] = {C, 1, 1, 1};

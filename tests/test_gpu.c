@@ -48,44 +48,18 @@ static int load_shapes(const char *dir, tlm_mm_desc *out, int max) {
                                 "harness_matmul_gpt-j_32-32_inf_lb_f32",
                                 "harness_matmul_gpt-j_2016-32_inf_lb_f32"};
   int n = 0;
-  for (size_t f = 0; f < sizeof files / sizeof files[0] && dir; f++) {
-    char path[1024], line[1024], err[256];
+  for (size_t f = 0; f < sizeof files / sizeof files[0] && dir && n < max; f++) {
+    char path[1024];
     snprintf(path, sizeof path, "%s/workloads/benchdnn/matmul/%s", dir, files[f]);
-    FILE *fp = fopen(path, "r");
-    if (!fp) {
-      fprintf(stderr, "note: %s not found\n", path);
-      continue;
-    }
-    int taken = 0;
-    while (fgets(line, sizeof line, fp) && n < max && taken < 12) {
-      tlm_mm_desc d;
-      if (tlm_mm_desc_parse(line, &d, err, sizeof err) != 1) continue;
-      out[n++] = d;
-      taken++;
-    }
-    fclose(fp);
+    int got = tlm_mm_desc_read_file(path, out + n, max - n < 12 ? max - n : 12);
+    if (got < 0) fprintf(stderr, "note: %s not found\n", path);
+    n += got > 0 ? got : 0;
   }
   for (size_t i = 0; i < sizeof k_builtin / sizeof *k_builtin && n < max; i++) {
     char err[256];
     if (tlm_mm_desc_parse(k_builtin[i], &out[n], err, sizeof err) == 1) n++;
   }
   return n;
-}
-
-/* Extents cut for the emulation: small dims kept, large ones folded into
- * [33, 80) (odd stays odd), at most 3 batches. */
-static void shrink(tlm_mm_desc *d) {
-  for (int i = 0; i < d->nda; i++) d->a[i] = d->a[i] <= 80 ? d->a[i] : 33 + d->a[i] % 47;
-  for (int i = 0; i < d->ndb; i++) d->b[i] = d->b[i] <= 80 ? d->b[i] : 33 + d->b[i] % 47;
-  d->b[d->ndb - 2] = d->a[d->nda - 1];
-  int64_t bprod = 1;
-  for (int i = 0; i < d->nda - 2; i++) {
-    int64_t e = d->a[i] > 1 ? (bprod >= 3 ? 1 : 2 + d->a[i] % 2) : 1;
-    int j = i - (d->nda - d->ndb);
-    if (j >= 0 && d->b[j] > 1) d->b[j] = e;
-    d->a[i] = e;
-    bprod *= e;
-  }
 }
 
 typedef struct ptx_stats {
@@ -326,7 +300,7 @@ int main(int argc, char **argv) {
       /* the task at the real extents: the schedule for PTX */
       tlm_problem big;
       tlm_mm_desc dsmall = d;
-      shrink(&dsmall);
+      tlm_mm_desc_shrink(&dsmall, 80, 33, 47, 3); /* [33, 80), at most 3 batches */
       tlm_task task;
       tlm_mm_args margs;
       tlm_mm_desc_str(&d, ds, sizeof ds);
@@ -427,6 +401,31 @@ int main(int argc, char **argv) {
   printf("gpu: %d kernels over %d shapes, %d PTX assembled by ptxas (most registers %d), %d run "
          "on the host thread model\n",
          kernels, shapes_used, assembled, max_regs, emulated);
+  /* NaN passes ReLU and ReLU6 as in the reference (PTX max.f32 would drop it) */
+  for (int act = TLM_ACT_RELU; act <= TLM_ACT_RELU6; act += TLM_ACT_RELU6 - TLM_ACT_RELU) {
+    tlm_mm_desc d;
+    tlm_mm_desc_parse("2x1:1x1", &d, err, sizeof err);
+    tlm_matmul_desc epi;
+    memset(&epi, 0, sizeof epi);
+    epi.activation = (tlm_activation)act;
+    tlm_problem p;
+    if (tlm_problem_make(&d, &epi, 1, &p)) continue;
+    ((float *)p.in[0].data)[0] = NAN;
+    ((float *)p.in[0].data)[1] = -1.0f;
+    ((float *)p.in[1].data)[0] = 1.0f;
+    tlm_task task;
+    tlm_mm_args margs;
+    tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &margs, err, sizeof err);
+    tlm_gpu_space sp;
+    tlm_gpu_space_init(&sp, &task, &tg90);
+    tlm_schedule sc;
+    tlm_gpu_space_default(&sp, &sc);
+    int rc = emulate(jit, &task, &sc, &p, err, sizeof err);
+    const float *c = p.out.data;
+    CHECK(rc == 0 && isnan(c[0]) && c[1] == 0.0f, "act %d: NaN -> %g, -1 -> %g (%s)", act, c[0],
+          c[1], rc ? err : "");
+    tlm_problem_free(&p);
+  }
   int rk = 0, ra = 0, re = 0;
   check_rows(jit, ptxas, &rng, &rk, &ra, &re);
   printf("gpu rows: %d kernels, %d assembled, %d run on the host thread model\n", rk, ra, re);

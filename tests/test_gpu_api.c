@@ -17,6 +17,7 @@
  */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -175,7 +176,25 @@ int main(int argc, char **argv) {
   badout.shape[1] = 6;
   CHECK(tlm_run(rt, &p.op, in, p.n_in, &badout, 1) == TLM_ERR_SHAPE_MISMATCH, "shape error first");
   tlm_op ew = tlm_op_eltwise(TLM_ACT_RELU, TLM_BINARY_NONE);
-  CHECK(tlm_run(rt, &ew, in, 1, &out, 1) == TLM_ERR_UNSUPPORTED, "eltwise on GPU");
+  tlm_tensor ewout = in[0]; /* x's shape over C's (never read: refused first) */
+  ewout.data = out.data;
+  CHECK(tlm_run(rt, &ew, in, 1, &ewout, 1) == TLM_ERR_UNSUPPORTED, "eltwise on GPU: %s",
+        tlm_last_error(rt));
+  ewout.shape[0] += 1;
+  CHECK(tlm_run(rt, &ew, in, 1, &ewout, 1) == TLM_ERR_SHAPE_MISMATCH,
+        "eltwise shape error on GPU tensors: validated first (%s)", tlm_last_error(rt));
+  tlm_op bad = p.op;
+  bad.kind = (tlm_op_kind)77;
+  CHECK(tlm_run(rt, &bad, in, p.n_in, &out, 1) == TLM_ERR_INVALID_ARGUMENT, "unknown kind on GPU");
+  CHECK(tlm_run_on_stream(rt, &p.op, NULL, 2, &out, 1, (void *)16) == TLM_ERR_NULL_POINTER,
+        "NULL inputs with a stream");
+  CHECK(tlm_run_on_stream(rt, &p.op, in, 9, &out, 1, (void *)16) == TLM_ERR_INVALID_ARGUMENT &&
+            !strstr(tlm_last_error(rt), "stream"),
+        "9 inputs with a stream: %s", tlm_last_error(rt));
+  tlm_tensor resv[4];
+  memcpy(resv, in, sizeof resv);
+  resv[0].reserved_ = 1;
+  CHECK(tlm_run(rt, &p.op, resv, p.n_in, &out, 1) == TLM_ERR_INVALID_ARGUMENT, "reserved_ set");
   tlm_destroy(rt);
 
   if (!fake) {
@@ -201,6 +220,8 @@ int main(int argc, char **argv) {
   tlm_destroy(rt);
   unsetenv("FAKE_CUDA_FAIL");
 
+  cfg.cuda_device = 5000;
+  CHECK(tlm_create(&cfg, &rt) == TLM_ERR_INVALID_ARGUMENT, "cuda_device 5000");
   cfg.cuda_device = 1;
   CHECK(tlm_create(&cfg, &rt) == TLM_OK, "create");
   st = tlm_run(rt, &p.op, in, p.n_in, &out, 1);
@@ -252,6 +273,81 @@ int main(int argc, char **argv) {
       tlm_problem_free(&p);
     }
   }
+  /* a buffer shorter than the tensor: its end is not device memory */
+  {
+    tlm_mm_desc_parse("9x10:10x11", &d, err, sizeof err);
+    CHECK(tlm_problem_make(&d, NULL, 3, &p) == 0, "problem");
+    unsigned long long mem[5];
+    CHECK(to_device(&p, in, &out, mem) == 0, "device memory");
+    unsigned long long shortb;
+    CHECK(g_alloc(&shortb, 8) == 0, "short buffer");
+    in[1].data = (void *)(uintptr_t)shortb;
+    st = tlm_run(rt, &p.op, in, p.n_in, &out, 1);
+    CHECK(st == TLM_ERR_INVALID_ARGUMENT && strstr(tlm_last_error(rt), "to its end"),
+          "B shorter than its tensor: %d %s", (int)st, tlm_last_error(rt));
+    g_free(shortb);
+    free_device(&p, mem);
+    tlm_problem_free(&p);
+  }
+  /* row operators (the fake computes softmax with scale 1, layernorm and
+   * rmsnorm with eps 1e-5 from the arguments) on strided rows */
+  static const tlm_op_kind rk[3] = {TLM_OP_SOFTMAX, TLM_OP_LAYERNORM, TLM_OP_RMSNORM};
+  for (int q = 0; q < 3; q++) {
+    int64_t R = 5, C = 37, ld = 40;
+    float hx[5 * 40], hg[37], hb[37], hy[5 * 40];
+    for (int i = 0; i < R * ld; i++) hx[i] = (float)((i * 37) % 23) * 0.25f - 2.5f;
+    for (int i = 0; i < C; i++) hg[i] = 1.0f + 0.01f * (float)i, hb[i] = 0.1f * (float)(i % 3);
+    unsigned long long dx, dy, dg, db;
+    CHECK(!g_alloc(&dx, sizeof hx) && !g_alloc(&dy, sizeof hy) && !g_alloc(&dg, sizeof hg) &&
+              !g_alloc(&db, sizeof hb),
+          "alloc");
+    memcpy((void *)(uintptr_t)dx, hx, sizeof hx);
+    memcpy((void *)(uintptr_t)dg, hg, sizeof hg);
+    memcpy((void *)(uintptr_t)db, hb, sizeof hb);
+    tlm_tensor rt_in[3], rt_out;
+    memset(rt_in, 0, sizeof rt_in);
+    rt_in[0].dtype = TLM_F32, rt_in[0].ndim = 2, rt_in[0].shape[0] = R, rt_in[0].shape[1] = C;
+    rt_in[0].strides[0] = ld, rt_in[0].strides[1] = 1, rt_in[0].data = (void *)(uintptr_t)dx;
+    rt_out = rt_in[0];
+    rt_out.data = (void *)(uintptr_t)dy;
+    tlm_tensor_dense(&rt_in[1], TLM_F32, 1, &C, (void *)(uintptr_t)dg);
+    tlm_tensor_dense(&rt_in[2], TLM_F32, 1, &C, (void *)(uintptr_t)db);
+    for (int i = 0; i < 3; i++) rt_in[i].device = TLM_DEVICE_CUDA;
+    rt_out.device = TLM_DEVICE_CUDA;
+    tlm_op op = tlm_op_rownorm(rk[q]);
+    int nin = rk[q] == TLM_OP_SOFTMAX ? 1 : rk[q] == TLM_OP_LAYERNORM ? 3 : 2;
+    st = tlm_run(rt, &op, rt_in, nin, &rt_out, 1);
+    CHECK(st == TLM_OK, "row kind %d: %s", (int)rk[q], tlm_last_error(rt));
+    /* the reference on the host copies */
+    tlm_tensor h_in[3], h_out;
+    memcpy(h_in, rt_in, sizeof h_in);
+    h_out = rt_out;
+    h_in[0].data = hx, h_in[1].data = hg, h_in[2].data = hb, h_out.data = hy;
+    for (int i = 0; i < 3; i++) h_in[i].device = TLM_DEVICE_CPU;
+    h_out.device = TLM_DEVICE_CPU;
+    tlm_runtime *host;
+    tlm_config hc = cfg;
+    hc.cache_dir = "none";
+    CHECK(tlm_create(&hc, &host) == TLM_OK, "host runtime");
+    CHECK(tlm_run(host, &op, h_in, nin, &h_out, 1) == TLM_OK, "host row: %s", tlm_last_error(host));
+    tlm_destroy(host);
+    double worst = 0;
+    const float *gy = (const float *)(uintptr_t)dy;
+    for (int r = 0; r < R; r++)
+      for (int c = 0; c < C; c++) {
+        double e = fabs((double)gy[r * ld + c] - hy[r * ld + c]) / (1 + fabs((double)hy[r * ld + c]));
+        if (!(e <= worst)) worst = e;
+      }
+    CHECK(worst <= 1e-5, "row kind %d through the GPU path: error %g", (int)rk[q], worst);
+    g_free(dx), g_free(dy), g_free(dg), g_free(db);
+  }
+  /* every GPU call counted once as a hit or a miss */
+  tlm_stats stt;
+  CHECK(tlm_get_stats(rt, &stt) == TLM_OK, "stats");
+  CHECK(stt.cache_hits + stt.cache_misses + stt.cache_waits == stt.runs,
+        "hits %llu + misses %llu + waits %llu != runs %llu", (unsigned long long)stt.cache_hits,
+        (unsigned long long)stt.cache_misses, (unsigned long long)stt.cache_waits,
+        (unsigned long long)stt.runs);
   printf("gpu_api: %d modules loaded for %d launches\n", modules(), launches());
   tlm_destroy(rt);
   /* the disk cache keeps the PTX; a damaged entry is rebuilt */

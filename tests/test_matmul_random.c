@@ -25,42 +25,20 @@ static const char *k_builtin[] = {
     "9x129:129x33",    "1x3:3x2048",      "2x5x1x41:2x5x41x43", "3x3x3:3x3x3",
 };
 
-/* Keeps small dims, folds large ones into [97, 158): odd sizes stay odd. */
-static int64_t shrink(int64_t d) { return d <= 160 ? d : 97 + d % 61; }
-
 static int load_shapes(const char *dir, tlm_mm_desc *out, int max) {
   static const char *files[] = {"shapes_2d", "shapes_bert", "shapes_transformer",
                                 "harness_matmul_gpt-j_32-32_inf_lb_f32",
                                 "harness_matmul_gpt-j_2016-32_inf_lb_f32"};
   int n = 0;
-  for (size_t f = 0; f < sizeof files / sizeof files[0] && dir; f++) {
-    char path[1024], line[1024], err[256];
+  for (size_t f = 0; f < sizeof files / sizeof files[0] && dir && n < max; f++) {
+    char path[1024];
     snprintf(path, sizeof path, "%s/workloads/benchdnn/matmul/%s", dir, files[f]);
-    FILE *fp = fopen(path, "r");
-    if (!fp) {
-      fprintf(stderr, "note: %s not found\n", path);
-      continue;
-    }
-    int taken = 0;
-    while (fgets(line, sizeof line, fp) && n < max && taken < 14) {
-      tlm_mm_desc d;
-      if (tlm_mm_desc_parse(line, &d, err, sizeof err) != 1) continue;
-      int64_t bprod = 1;
-      for (int i = 0; i < d.nda; i++) d.a[i] = shrink(d.a[i]);
-      for (int i = 0; i < d.ndb; i++) d.b[i] = shrink(d.b[i]);
-      d.b[d.ndb - 2] = d.a[d.nda - 1];
-      /* at most 6 batches in all: keep the broadcast pattern, cut extents */
-      for (int i = 0; i < d.nda - 2; i++) {
-        int64_t e = d.a[i] > 1 ? (bprod >= 6 ? 1 : 2 + d.a[i] % 2) : 1;
-        int j = i - (d.nda - d.ndb);
-        if (j >= 0 && d.b[j] > 1) d.b[j] = e;
-        d.a[i] = e;
-        bprod *= e;
-      }
-      out[n++] = d;
-      taken++;
-    }
-    fclose(fp);
+    int got = tlm_mm_desc_read_file(path, out + n, max - n < 14 ? max - n : 14);
+    if (got < 0) fprintf(stderr, "note: %s not found\n", path);
+    /* small dims kept, large ones folded into [97, 158) (odd stays odd),
+     * at most 6 batches in all */
+    for (int k = 0; k < got; k++) tlm_mm_desc_shrink(&out[n + k], 160, 97, 61, 6);
+    n += got > 0 ? got : 0;
   }
   for (size_t i = 0; i < sizeof k_builtin / sizeof k_builtin[0] && n < max; i++) {
     char err[256];

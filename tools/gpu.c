@@ -36,7 +36,7 @@ static int task_of(const tlm_mm_desc *d, const tlm_matmul_desc *epi, tlm_task *t
     return -1;
   }
   tlm_tensor in[4], out;
-  uintptr_t base = (uintptr_t)1 << 40;
+  uintptr_t base = (uintptr_t)1 << 44; /* 16 TiB apart: no two views overlap */
   tlm_tensor_dense(&in[0], TLM_F32, d->nda, sa, (void *)(base * 1));
   tlm_tensor_dense(&in[1], TLM_F32, d->ndb, sb, (void *)(base * 2));
   tlm_tensor_dense(&out, TLM_F32, nc, sc, (void *)(base * 3));
@@ -109,7 +109,8 @@ static int cmd_ptx(int argc, char **argv) {
   }
   char ss[256], *ptx = NULL;
   tlm_gpu_launch l;
-  tlm_gpu_launch_dims(&task, &sc, &l);
+  if (tlm_gpu_launch_dims(&task, &sc, &l))
+    printf("// note: this grid is past CUDA's limits; tlm_run would refuse the shape\n");
   printf("// %s sm_%d schedule %s: %d threads, grid %lld x %lld x %lld, %d bytes shared\n", desc,
          sm, tlm_gpu_schedule_str(&sp, &sc, ss, sizeof ss), l.threads, (long long)l.grid_x,
          (long long)l.grid_y, (long long)l.grid_z, l.smem_bytes);
@@ -133,6 +134,8 @@ static int export_one(const char *dir, int idx, const tlm_mm_desc *d, const tlm_
                       const tlm_task *task, const tlm_gpu_space *sp, const tlm_schedule *sc,
                       int is_rule, int sm, cJSON *list) {
   char err[512], *ptx = NULL, file[64], path[1200], ss[256], ds[128];
+  tlm_gpu_launch l;
+  if (tlm_gpu_launch_dims(task, sc, &l)) return 0; /* past CUDA's limits: skipped */
   if (tlm_gpu_kernel_ptx(task, sc, sm, "tlm_mm", &ptx, err, sizeof err)) {
     fprintf(stderr, "tlm gpu export: %s\n", err);
     return -1;
@@ -150,8 +153,6 @@ static int export_one(const char *dir, int idx, const tlm_mm_desc *d, const tlm_
   int64_t sa[TLM_MAX_DIMS], sb[TLM_MAX_DIMS], scs[TLM_MAX_DIMS];
   int nc;
   tlm_mm_desc_shapes(d, sa, sb, scs, &nc);
-  tlm_gpu_launch l;
-  if (tlm_gpu_launch_dims(task, sc, &l)) return 0; /* past CUDA's limits: skipped */
   /* the argument list with the operands' slots as -1 .. -5 (A, B, C, bias,
    * residual): the checker puts its buffers' addresses there */
   int64_t args[GA_COUNT];
@@ -213,6 +214,11 @@ static int export_row(const char *dir, int idx, const char *text, tlm_op op, int
       tlm_gpu_space_default(&sp, &sc);
     else
       tlm_gpu_space_sample(&sp, rng, &sc);
+    tlm_gpu_launch l0;
+    if (tlm_gpu_launch_dims(&task, &sc, &l0)) {
+      fprintf(stderr, "tlm gpu export: %s: grid past CUDA's limits, skipped\n", text);
+      return made;
+    }
     char *ptx = NULL, file[64], path[1200], ss[128];
     if (tlm_gpu_kernel_ptx(&task, &sc, sm, "tlm_row", &ptx, err, sizeof err)) {
       fprintf(stderr, "tlm gpu export: %s\n", err);
@@ -230,7 +236,10 @@ static int export_row(const char *dir, int idx, const char *text, tlm_op op, int
                      o.kind == TLM_OP_LAYERNORM ? (uint64_t)-4 : 0, ra.rows, ra.cols, ra.mrows,
                      ra.sx, ra.sy, ra.sg, ra.sb, args);
     tlm_gpu_launch l;
-    tlm_gpu_launch_dims(&task, &sc, &l);
+    if (tlm_gpu_launch_dims(&task, &sc, &l)) {
+      fprintf(stderr, "tlm gpu export: %s: grid past CUDA's limits, skipped\n", text);
+      return made;
+    }
     int64_t grid[3] = {l.grid_x, l.grid_y, l.grid_z};
     static const char *const names[] = {[TLM_OP_SOFTMAX] = "softmax", [TLM_OP_LAYERNORM] = "layernorm",
                                         [TLM_OP_RMSNORM] = "rmsnorm"};
@@ -301,8 +310,12 @@ static int cmd_export(int argc, char **argv) {
       }
       tlm_op rop;
       int64_t rows, cols;
-      char rerr[256];
-      if (tlm_row_desc_parse(text, &rop, &rows, &cols, rerr, sizeof rerr) == 1) {
+      char rerr[256], trimmed[128];
+      size_t tl = strcspn(text, "\r\n");
+      if (tl >= sizeof trimmed) tl = sizeof trimmed - 1;
+      memcpy(trimmed, text, tl);
+      trimmed[tl] = 0;
+      if (tlm_row_desc_parse(trimmed, &rop, &rows, &cols, rerr, sizeof rerr) == 1) {
         tlm_task probe;
         probe.kind = rop.kind;
         if (!tlm_gpu_supports(&probe)) {
@@ -310,11 +323,6 @@ static int cmd_export(int argc, char **argv) {
           failed = 1;
           continue;
         }
-        char trimmed[128];
-        size_t tl = strcspn(text, "\r\n");
-        if (tl >= sizeof trimmed) tl = sizeof trimmed - 1;
-        memcpy(trimmed, text, tl);
-        trimmed[tl] = 0;
         int e = export_row(dir, idx, trimmed, rop, rows, cols, random, &rng, &tg, sm, list);
         if (e < 0) failed = 1;
         else idx += e;

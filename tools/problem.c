@@ -329,3 +329,28 @@ int tlm_row_desc_parse(const char *text, tlm_op *op, int64_t *rows, int64_t *col
   return 0;
 }
 
+
+int tlm_mm_desc_read_file(const char *path, tlm_mm_desc *out, int max) {
+  FILE *fp = fopen(path, "r");
+  if (!fp) return -1;
+  char line[1024], err[256];
+  int n = 0;
+  while (n < max && fgets(line, sizeof line, fp))
+    if (tlm_mm_desc_parse(line, &out[n], err, sizeof err) == 1) n++;
+  fclose(fp);
+  return n;
+}
+
+void tlm_mm_desc_shrink(tlm_mm_desc *d, int64_t cap, int64_t lo, int64_t span, int64_t max_batch) {
+  for (int i = 0; i < d->nda; i++) d->a[i] = d->a[i] <= cap ? d->a[i] : lo + d->a[i] % span;
+  for (int i = 0; i < d->ndb; i++) d->b[i] = d->b[i] <= cap ? d->b[i] : lo + d->b[i] % span;
+  d->b[d->ndb - 2] = d->a[d->nda - 1];
+  int64_t bprod = 1;
+  for (int i = 0; i < d->nda - 2; i++) {
+    int64_t e = d->a[i] > 1 ? (bprod >= max_batch ? 1 : 2 + d->a[i] % 2) : 1;
+    int j = i - (d->nda - d->ndb);
+    if (j >= 0 && d->b[j] > 1) d->b[j] = e;
+    d->a[i] = e;
+    bprod *= e;
+  }
+}

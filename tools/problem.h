@@ -24,6 +24,17 @@ typedef struct tlm_mm_desc {
  * field and its column in err. */
 int tlm_mm_desc_parse(const char *line, tlm_mm_desc *d, char *err, int errcap);
 
+/* Reads up to `max` descriptors of a benchdnn matmul file, skipping lines
+ * without a problem and malformed ones. Returns how many, or -1 when the
+ * file cannot be opened. */
+int tlm_mm_desc_read_file(const char *path, tlm_mm_desc *out, int max);
+
+/* Shrinks a descriptor for reference checks: every extent above `cap`
+ * becomes lo + extent % span, B's K follows A's, and batch extents over 1
+ * become 2 or 3 while the product of those before is below max_batch, 1
+ * after (which dims broadcast stays as it was). */
+void tlm_mm_desc_shrink(tlm_mm_desc *d, int64_t cap, int64_t lo, int64_t span, int64_t max_batch);
+
 /* Stored shapes of A and B (transposes applied) and C's shape (batch dims
  * broadcast, then M x N); *nc gets C's rank. Returns 0, -1 if C would have
  * more than TLM_MAX_DIMS dims. */
