@@ -31,6 +31,7 @@
 #include "api/validate.h"
 #include "jit/codegen_gpu.h"
 #include "jit/jit.h"
+#include "lm/gpu_lang.h"
 #include "runtime/gpu.h"
 #include "runtime/gpu_emu.h"
 #include "runtime/reference.h"
@@ -341,6 +342,14 @@ int main(int argc, char **argv) {
       snprintf(tag, sizeof tag, "%s%s%s%s act %d [%s]", ds, epi.has_bias ? " bias" : "",
                epi.has_residual ? " residual" : "", r == 0 ? " rule" : "", (int)epi.activation, ss);
       CHECK(tlm_gpu_space_accepts(&sp, &sc), "%s: not accepted", tag);
+      if (r <= 1) { /* the tensor language: deterministic, task, GPU prompt, rule, decisions */
+        char s1[1024], s2[1024];
+        tlm_gpu_sentence(&real, &tg90, &sc, s1, sizeof s1);
+        tlm_gpu_sentence(&real, &tg90, &sc, s2, sizeof s2);
+        CHECK(!strcmp(s1, s2) && !strncmp(s1, "op:matmul ", 10) && strstr(s1, " gpu:sm90 sms:7 ") &&
+                  strstr(s1, " <rule> tn:") && strstr(s1, " <sep> tn:"),
+              "%s: sentence '%s'", tag, s1);
+      }
       tlm_schedule back;
       CHECK(tlm_gpu_schedule_parse(&sp, ss, &back, err, sizeof err) == 0 &&
                 !memcmp(back.v, sc.v, sizeof sc.v),

@@ -10,6 +10,7 @@
 
 #include "api/validate.h"
 #include "jit/codegen_gpu.h"
+#include "lm/gpu_lang.h"
 #include "runtime/engine.h"
 #include "runtime/gpu.h"
 #include "runtime/gpu_engine.h"
@@ -133,7 +134,7 @@ static cJSON *int_array(const int64_t *v, int n) {
 static int export_one(const char *dir, int idx, const tlm_mm_desc *d, const tlm_matmul_desc *epi,
                       const tlm_task *task, const tlm_gpu_space *sp, const tlm_schedule *sc,
                       int is_rule, int sm, cJSON *list) {
-  char err[512], *ptx = NULL, file[64], path[1200], ss[256], ds[128];
+  char err[512], *ptx = NULL, file[64], path[1200], ss[256], ds[128], sent[1024];
   tlm_gpu_launch l;
   if (tlm_gpu_launch_dims(task, sc, &l)) return 0; /* past CUDA's limits: skipped */
   if (tlm_gpu_kernel_ptx(task, sc, sm, "tlm_mm", &ptx, err, sizeof err)) {
@@ -175,7 +176,8 @@ static int export_one(const char *dir, int idx, const tlm_mm_desc *d, const tlm_
       !cJSON_AddNumberToObject(o, "threads", l.threads) ||
       !cJSON_AddItemToObject(o, "grid", int_array(grid, 3)) ||
       !cJSON_AddNumberToObject(o, "flops", tlm_task_flops(task)) ||
-      !cJSON_AddItemToObject(o, "args", int_array(args, GA_COUNT))) {
+      !cJSON_AddItemToObject(o, "args", int_array(args, GA_COUNT)) ||
+      !cJSON_AddStringToObject(o, "sentence", tlm_gpu_sentence(task, &sp->target, sc, sent, sizeof sent))) {
     cJSON_Delete(o);
     return -1;
   }
@@ -219,7 +221,7 @@ static int export_row(const char *dir, int idx, const char *text, tlm_op op, int
       fprintf(stderr, "tlm gpu export: %s: grid past CUDA's limits, skipped\n", text);
       return made;
     }
-    char *ptx = NULL, file[64], path[1200], ss[128];
+    char *ptx = NULL, file[64], path[1200], ss[128], sent[1024];
     if (tlm_gpu_kernel_ptx(&task, &sc, sm, "tlm_row", &ptx, err, sizeof err)) {
       fprintf(stderr, "tlm gpu export: %s\n", err);
       return -1;
@@ -255,7 +257,8 @@ static int export_row(const char *dir, int idx, const char *text, tlm_op op, int
         !cJSON_AddNumberToObject(e, "eps", o.u.rownorm.eps) ||
         !cJSON_AddNumberToObject(e, "threads", l.threads) ||
         !cJSON_AddItemToObject(e, "grid", int_array(grid, 3)) ||
-        !cJSON_AddItemToObject(e, "args", int_array(args, GRA_COUNT))) {
+        !cJSON_AddItemToObject(e, "args", int_array(args, GRA_COUNT)) ||
+        !cJSON_AddStringToObject(e, "sentence", tlm_gpu_sentence(&task, tg, &sc, sent, sizeof sent))) {
       cJSON_Delete(e);
       return -1;
     }

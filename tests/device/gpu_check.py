@@ -267,7 +267,8 @@ def main():
     results, failures, t0 = [], 0, time.time()
     stream = torch.cuda.current_stream().cuda_stream
     for k in m["kernels"]:
-        r = {"desc": k["desc"], "schedule": k["schedule"], "rule": k["rule"]}
+        # the kernel's sentence in the tensor language: with a time, a GPU record
+        r = {"desc": k["desc"], "schedule": k["schedule"], "rule": k["rule"], "sentence": k.get("sentence", "")}
         for f in ("act", "bias", "residual", "transpose_a", "transpose_b", "causal"):
             if f in k:
                 r[f] = k[f]
