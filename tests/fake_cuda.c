@@ -82,8 +82,9 @@ CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
   (void)m;
   static const char *const ops[4] = {"tlm_gpu_mm_", "tlm_gpu_softmax_", "tlm_gpu_layernorm_",
                                      "tlm_gpu_rmsnorm_"};
+  static const char *const exported[4] = {"tlm_mm", "tlm_softmax", "tlm_layernorm", "tlm_rmsnorm"};
   for (int i = 0; i < 4; i++)
-    if (!strncmp(name, ops[i], strlen(ops[i]))) {
+    if (!strncmp(name, ops[i], strlen(ops[i])) || !strcmp(name, exported[i])) {
       *f = &g_fn_kinds[i];
       return 0;
     }

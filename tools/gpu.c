@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "api/validate.h"
+#include "cache/disk.h"
 #include "jit/codegen_gpu.h"
 #include "lm/gpu_lang.h"
 #include "runtime/engine.h"
@@ -222,7 +222,10 @@ static int export_row(const char *dir, int idx, const char *text, tlm_op op, int
       return made;
     }
     char *ptx = NULL, file[64], path[1200], ss[128], sent[1024];
-    if (tlm_gpu_kernel_ptx(&task, &sc, sm, "tlm_row", &ptx, err, sizeof err)) {
+    static const char *const kernels[] = {[TLM_OP_SOFTMAX] = "tlm_softmax",
+                                          [TLM_OP_LAYERNORM] = "tlm_layernorm",
+                                          [TLM_OP_RMSNORM] = "tlm_rmsnorm"};
+    if (tlm_gpu_kernel_ptx(&task, &sc, sm, kernels[o.kind], &ptx, err, sizeof err)) {
       fprintf(stderr, "tlm gpu export: %s\n", err);
       return -1;
     }
@@ -248,7 +251,7 @@ static int export_row(const char *dir, int idx, const char *text, tlm_op op, int
     cJSON *e = cJSON_CreateObject();
     if (!e || !cJSON_AddStringToObject(e, "op", names[o.kind]) ||
         !cJSON_AddStringToObject(e, "desc", text) || !cJSON_AddStringToObject(e, "ptx", file) ||
-        !cJSON_AddStringToObject(e, "kernel", "tlm_row") ||
+        !cJSON_AddStringToObject(e, "kernel", kernels[o.kind]) ||
         !cJSON_AddStringToObject(e, "schedule", tlm_gpu_schedule_str(&sp, &sc, ss, sizeof ss)) ||
         !cJSON_AddBoolToObject(e, "rule", r == 0) || !cJSON_AddNumberToObject(e, "rows", (double)rows) ||
         !cJSON_AddNumberToObject(e, "cols", (double)cols) ||
@@ -284,7 +287,12 @@ static int cmd_export(int argc, char **argv) {
     else return usage();
   }
   if (!dir || !nitems || random < 0 || random > 100) return usage();
-  mkdir(dir, 0755);
+  char probe[1200];
+  snprintf(probe, sizeof probe, "%s/manifest.json", dir);
+  if (tlm_disk_make_parents(probe)) {
+    fprintf(stderr, "tlm gpu export: cannot create %s\n", dir);
+    return 1;
+  }
   tlm_gpu_target tg;
   tlm_gpu_target_offline(&tg, sm);
   cJSON *root = cJSON_CreateObject(), *list = cJSON_CreateArray(), *gr = cJSON_CreateObject();
@@ -342,14 +350,17 @@ static int cmd_export(int argc, char **argv) {
       for (int r = 0; r <= random; r++) {
         tlm_matmul_desc epi;
         memset(&epi, 0, sizeof epi);
-        if (r > 0) { /* random kernels get random epilogues */
+        tlm_mm_desc dr = d;
+        if (r > 0) { /* random kernels get random epilogues and transposes */
           uint64_t x = tlm_rng_next(&rng);
           epi.has_bias = (int)(x & 1);
           epi.activation = (tlm_activation)((x >> 1) % TLM_ACT_COUNT_);
           epi.has_residual = (int)((x >> 3) & 1);
+          if ((x >> 4) % 4 == 0) dr.transpose_a ^= 1;
+          if ((x >> 6) % 4 == 0) dr.transpose_b ^= 1;
         }
         tlm_task task;
-        if (task_of(&d, &epi, &task, err, sizeof err)) {
+        if (task_of(&dr, &epi, &task, err, sizeof err)) {
           fprintf(stderr, "tlm gpu export: %s\n", err);
           failed = 1;
           break;
@@ -361,7 +372,7 @@ static int cmd_export(int argc, char **argv) {
           tlm_gpu_space_default(&sp, &sc);
         else
           tlm_gpu_space_sample(&sp, &rng, &sc);
-        int e = export_one(dir, idx, &d, &epi, &task, &sp, &sc, r == 0, sm, list);
+        int e = export_one(dir, idx, &dr, &epi, &task, &sp, &sc, r == 0, sm, list);
         if (e > 0 && r == 0 && groups[it]) { /* the group's shapes, by descriptor */
           cJSON *g = cJSON_GetObjectItemCaseSensitive(gr, groups[it]);
           if (!g) cJSON_AddItemToObject(gr, groups[it], g = cJSON_CreateArray());
