@@ -1,6 +1,8 @@
 /* gpu_lang.c - GPU schedules as sentences (see gpu_lang.h). */
 #include "gpu_lang.h"
 
+#include "vocab.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,15 +29,11 @@ static int ilog2(uint64_t x) {
   return l;
 }
 
-/* magnitude, quarter of the octave and trailing zero bits, as lm/vocab.c */
+/* magnitude, quarter of the octave and trailing zero bits, as the CPU
+ * prompt spells them */
 static void extent(out *o, const char *axis, int64_t e) {
-  if (e < 1) e = 1;
-  int mag = ilog2((uint64_t)e);
-  if (mag > 40) mag = 40;
-  int frac = (int)(4.0 * ((double)e / (double)((uint64_t)1 << mag) - 1.0));
-  if (frac > 3) frac = 3;
-  int p2 = __builtin_ctzll((unsigned long long)e);
-  if (p2 > 6) p2 = 6;
+  int mag, frac, p2;
+  tlm_lm_extent_words(e, &mag, &frac, &p2);
   word(o, "ax:%s", axis);
   word(o, "mag:%d", mag);
   word(o, "frac:%d", frac);

@@ -70,6 +70,10 @@ typedef struct tlm_vocab {
 /* Builds the vocabulary of TLM_LM_VOCAB_VERSION. Deterministic. */
 void tlm_vocab_build(tlm_vocab *v);
 
+/* The words an extent e >= 1 is spelled with: mag:<floor(log2 e), at most
+ * 40> frac:<quarter of the octave> p2:<trailing zero bits, at most 6>. */
+void tlm_lm_extent_words(int64_t e, int *mag, int *frac, int *p2);
+
 /* Token id of a string, -1 if absent. */
 int tlm_vocab_find(const tlm_vocab *v, const char *s);
 

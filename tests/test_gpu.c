@@ -45,17 +45,7 @@ static const char *const k_builtin[] = {
 };
 
 static int load_shapes(const char *dir, tlm_mm_desc *out, int max) {
-  static const char *files[] = {"shapes_2d", "shapes_bert", "shapes_transformer",
-                                "harness_matmul_gpt-j_32-32_inf_lb_f32",
-                                "harness_matmul_gpt-j_2016-32_inf_lb_f32"};
-  int n = 0;
-  for (size_t f = 0; f < sizeof files / sizeof files[0] && dir && n < max; f++) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/workloads/benchdnn/matmul/%s", dir, files[f]);
-    int got = tlm_mm_desc_read_file(path, out + n, max - n < 12 ? max - n : 12);
-    if (got < 0) fprintf(stderr, "note: %s not found\n", path);
-    n += got > 0 ? got : 0;
-  }
+  int n = tlm_mm_desc_load_shared(dir, 12, out, max);
   for (size_t i = 0; i < sizeof k_builtin / sizeof *k_builtin && n < max; i++) {
     char err[256];
     if (tlm_mm_desc_parse(k_builtin[i], &out[n], err, sizeof err) == 1) n++;

@@ -354,3 +354,18 @@ void tlm_mm_desc_shrink(tlm_mm_desc *d, int64_t cap, int64_t lo, int64_t span, i
     bprod *= e;
   }
 }
+
+int tlm_mm_desc_load_shared(const char *shared, int per_file, tlm_mm_desc *out, int max) {
+  static const char *const files[] = {"shapes_2d", "shapes_bert", "shapes_transformer",
+                                      "harness_matmul_gpt-j_32-32_inf_lb_f32",
+                                      "harness_matmul_gpt-j_2016-32_inf_lb_f32"};
+  int n = 0;
+  for (size_t f = 0; f < sizeof files / sizeof *files && shared && n < max; f++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/workloads/benchdnn/matmul/%s", shared, files[f]);
+    int got = tlm_mm_desc_read_file(path, out + n, max - n < per_file ? max - n : per_file);
+    if (got < 0) fprintf(stderr, "note: %s not found\n", path);
+    n += got > 0 ? got : 0;
+  }
+  return n;
+}

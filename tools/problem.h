@@ -29,6 +29,12 @@ int tlm_mm_desc_parse(const char *line, tlm_mm_desc *d, char *err, int errcap);
  * file cannot be opened. */
 int tlm_mm_desc_read_file(const char *path, tlm_mm_desc *out, int max);
 
+/* The first `per_file` problems of each shared benchdnn matmul file
+ * (shapes_2d, shapes_bert, shapes_transformer, the two GPT-J harness files)
+ * under SHARED/workloads/benchdnn/matmul, at most max in all; a missing
+ * file is noted on stderr. Returns how many. */
+int tlm_mm_desc_load_shared(const char *shared, int per_file, tlm_mm_desc *out, int max);
+
 /* Shrinks a descriptor for reference checks: every extent above `cap`
  * becomes lo + extent % span, B's K follows A's, and batch extents over 1
  * become 2 or 3 while the product of those before is below max_batch, 1
