@@ -64,14 +64,9 @@ int main(int argc, char **argv) {
     for (int r = 0; r <= per_shape; r++) {
       tlm_mm_desc d = shapes[s];
       tlm_matmul_desc epi;
-      memset(&epi, 0, sizeof epi);
       uint64_t x = tlm_rng_next(&rng);
-      epi.has_bias = (int)(x & 1);
-      epi.activation = (tlm_activation)((x >> 1) % TLM_ACT_COUNT_);
-      epi.has_residual = (int)((x >> 3) & 1);
+      tlm_mm_random_variant(x, &epi, &d);
       epilogues_seen |= 1 << (epi.has_bias + 2 * epi.has_residual + 4 * (int)epi.activation);
-      if ((x >> 4) % 4 == 0) d.transpose_a = 1;
-      if ((x >> 6) % 4 == 0) d.transpose_b = 1;
       tlm_problem p;
       if (tlm_problem_make(&d, &epi, x, &p)) {
         CHECK(0, "cannot build problem %d", s);

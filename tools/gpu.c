@@ -351,14 +351,8 @@ static int cmd_export(int argc, char **argv) {
         tlm_matmul_desc epi;
         memset(&epi, 0, sizeof epi);
         tlm_mm_desc dr = d;
-        if (r > 0) { /* random kernels get random epilogues and transposes */
-          uint64_t x = tlm_rng_next(&rng);
-          epi.has_bias = (int)(x & 1);
-          epi.activation = (tlm_activation)((x >> 1) % TLM_ACT_COUNT_);
-          epi.has_residual = (int)((x >> 3) & 1);
-          if ((x >> 4) % 4 == 0) dr.transpose_a ^= 1;
-          if ((x >> 6) % 4 == 0) dr.transpose_b ^= 1;
-        }
+        /* random kernels get random epilogues and transposes */
+        if (r > 0) tlm_mm_random_variant(tlm_rng_next(&rng), &epi, &dr);
         tlm_task task;
         if (task_of(&dr, &epi, &task, err, sizeof err)) {
           fprintf(stderr, "tlm gpu export: %s\n", err);

@@ -369,3 +369,12 @@ int tlm_mm_desc_load_shared(const char *shared, int per_file, tlm_mm_desc *out, 
   }
   return n;
 }
+
+void tlm_mm_random_variant(uint64_t x, tlm_matmul_desc *epi, tlm_mm_desc *d) {
+  memset(epi, 0, sizeof *epi);
+  epi->has_bias = (int)(x & 1);
+  epi->activation = (tlm_activation)((x >> 1) % TLM_ACT_COUNT_);
+  epi->has_residual = (int)((x >> 3) & 1);
+  if ((x >> 4) % 4 == 0) d->transpose_a ^= 1;
+  if ((x >> 6) % 4 == 0) d->transpose_b ^= 1;
+}

@@ -35,6 +35,11 @@ int tlm_mm_desc_read_file(const char *path, tlm_mm_desc *out, int max);
  * file is noted on stderr. Returns how many. */
 int tlm_mm_desc_load_shared(const char *shared, int per_file, tlm_mm_desc *out, int max);
 
+/* A random variant of a problem from 64 random bits x: *epi (zeroed
+ * first) gets a bias (1 in 2), an activation (uniform) and a residual (1
+ * in 2); d's storage of A and of B is transposed 1 time in 4 each. */
+void tlm_mm_random_variant(uint64_t x, tlm_matmul_desc *epi, tlm_mm_desc *d);
+
 /* Shrinks a descriptor for reference checks: every extent above `cap`
  * becomes lo + extent % span, B's K follows A's, and batch extents over 1
  * become 2 or 3 while the product of those before is below max_batch, 1
