@@ -140,8 +140,8 @@ static int emulate(tlm_jit *jit, const tlm_task *task, const tlm_schedule *sc, t
 
 
 /* Row operators: x (B, R, C) with a row stride of C + pad, gamma, beta. */
-static void check_rows(tlm_jit *jit, const char *ptxas, uint64_t *rng, int *kernels, int *assembled,
-                       int *emulated) {
+static void check_rows(tlm_jit *jit, const char *ptxas, int schedules, uint64_t *rng, int *kernels,
+                       int *assembled, int *emulated) {
   static const int64_t shapes[][3] = {{1, 1, 1},  {1, 3, 7},   {2, 5, 33},   {1, 17, 100},
                                       {1, 4, 1000}, {2, 2, 4097}, {1, 8, 768}, {3, 3, 13}};
   static const tlm_op_kind kinds[] = {TLM_OP_SOFTMAX, TLM_OP_SOFTMAX, TLM_OP_LAYERNORM, TLM_OP_RMSNORM};
@@ -184,7 +184,7 @@ static void check_rows(tlm_jit *jit, const char *ptxas, uint64_t *rng, int *kern
       tlm_ref_row(&task, &rr);
       tlm_gpu_space sp;
       CHECK(tlm_gpu_space_init(&sp, &task, &tg) == 0, "row space");
-      for (int r = 0; r < 3; r++) {
+      for (int r = 0; r < schedules; r++) {
         tlm_schedule sc;
         if (r == 0)
           tlm_gpu_space_default(&sp, &sc);
@@ -421,7 +421,7 @@ int main(int argc, char **argv) {
     tlm_problem_free(&p);
   }
   int rk = 0, ra = 0, re = 0;
-  check_rows(jit, ptxas, &rng, &rk, &ra, &re);
+  check_rows(jit, ptxas, per_shape >= 5 ? 3 : 2, &rng, &rk, &ra, &re);
   printf("gpu rows: %d kernels, %d assembled, %d run on the host thread model\n", rk, ra, re);
   /* the issue's bar (#21), at the CI's schedules per shape (fewer under
    * sanitizers, which slow the emulation, not the PTX) */
