@@ -656,12 +656,17 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs,
  * device of that ordinal, or the driver failed to start: the message says
  * which; asked again on every call costs nothing, the answer is kept);
  * TLM_ERR_INVALID_ARGUMENT also for tensors of mixed devices, a device
- * value other than TLM_DEVICE_CPU/TLM_DEVICE_CUDA, a GPU tensor whose data
- * the driver does not know as device or managed memory, a stream with
- * host tensors; TLM_ERR_UNSUPPORTED also for a grid past CUDA's limits
- * (more than 65535 batches or row tiles); TLM_ERR_JIT when PTX could not
- * be generated or the driver rejected it (the driver's log is in the
- * message). Validation errors are reported before the driver is touched.
+ * value other than TLM_DEVICE_CPU/TLM_DEVICE_CUDA or a non-zero
+ * reserved_, a GPU tensor whose first or last element the driver does not
+ * know as memory of this device or as managed memory, a stream with host
+ * tensors; TLM_ERR_UNSUPPORTED also for an operator without GPU kernels
+ * and for a grid past CUDA's limits (more than 65535 batches, or more
+ * than 65535 column tiles); TLM_ERR_JIT when PTX could not be generated or
+ * the driver rejected it (the driver's log is in the message);
+ * TLM_ERR_INTERNAL when the launch or the synchronization failed (a bad
+ * stream, or an error an earlier kernel left on the context). Missing
+ * pointers and tensor counts out of range get tlm_run()'s statuses, and
+ * every validation error is reported before the driver is touched.
  * Thread-safe as tlm_run(); launches from several threads on one stream
  * are ordered as the calls are. */
 tlm_status tlm_run_on_stream(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs,
