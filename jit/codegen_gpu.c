@@ -36,7 +36,7 @@ typedef struct gg {
   LLVMBuilderRef b, ab;
   LLVMValueRef fn;
   int host;
-  LLVMTypeRef i1, i32, i64, f32, gptr, sptr, vd;
+  LLVMTypeRef i32, i64, f32, gptr, vd;
   LLVMValueRef args, ids, smem, barrier, bctx; /* host form */
   LLVMValueRef argv[GA_COUNT];                 /* loaded or parameter values */
 } gg;
@@ -210,11 +210,10 @@ static LLVMBasicBlockRef setup(gg *g, LLVMContextRef ctx, int code, const char *
   g->C = ctx;
   g->host = code == TLM_GPU_CODE_HOST;
   g->mod = LLVMModuleCreateWithNameInContext(name, ctx);
-  g->i1 = LLVMInt1TypeInContext(ctx), g->i32 = LLVMInt32TypeInContext(ctx);
+  g->i32 = LLVMInt32TypeInContext(ctx);
   g->i64 = LLVMInt64TypeInContext(ctx), g->f32 = LLVMFloatTypeInContext(ctx);
   g->vd = LLVMVoidTypeInContext(ctx);
   g->gptr = LLVMPointerTypeInContext(ctx, g->host ? 0 : 1);
-  g->sptr = LLVMPointerTypeInContext(ctx, g->host ? 0 : 3);
   if (g->host) {
     LLVMTypeRef p0 = LLVMPointerTypeInContext(ctx, 0);
     LLVMTypeRef ps[5] = {p0, p0, p0, p0, p0};

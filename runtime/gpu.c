@@ -2,7 +2,6 @@
 #include "gpu.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 void tlm_gpu_target_offline(tlm_gpu_target *t, int sm) {
