@@ -13,64 +13,24 @@
 #include <unistd.h>
 
 #include "../cache/disk.h"
-#include "../runtime/engine.h"
-#include "../runtime/gpu_engine.h"
+#include "../engine/engine.h"
+#include "../engine/gpu_engine.h"
 #include "validate.h"
+#include "../runtime/status.h"
 
-#define STR_(x) #x
-#define STR(x) STR_(x)
-
-const char *tlm_version(void) {
-  return STR(TLM_VERSION_MAJOR) "." STR(TLM_VERSION_MINOR) "." STR(TLM_VERSION_PATCH);
-}
+const char *tlm_version(void) { return TLM_VERSION_TEXT; }
 
 int tlm_version_number(void) { return TLM_VERSION_NUMBER; }
 
-const char *tlm_status_str(tlm_status s) {
-  static const char *const text[TLM_STATUS_COUNT_] = {
-      [TLM_OK] = "success",
-      [TLM_ERR_NULL_POINTER] = "null pointer",
-      [TLM_ERR_INVALID_ARGUMENT] = "invalid argument",
-      [TLM_ERR_SHAPE_MISMATCH] = "shape mismatch",
-      [TLM_ERR_DTYPE_MISMATCH] = "data type mismatch",
-      [TLM_ERR_OVERFLOW] = "size overflow",
-      [TLM_ERR_ALIASING] = "output overlaps itself or an input",
-      [TLM_ERR_UNSUPPORTED] = "unsupported",
-      [TLM_ERR_OUT_OF_MEMORY] = "out of memory",
-      [TLM_ERR_JIT] = "JIT compilation failed",
-      [TLM_ERR_IO] = "I/O error",
-      [TLM_ERR_FORMAT] = "file format error",
-      [TLM_ERR_THREAD] = "thread creation failed",
-      [TLM_ERR_INTERNAL] = "internal error",
-      [TLM_ERR_NO_DEVICE] = "no GPU device",
-  };
-  if ((int)s < 0 || s >= TLM_STATUS_COUNT_ || !text[s]) return "unknown status";
-  return text[s];
-}
+const char *tlm_status_str(tlm_status s) { return tlm_status_text(s); }
 
 /* ---- per-thread last error ------------------------------------------------ */
 
 static atomic_uint_fast64_t g_serial; /* runtimes ever created */
 
-static _Thread_local struct {
-  const tlm_runtime *rt;
-  char msg[TLM_ERRMSG];
-} tls_error;
+const char *tlm_last_error(const tlm_runtime *rt) { return tlm_error_message(rt); }
 
-tlm_status tlm_set_error(const tlm_runtime *rt, tlm_status st, const char *msg) {
-  tls_error.rt = rt;
-  snprintf(tls_error.msg, sizeof tls_error.msg, "%s: %s", tlm_status_str(st), msg);
-  if (rt) tlm_log(rt, TLM_LOG_ERROR, "%s", tls_error.msg);
-  return st;
-}
-
-const char *tlm_last_error(const tlm_runtime *rt) {
-  return tls_error.rt == rt ? tls_error.msg : "";
-}
-
-static void clear_error(const tlm_runtime *rt) {
-  if (tls_error.rt == rt) tls_error.msg[0] = 0;
-}
+static void clear_error(const tlm_runtime *rt) { tlm_error_clear(rt, 0); }
 
 /* ---- configuration -------------------------------------------------------- */
 
@@ -448,7 +408,7 @@ void tlm_destroy(tlm_runtime *rt) {
   pthread_rwlock_destroy(&rt->const_lock);
   free(rt->cache_dir);
   free(rt->model_path);
-  if (tls_error.rt == rt) tls_error.rt = NULL;
+  tlm_error_clear(rt, 1);
   free(rt);
 }
 
@@ -798,7 +758,7 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
   if (op && inputs && outputs && op->kind == TLM_OP_MATMUL &&
       run_memo(rt, op, inputs, n_inputs, outputs, n_outputs)) {
     atomic_fetch_add_explicit(&rt->runs, 1, memory_order_relaxed);
-    if (tls_error.rt == rt) tls_error.msg[0] = 0;
+    tlm_error_clear(rt, 0);
     return TLM_OK;
   }
   if (!op || !inputs || !outputs)

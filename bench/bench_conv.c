@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tools/conv.h"
 #include "tools/measure.h"
 #include "tools/problem.h"

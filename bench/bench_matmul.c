@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "api/validate.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tools/measure.h"
 #include "samples/baseline_dnnl.h"
 #include "tools/problem.h"

@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "tlm.h"
+#include "../runtime/status.h"
 
 #define MAX_FILE_BYTES (64 << 20)
 
@@ -261,7 +261,7 @@ static cJSON *new_meta(const char *kind, const tlm_key *key, const char *problem
   snprintf(llvm, sizeof llvm, "%u.%u.%u", maj, min, pat);
   int ok = j && kh && cJSON_AddNumberToObject(j, "format", TLM_DISK_FORMAT) &&
            cJSON_AddStringToObject(j, "kind", kind) && cJSON_AddStringToObject(j, "key", kh) &&
-           cJSON_AddStringToObject(j, "tlm_version", tlm_version()) &&
+           cJSON_AddStringToObject(j, "tlm_version", TLM_VERSION_TEXT) &&
            cJSON_AddStringToObject(j, "llvm_version", llvm) &&
            cJSON_AddStringToObject(j, "problem", problem ? problem : "") &&
            cJSON_AddNumberToObject(j, "created_unix", (double)time(NULL));

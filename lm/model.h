@@ -143,35 +143,44 @@ int tlm_lm_covers_task(const tlm_lm_model *m, const tlm_task *task);
  * already packed is left as it is). Returns 0, -1 (out of memory). */
 int tlm_lm_pack(tlm_lm_model *m);
 
-/* Saves a trained fp32 model (kind 1) atomically (temporary file, then
- * rename). Returns TLM_OK or TLM_ERR_IO with a message. */
-tlm_status tlm_gpt2_save(const tlm_gpt2 *m, const tlm_vocab *v, uint64_t seed, const char *path,
-                         char *err, int errcap);
-
-/* Loads an fp32 checkpoint into a new model. TLM_ERR_IO, TLM_ERR_FORMAT
- * (bad magic, version, kind, size, checksum, config or vocabulary). */
-tlm_status tlm_gpt2_load(tlm_gpt2 *m, const char *path, char *err, int errcap);
-
-/* Quantizes an fp32 model and writes the int8 file (kind 2) atomically. */
-tlm_status tlm_lm_quantize(const tlm_gpt2 *m, const tlm_vocab *v, uint64_t seed,
-                           const char *path, char *err, int errcap);
-
-/* Loads an int8 model file. Statuses as tlm_gpt2_load. */
+/* Loads an int8 model file. TLM_OK, TLM_ERR_IO, TLM_ERR_OUT_OF_MEMORY,
+ * TLM_ERR_FORMAT (bad magic, version, kind, size, checksum, config,
+ * vocabulary, or a weight that is not finite), with a message. */
 tlm_status tlm_lm_load(tlm_lm_model *m, const char *path, char *err, int errcap);
 
-/* Builds an int8 model in memory from an fp32 one (what tlm_lm_quantize
- * writes), for tests. */
-tlm_status tlm_lm_from_gpt2(tlm_lm_model *q, const tlm_gpt2 *m, const tlm_vocab *v);
-
-/* The inverse, for fine-tuning a shipped int8 model: a new fp32 model
- * (*m, freed with tlm_gpt2_free) whose every weight is the int8 value times
- * its block's scale, and whose vectors (biases, LayerNorms, positions) are
- * copied; provenance (ISAs, rule version, hardware prompts) is kept. Not a
- * lossless round trip for the fp32 weights, but quantizing it again gives
- * the int8 weights back (tests/test_lm_model.c checks it).
- * TLM_OK or TLM_ERR_OUT_OF_MEMORY. */
-tlm_status tlm_gpt2_from_lm(tlm_gpt2 *m, const tlm_lm_model *q);
 void tlm_lm_free(tlm_lm_model *m);
+
+/* ---- the file format, for the writer (train/checkpoint.c) ---- */
+
+/* What a verified file's header says. */
+typedef struct tlm_lm_file_info {
+  tlm_gpt2_config cfg;
+  int64_t step;
+  uint64_t seed, checksum;
+  uint32_t isa_seen, rule_version;
+  tlm_lm_hw_set hw_seen;
+} tlm_lm_file_info;
+
+/* Reads and verifies a model file of kind want_kind (TLM_LM_KIND_*): on
+ * TLM_OK *data (malloc'd, the caller frees it) holds the file and
+ * [*payload, *payload + *payload_len) its payload. Statuses as
+ * tlm_lm_load. Thread-safe. */
+tlm_status tlm_lm_file_read(const char *path, uint32_t want_kind, uint8_t **data,
+                            const uint8_t **payload, size_t *payload_len, tlm_lm_file_info *info,
+                            char *err, int errcap);
+
+/* 1 when parameter tensor t (tlm_gpt2_params order) is stored as Q8
+ * blocks in int8 files, else 0 (f32). */
+int tlm_lm_tensor_is_matrix(int t);
+/* Input dimension (row length) of matrix t. */
+size_t tlm_lm_row_len(const tlm_gpt2_config *c, int t);
+/* Bytes of an int8 file's payload for configuration c. */
+size_t tlm_lm_q8_payload(const tlm_gpt2_config *c);
+/* Quantizes n floats (a multiple of TLM_Q8_BLOCK) into n / 32 blocks. */
+void tlm_lm_q8_quantize_row(tlm_q8_block *out, const float *w, size_t n);
+/* Points the tensor fields of q into q->mem (tlm_lm_q8_payload bytes).
+ * Returns TLM_OK. */
+tlm_status tlm_lm_q8_point(tlm_lm_model *q);
 
 /* Which int8 dot-product path runs: "avx512-vnni", "avx2" or "scalar". */
 const char *tlm_lm_isa(void);

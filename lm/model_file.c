@@ -1,5 +1,6 @@
-/* model_file.c - checkpoints and int8 model files: writing, verifying,
- * loading, and the Q8 quantizer. */
+/* model_file.c - model files: verifying and loading int8 models, the Q8
+ * block format and the architecture's tensor sizes (writing, the quantizer
+ * and fp32 checkpoints are the trainer's: train/checkpoint.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,97 +11,38 @@
 
 #include "model.h"
 
-typedef struct wbuf {
-  uint8_t *p;
-  size_t len, cap;
-  int oom;
-} wbuf;
+/* ---- sizes ------------------------------------------------------------------ */
 
-static void put(wbuf *b, const void *src, size_t n) {
-  if (b->oom) return;
-  if (b->len + n > b->cap) {
-    size_t cap = (b->len + n) * 2 + 4096;
-    uint8_t *p = realloc(b->p, cap);
-    if (!p) {
-      b->oom = 1;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->len, src, n);
-  b->len += n;
+void tlm_gpt2_sizes(const tlm_gpt2_config *c, size_t s[TLM_GPT2_NTENSORS]) {
+  size_t V = (size_t)c->vocab, T = (size_t)c->max_seq, L = (size_t)c->layers, C = (size_t)c->width;
+  size_t i = 0;
+  s[i++] = V * C;            /* wte */
+  s[i++] = T * C;            /* wpe */
+  s[i++] = L * C;            /* ln1w */
+  s[i++] = L * C;            /* ln1b */
+  s[i++] = L * 3 * C * C;    /* qkvw */
+  s[i++] = L * 3 * C;        /* qkvb */
+  s[i++] = L * C * C;        /* projw */
+  s[i++] = L * C;            /* projb */
+  s[i++] = L * C;            /* ln2w */
+  s[i++] = L * C;            /* ln2b */
+  s[i++] = L * 4 * C * C;    /* fcw */
+  s[i++] = L * 4 * C;        /* fcb */
+  s[i++] = L * C * 4 * C;    /* fcprojw */
+  s[i++] = L * C;            /* fcprojb */
+  s[i++] = C;                /* lnfw */
+  s[i++] = C;                /* lnfb */
 }
-static void put_u32(wbuf *b, uint32_t v) { put(b, &v, 4); }
-static void put_u64(wbuf *b, uint64_t v) { put(b, &v, 8); }
+
 
 /* matrices quantized in int8 files, in tlm_gpt2_params order */
 static const int k_is_matrix[TLM_GPT2_NTENSORS] = {1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0};
 
-/* input dimension (row length) of each matrix */
-static size_t row_len(const tlm_gpt2_config *c, int t) {
+size_t tlm_lm_row_len(const tlm_gpt2_config *c, int t) {
   return t == 12 ? (size_t)4 * c->width : (size_t)c->width;
 }
 
-static void header(wbuf *b, uint32_t kind, const tlm_gpt2_config *c, const tlm_vocab *v,
-                   int64_t step, uint64_t seed, uint32_t isa_seen, uint32_t rule_version,
-                   const tlm_lm_hw_set *hw) {
-  put(b, "TLMM", 4);
-  put_u32(b, TLM_LM_FILE_VERSION);
-  put_u32(b, kind);
-  put(b, c, sizeof *c);
-  put_u32(b, TLM_LM_VOCAB_VERSION);
-  put_u64(b, tlm_vocab_checksum(v));
-  put_u32(b, (uint32_t)v->n);
-  for (int i = 0; i < v->n; i++) put(b, v->tok[i], 16);
-  put(b, &step, 8);
-  put_u64(b, seed);
-  put_u32(b, isa_seen);
-  put_u32(b, rule_version);
-  uint32_t nhw = hw->n < TLM_LM_MAX_HW ? hw->n : TLM_LM_MAX_HW;
-  put_u32(b, nhw);
-  put(b, hw->tok, nhw * sizeof hw->tok[0]);
-}
-
-static tlm_status write_atomic(wbuf *b, const char *path, char *err, int errcap) {
-  if (b->oom) {
-    snprintf(err, (size_t)errcap, "out of memory building %s", path);
-    return TLM_ERR_OUT_OF_MEMORY;
-  }
-  uint64_t h = XXH3_64bits(b->p, b->len);
-  put_u64(b, h);
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) {
-    snprintf(err, (size_t)errcap, "cannot create %s: %s", tmp, strerror(errno));
-    return TLM_ERR_IO;
-  }
-  int ok = fwrite(b->p, 1, b->len, f) == b->len;
-  ok &= fflush(f) == 0;
-  ok &= fsync(fileno(f)) == 0;
-  ok &= fclose(f) == 0;
-  if (!ok || rename(tmp, path) != 0) {
-    snprintf(err, (size_t)errcap, "cannot write %s: %s", path, strerror(errno));
-    unlink(tmp);
-    return TLM_ERR_IO;
-  }
-  return TLM_OK;
-}
-
-tlm_status tlm_gpt2_save(const tlm_gpt2 *m, const tlm_vocab *v, uint64_t seed, const char *path,
-                         char *err, int errcap) {
-  wbuf b = {0};
-  header(&b, TLM_LM_KIND_FP32, &m->cfg, v, m->step, seed, m->isa_seen, m->rule_version,
-         &m->hw_seen);
-  put_u64(&b, m->nparams * sizeof(float));
-  put(&b, m->mem, m->nparams * sizeof(float));
-  tlm_status st = write_atomic(&b, path, err, errcap);
-  free(b.p);
-  return st;
-}
-
-static void quantize_row(tlm_q8_block *out, const float *w, size_t n) {
+void tlm_lm_q8_quantize_row(tlm_q8_block *out, const float *w, size_t n) {
   for (size_t b = 0; b < n / TLM_Q8_BLOCK; b++) {
     float amax = 0;
     for (int i = 0; i < TLM_Q8_BLOCK; i++) {
@@ -114,46 +56,12 @@ static void quantize_row(tlm_q8_block *out, const float *w, size_t n) {
   }
 }
 
-static size_t q8_payload(const tlm_gpt2_config *c) {
+size_t tlm_lm_q8_payload(const tlm_gpt2_config *c) {
   size_t s[TLM_GPT2_NTENSORS], n = 0;
   tlm_gpt2_sizes(c, s);
   for (int t = 0; t < TLM_GPT2_NTENSORS; t++)
     n += k_is_matrix[t] ? s[t] / TLM_Q8_BLOCK * sizeof(tlm_q8_block) : s[t] * sizeof(float);
   return n;
-}
-
-tlm_status tlm_lm_quantize(const tlm_gpt2 *m, const tlm_vocab *v, uint64_t seed,
-                           const char *path, char *err, int errcap) {
-  if (m->cfg.width % TLM_Q8_BLOCK) {
-    snprintf(err, (size_t)errcap, "width %d is not a multiple of %d", m->cfg.width, TLM_Q8_BLOCK);
-    return TLM_ERR_INVALID_ARGUMENT;
-  }
-  wbuf b = {0};
-  header(&b, TLM_LM_KIND_INT8, &m->cfg, v, m->step, seed, m->isa_seen, m->rule_version,
-         &m->hw_seen);
-  put_u64(&b, q8_payload(&m->cfg));
-  size_t s[TLM_GPT2_NTENSORS];
-  tlm_gpt2_sizes(&m->cfg, s);
-  const float *src = m->mem;
-  for (int t = 0; t < TLM_GPT2_NTENSORS; t++) {
-    if (k_is_matrix[t]) {
-      size_t rl = row_len(&m->cfg, t), nb = s[t] / TLM_Q8_BLOCK;
-      tlm_q8_block *q = malloc(nb * sizeof *q);
-      if (!q) {
-        free(b.p);
-        return TLM_ERR_OUT_OF_MEMORY;
-      }
-      for (size_t r = 0; r < s[t] / rl; r++) quantize_row(q + r * rl / TLM_Q8_BLOCK, src + r * rl, rl);
-      put(&b, q, nb * sizeof *q);
-      free(q);
-    } else {
-      put(&b, src, s[t] * sizeof(float));
-    }
-    src += s[t];
-  }
-  tlm_status st = write_atomic(&b, path, err, errcap);
-  free(b.p);
-  return st;
 }
 
 /* ---- reading --------------------------------------------------------------- */
@@ -266,40 +174,32 @@ static tlm_status open_model(const char *path, uint32_t want_kind, uint8_t **dat
   return TLM_OK;
 }
 
-tlm_status tlm_gpt2_load(tlm_gpt2 *m, const char *path, char *err, int errcap) {
-  uint8_t *d;
-  rbuf r;
-  tlm_gpt2_config cfg;
+
+int tlm_lm_tensor_is_matrix(int t) { return t >= 0 && t < TLM_GPT2_NTENSORS && k_is_matrix[t]; }
+
+tlm_status tlm_lm_file_read(const char *path, uint32_t want_kind, uint8_t **data,
+                            const uint8_t **payload, size_t *payload_len, tlm_lm_file_info *info,
+                            char *err, int errcap) {
+  *data = NULL;
+  *payload = NULL;
+  *payload_len = 0;
+  memset(info, 0, sizeof *info);
   tlm_vocab *v = malloc(sizeof *v);
-  int64_t step;
-  uint64_t seed, sum;
   if (!v) return TLM_ERR_OUT_OF_MEMORY;
+  rbuf r;
   uint32_t prov[2];
-  tlm_lm_hw_set hw;
-  tlm_status st = open_model(path, TLM_LM_KIND_FP32, &d, &r, &cfg, v, &step, &seed, &sum, prov,
-                             &hw, err, errcap);
+  tlm_status st = open_model(path, want_kind, data, &r, &info->cfg, v, &info->step, &info->seed,
+                             &info->checksum, prov, &info->hw_seen, err, errcap);
   free(v);
   if (st) return st;
-  if (tlm_gpt2_init(m, &cfg, 0)) {
-    free(d);
-    return TLM_ERR_OUT_OF_MEMORY;
-  }
-  if (r.len - r.at != m->nparams * sizeof(float)) {
-    free(d);
-    tlm_gpt2_free(m);
-    snprintf(err, (size_t)errcap, "model %s: parameter count does not match", path);
-    return TLM_ERR_FORMAT;
-  }
-  memcpy(m->mem, r.p + r.at, m->nparams * sizeof(float));
-  m->step = step;
-  m->isa_seen = prov[0];
-  m->rule_version = prov[1];
-  m->hw_seen = hw;
-  free(d);
+  info->isa_seen = prov[0];
+  info->rule_version = prov[1];
+  *payload = r.p + r.at;
+  *payload_len = r.len - r.at;
   return TLM_OK;
 }
 
-static tlm_status point_q8(tlm_lm_model *q) {
+tlm_status tlm_lm_q8_point(tlm_lm_model *q) {
   const tlm_gpt2_config *c = &q->cfg;
   size_t s[TLM_GPT2_NTENSORS];
   tlm_gpt2_sizes(c, s);
@@ -351,7 +251,7 @@ tlm_status tlm_lm_load(tlm_lm_model *q, const char *path, char *err, int errcap)
   q->isa_seen = prov[0];
   q->rule_version = prov[1];
   if (st) return st;
-  size_t want = q8_payload(&q->cfg);
+  size_t want = tlm_lm_q8_payload(&q->cfg);
   if (r.len - r.at != want) {
     free(d);
     snprintf(err, (size_t)errcap, "model %s: payload size does not match its configuration", path);
@@ -364,7 +264,7 @@ tlm_status tlm_lm_load(tlm_lm_model *q, const char *path, char *err, int errcap)
   }
   memcpy(q->mem, r.p + r.at, want);
   free(d);
-  point_q8(q);
+  tlm_lm_q8_point(q);
   if (!q8_finite(q)) {
     tlm_lm_free(q);
     snprintf(err, (size_t)errcap, "model %s: a weight or scale is not finite (NaN or infinity)",
@@ -396,65 +296,6 @@ int tlm_lm_covers_task(const tlm_lm_model *m, const tlm_task *task) {
    * and fused attention */
   if (task->kind == TLM_OP_ROPE || task->kind == TLM_OP_ATTENTION) return 0;
   return m->rule_version >= (uint32_t)tlm_rule_family_version(task);
-}
-
-tlm_status tlm_lm_from_gpt2(tlm_lm_model *q, const tlm_gpt2 *m, const tlm_vocab *v) {
-  memset(q, 0, sizeof *q);
-  if (m->cfg.width % TLM_Q8_BLOCK) return TLM_ERR_INVALID_ARGUMENT;
-  q->cfg = m->cfg;
-  q->vocab = *v;
-  q->step = m->step;
-  /* in-memory models (tests) stand for any hardware and this rule */
-  q->isa_seen = ~0u;
-  q->rule_version = TLM_RULE_VERSION;
-  q->hw_seen = m->hw_seen;
-  if (q->hw_seen.n == 0) q->hw_seen.any = 1;
-  q->mem = malloc(q8_payload(&m->cfg));
-  if (!q->mem) return TLM_ERR_OUT_OF_MEMORY;
-  point_q8(q);
-  size_t s[TLM_GPT2_NTENSORS];
-  tlm_gpt2_sizes(&m->cfg, s);
-  const float *src = m->mem;
-  uint8_t *dst = q->mem;
-  for (int t = 0; t < TLM_GPT2_NTENSORS; t++) {
-    if (k_is_matrix[t]) {
-      size_t rl = row_len(&m->cfg, t);
-      for (size_t r = 0; r < s[t] / rl; r++)
-        quantize_row((tlm_q8_block *)dst + r * rl / TLM_Q8_BLOCK, src + r * rl, rl);
-      dst += s[t] / TLM_Q8_BLOCK * sizeof(tlm_q8_block);
-    } else {
-      memcpy(dst, src, s[t] * sizeof(float));
-      dst += s[t] * sizeof(float);
-    }
-    src += s[t];
-  }
-  q->checksum = XXH3_64bits(q->mem, q8_payload(&m->cfg));
-  return tlm_lm_pack(q) ? TLM_ERR_OUT_OF_MEMORY : TLM_OK;
-}
-
-tlm_status tlm_gpt2_from_lm(tlm_gpt2 *m, const tlm_lm_model *q) {
-  if (tlm_gpt2_init(m, &q->cfg, 0)) return TLM_ERR_OUT_OF_MEMORY;
-  size_t s[TLM_GPT2_NTENSORS];
-  tlm_gpt2_sizes(&q->cfg, s);
-  const uint8_t *src = q->mem;
-  float *dst = m->mem;
-  for (int t = 0; t < TLM_GPT2_NTENSORS; t++) {
-    if (k_is_matrix[t]) {
-      const tlm_q8_block *b = (const tlm_q8_block *)src;
-      for (size_t i = 0; i < s[t] / TLM_Q8_BLOCK; i++)
-        for (int j = 0; j < TLM_Q8_BLOCK; j++) dst[i * TLM_Q8_BLOCK + (size_t)j] = b[i].d * (float)b[i].q[j];
-      src += s[t] / TLM_Q8_BLOCK * sizeof(tlm_q8_block);
-    } else {
-      memcpy(dst, src, s[t] * sizeof(float));
-      src += s[t] * sizeof(float);
-    }
-    dst += s[t];
-  }
-  m->step = q->step;
-  m->isa_seen = q->isa_seen;
-  m->rule_version = q->rule_version;
-  m->hw_seen = q->hw_seen;
-  return TLM_OK;
 }
 
 void tlm_lm_free(tlm_lm_model *m) {

@@ -303,7 +303,7 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
     c[n++] = 0; /* packing makes n panels: not for dot products */
     if (!tlm_vec_is_k(d[MM_VEC]) && tlm_mm_scratch_bytes(&s->task, &tmp) <= MAX_PACK_BYTES)
       c[n++] = 1;
-    /* constant B is packed once, ahead (runtime/prepack.c): then panels
+    /* constant B is packed once, ahead (engine/prepack.c): then panels
      * cost nothing per call, and they were never slower (tlm run --vs
      * --const-b on Zen 3 AVX2: 1.05-1.7x from M = 1 to 3136) */
     if (n == 2 && s->task.u.mm.b_const) c[0] = 1, n = 1;

@@ -1,5 +1,5 @@
 /* fake_cuda.c - a stand-in for libcuda.so.1 that tests load through
- * TLM_CUDA_LIBRARY, so the GPU dispatcher (runtime/gpu_engine.c) runs on
+ * TLM_CUDA_LIBRARY, so the GPU dispatcher (engine/gpu_engine.c) runs on
  * machines without a GPU.
  *
  * One device (sm_90, 132 SMs). "Device memory" is host memory from

@@ -7,8 +7,9 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "lm/gpt2.h"
+#include "train/gpt2.h"
 #include "lm/model.h"
+#include "train/checkpoint.h"
 #include "lm/vocab.h"
 #include "runtime/space.h"
 #include "runtime/target.h"

@@ -31,7 +31,7 @@
 #include "cache/disk.h"
 #include "check.h"
 #include "fixtures.h"
-#include "lm/gpt2.h"
+#include "train/gpt2.h"
 #include "lm/model.h"
 #include "lm/vocab.h"
 #include "runtime/target.h"

@@ -11,7 +11,7 @@
 
 #include "api/validate.h"
 #include "check.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "runtime/reference.h"
 
 static uint64_t g_rng = 99;

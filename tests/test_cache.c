@@ -19,7 +19,7 @@
 #include "check.h"
 #include "fixtures.h"
 #include "lm/model.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tools/problem.h"
 
 static char g_dir[512], g_model[600];

@@ -15,7 +15,7 @@
 
 #include "api/validate.h"
 #include "check.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "runtime/reference.h"
 #include "tools/conv.h"
 #include "tools/problem.h"

@@ -8,7 +8,7 @@
 #include "api/validate.h"
 #include "cache/key.h"
 #include "check.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tools/problem.h"
 
 static const char *k_shapes[] = {"128x768:768x768", "1x768:768x2304", "12x37x64:12x64x37",

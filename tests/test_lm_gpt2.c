@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "lm/gpt2.h"
+#include "train/gpt2.h"
 #include "runtime/space.h"
 
 #define B 2

@@ -9,7 +9,7 @@
 
 #include "api/validate.h"
 #include "check.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "runtime/loopnest.h"
 #include "tools/problem.h"
 

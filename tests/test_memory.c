@@ -16,7 +16,7 @@
 #include "api/validate.h"
 #include "check.h"
 #include "fixtures.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tools/problem.h"
 
 /* resident set, after glibc has given back the free pages it caches (what

@@ -8,7 +8,7 @@
 
 #include "api/validate.h"
 #include "check.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "jit/jit.h"
 #include "runtime/reference.h"
 

@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "cache/disk.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tools/collect.h"
 #include "tools/eval.h"
 #include "tools/train.h"

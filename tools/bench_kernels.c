@@ -30,7 +30,7 @@
 #include <xxhash.h>
 
 #include "lm/model.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tools/bench_peak.h"
 #include "tools/measure.h"
 #include "tools/openblas_peer.h"

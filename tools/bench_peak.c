@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tools/measure.h"
 
 /* FMA loops: `iters` iterations of 16 independent vector FMAs; returns a

@@ -28,7 +28,7 @@
 #include <zlib.h>
 
 #include "api/validate.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tools/measure.h"
 #include "tools/tasks.h"
 #include "tools/train.h"

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "api/validate.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "runtime/reference.h"
 #include "tools/measure.h"
 #include "tools/problem.h"

@@ -28,7 +28,7 @@
 
 #include "api/validate.h"
 #include "lm/model.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tools/measure.h"
 #include "tools/problem.h"
 #include "tools/tasks.h"

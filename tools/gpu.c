@@ -11,9 +11,9 @@
 #include "cache/disk.h"
 #include "jit/codegen_gpu.h"
 #include "lm/gpu_lang.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "runtime/gpu.h"
-#include "runtime/gpu_engine.h"
+#include "engine/gpu_engine.h"
 #include "tools/measure.h"
 #include "tools/problem.h"
 

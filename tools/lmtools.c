@@ -9,7 +9,8 @@
 
 #include "api/validate.h"
 #include "lm/model.h"
-#include "runtime/engine.h"
+#include "train/checkpoint.h"
+#include "engine/engine.h"
 #include "tools/problem.h"
 #include "tools/tasks.h"
 #include "tools/train.h"

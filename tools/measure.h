@@ -2,7 +2,7 @@
 #ifndef TLM_TOOLS_MEASURE_H
 #define TLM_TOOLS_MEASURE_H
 
-#include "runtime/engine.h"
+#include "engine/engine.h"
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 double tlm_now_ns(void);

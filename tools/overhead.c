@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "api/validate.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tools/conv.h"
 #include "tools/measure.h"
 #include "tools/problem.h"

@@ -12,7 +12,7 @@
 
 #include "api/validate.h"
 #include "runtime/reference.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tools/adapt.h"
 #include "tools/bench_attn.h"
 #include "tools/bench_kernels.h"

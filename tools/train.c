@@ -16,7 +16,8 @@
 #include <xxhash.h>
 
 #include "lm/model.h"
-#include "runtime/engine.h"
+#include "train/checkpoint.h"
+#include "engine/engine.h"
 #include "tools/collect.h"
 #include "tools/tasks.h"
 

@@ -25,7 +25,7 @@
 #include "cache/key.h"
 #include "lm/model.h"
 #include "tools/measure.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tools/tasks.h"
 #include "tlm.h"
 

@@ -10,7 +10,7 @@
 #define TLM_RUNTIME_GPU_ENGINE_H
 
 #include "engine.h"
-#include "gpu.h"
+#include "../runtime/gpu.h"
 
 /* Runs a validated task (tlm_gpu_supports) on device pointers given in
  * args (tlm_gpu_mm_args or tlm_gpu_row_args; spans[i] the bytes the

@@ -6,32 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/space.h"
+#include "runtime/space.h"
 
 #define GELU_C 0.7978845608028654f /* sqrt(2 / pi) */
-
-/* ---- sizes ------------------------------------------------------------------ */
-
-void tlm_gpt2_sizes(const tlm_gpt2_config *c, size_t s[TLM_GPT2_NTENSORS]) {
-  size_t V = (size_t)c->vocab, T = (size_t)c->max_seq, L = (size_t)c->layers, C = (size_t)c->width;
-  size_t i = 0;
-  s[i++] = V * C;            /* wte */
-  s[i++] = T * C;            /* wpe */
-  s[i++] = L * C;            /* ln1w */
-  s[i++] = L * C;            /* ln1b */
-  s[i++] = L * 3 * C * C;    /* qkvw */
-  s[i++] = L * 3 * C;        /* qkvb */
-  s[i++] = L * C * C;        /* projw */
-  s[i++] = L * C;            /* projb */
-  s[i++] = L * C;            /* ln2w */
-  s[i++] = L * C;            /* ln2b */
-  s[i++] = L * 4 * C * C;    /* fcw */
-  s[i++] = L * 4 * C;        /* fcb */
-  s[i++] = L * C * 4 * C;    /* fcprojw */
-  s[i++] = L * C;            /* fcprojb */
-  s[i++] = C;                /* lnfw */
-  s[i++] = C;                /* lnfb */
-}
 
 static void point_params(tlm_gpt2_params *p, float *mem, const tlm_gpt2_config *c) {
   size_t s[TLM_GPT2_NTENSORS];

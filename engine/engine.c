@@ -21,6 +21,7 @@
 #include "../cache/disk.h"
 #include "../cache/key.h"
 #include "../jit/codegen.h"
+#include "../runtime/status.h"
 
 /* LLVM pass pipelines (tlm_config.passes, TLM_PASSES). TLM_PASSES_FAST,
  * the default: the generated code is already tiled, unrolled and
@@ -60,6 +61,32 @@ void tlm_log(const tlm_runtime *rt, tlm_log_level level, const char *fmt, ...) {
     rt->cfg.log_fn(rt->cfg.log_user, level, line);
   else
     fprintf(stderr, "tlm: %s\n", line);
+}
+
+/* ---- per-thread last error ------------------------------------------------------- */
+
+static _Thread_local struct {
+  const tlm_runtime *rt;
+  char msg[TLM_ERRMSG];
+} tls_error;
+
+tlm_status tlm_set_error(const tlm_runtime *rt, tlm_status st, const char *msg) {
+  tls_error.rt = rt;
+  snprintf(tls_error.msg, sizeof tls_error.msg, "%s: %s", tlm_status_text(st), msg);
+  if (rt) tlm_log(rt, TLM_LOG_ERROR, "%s", tls_error.msg);
+  return st;
+}
+
+const char *tlm_error_message(const tlm_runtime *rt) {
+  return tls_error.rt == rt ? tls_error.msg : "";
+}
+
+void tlm_error_clear(const tlm_runtime *rt, int forget) {
+  if (tls_error.rt != rt) return;
+  if (forget)
+    tls_error.rt = NULL;
+  else
+    tls_error.msg[0] = 0;
 }
 
 /* ---- waiting for builds ---------------------------------------------------------- */
@@ -559,7 +586,7 @@ static void bg_build(tlm_runtime *rt, const tlm_bg_job *j) {
   tlm_status st = build_plan(rt, &tmp, &j->task, err, sizeof err);
   if (st != TLM_OK) {
     /* the provisional kernel stays: correct, only not this shape's own */
-    tlm_log(rt, TLM_LOG_WARN, "background build failed (%s): %s", tlm_status_str(st), err);
+    tlm_log(rt, TLM_LOG_WARN, "background build failed (%s): %s", tlm_status_text(st), err);
     return;
   }
   /* tmp is no plan of the map: its kernel may be freed before the swap,

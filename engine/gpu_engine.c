@@ -11,7 +11,7 @@
 #include "../cache/key.h"
 #include "../cache/map.h"
 #include "../jit/codegen_gpu.h"
-#include "cuda_driver.h"
+#include "../runtime/cuda_driver.h"
 
 typedef struct gpu_kernel {
   tlm_key key; /* kernel key */

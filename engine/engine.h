@@ -10,12 +10,12 @@
 #include "../cache/map.h"
 #include "../jit/jit.h"
 #include "../lm/model.h"
-#include "kernel_abi.h"
-#include "loopnest.h"
-#include "space.h"
-#include "target.h"
-#include "task.h"
-#include "threadpool.h"
+#include "../runtime/kernel_abi.h"
+#include "../runtime/loopnest.h"
+#include "../runtime/space.h"
+#include "../runtime/target.h"
+#include "../runtime/task.h"
+#include "../runtime/threadpool.h"
 #include "tlm.h"
 
 #define TLM_ERRMSG 1024
@@ -108,7 +108,7 @@ struct tlm_runtime {
   atomic_uint_fast64_t tunes, tune_improved;
   _Atomic double tune_ms;
   /* constant weights (tlm_constant_add) and the B matrices packed ahead
-   * from them (runtime/prepack.c), under exec_lock; the _pub copies are
+   * from them (engine/prepack.c), under exec_lock; the _pub copies are
    * for lock-free reads (statistics, the skip when nothing is declared) */
   struct tlm_const_range *consts; /* also under const_lock (read by tlm_run) */
   size_t nconsts, capconsts;
@@ -122,7 +122,7 @@ struct tlm_runtime {
   atomic_uint_fast64_t runs, hits, misses, waits, decodes, rule_schedules, compiles, compile_fail,
       evictions, disk_plan_hits, disk_kernel_hits;
   _Atomic double schedule_ms, compile_ms, disk_load_ms;
-  /* GPU tensors (runtime/gpu_engine.c): created by the first call with
+  /* GPU tensors (engine/gpu_engine.c): created by the first call with
    * them, freed by tlm_destroy */
   _Atomic(struct tlm_gpu_state *) gpu;
   /* compile_ms by phase (build_kernel) */
@@ -136,7 +136,7 @@ void tlm_engine_bg_init(tlm_runtime *rt);
 void tlm_engine_bg_stop(tlm_runtime *rt);
 void tlm_engine_bg_wait(tlm_runtime *rt);
 
-/* Constant weights, all called with exec_lock held (runtime/prepack.c).
+/* Constant weights, all called with exec_lock held (engine/prepack.c).
  * add: 0, 1 when [data, data + bytes) overlaps a declared range, -1 out of
  * memory. remove: 0, 1 when no range starts at data; frees its copies.
  * lookup: the copy of B packed ahead for kernel k's nest when B lies in a
@@ -268,7 +268,16 @@ int tlm_engine_tune_enqueue(tlm_runtime *rt, const tlm_task *task, const void *a
  * the path does not fit in cap bytes. Thread-safe. */
 char *tlm_adapted_model_path(const tlm_runtime *rt, char *buf, size_t cap);
 
-/* Sets the calling thread's last error for rt and returns st. */
+/* Sets the calling thread's last error for rt ("<status text>: msg"), logs
+ * it at TLM_LOG_ERROR when rt is not NULL, and returns st. */
 tlm_status tlm_set_error(const tlm_runtime *rt, tlm_status st, const char *msg);
+
+/* The calling thread's last error for rt ("" when its last error was for
+ * another runtime, or none). Valid until the thread's next error. */
+const char *tlm_error_message(const tlm_runtime *rt);
+
+/* Clears the calling thread's last error if it is rt's; with forget != 0
+ * also drops the thread's reference to rt (tlm_destroy). */
+void tlm_error_clear(const tlm_runtime *rt, int forget);
 
 #endif
