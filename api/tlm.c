@@ -55,24 +55,51 @@ static int passes_parse(const char *s) {
   return -2;
 }
 
+/* Every integer environment variable the runtime reads, with its range and
+ * the tlm_config field it sets: one table for tlm_config_init and for the
+ * warnings tlm_create gives about malformed values. */
+typedef enum { FIELD_INT, FIELD_SIZE, FIELD_FLAG_OFF, FIELD_NONE } field_kind;
+static const struct env_var {
+  const char *name;
+  long long lo, hi;
+  size_t offset; /* in tlm_config */
+  field_kind kind; /* FIELD_FLAG_OFF: the field is set to (value == 0);
+                    * FIELD_NONE: read elsewhere (TLM_CACHE_DISK_BYTES) */
+} k_env[] = {
+    {"TLM_NUM_THREADS", 0, 1024, offsetof(tlm_config, num_threads), FIELD_INT},
+    {"TLM_VERBOSE", 0, 4, offsetof(tlm_config, verbose), FIELD_INT},
+    {"TLM_CACHE_CAPACITY", 0, (long long)1 << 40, offsetof(tlm_config, cache_capacity), FIELD_SIZE},
+    {"TLM_CACHE_CAPACITY_BYTES", 0, (long long)1 << 50, offsetof(tlm_config, cache_capacity_bytes),
+     FIELD_SIZE},
+    {"TLM_KERNEL_REUSE", 0, 1, offsetof(tlm_config, disable_kernel_reuse), FIELD_FLAG_OFF},
+    {"TLM_CONV_AS_MATMUL", 0, 1, offsetof(tlm_config, disable_conv_as_matmul), FIELD_FLAG_OFF},
+    {"TLM_ASYNC", 0, 1, offsetof(tlm_config, async_compile), FIELD_INT},
+    {"TLM_TUNE", 0, TLM_TUNE_MAX, offsetof(tlm_config, tune_k), FIELD_INT},
+    {"TLM_CUDA_DEVICE", 0, 1023, offsetof(tlm_config, cuda_device), FIELD_INT},
+    {"TLM_PREPACK_BYTES", 0, (long long)1 << 50, offsetof(tlm_config, prepack_bytes), FIELD_SIZE},
+    {"TLM_CACHE_DISK_BYTES", 0, (long long)1 << 50, 0, FIELD_NONE},
+};
+
+_Static_assert(sizeof(tlm_log_level) == sizeof(int), "verbose is set as an int");
+
 tlm_status tlm_config_init(tlm_config *c) {
   if (!c) return TLM_ERR_NULL_POINTER;
   memset(c, 0, sizeof *c);
   c->verbose = TLM_LOG_NONE;
-  long long x;
-  if (env_int("TLM_NUM_THREADS", 0, 1024, &x) == 0) c->num_threads = (int)x;
-  if (env_int("TLM_VERBOSE", 0, 4, &x) == 0) c->verbose = (tlm_log_level)x;
-  if (env_int("TLM_CACHE_CAPACITY", 0, (long long)1 << 40, &x) == 0)
-    c->cache_capacity = (size_t)x;
-  if (env_int("TLM_CACHE_CAPACITY_BYTES", 0, (long long)1 << 50, &x) == 0)
-    c->cache_capacity_bytes = (size_t)x;
-  if (env_int("TLM_KERNEL_REUSE", 0, 1, &x) == 0) c->disable_kernel_reuse = x == 0;
-  if (env_int("TLM_CONV_AS_MATMUL", 0, 1, &x) == 0) c->disable_conv_as_matmul = x == 0;
-  if (env_int("TLM_ASYNC", 0, 1, &x) == 0) c->async_compile = (int)x;
-  if (env_int("TLM_TUNE", 0, TLM_TUNE_MAX, &x) == 0) c->tune_k = (int)x;
-  if (env_int("TLM_CUDA_DEVICE", 0, 1023, &x) == 0) c->cuda_device = (int)x;
   c->prepack_bytes = (size_t)1 << 30;
-  if (env_int("TLM_PREPACK_BYTES", 0, (long long)1 << 50, &x) == 0) c->prepack_bytes = (size_t)x;
+  for (size_t i = 0; i < sizeof k_env / sizeof k_env[0]; i++) {
+    const struct env_var *e = &k_env[i];
+    long long x;
+    if (e->kind == FIELD_NONE || env_int(e->name, e->lo, e->hi, &x) != 0) continue;
+    char *field = (char *)c + e->offset;
+    if (e->kind == FIELD_SIZE) {
+      size_t v = (size_t)x;
+      memcpy(field, &v, sizeof v);
+    } else {
+      int v = e->kind == FIELD_FLAG_OFF ? x == 0 : (int)x;
+      memcpy(field, &v, sizeof v);
+    }
+  }
   const char *isa = getenv("TLM_ISA");
   int i = tlm_isa_parse(isa);
   if (i >= -1) c->isa = i + 1; /* tlm_isa -> tlm_cpu_isa; -1 (native) -> 0 */
@@ -86,18 +113,11 @@ tlm_status tlm_config_init(tlm_config *c) {
 }
 
 static void warn_bad_env(const tlm_runtime *rt) {
-  static const char *const names[] = {"TLM_NUM_THREADS",          "TLM_VERBOSE",
-                                      "TLM_CACHE_CAPACITY",       "TLM_CACHE_CAPACITY_BYTES",
-                                      "TLM_KERNEL_REUSE",         "TLM_ASYNC",
-                                      "TLM_PREPACK_BYTES",        "TLM_TUNE",
-                                      "TLM_CUDA_DEVICE"};
-  static const long long hi[] = {1024, 4, (long long)1 << 40, (long long)1 << 50, 1, 1,
-                                 (long long)1 << 50, TLM_TUNE_MAX, 1023};
-  for (int i = 0; i < 9; i++) {
+  for (size_t i = 0; i < sizeof k_env / sizeof k_env[0]; i++) {
     long long x;
-    if (env_int(names[i], 0, hi[i], &x) < 0)
-      tlm_log(rt, TLM_LOG_WARN, "ignoring %s='%s': expected an integer in 0..%lld", names[i],
-              getenv(names[i]), hi[i]);
+    if (env_int(k_env[i].name, k_env[i].lo, k_env[i].hi, &x) < 0)
+      tlm_log(rt, TLM_LOG_WARN, "ignoring %s='%s': expected an integer in %lld..%lld",
+              k_env[i].name, getenv(k_env[i].name), k_env[i].lo, k_env[i].hi);
   }
   if (passes_parse(getenv("TLM_PASSES")) == -2)
     tlm_log(rt, TLM_LOG_WARN, "ignoring TLM_PASSES='%s': expected fast, O1, O2 or O3",

@@ -165,6 +165,15 @@ static void constant_cases(tlm_runtime *rt) {
   CHECK(!run_const_mm(rt, c) && same_as_want(c), "constant B before destroy");
 }
 
+static char g_log_text[8192];
+
+static void collect_log(void *user, tlm_log_level level, const char *line) {
+  (void)user;
+  (void)level;
+  size_t n = strlen(g_log_text);
+  snprintf(g_log_text + n, sizeof g_log_text - n, "%s\n", line);
+}
+
 int main(void) {
   for (int i = 0; i < 64 * 64; i++) A[i] = B[i] = R[i] = 1.0f;
   tlm_config cfg;
@@ -221,6 +230,46 @@ int main(void) {
     CHECK(tlm_create(&a, &ar) == TLM_OK, "async runtime");
     CHECK(tlm_wait_background(ar) == TLM_OK, "wait with nothing queued");
     tlm_destroy(ar);
+  }
+  /* the environment table: each integer variable sets its field, and a
+   * malformed one is ignored and named in a warning at tlm_create */
+  {
+    static const char *const vars[] = {"TLM_NUM_THREADS", "TLM_VERBOSE", "TLM_CACHE_CAPACITY",
+                                       "TLM_CACHE_CAPACITY_BYTES", "TLM_KERNEL_REUSE",
+                                       "TLM_CONV_AS_MATMUL", "TLM_ASYNC", "TLM_TUNE",
+                                       "TLM_CUDA_DEVICE", "TLM_PREPACK_BYTES",
+                                       "TLM_CACHE_DISK_BYTES"};
+    tlm_config a;
+    setenv("TLM_NUM_THREADS", "3", 1);
+    setenv("TLM_CACHE_CAPACITY", "17", 1);
+    setenv("TLM_KERNEL_REUSE", "0", 1);
+    setenv("TLM_CONV_AS_MATMUL", "0", 1);
+    setenv("TLM_PREPACK_BYTES", "4096", 1);
+    tlm_config_init(&a);
+    CHECK(a.num_threads == 3 && a.cache_capacity == 17 && a.disable_kernel_reuse == 1 &&
+              a.disable_conv_as_matmul == 1 && a.prepack_bytes == 4096,
+          "environment table: %d %zu %d %d %zu", a.num_threads, a.cache_capacity,
+          a.disable_kernel_reuse, a.disable_conv_as_matmul, a.prepack_bytes);
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) setenv(vars[i], "-7x", 1);
+    tlm_config_init(&a);
+    CHECK(a.num_threads == 0 && a.cache_capacity == 0 && a.disable_kernel_reuse == 0 &&
+              a.prepack_bytes == ((size_t)1 << 30),
+          "malformed environment keeps the defaults");
+    a.cache_dir = "none";
+    a.model_path = "none";
+    a.verbose = TLM_LOG_WARN;
+    a.log_fn = collect_log;
+    a.log_user = NULL;
+    g_log_text[0] = 0;
+    tlm_runtime *wr = NULL;
+    CHECK(tlm_create(&a, &wr) == TLM_OK, "runtime with a malformed environment");
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+      char want[64];
+      snprintf(want, sizeof want, "ignoring %s=", vars[i]);
+      CHECK(strstr(g_log_text, want) != NULL, "no warning for a malformed %s", vars[i]);
+      unsetenv(vars[i]);
+    }
+    tlm_destroy(wr);
   }
   /* a TLM_ISA that names no ISA leaves the default (native) */
   setenv("TLM_ISA", "avx1024", 1);
