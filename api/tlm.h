@@ -11,7 +11,7 @@
  * and a native call. Kernels take M, N, K (and image sizes) at run time, so
  * a new shape often reuses a kernel compiled for a nearby one: the model's
  * decoding keeps such a kernel's decisions unless it ranks another value
- * more than 4 times as probable (lm/model.h, TLM_LM_REUSE_BONUS).
+ * more than 4 times as probable.
  *
  * Conventions used throughout this header:
  *   - Shapes are written in (rows, cols) notation, outermost first, e.g. A is
