@@ -120,46 +120,60 @@ void tlm_ref_row(const tlm_task *task, const tlm_row_args *a) {
   }
 }
 
+double tlm_ref_conv_point(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t oc,
+                          int64_t od, int64_t oh, int64_t ow, double *mag) {
+  int64_t g = oc / t->OCg;
+  double acc = 0, m = 0;
+  for (int64_t icg = 0; icg < t->ICg; icg++) {
+    int64_t ic = g * t->ICg + icg;
+    for (int64_t kd = 0; kd < t->KD; kd++) {
+      int64_t id = od * t->sd - t->pd + kd * t->dd;
+      if (id < 0 || id >= a->ID) continue;
+      for (int64_t kh = 0; kh < t->KH; kh++) {
+        int64_t ih = oh * t->sh - t->ph + kh * t->dh;
+        if (ih < 0 || ih >= a->IH) continue;
+        for (int64_t kw = 0; kw < t->KW; kw++) {
+          int64_t iw = ow * t->sw - t->pw + kw * t->dw;
+          if (iw < 0 || iw >= a->IW) continue;
+          double x = a->src[n * a->ss[0] + ic * a->ss[1] + id * a->ss[2] + ih * a->ss[3] +
+                            iw * a->ss[4]];
+          double w = a->wei[oc * a->sw[0] + icg * a->sw[1] + kd * a->sw[2] + kh * a->sw[3] +
+                            kw * a->sw[4]];
+          acc += x * w;
+          m += fabs(x * w);
+        }
+      }
+    }
+  }
+  if (t->has_bias) {
+    acc += a->bias[oc * a->sbias];
+    m += fabs(a->bias[oc * a->sbias]);
+  }
+  if (t->has_ss) {
+    double sc = a->scale[oc * a->sscale], sh = a->shift[oc * a->sshift];
+    acc = acc * sc + sh;
+    m = m * fabs(sc) + fabs(sh);
+  }
+  if (t->has_residual) {
+    double r = a->res[n * a->sr[0] + oc * a->sr[1] + od * a->sr[2] + oh * a->sr[3] + ow * a->sr[4]];
+    acc += r;
+    m += fabs(r);
+  }
+  if (mag) *mag = m;
+  return acc;
+}
+
 void tlm_ref_conv(const tlm_task *task, const tlm_conv_args *a) {
   const tlm_conv_task *t = &task->u.conv;
   for (int64_t n = 0; n < a->N; n++)
-    for (int64_t g = 0; g < t->G; g++)
-      for (int64_t ocg = 0; ocg < t->OCg; ocg++) {
-        int64_t oc = g * t->OCg + ocg;
-        for (int64_t od = 0; od < a->OD; od++)
-          for (int64_t oh = 0; oh < a->OH; oh++)
-            for (int64_t ow = 0; ow < a->OW; ow++) {
-              double acc = 0;
-              for (int64_t icg = 0; icg < t->ICg; icg++) {
-                int64_t ic = g * t->ICg + icg;
-                for (int64_t kd = 0; kd < t->KD; kd++) {
-                  int64_t id = od * t->sd - t->pd + kd * t->dd;
-                  if (id < 0 || id >= a->ID) continue;
-                  for (int64_t kh = 0; kh < t->KH; kh++) {
-                    int64_t ih = oh * t->sh - t->ph + kh * t->dh;
-                    if (ih < 0 || ih >= a->IH) continue;
-                    for (int64_t kw = 0; kw < t->KW; kw++) {
-                      int64_t iw = ow * t->sw - t->pw + kw * t->dw;
-                      if (iw < 0 || iw >= a->IW) continue;
-                      float x = a->src[n * a->ss[0] + ic * a->ss[1] + id * a->ss[2] +
-                                       ih * a->ss[3] + iw * a->ss[4]];
-                      float w = a->wei[oc * a->sw[0] + icg * a->sw[1] + kd * a->sw[2] +
-                                       kh * a->sw[3] + kw * a->sw[4]];
-                      acc += (double)x * (double)w;
-                    }
-                  }
-                }
-              }
-              float y = (float)acc;
-              if (t->has_bias) y += a->bias[oc * a->sbias];
-              if (t->has_ss) y = y * a->scale[oc * a->sscale] + a->shift[oc * a->sshift];
-              int64_t off_c = oc * a->sd[1] + od * a->sd[2] + oh * a->sd[3] + ow * a->sd[4];
-              if (t->has_residual)
-                y += a->res[n * a->sr[0] + oc * a->sr[1] + od * a->sr[2] + oh * a->sr[3] +
-                            ow * a->sr[4]];
-              a->dst[n * a->sd[0] + off_c] = tlm_ref_activation(t->act, y);
-            }
-      }
+    for (int64_t oc = 0; oc < (int64_t)t->G * t->OCg; oc++)
+      for (int64_t od = 0; od < a->OD; od++)
+        for (int64_t oh = 0; oh < a->OH; oh++)
+          for (int64_t ow = 0; ow < a->OW; ow++) {
+            float y = (float)tlm_ref_conv_point(t, a, n, oc, od, oh, ow, NULL);
+            a->dst[n * a->sd[0] + oc * a->sd[1] + od * a->sd[2] + oh * a->sd[3] +
+                   ow * a->sd[4]] = tlm_ref_activation(t->act, y);
+          }
 }
 
 void tlm_ref_pool(const tlm_task *task, const tlm_pool_args *a) {

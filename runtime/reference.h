@@ -21,6 +21,13 @@ void tlm_ref_row(const tlm_task *task, const tlm_row_args *args);
  * pointers, extents and strides of `args`). */
 void tlm_ref_conv(const tlm_task *task, const tlm_conv_args *args);
 
+/* One output element (n, oc, od, oh, ow) of a convolution before its
+ * activation, summed in double: products, bias, scale and shift, residual.
+ * *mag (when not NULL) gets the sum of their magnitudes, the scale of a
+ * relative error. */
+double tlm_ref_conv_point(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t oc,
+                          int64_t od, int64_t oh, int64_t ow, double *mag);
+
 /* Pooling reference (max, or average over in-bounds positions). */
 void tlm_ref_pool(const tlm_task *task, const tlm_pool_args *args);
 

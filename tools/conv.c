@@ -300,43 +300,8 @@ void tlm_conv_problem_free(tlm_conv_problem *p) {
 /* error of one output element against a double-precision sum */
 static double check_point(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t oc,
                           int64_t od, int64_t oh, int64_t ow) {
-  int64_t g = oc / t->OCg;
-  double acc = 0, mag = 0;
-  for (int64_t icg = 0; icg < t->ICg; icg++) {
-    int64_t ic = g * t->ICg + icg;
-    for (int64_t kd = 0; kd < t->KD; kd++) {
-      int64_t id = od * t->sd - t->pd + kd * t->dd;
-      if (id < 0 || id >= a->ID) continue;
-      for (int64_t kh = 0; kh < t->KH; kh++) {
-        int64_t ih = oh * t->sh - t->ph + kh * t->dh;
-        if (ih < 0 || ih >= a->IH) continue;
-        for (int64_t kw = 0; kw < t->KW; kw++) {
-          int64_t iw = ow * t->sw - t->pw + kw * t->dw;
-          if (iw < 0 || iw >= a->IW) continue;
-          double x = a->src[n * a->ss[0] + ic * a->ss[1] + id * a->ss[2] + ih * a->ss[3] +
-                            iw * a->ss[4]];
-          double w = a->wei[oc * a->sw[0] + icg * a->sw[1] + kd * a->sw[2] + kh * a->sw[3] +
-                            kw * a->sw[4]];
-          acc += x * w;
-          mag += fabs(x * w);
-        }
-      }
-    }
-  }
-  if (t->has_bias) {
-    acc += a->bias[oc * a->sbias];
-    mag += fabs(a->bias[oc * a->sbias]);
-  }
-  if (t->has_ss) {
-    double sc = a->scale[oc * a->sscale], sh = a->shift[oc * a->sshift];
-    acc = acc * sc + sh;
-    mag = mag * fabs(sc) + fabs(sh);
-  }
-  if (t->has_residual) {
-    double r = a->res[n * a->sr[0] + oc * a->sr[1] + od * a->sr[2] + oh * a->sr[3] + ow * a->sr[4]];
-    acc += r;
-    mag += fabs(r);
-  }
+  double mag;
+  double acc = tlm_ref_conv_point(t, a, n, oc, od, oh, ow, &mag);
   double ref = tlm_ref_activation(t->act, (float)acc);
   double y = a->dst[n * a->sd[0] + oc * a->sd[1] + od * a->sd[2] + oh * a->sd[3] + ow * a->sd[4]];
   double e = fabs(y - ref) / (mag + 1e-3);
