@@ -362,20 +362,20 @@ typedef struct run_result {
   int reps, ok;
 } run_result;
 
-static int parse_conv_epilogue(const char *s, tlm_conv_epi *e) {
+int tlm_epilogue_parse(const char *s, tlm_conv_epi *e, int allow_bn) {
   char buf[128];
   snprintf(buf, sizeof buf, "%s", s);
   for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
     if (!strcmp(tok, "bias")) e->bias = 1;
-    else if (!strcmp(tok, "bn")) e->bn = 1;
+    else if (allow_bn && !strcmp(tok, "bn")) e->bn = 1;
     else if (!strcmp(tok, "residual")) e->residual = 1;
     else if (!strcmp(tok, "relu")) e->act = TLM_ACT_RELU;
     else if (!strcmp(tok, "relu6")) e->act = TLM_ACT_RELU6;
     else if (!strcmp(tok, "gelu")) e->act = TLM_ACT_GELU_TANH;
     else if (!strcmp(tok, "silu")) e->act = TLM_ACT_SILU;
     else {
-      fprintf(stderr, "tlm run: unknown epilogue item '%s' (bias, bn, residual, relu, relu6, "
-              "gelu, silu)\n", tok);
+      fprintf(stderr, "tlm: unknown epilogue item '%s' (bias, %sresidual, relu, relu6, gelu, silu)\n",
+              tok, allow_bn ? "bn, " : "");
       return -1;
     }
   }
@@ -520,7 +520,7 @@ int tlm_cmd_run_conv(int argc, char **argv) {
         return 2;
       }
     } else if (!strcmp(a, "--epilogue") && i + 1 < argc) {
-      if (parse_conv_epilogue(argv[++i], &o.epi)) return 2;
+      if (tlm_epilogue_parse(argv[++i], &o.epi, 1)) return 2;
     } else if (a[0] == '-' && a[1] == '-') {
       fprintf(stderr, "tlm run: unknown option '%s' for a convolution\n", a);
       return 2;

@@ -36,6 +36,11 @@ typedef struct tlm_conv_epi {
   tlm_activation act;
 } tlm_conv_epi;
 
+/* Parses a comma list of epilogue items (bias, bn when allow_bn, residual,
+ * relu, relu6, gelu, silu) into *e (items not named are left as they
+ * are). Returns 0, or -1 after naming the unknown item on stderr. */
+int tlm_epilogue_parse(const char *s, tlm_conv_epi *e, int allow_bn);
+
 /* A runnable convolution with owned random buffers. */
 typedef struct tlm_conv_problem {
   tlm_op op;

@@ -88,34 +88,33 @@ static void usage(FILE *f) {
 }
 
 static int parse_epilogue(const char *s, tlm_matmul_desc *e) {
-  char buf[128];
-  snprintf(buf, sizeof buf, "%s", s);
-  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-    if (!strcmp(tok, "bias")) e->has_bias = 1;
-    else if (!strcmp(tok, "residual")) e->has_residual = 1;
-    else if (!strcmp(tok, "relu")) e->activation = TLM_ACT_RELU;
-    else if (!strcmp(tok, "gelu")) e->activation = TLM_ACT_GELU_TANH;
-    else if (!strcmp(tok, "silu")) e->activation = TLM_ACT_SILU;
-    else if (!strcmp(tok, "relu6")) e->activation = TLM_ACT_RELU6;
-    else {
-      fprintf(stderr, "tlm: unknown epilogue '%s' (bias, relu, relu6, gelu, silu, residual)\n", tok);
-      return -1;
-    }
-  }
+  tlm_conv_epi items = {0};
+  if (tlm_epilogue_parse(s, &items, 0)) return -1;
+  e->has_bias |= items.bias;
+  e->has_residual |= items.residual;
+  if (items.act != TLM_ACT_NONE) e->activation = items.act;
   return 0;
 }
 
-static int run_row(tlm_op op, int64_t R, int64_t C, int causal, float scale,
-                   const char *sched_text, int threads, int check, double min_time) {
-  tlm_op_kind kind = op.kind;
+/* a runtime from the environment, with `threads` workers when >= 0; NULL
+ * after saying why */
+static tlm_runtime *make_runtime(int threads) {
   tlm_config cfg;
   tlm_config_init(&cfg);
   if (threads >= 0) cfg.num_threads = threads;
   tlm_runtime *rt;
   if (tlm_create(&cfg, &rt)) {
     fprintf(stderr, "tlm: %s\n", tlm_last_error(NULL));
-    return 1;
+    return NULL;
   }
+  return rt;
+}
+
+static int run_row(tlm_op op, int64_t R, int64_t C, int causal, float scale,
+                   const char *sched_text, int threads, int check, double min_time) {
+  tlm_op_kind kind = op.kind;
+  tlm_runtime *rt = make_runtime(threads);
+  if (!rt) return 1;
   int64_t n;
   float *x = NULL, *y = NULL, *ref = NULL, *g = NULL, *b = NULL;
   int rc = 1;
@@ -369,14 +368,8 @@ static int cmd_run(int argc, char **argv) {
   }
   d.transpose_a |= ta;
   d.transpose_b |= tb;
-  tlm_config cfg;
-  tlm_config_init(&cfg);
-  if (threads >= 0) cfg.num_threads = threads;
-  tlm_runtime *rt;
-  if (tlm_create(&cfg, &rt)) {
-    fprintf(stderr, "tlm: %s\n", tlm_last_error(NULL));
-    return 1;
-  }
+  tlm_runtime *rt = make_runtime(threads);
+  if (!rt) return 1;
   int rc = 1;
   tlm_problem p;
   if (tlm_problem_make(&d, &epi, 42, &p)) {
