@@ -20,7 +20,7 @@
 
 #include "../cache/disk.h"
 #include "../cache/key.h"
-#include "../jit/codegen.h"
+#include "../jit/build.h"
 #include "../runtime/status.h"
 
 /* LLVM pass pipelines (tlm_config.passes, TLM_PASSES). TLM_PASSES_FAST,
@@ -119,39 +119,14 @@ static int push(void ***list, size_t *n, size_t *cap, void *p) {
 
 /* ---- building kernels ----------------------------------------------------------------- */
 
-/* Lowers, generates and optimizes the module of a schedule. */
-static tlm_status make_module(tlm_runtime *rt, const tlm_task *task, const tlm_schedule *sched,
-                              LLVMContextRef ctx, const char *name, ln_nest *nest,
-                              LLVMModuleRef *mod, char *err, int errcap) {
-  if (tlm_task_is_row(task))
-    return tlm_codegen_row(ctx, task, sched, name, tlm_jit_cpu(rt->jit), tlm_jit_features(rt->jit),
-                           mod, err, errcap)
-               ? TLM_ERR_JIT
-               : TLM_OK;
-  if (task->kind == TLM_OP_ATTENTION)
-    return tlm_codegen_attention(ctx, task, sched, name, tlm_jit_cpu(rt->jit),
-                                 tlm_jit_features(rt->jit), mod, err, errcap)
-               ? TLM_ERR_JIT
-               : TLM_OK;
-  if (task->kind == TLM_OP_POOL)
-    return tlm_codegen_pool(ctx, task, sched, name, tlm_jit_cpu(rt->jit),
-                            tlm_jit_features(rt->jit), mod, err, errcap)
-               ? TLM_ERR_JIT
-               : TLM_OK;
-  if (task->kind == TLM_OP_CONV)
-    return tlm_codegen_conv(ctx, task, sched, name, tlm_jit_cpu(rt->jit),
-                            tlm_jit_features(rt->jit), mod, err, errcap)
-               ? TLM_ERR_JIT
-               : TLM_OK;
-  if (ln_lower_matmul(task, sched, nest)) {
-    snprintf(err, (size_t)errcap, "schedule does not lower to a loop nest");
-    return TLM_ERR_INTERNAL;
-  }
-  ln_set_fma_chains(nest, rt->target.fma_chains);
-  if (tlm_codegen_matmul(ctx, task, nest, name, tlm_jit_cpu(rt->jit), tlm_jit_features(rt->jit),
-                         mod, err, errcap))
-    return TLM_ERR_JIT;
-  return TLM_OK;
+static tlm_jit_request jit_request(const tlm_runtime *rt, const tlm_task *task,
+                                   const tlm_schedule *sched, ln_nest *nest, const char *name) {
+  return (tlm_jit_request){.task = task,
+                           .sched = sched,
+                           .nest = nest,
+                           .fma_chains = rt->target.fma_chains,
+                           .name = name,
+                           .pipeline = pipeline(rt)};
 }
 
 static void kernel_name(const tlm_key *key, char *buf, size_t cap) {
@@ -188,16 +163,11 @@ static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, int cached, char 
     return TLM_OK;
   }
   free(obj);
-  double t_ir = now_ms();
-  LLVMContextRef ctx = LLVMContextCreate();
-  LLVMModuleRef mod = NULL;
-  tlm_status st = make_module(rt, &k->task, &k->sched, ctx, k->name, &k->nest, &mod, err, errcap);
-  t_ir = now_ms() - t_ir;
-  tlm_jit_times jt = {0, 0, 0};
-  if (st == TLM_OK && tlm_jit_compile_object(rt->jit, mod, pipeline(rt), &obj, &len, &jt, err, errcap))
-    st = TLM_ERR_JIT;
-  if (mod) LLVMDisposeModule(mod);
-  LLVMContextDispose(ctx);
+  tlm_jit_request req = jit_request(rt, &k->task, &k->sched, &k->nest, k->name);
+  tlm_jit_build_times bt;
+  tlm_status st = tlm_jit_build(rt->jit, &req, &obj, &len, NULL, 0, &bt, err, errcap);
+  double t_ir = bt.ir_ms;
+  tlm_jit_times jt = bt.jit;
   double t_link = now_ms();
   if (st == TLM_OK && tlm_jit_load(rt->jit, obj, len, k->name, &fn, &k->code, err, errcap))
     st = TLM_ERR_JIT;
@@ -974,21 +944,9 @@ tlm_status tlm_engine_ir(tlm_runtime *rt, const tlm_task *task, const tlm_schedu
   tlm_key_schedule(&key, task, &rt->target, sched);
   char name[48];
   kernel_name(&key, name, sizeof name);
-  LLVMContextRef ctx = LLVMContextCreate();
-  LLVMModuleRef mod = NULL;
   ln_nest nest;
-  tlm_status st = make_module(rt, task, sched, ctx, name, &nest, &mod, err, errcap);
-  if (st == TLM_OK && optimize && tlm_jit_optimize(rt->jit, mod, pipeline(rt), err, errcap))
-    st = TLM_ERR_JIT;
-  if (st == TLM_OK) {
-    char *s = LLVMPrintModuleToString(mod);
-    *ir = strdup(s);
-    LLVMDisposeMessage(s);
-    if (!*ir) st = TLM_ERR_OUT_OF_MEMORY;
-  }
-  if (mod) LLVMDisposeModule(mod);
-  LLVMContextDispose(ctx);
-  return st;
+  tlm_jit_request req = jit_request(rt, task, sched, &nest, name);
+  return tlm_jit_build(rt->jit, &req, NULL, NULL, ir, optimize, NULL, err, errcap);
 }
 
 tlm_status tlm_engine_kernel_variant(tlm_runtime *rt, const tlm_task *task,
@@ -1000,24 +958,17 @@ tlm_status tlm_engine_kernel_variant(tlm_runtime *rt, const tlm_task *task,
   k->task = *task;
   k->sched = *sched;
   snprintf(k->name, sizeof k->name, "tlm_variant_%d_%d", static_m, atomic_fetch_add(&serial, 1));
-  if (ln_lower_matmul(task, sched, &k->nest)) {
-    free(k);
-    return TLM_ERR_INTERNAL;
-  }
   k->scratch_bytes = tlm_mm_scratch_bytes(task, sched);
-  ln_set_fma_chains(&k->nest, rt->target.fma_chains);
-  LLVMContextRef ctx = LLVMContextCreate();
-  LLVMModuleRef mod = NULL;
-  int bad = static_m ? tlm_codegen_matmul_static_m(ctx, task, &k->nest, k->name, tlm_jit_cpu(rt->jit),
-                                                   tlm_jit_features(rt->jit), &mod, err, errcap)
-                     : tlm_codegen_matmul(ctx, task, &k->nest, k->name, tlm_jit_cpu(rt->jit),
-                                          tlm_jit_features(rt->jit), &mod, err, errcap);
+  tlm_jit_request req = jit_request(rt, task, sched, &k->nest, k->name);
+  req.static_m = static_m;
   void *obj = NULL, *fn = NULL;
   size_t len = 0;
-  if (!bad) bad = tlm_jit_compile_object(rt->jit, mod, pipeline(rt), &obj, &len, NULL, err, errcap);
-  if (mod) LLVMDisposeModule(mod);
-  LLVMContextDispose(ctx);
-  if (!bad) bad = tlm_jit_load(rt->jit, obj, len, k->name, &fn, &k->code, err, errcap);
+  tlm_status st = tlm_jit_build(rt->jit, &req, &obj, &len, NULL, 0, NULL, err, errcap);
+  if (st != TLM_OK) {
+    free(k);
+    return st;
+  }
+  int bad = tlm_jit_load(rt->jit, obj, len, k->name, &fn, &k->code, err, errcap);
   free(obj);
   if (bad) {
     free(k);

@@ -22,7 +22,7 @@ const char *tlm_jit_features(const tlm_jit *j);
 
 /* Runs the new-pass-manager pipeline `pipeline` (e.g. "default<O1>") on mod
  * for the host CPU. Returns 0, or -1 with a message. Thread-safe (each
- * call uses its own target machine). */
+ * call holds one of j's target machines, kept for reuse, for itself). */
 int tlm_jit_optimize(tlm_jit *j, LLVMModuleRef mod, const char *pipeline, char *err,
                      int errcap);
 
