@@ -22,6 +22,7 @@
 #include "../cache/key.h"
 #include "../jit/build.h"
 #include "../runtime/status.h"
+#include "../runtime/clock.h"
 
 /* LLVM pass pipelines (tlm_config.passes, TLM_PASSES). TLM_PASSES_FAST,
  * the default: the generated code is already tiled, unrolled and
@@ -38,11 +39,7 @@ static const char *pipeline(const tlm_runtime *rt) {
   return texts[p >= 0 && p < 4 ? p : 0];
 }
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
+static double now_ms(void) { return tlm_clock_ms(); }
 
 static void atomic_add_double(_Atomic double *x, double v) {
   double old = atomic_load(x);

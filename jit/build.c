@@ -7,12 +7,9 @@
 #include <time.h>
 
 #include "codegen.h"
+#include "../runtime/clock.h"
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
+static double now_ms(void) { return tlm_clock_ms(); }
 
 /* the operator's code generator; 0, or -1 with a message */
 static int generate(tlm_jit *j, const tlm_jit_request *r, LLVMContextRef ctx, LLVMModuleRef *mod,

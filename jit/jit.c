@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "../runtime/target.h"
+#include "../runtime/clock.h"
 
 /* target machines kept for reuse: one is busy with one module at a time
  * (LLVM's TargetMachine is not safe for concurrent use), and reusing it
@@ -152,11 +153,7 @@ struct tlm_jit_code {
   LLVMOrcResourceTrackerRef rt;
 };
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
+static double now_ms(void) { return tlm_clock_ms(); }
 
 /* a target machine of the pool, or a new one; NULL with a message */
 static LLVMTargetMachineRef take_tm(tlm_jit *j, char *err, int errcap) {

@@ -33,12 +33,9 @@
 #include "tools/problem.h"
 #include "tools/tasks.h"
 #include "tools/train.h"
+#include "runtime/clock.h"
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
+static double now_ms(void) { return tlm_clock_ms(); }
 
 typedef struct method_result {
   double ns;         /* best median time, INFINITY if none ran */

@@ -14,12 +14,9 @@
 #include "tools/problem.h"
 #include "tools/tasks.h"
 #include "tools/train.h"
+#include "runtime/clock.h"
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
+static double now_ms(void) { return tlm_clock_ms(); }
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

@@ -1,5 +1,6 @@
 /* measure.c - warm kernel timing shared by collect, eval and run. */
 #include "measure.h"
+#include "runtime/clock.h"
 
 #include <cjson/cJSON.h>
 
@@ -9,11 +10,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-double tlm_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
+double tlm_now_ns(void) { return tlm_clock_ns(); }
 
 int tlm_cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

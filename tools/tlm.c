@@ -404,7 +404,7 @@ static int cmd_run(int argc, char **argv) {
   if (ir_path) {
     char *ir = NULL;
     FILE *f = fopen(ir_path, "w");
-    if (!f || tlm_engine_ir(rt, &task, &sched, 1, &ir, err, sizeof err)) {
+    if (!f || tlm_engine_ir(rt, &task, &sched, !getenv("TLM_RAW_IR"), &ir, err, sizeof err)) {
       fprintf(stderr, "tlm run: cannot write IR to %s\n", ir_path);
       if (f) fclose(f);
       goto out;
