@@ -13,6 +13,7 @@
  * usage: bench_conv [--threads N] [--batches N] [--layout nchw|nhwc]
  *                   [--mb N] [--json FILE] FILE...   (benchdnn conv sets)
  */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
@@ -186,10 +187,18 @@ int main(int argc, char **argv) {
   }
   char target[320];
   tlm_target_str(&rt->target, target, sizeof target);
-  FILE *jf = json ? fopen(json, "w") : NULL;
-  if (jf)
-    fprintf(jf, "{\"machine\": \"%s\", \"tlm_isa\": \"%s\", \"onednn_isa\": \"%s\", \"threads\": %d, \"batches\": %d, \"layout\": \"%s\", "
-            "\"mb\": %d, \"tlm_weights_constant\": %s, \"sets\": [", target, tlm_isa_name(rt->target.isa), dnnl_baseline_isa(), threads, batches, nhwc ? "nhwc" : "nchw", mb, prepack ? "true" : "false");
+  cJSON *jroot = json ? cJSON_CreateObject() : NULL, *jsets = NULL;
+  if (jroot) {
+    cJSON_AddStringToObject(jroot, "machine", target);
+    cJSON_AddStringToObject(jroot, "tlm_isa", tlm_isa_name(rt->target.isa));
+    cJSON_AddStringToObject(jroot, "onednn_isa", dnnl_baseline_isa());
+    cJSON_AddNumberToObject(jroot, "threads", threads);
+    cJSON_AddNumberToObject(jroot, "batches", batches);
+    cJSON_AddStringToObject(jroot, "layout", nhwc ? "nhwc" : "nchw");
+    cJSON_AddNumberToObject(jroot, "mb", mb);
+    cJSON_AddBoolToObject(jroot, "tlm_weights_constant", prepack);
+    jsets = cJSON_AddArrayToObject(jroot, "sets");
+  }
   printf("machine: %s\nisa: tlm %s, oneDNN %s; threads %d; layout %s; mb %d; %d alternating batches\n"
          "weights: oneDNN reordered once, untimed; tlm %s\n", target, tlm_isa_name(rt->target.isa), dnnl_baseline_isa(), threads,
          nhwc ? "nhwc" : "nchw", mb, batches,
@@ -204,7 +213,13 @@ int main(int argc, char **argv) {
     }
     printf("\n%s\n%-58s %9s %9s %7s %6s %6s %9s\n", files[fi], "problem", "tlm_GF/s", "dnnl_GF/s",
            "ratio", "(min", "max)", "compile");
-    if (jf) fprintf(jf, "%s{\"file\": \"%s\", \"problems\": [", fi ? ", " : "", files[fi]);
+    cJSON *jset = NULL, *jprobs = NULL;
+    if (jsets) {
+      jset = cJSON_CreateObject();
+      cJSON_AddStringToObject(jset, "file", files[fi]);
+      jprobs = cJSON_AddArrayToObject(jset, "problems");
+      cJSON_AddItemToArray(jsets, jset);
+    }
     char line[1024], err[256], seen[128][200];
     int nseen = 0, np = 0;
     double log_ratio = 0, sum_tlm = 0, sum_dnnl = 0;
@@ -259,14 +274,21 @@ int main(int argc, char **argv) {
       printf("%-58s %9.1f %9.1f %7.2f %6.2f %6.2f %7.1fms%s  %s\n", ds, flop / tmed, flop / dmed,
              rmed, rmin, rmax, compile_ms, ok ? "" : " WRONG", prb.name);
       fflush(stdout);
-      if (jf)
-        fprintf(jf,
-                "%s{\"problem\": \"%s\", \"name\": \"%s\", \"tlm_ms_median\": %.5f, "
-                "\"onednn_ms_median\": %.5f, \"tlm_gflops\": %.2f, \"onednn_gflops\": %.2f, "
-                "\"speed_ratio_tlm_over_onednn_median\": %.3f, \"speed_ratio_min\": %.3f, "
-                "\"speed_ratio_max\": %.3f, \"tlm_compile_ms\": %.2f, \"max_rel_err\": %.3g}",
-                np ? ", " : "", ds, prb.name, tmed * 1e-6, dmed * 1e-6, flop / tmed, flop / dmed,
-                rmed, rmin, rmax, compile_ms, e);
+      if (jprobs) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "problem", ds);
+        cJSON_AddStringToObject(o, "name", prb.name);
+        cJSON_AddNumberToObject(o, "tlm_ms_median", tmed * 1e-6);
+        cJSON_AddNumberToObject(o, "onednn_ms_median", dmed * 1e-6);
+        cJSON_AddNumberToObject(o, "tlm_gflops", flop / tmed);
+        cJSON_AddNumberToObject(o, "onednn_gflops", flop / dmed);
+        cJSON_AddNumberToObject(o, "speed_ratio_tlm_over_onednn_median", rmed);
+        cJSON_AddNumberToObject(o, "speed_ratio_min", rmin);
+        cJSON_AddNumberToObject(o, "speed_ratio_max", rmax);
+        cJSON_AddNumberToObject(o, "tlm_compile_ms", compile_ms);
+        cJSON_AddNumberToObject(o, "max_rel_err", e);
+        cJSON_AddItemToArray(jprobs, o);
+      }
       log_ratio += log(rmed);
       sum_tlm += tmed, sum_dnnl += dmed;
       np++;
@@ -279,13 +301,16 @@ int main(int argc, char **argv) {
     printf("%d distinct problems: geomean speed ratio tlm/oneDNN %.2f; sum of medians tlm %.2f ms, "
            "oneDNN %.2f ms (%.2fx)\n", np, geo, sum_tlm * 1e-6, sum_dnnl * 1e-6,
            sum_tlm > 0 ? sum_dnnl / sum_tlm : 0);
-    if (jf)
-      fprintf(jf, "], \"count\": %d, \"geomean_speed_ratio\": %.3f, \"tlm_ms_sum\": %.4f, "
-              "\"onednn_ms_sum\": %.4f}", np, geo, sum_tlm * 1e-6, sum_dnnl * 1e-6);
+    if (jset) {
+      cJSON_AddNumberToObject(jset, "count", np);
+      cJSON_AddNumberToObject(jset, "geomean_speed_ratio", geo);
+      cJSON_AddNumberToObject(jset, "tlm_ms_sum", sum_tlm * 1e-6);
+      cJSON_AddNumberToObject(jset, "onednn_ms_sum", sum_dnnl * 1e-6);
+    }
   }
-  if (jf) {
-    fprintf(jf, "]}\n");
-    fclose(jf);
+  if (jroot) {
+    if (tlm_json_save(jroot, json)) fprintf(stderr, "bench_conv: cannot write %s\n", json);
+    cJSON_Delete(jroot);
   }
   tlm_destroy(rt);
   dnnl_engine_destroy(eng);

@@ -13,6 +13,7 @@
  * oneDNN starts, so both use the same number of threads. Batches are 30 ms
  * apart so neither side's idle spinning threads take the other's cores.
  */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
@@ -26,7 +27,6 @@
 #include "tools/measure.h"
 #include "samples/baseline_dnnl.h"
 #include "tools/problem.h"
-#include "samples/baseline_dnnl.h"
 
 
 static double pct(double *v, int n, double p) {
@@ -138,17 +138,21 @@ int main(int argc, char **argv) {
   }
   char target[320];
   tlm_target_str(&rt->target, target, sizeof target);
-  FILE *jf = json ? fopen(json, "w") : NULL;
-  if (jf)
-    fprintf(jf, "{\"machine\": \"%s\", \"tlm_isa\": \"%s\", \"onednn_isa\": \"%s\", \"threads\": %d, \"batches\": %d, \"problems\": [", target,
-            tlm_isa_name(rt->target.isa), dnnl_baseline_isa(), threads, batches);
+  cJSON *jroot = json ? cJSON_CreateObject() : NULL, *jproblems = NULL;
+  if (jroot) {
+    cJSON_AddStringToObject(jroot, "machine", target);
+    cJSON_AddStringToObject(jroot, "tlm_isa", tlm_isa_name(rt->target.isa));
+    cJSON_AddStringToObject(jroot, "onednn_isa", dnnl_baseline_isa());
+    cJSON_AddNumberToObject(jroot, "threads", threads);
+    cJSON_AddNumberToObject(jroot, "batches", batches);
+    jproblems = cJSON_AddArrayToObject(jroot, "problems");
+  }
   printf("machine: %s\nisa: tlm %s, oneDNN %s; threads %d; %d alternating batches per contender\n", target, tlm_isa_name(rt->target.isa), dnnl_baseline_isa(), threads,
          batches);
   printf("%-22s %10s %10s %10s %10s %8s %8s %8s\n", "problem", "tlm_gflops", "(min", "max)",
          "dnnl_gflops", "ratio", "(min", "max)");
   char list[1024];
   snprintf(list, sizeof list, "%s", problems);
-  int first = 1;
   for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
     tlm_mm_desc d;
     char err[256];
@@ -193,16 +197,21 @@ int main(int argc, char **argv) {
     tlm_mm_desc_str(&d, ds, sizeof ds);
     printf("%-22s %10.1f %10.1f %10.1f %10.1f %8.2f %8.2f %8.2f%s\n", ds, flop / tmed, flop / tmax,
            flop / tmin, flop / dmed, rmed, rmin, rmax, e <= tlm_problem_tolerance(K) ? "" : "  WRONG");
-    if (jf)
-      fprintf(jf,
-              "%s{\"problem\": \"%s\", \"tlm_gflops_median\": %.2f, \"tlm_gflops_min\": %.2f, "
-              "\"tlm_gflops_max\": %.2f, \"onednn_gflops_median\": %.2f, "
-              "\"speed_ratio_tlm_over_onednn_median\": %.3f, \"speed_ratio_min\": %.3f, "
-              "\"speed_ratio_max\": %.3f, \"tlm_ns_per_call_median\": %.1f, "
-              "\"onednn_ns_per_call_median\": %.1f, \"max_rel_err\": %.3g}",
-              first ? "" : ", ", ds, flop / tmed, flop / tmax, flop / tmin, flop / dmed, rmed, rmin,
-              rmax, tmed, dmed, e);
-    first = 0;
+    if (jproblems) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "problem", ds);
+      cJSON_AddNumberToObject(o, "tlm_gflops_median", flop / tmed);
+      cJSON_AddNumberToObject(o, "tlm_gflops_min", flop / tmax);
+      cJSON_AddNumberToObject(o, "tlm_gflops_max", flop / tmin);
+      cJSON_AddNumberToObject(o, "onednn_gflops_median", flop / dmed);
+      cJSON_AddNumberToObject(o, "speed_ratio_tlm_over_onednn_median", rmed);
+      cJSON_AddNumberToObject(o, "speed_ratio_min", rmin);
+      cJSON_AddNumberToObject(o, "speed_ratio_max", rmax);
+      cJSON_AddNumberToObject(o, "tlm_ns_per_call_median", tmed);
+      cJSON_AddNumberToObject(o, "onednn_ns_per_call_median", dmed);
+      cJSON_AddNumberToObject(o, "max_rel_err", e);
+      cJSON_AddItemToArray(jproblems, o);
+    }
     free(tt);
     free(td);
     free(ratio);
@@ -246,12 +255,14 @@ int main(int argc, char **argv) {
   double c50 = pct(cms, nc, 0.5), c90 = pct(cms, nc, 0.9), cmin = cms[0], cmax = cms[nc - 1];
   printf("new kernel (schedule + JIT): %d kernels, p50 %.1f ms, p90 %.1f ms, min %.1f, max %.1f\n",
          nc, c50, c90, cmin, cmax);
-  if (jf) {
-    fprintf(jf,
-            "], \"new_kernel_count\": %d, \"new_kernel_ms_p50\": %.2f, \"new_kernel_ms_p90\": "
-            "%.2f, \"new_kernel_ms_min\": %.2f, \"new_kernel_ms_max\": %.2f}\n",
-            nc, c50, c90, cmin, cmax);
-    fclose(jf);
+  if (jroot) {
+    cJSON_AddNumberToObject(jroot, "new_kernel_count", nc);
+    cJSON_AddNumberToObject(jroot, "new_kernel_ms_p50", c50);
+    cJSON_AddNumberToObject(jroot, "new_kernel_ms_p90", c90);
+    cJSON_AddNumberToObject(jroot, "new_kernel_ms_min", cmin);
+    cJSON_AddNumberToObject(jroot, "new_kernel_ms_max", cmax);
+    if (tlm_json_save(jroot, json)) fprintf(stderr, "bench_matmul: cannot write %s\n", json);
+    cJSON_Delete(jroot);
   }
   tlm_destroy(rt2);
   tlm_destroy(rt);
