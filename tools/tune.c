@@ -80,13 +80,13 @@ static int check_output(tune_check *c, int i) {
 
 typedef struct tune_totals {
   double logsum, tune_total;
-  int counted, improved, failed, wrong, first;
+  int counted, improved, failed, wrong;
 } tune_totals;
 
 /* Tunes one task in a runtime of its own (its kernels live until the task
  * is done): K candidates from `pick` (NULL: what tlm_run would pick),
  * checked, timed side by side, the fastest stored unless dry. */
-static void tune_task(const tlm_config *cfg, int k, int rounds, int dry, FILE *jf,
+static void tune_task(const tlm_config *cfg, int k, int rounds, int dry, cJSON *jf,
                       const char *text, const tlm_task *task, const void *args, tune_check *chk,
                       const tlm_schedule *pick, uint64_t seed, tune_totals *tt) {
   double t0 = now_ms();
@@ -152,13 +152,17 @@ static void tune_task(const tlm_config *cfg, int k, int rounds, int dry, FILE *j
   if (jf) {
     char ss[512];
     tlm_schedule_str(&s, &cand[idx[best]], ss, sizeof ss);
-    fprintf(jf,
-            "%s\n  {\"task\": \"%s\", \"candidates\": %d, \"pick_ns\": %.1f, \"tuned_ns\": %.1f, "
-            "\"speedup\": %.4f, \"changed\": %s, \"stored\": %s, \"tune_ms\": %.1f, "
-            "\"schedule\": \"%s\"}",
-            tt->first ? "" : ",", text, nk, tm[0].median_ns, tm[best].median_ns, speedup,
-            best ? "true" : "false", stored ? "true" : "false", tune_ms, ss);
-    tt->first = 0;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "task", text);
+    cJSON_AddNumberToObject(o, "candidates", nk);
+    cJSON_AddNumberToObject(o, "pick_ns", tm[0].median_ns);
+    cJSON_AddNumberToObject(o, "tuned_ns", tm[best].median_ns);
+    cJSON_AddNumberToObject(o, "speedup", speedup);
+    cJSON_AddBoolToObject(o, "changed", best != 0);
+    cJSON_AddBoolToObject(o, "stored", stored);
+    cJSON_AddNumberToObject(o, "tune_ms", tune_ms);
+    cJSON_AddStringToObject(o, "schedule", ss);
+    cJSON_AddItemToArray(jf, o);
   }
   tlm_destroy(trt);
 }
@@ -166,7 +170,7 @@ static void tune_task(const tlm_config *cfg, int k, int rounds, int dry, FILE *j
 /* --from-cache: every plan in the disk cache made for this runtime's
  * target and scheduler (the task is in its key) and not measured yet */
 static void tune_from_cache(tlm_runtime *rt, const tlm_config *cfg, int k, int rounds, int dry,
-                            FILE *jf, tune_totals *tt) {
+                            cJSON *jf, tune_totals *tt) {
   char dir[3200];
   snprintf(dir, sizeof dir, "%s/plans", tlm_disk_dir(rt->disk));
   DIR *dp = opendir(dir);
@@ -285,8 +289,9 @@ int tlm_cmd_tune(int argc, char **argv) {
     free(files);
     return 1;
   }
-  FILE *jf = json ? fopen(json, "w") : NULL;
-  if (json && !jf) {
+  FILE *probe = json ? fopen(json, "w") : NULL; /* fail before tuning, not after */
+  if (probe) fclose(probe);
+  if (json && !probe) {
     fprintf(stderr, "tlm tune: cannot write %s\n", json);
     tlm_destroy(rt);
     free(files);
@@ -297,12 +302,17 @@ int tlm_cmd_tune(int argc, char **argv) {
          rt->disk ? tlm_disk_dir(rt->disk) : "none");
   printf("%-58s %6s %10s %10s %7s %9s\n", "task", "cands", "pick_us", "tuned_us", "speedup",
          "tune_ms");
-  if (jf)
-    fprintf(jf, "{\"k\": %d, \"threads\": %d, \"rounds\": %d, \"scheduler\": \"%s\", \"stored\": %s, \"tasks\": [",
-            k, rt->nthreads, rounds, rt->model ? "model" : "rule", dry ? "false" : "true");
+  cJSON *jroot = json ? cJSON_CreateObject() : NULL, *jf = NULL;
+  if (jroot) {
+    cJSON_AddNumberToObject(jroot, "k", k);
+    cJSON_AddNumberToObject(jroot, "threads", rt->nthreads);
+    cJSON_AddNumberToObject(jroot, "rounds", rounds);
+    cJSON_AddStringToObject(jroot, "scheduler", rt->model ? "model" : "rule");
+    cJSON_AddBoolToObject(jroot, "stored", !dry);
+    jf = cJSON_AddArrayToObject(jroot, "tasks");
+  }
   tune_totals tt;
   memset(&tt, 0, sizeof tt);
-  tt.first = 1;
   if (from_cache) tune_from_cache(rt, &cfg, k, rounds, dry, jf, &tt);
   tlm_tasks_set_exact(1);
   for (int f = 0; f < nfiles; f++) {
@@ -333,13 +343,18 @@ int tlm_cmd_tune(int argc, char **argv) {
          "%d skipped, %d wrong candidates dropped\n",
          tt.counted, gm, tt.improved, tt.counted ? tt.tune_total / tt.counted : 0.0, tt.failed,
          tt.wrong);
-  if (jf) {
-    fprintf(jf,
-            "\n], \"tasks_tuned\": %d, \"geomean_speedup\": %.4f, \"changed\": %d, "
-            "\"tune_ms_mean\": %.1f, \"skipped\": %d, \"wrong_dropped\": %d}\n",
-            tt.counted, gm, tt.improved, tt.counted ? tt.tune_total / tt.counted : 0.0, tt.failed,
-         tt.wrong);
-    fclose(jf);
+  if (jroot) {
+    cJSON_AddNumberToObject(jroot, "tasks_tuned", tt.counted);
+    cJSON_AddNumberToObject(jroot, "geomean_speedup", gm);
+    cJSON_AddNumberToObject(jroot, "changed", tt.improved);
+    cJSON_AddNumberToObject(jroot, "tune_ms_mean", tt.counted ? tt.tune_total / tt.counted : 0.0);
+    cJSON_AddNumberToObject(jroot, "skipped", tt.failed);
+    cJSON_AddNumberToObject(jroot, "wrong_dropped", tt.wrong);
+    if (tlm_json_save(jroot, json)) {
+      fprintf(stderr, "tlm tune: cannot write %s\n", json);
+      tt.failed++;
+    }
+    cJSON_Delete(jroot);
   }
   tlm_destroy(rt);
   free(files);
