@@ -25,21 +25,10 @@
 #include "tools/conv.h"
 #include "tools/measure.h"
 #include "tools/problem.h"
-#include "samples/baseline_dnnl.h"
-
-#define DNNL_CHECK(x)                                                       \
-  do {                                                                      \
-    dnnl_status_t s_ = (x);                                                 \
-    if (s_ != dnnl_success) {                                               \
-      fprintf(stderr, "oneDNN error %d at %s:%d\n", (int)s_, __FILE__, __LINE__); \
-      exit(1);                                                              \
-    }                                                                       \
-  } while (0)
+#include "bench_common.h"
 
 typedef struct dnnl_conv {
-  dnnl_primitive_t prim;
-  dnnl_memory_t src, wei, dst;
-  dnnl_stream_t stream;
+  bench_prim p; /* SRC, WEIGHTS, DST */
   float *wbuf, *xbuf, *ybuf;
 } dnnl_conv;
 
@@ -69,7 +58,7 @@ static void dnnl_conv_make(dnnl_engine_t eng, const tlm_conv_prb *p, int nhwc, d
                                                         NULL, &dmd, strides, dil, pl, pr));
   dnnl_primitive_desc_t pd;
   DNNL_CHECK(dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL));
-  DNNL_CHECK(dnnl_primitive_create(&d->prim, pd));
+  DNNL_CHECK(dnnl_primitive_create(&d->p.prim, pd));
   const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
   size_t nx = (size_t)(p->mb * p->ic * p->ih * p->iw), ny = (size_t)(p->mb * p->oc * p->oh * p->ow);
   size_t nw = (size_t)(p->oc * (p->ic / p->g) * p->kh * p->kw);
@@ -79,67 +68,30 @@ static void dnnl_conv_make(dnnl_engine_t eng, const tlm_conv_prb *p, int nhwc, d
   d->wbuf = malloc(dnnl_memory_desc_get_size(wq) + 64);
   for (size_t i = 0; i < nx; i++) d->xbuf[i] = (float)(i % 17) / 17.0f - 0.5f;
   for (size_t i = 0; i < nw; i++) wuser[i] = (float)(i % 13) / 13.0f - 0.5f;
-  DNNL_CHECK(dnnl_stream_create(&d->stream, eng, dnnl_stream_default_flags));
+  DNNL_CHECK(dnnl_stream_create(&d->p.stream, eng, dnnl_stream_default_flags));
   /* weights reordered once into the primitive's layout */
   dnnl_memory_t wu;
   DNNL_CHECK(dnnl_memory_create(&wu, &wmd_user, eng, wuser));
-  DNNL_CHECK(dnnl_memory_create(&d->wei, wq, eng, d->wbuf));
+  DNNL_CHECK(dnnl_memory_create(&d->p.mem[1], wq, eng, d->wbuf));
   dnnl_primitive_desc_t rpd;
   DNNL_CHECK(dnnl_reorder_primitive_desc_create(&rpd, &wmd_user, eng, wq, eng, NULL));
   dnnl_primitive_t reo;
   DNNL_CHECK(dnnl_primitive_create(&reo, rpd));
-  dnnl_exec_arg_t rargs[2] = {{DNNL_ARG_FROM, wu}, {DNNL_ARG_TO, d->wei}};
-  DNNL_CHECK(dnnl_primitive_execute(reo, d->stream, 2, rargs));
-  DNNL_CHECK(dnnl_stream_wait(d->stream));
+  dnnl_exec_arg_t rargs[2] = {{DNNL_ARG_FROM, wu}, {DNNL_ARG_TO, d->p.mem[1]}};
+  DNNL_CHECK(dnnl_primitive_execute(reo, d->p.stream, 2, rargs));
+  DNNL_CHECK(dnnl_stream_wait(d->p.stream));
   dnnl_primitive_destroy(reo);
   dnnl_primitive_desc_destroy(rpd);
   dnnl_memory_destroy(wu);
   free(wuser);
-  DNNL_CHECK(dnnl_memory_create(&d->src, &smd, eng, d->xbuf));
-  DNNL_CHECK(dnnl_memory_create(&d->dst, &dmd, eng, d->ybuf));
+  DNNL_CHECK(dnnl_memory_create(&d->p.mem[0], &smd, eng, d->xbuf));
+  DNNL_CHECK(dnnl_memory_create(&d->p.mem[2], &dmd, eng, d->ybuf));
   dnnl_primitive_desc_destroy(pd);
 }
 
-static void dnnl_conv_run(void *c) {
-  dnnl_conv *d = c;
-  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, d->src}, {DNNL_ARG_WEIGHTS, d->wei},
-                             {DNNL_ARG_DST, d->dst}};
-  DNNL_CHECK(dnnl_primitive_execute(d->prim, d->stream, 3, args));
-  DNNL_CHECK(dnnl_stream_wait(d->stream));
-}
-
 static void dnnl_conv_free(dnnl_conv *d) {
-  dnnl_primitive_destroy(d->prim);
-  dnnl_memory_destroy(d->src);
-  dnnl_memory_destroy(d->wei);
-  dnnl_memory_destroy(d->dst);
-  dnnl_stream_destroy(d->stream);
+  bench_prim_free(&d->p);
   free(d->wbuf), free(d->xbuf), free(d->ybuf);
-}
-
-typedef struct tlm_ctx {
-  tlm_runtime *rt;
-  tlm_conv_problem *p;
-} tlm_ctx;
-
-static void run_tlm(void *c) {
-  tlm_ctx *t = c;
-  if (tlm_run(t->rt, &t->p->op, t->p->in, t->p->n_in, &t->p->out, 1) != TLM_OK) {
-    fprintf(stderr, "tlm_run: %s\n", tlm_last_error(t->rt));
-    exit(1);
-  }
-}
-
-typedef void (*run_fn)(void *);
-static double time_batch(run_fn f, void *ctx, int calls) {
-  double t0 = tlm_now_ns();
-  for (int i = 0; i < calls; i++) f(ctx);
-  return (tlm_now_ns() - t0) / calls;
-}
-
-static double pct(double *v, int n, double q) {
-  qsort(v, (size_t)n, sizeof(double), tlm_cmp_double);
-  return v[(int)(q * (n - 1) + 0.5)];
 }
 
 int main(int argc, char **argv) {
@@ -170,30 +122,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_conv: need >= 1 thread, >= 3 batches, mb >= 1 and a file\n");
     return 2;
   }
-  char nt[16];
-  snprintf(nt, sizeof nt, "%d", threads);
-  if (dnnl_baseline_pin_threads(argv, threads))
-    fprintf(stderr, "warning: could not set OMP_NUM_THREADS=%s; oneDNN may use other thread counts\n", nt);
   dnnl_engine_t eng;
-  DNNL_CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
-  tlm_config cfg;
-  tlm_config_init(&cfg);
-  cfg.cache_dir = "none";
-  cfg.num_threads = threads;
-  tlm_runtime *rt;
-  if (tlm_create(&cfg, &rt)) {
-    fprintf(stderr, "tlm_create: %s\n", tlm_last_error(NULL));
-    return 1;
-  }
+  tlm_runtime *rt = bench_setup(argv, threads, &eng);
   char target[320];
   tlm_target_str(&rt->target, target, sizeof target);
-  cJSON *jroot = json ? cJSON_CreateObject() : NULL, *jsets = NULL;
+  cJSON *jroot = bench_json_root(json, target, rt, threads, batches), *jsets = NULL;
   if (jroot) {
-    cJSON_AddStringToObject(jroot, "machine", target);
-    cJSON_AddStringToObject(jroot, "tlm_isa", tlm_isa_name(rt->target.isa));
-    cJSON_AddStringToObject(jroot, "onednn_isa", dnnl_baseline_isa());
-    cJSON_AddNumberToObject(jroot, "threads", threads);
-    cJSON_AddNumberToObject(jroot, "batches", batches);
     cJSON_AddStringToObject(jroot, "layout", nhwc ? "nhwc" : "nchw");
     cJSON_AddNumberToObject(jroot, "mb", mb);
     cJSON_AddBoolToObject(jroot, "tlm_weights_constant", prepack);
@@ -237,39 +171,39 @@ int main(int argc, char **argv) {
       if (tlm_conv_problem_make(&prb, nhwc ? TLM_LAYOUT_NHWC : TLM_LAYOUT_NCHW,
                                 nhwc ? TLM_WEIGHTS_HWIO : TLM_WEIGHTS_OIHW, NULL, 1, &p))
         return 1;
-      tlm_ctx tc = {rt, &p};
+      bench_tlm_call tc = {rt, &p.op, p.in, p.n_in, &p.out};
       if (prepack && tlm_constant_add(rt, p.in[1].data, tlm_tensor_span_bytes(&p.in[1])) != TLM_OK) {
         fprintf(stderr, "tlm_constant_add: %s\n", tlm_last_error(rt));
         return 1;
       }
       tlm_stats s0, s1;
       tlm_get_stats(rt, &s0);
-      run_tlm(&tc);
+      bench_tlm_run(&tc);
       tlm_wait_background(rt); /* TLM_ASYNC=1: time (and count) the shape's own kernel */
       tlm_get_stats(rt, &s1);
       double compile_ms = s1.compile_ms - s0.compile_ms;
       double e = tlm_conv_problem_check(&p, 500, 1);
       dnnl_conv dc;
       dnnl_conv_make(eng, &prb, nhwc, &dc);
-      dnnl_conv_run(&dc);
+      bench_prim_run(&dc.p);
       double flop = 2.0 * (double)prb.mb * (double)prb.oc * (double)(prb.ic / prb.g) *
                     (double)(prb.kh * prb.kw) * (double)(prb.oh * prb.ow);
       int calls = (int)(2e9 / flop);
       if (calls < 2) calls = 2;
       if (calls > 20000) calls = 20000;
-      time_batch(run_tlm, &tc, calls);
-      time_batch(dnnl_conv_run, &dc, calls);
+      bench_time_batch(bench_tlm_run, &tc, calls);
+      bench_time_batch(bench_dnnl_run, &dc.p, calls);
       double tt[64], td[64], ratio[64];
       for (int b = 0; b < batches && b < 64; b++) {
         usleep(30000);
-        tt[b] = time_batch(run_tlm, &tc, calls);
+        tt[b] = bench_time_batch(bench_tlm_run, &tc, calls);
         usleep(30000);
-        td[b] = time_batch(dnnl_conv_run, &dc, calls);
+        td[b] = bench_time_batch(bench_dnnl_run, &dc.p, calls);
         ratio[b] = td[b] / tt[b];
       }
       int nb = batches < 64 ? batches : 64;
-      double tmed = pct(tt, nb, 0.5), dmed = pct(td, nb, 0.5);
-      double rmed = pct(ratio, nb, 0.5), rmin = ratio[0], rmax = ratio[nb - 1];
+      double tmed = bench_pct(tt, nb, 0.5), dmed = bench_pct(td, nb, 0.5);
+      double rmed = bench_pct(ratio, nb, 0.5), rmin = ratio[0], rmax = ratio[nb - 1];
       int ok = e >= 0 && e <= tlm_problem_tolerance((prb.ic / prb.g) * prb.kh * prb.kw);
       printf("%-58s %9.1f %9.1f %7.2f %6.2f %6.2f %7.1fms%s  %s\n", ds, flop / tmed, flop / dmed,
              rmed, rmin, rmax, compile_ms, ok ? "" : " WRONG", prb.name);
@@ -278,15 +212,13 @@ int main(int argc, char **argv) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "problem", ds);
         cJSON_AddStringToObject(o, "name", prb.name);
-        cJSON_AddNumberToObject(o, "tlm_ms_median", tmed * 1e-6);
-        cJSON_AddNumberToObject(o, "onednn_ms_median", dmed * 1e-6);
-        cJSON_AddNumberToObject(o, "tlm_gflops", flop / tmed);
-        cJSON_AddNumberToObject(o, "onednn_gflops", flop / dmed);
-        cJSON_AddNumberToObject(o, "speed_ratio_tlm_over_onednn_median", rmed);
-        cJSON_AddNumberToObject(o, "speed_ratio_min", rmin);
-        cJSON_AddNumberToObject(o, "speed_ratio_max", rmax);
-        cJSON_AddNumberToObject(o, "tlm_compile_ms", compile_ms);
-        cJSON_AddNumberToObject(o, "max_rel_err", e);
+        static const char *const names[] = {
+            "tlm_ms_median",   "onednn_ms_median", "tlm_gflops",     "onednn_gflops",
+            "speed_ratio_tlm_over_onednn_median", "speed_ratio_min", "speed_ratio_max",
+            "tlm_compile_ms",  "max_rel_err"};
+        double v[] = {tmed * 1e-6, dmed * 1e-6, flop / tmed, flop / dmed, rmed,
+                      rmin,        rmax,        compile_ms,  e};
+        bench_json_numbers(o, names, v, 9);
         cJSON_AddItemToArray(jprobs, o);
       }
       log_ratio += log(rmed);
@@ -302,16 +234,13 @@ int main(int argc, char **argv) {
            "oneDNN %.2f ms (%.2fx)\n", np, geo, sum_tlm * 1e-6, sum_dnnl * 1e-6,
            sum_tlm > 0 ? sum_dnnl / sum_tlm : 0);
     if (jset) {
-      cJSON_AddNumberToObject(jset, "count", np);
-      cJSON_AddNumberToObject(jset, "geomean_speed_ratio", geo);
-      cJSON_AddNumberToObject(jset, "tlm_ms_sum", sum_tlm * 1e-6);
-      cJSON_AddNumberToObject(jset, "onednn_ms_sum", sum_dnnl * 1e-6);
+      static const char *const names[] = {"count", "geomean_speed_ratio", "tlm_ms_sum",
+                                          "onednn_ms_sum"};
+      double v[] = {np, geo, sum_tlm * 1e-6, sum_dnnl * 1e-6};
+      bench_json_numbers(jset, names, v, 4);
     }
   }
-  if (jroot) {
-    if (tlm_json_save(jroot, json)) fprintf(stderr, "bench_conv: cannot write %s\n", json);
-    cJSON_Delete(jroot);
-  }
+  bench_json_finish(jroot, json, "bench_conv");
   tlm_destroy(rt);
   dnnl_engine_destroy(eng);
   return 0;

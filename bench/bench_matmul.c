@@ -27,31 +27,11 @@
 #include "tools/measure.h"
 #include "samples/baseline_dnnl.h"
 #include "tools/problem.h"
+#include "bench_common.h"
 
-
-static double pct(double *v, int n, double p) {
-  qsort(v, (size_t)n, sizeof *v, tlm_cmp_double);
-  int i = (int)(p * (n - 1) + 0.5);
-  return v[i];
-}
-
-#define DNNL_CHECK(x)                                                     \
-  do {                                                                    \
-    dnnl_status_t s_ = (x);                                               \
-    if (s_ != dnnl_success) {                                             \
-      fprintf(stderr, "oneDNN call failed (%d): %s\n", (int)s_, #x);      \
-      exit(1);                                                            \
-    }                                                                     \
-  } while (0)
-
-typedef struct dnnl_mm {
-  dnnl_primitive_t prim;
-  dnnl_memory_t a, b, c;
-  dnnl_stream_t stream;
-} dnnl_mm;
 
 static void dnnl_mm_make(dnnl_engine_t eng, int64_t M, int64_t K, int64_t N, float *a, float *b,
-                         float *c, dnnl_mm *d) {
+                         float *c, bench_prim *d) {
   dnnl_memory_desc_t ad, bd, cd;
   dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N};
   DNNL_CHECK(dnnl_memory_desc_init_by_tag(&ad, 2, da, dnnl_f32, dnnl_ab));
@@ -63,47 +43,11 @@ static void dnnl_mm_make(dnnl_engine_t eng, int64_t M, int64_t K, int64_t N, flo
   DNNL_CHECK(dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL));
   DNNL_CHECK(dnnl_primitive_create(&d->prim, pd));
   dnnl_primitive_desc_destroy(pd);
-  DNNL_CHECK(dnnl_memory_create(&d->a, &ad, eng, a));
-  DNNL_CHECK(dnnl_memory_create(&d->b, &bd, eng, b));
-  DNNL_CHECK(dnnl_memory_create(&d->c, &cd, eng, c));
+  DNNL_CHECK(dnnl_memory_create(&d->mem[0], &ad, eng, a));
+  DNNL_CHECK(dnnl_memory_create(&d->mem[1], &bd, eng, b));
+  DNNL_CHECK(dnnl_memory_create(&d->mem[2], &cd, eng, c));
   DNNL_CHECK(dnnl_stream_create(&d->stream, eng, dnnl_stream_default_flags));
 }
-
-static void dnnl_mm_run(dnnl_mm *d) {
-  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, d->a}, {DNNL_ARG_WEIGHTS, d->b}, {DNNL_ARG_DST, d->c}};
-  DNNL_CHECK(dnnl_primitive_execute(d->prim, d->stream, 3, args));
-  DNNL_CHECK(dnnl_stream_wait(d->stream));
-}
-
-static void dnnl_mm_free(dnnl_mm *d) {
-  dnnl_primitive_destroy(d->prim);
-  dnnl_memory_destroy(d->a);
-  dnnl_memory_destroy(d->b);
-  dnnl_memory_destroy(d->c);
-  dnnl_stream_destroy(d->stream);
-}
-
-/* per-call ns of `calls` calls of one contender */
-typedef void (*run_fn)(void *);
-static double time_batch(run_fn f, void *ctx, int calls) {
-  double t0 = tlm_now_ns();
-  for (int i = 0; i < calls; i++) f(ctx);
-  return (tlm_now_ns() - t0) / calls;
-}
-
-typedef struct tlm_ctx {
-  tlm_runtime *rt;
-  tlm_problem *p;
-} tlm_ctx;
-
-static void run_tlm(void *c) {
-  tlm_ctx *t = c;
-  if (tlm_run(t->rt, &t->p->op, t->p->in, t->p->n_in, &t->p->out, 1) != TLM_OK) {
-    fprintf(stderr, "tlm_run: %s\n", tlm_last_error(t->rt));
-    exit(1);
-  }
-}
-static void run_dnnl(void *c) { dnnl_mm_run(c); }
 
 int main(int argc, char **argv) {
   int threads = 1, batches = 15;
@@ -121,32 +65,12 @@ int main(int argc, char **argv) {
     }
   }
   if (threads < 1 || batches < 3) return 2;
-  char nt[16];
-  snprintf(nt, sizeof nt, "%d", threads);
-  if (dnnl_baseline_pin_threads(argv, threads))
-    fprintf(stderr, "warning: could not set OMP_NUM_THREADS=%s; oneDNN may use other thread counts\n", nt);
   dnnl_engine_t eng;
-  DNNL_CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
-  tlm_config cfg;
-  tlm_config_init(&cfg);
-  cfg.cache_dir = "none"; /* measure compiles, never reuse them */
-  cfg.num_threads = threads;
-  tlm_runtime *rt;
-  if (tlm_create(&cfg, &rt)) {
-    fprintf(stderr, "tlm_create: %s\n", tlm_last_error(NULL));
-    return 1;
-  }
+  tlm_runtime *rt = bench_setup(argv, threads, &eng);
   char target[320];
   tlm_target_str(&rt->target, target, sizeof target);
-  cJSON *jroot = json ? cJSON_CreateObject() : NULL, *jproblems = NULL;
-  if (jroot) {
-    cJSON_AddStringToObject(jroot, "machine", target);
-    cJSON_AddStringToObject(jroot, "tlm_isa", tlm_isa_name(rt->target.isa));
-    cJSON_AddStringToObject(jroot, "onednn_isa", dnnl_baseline_isa());
-    cJSON_AddNumberToObject(jroot, "threads", threads);
-    cJSON_AddNumberToObject(jroot, "batches", batches);
-    jproblems = cJSON_AddArrayToObject(jroot, "problems");
-  }
+  cJSON *jroot = bench_json_root(json, target, rt, threads, batches);
+  cJSON *jproblems = jroot ? cJSON_AddArrayToObject(jroot, "problems") : NULL;
   printf("machine: %s\nisa: tlm %s, oneDNN %s; threads %d; %d alternating batches per contender\n", target, tlm_isa_name(rt->target.isa), dnnl_baseline_isa(), threads,
          batches);
   printf("%-22s %10s %10s %10s %10s %8s %8s %8s\n", "problem", "tlm_gflops", "(min", "max)",
@@ -164,20 +88,20 @@ int main(int argc, char **argv) {
     if (tlm_problem_make(&d, NULL, 1, &p)) return 1;
     int64_t M = d.a[0], K = d.a[1], N = d.b[1];
     float *c2 = malloc((size_t)(M * N) * sizeof(float));
-    dnnl_mm dm;
+    bench_prim dm;
     dnnl_mm_make(eng, M, K, N, p.bufs[0], p.bufs[1], c2, &dm);
-    tlm_ctx tc = {rt, &p};
-    run_tlm(&tc); /* compiles */
+    bench_tlm_call tc = {rt, &p.op, p.in, p.n_in, &p.out};
+    bench_tlm_run(&tc); /* compiles */
     tlm_wait_background(rt); /* TLM_ASYNC=1: time the shape's own kernel */
     double e = tlm_problem_check(&p);
-    run_dnnl(&dm);
+    bench_dnnl_run(&dm);
     /* calls per batch: about 20 ms of work at 100 GFLOPS */
     double flop = 2.0 * (double)M * (double)N * (double)K;
     int calls = (int)(2e9 / flop);
     if (calls < 3) calls = 3;
     if (calls > 20000) calls = 20000;
-    time_batch(run_tlm, &tc, calls);
-    time_batch(run_dnnl, &dm, calls);
+    bench_time_batch(bench_tlm_run, &tc, calls);
+    bench_time_batch(bench_dnnl_run, &dm, calls);
     double *tt = calloc((size_t)batches, sizeof *tt), *td = calloc((size_t)batches, sizeof *td),
            *ratio = calloc((size_t)batches, sizeof *ratio);
     for (int b = 0; b < batches; b++) {
@@ -185,14 +109,14 @@ int main(int argc, char **argv) {
        * spinning for a while (libgomp's OpenMP, tlm's pool), which would
        * steal the other contender's second core */
       usleep(30000);
-      tt[b] = time_batch(run_tlm, &tc, calls);
+      tt[b] = bench_time_batch(bench_tlm_run, &tc, calls);
       usleep(30000);
-      td[b] = time_batch(run_dnnl, &dm, calls);
+      td[b] = bench_time_batch(bench_dnnl_run, &dm, calls);
       ratio[b] = td[b] / tt[b]; /* > 1: tlm faster */
     }
-    double tmed = pct(tt, batches, 0.5), tmin = tt[0], tmax = tt[batches - 1];
-    double dmed = pct(td, batches, 0.5);
-    double rmed = pct(ratio, batches, 0.5), rmin = ratio[0], rmax = ratio[batches - 1];
+    double tmed = bench_pct(tt, batches, 0.5), tmin = tt[0], tmax = tt[batches - 1];
+    double dmed = bench_pct(td, batches, 0.5);
+    double rmed = bench_pct(ratio, batches, 0.5), rmin = ratio[0], rmax = ratio[batches - 1];
     char ds[64];
     tlm_mm_desc_str(&d, ds, sizeof ds);
     printf("%-22s %10.1f %10.1f %10.1f %10.1f %8.2f %8.2f %8.2f%s\n", ds, flop / tmed, flop / tmax,
@@ -200,29 +124,25 @@ int main(int argc, char **argv) {
     if (jproblems) {
       cJSON *o = cJSON_CreateObject();
       cJSON_AddStringToObject(o, "problem", ds);
-      cJSON_AddNumberToObject(o, "tlm_gflops_median", flop / tmed);
-      cJSON_AddNumberToObject(o, "tlm_gflops_min", flop / tmax);
-      cJSON_AddNumberToObject(o, "tlm_gflops_max", flop / tmin);
-      cJSON_AddNumberToObject(o, "onednn_gflops_median", flop / dmed);
-      cJSON_AddNumberToObject(o, "speed_ratio_tlm_over_onednn_median", rmed);
-      cJSON_AddNumberToObject(o, "speed_ratio_min", rmin);
-      cJSON_AddNumberToObject(o, "speed_ratio_max", rmax);
-      cJSON_AddNumberToObject(o, "tlm_ns_per_call_median", tmed);
-      cJSON_AddNumberToObject(o, "onednn_ns_per_call_median", dmed);
-      cJSON_AddNumberToObject(o, "max_rel_err", e);
+      static const char *const names[] = {
+          "tlm_gflops_median", "tlm_gflops_min", "tlm_gflops_max", "onednn_gflops_median",
+          "speed_ratio_tlm_over_onednn_median", "speed_ratio_min", "speed_ratio_max",
+          "tlm_ns_per_call_median", "onednn_ns_per_call_median", "max_rel_err"};
+      double v[] = {flop / tmed, flop / tmax, flop / tmin, flop / dmed, rmed, rmin, rmax,
+                    tmed,        dmed,        e};
+      bench_json_numbers(o, names, v, 10);
       cJSON_AddItemToArray(jproblems, o);
     }
     free(tt);
     free(td);
     free(ratio);
     free(c2);
-    dnnl_mm_free(&dm);
+    bench_prim_free(&dm);
     tlm_problem_free(&p);
   }
   /* Part 2: compile time per new kernel over GPT-2 layer shapes at changing
    * token counts (a fresh runtime, so every schedule key is new once) */
-  tlm_runtime *rt2;
-  tlm_create(&cfg, &rt2);
+  tlm_runtime *rt2 = bench_runtime(threads);
   static const int64_t kn[][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};
   static const int64_t ms[] = {1, 2, 3, 5, 8, 13, 17, 31, 64, 100, 128, 374, 396};
   double cms[64];
@@ -252,18 +172,17 @@ int main(int argc, char **argv) {
       }
       tlm_problem_free(&p);
     }
-  double c50 = pct(cms, nc, 0.5), c90 = pct(cms, nc, 0.9), cmin = cms[0], cmax = cms[nc - 1];
+  double c50 = bench_pct(cms, nc, 0.5), c90 = bench_pct(cms, nc, 0.9), cmin = cms[0], cmax = cms[nc - 1];
   printf("new kernel (schedule + JIT): %d kernels, p50 %.1f ms, p90 %.1f ms, min %.1f, max %.1f\n",
          nc, c50, c90, cmin, cmax);
   if (jroot) {
-    cJSON_AddNumberToObject(jroot, "new_kernel_count", nc);
-    cJSON_AddNumberToObject(jroot, "new_kernel_ms_p50", c50);
-    cJSON_AddNumberToObject(jroot, "new_kernel_ms_p90", c90);
-    cJSON_AddNumberToObject(jroot, "new_kernel_ms_min", cmin);
-    cJSON_AddNumberToObject(jroot, "new_kernel_ms_max", cmax);
-    if (tlm_json_save(jroot, json)) fprintf(stderr, "bench_matmul: cannot write %s\n", json);
-    cJSON_Delete(jroot);
+    static const char *const names[] = {"new_kernel_count", "new_kernel_ms_p50",
+                                        "new_kernel_ms_p90", "new_kernel_ms_min",
+                                        "new_kernel_ms_max"};
+    double v[] = {nc, c50, c90, cmin, cmax};
+    bench_json_numbers(jroot, names, v, 5);
   }
+  bench_json_finish(jroot, json, "bench_matmul");
   tlm_destroy(rt2);
   tlm_destroy(rt);
   dnnl_engine_destroy(eng);

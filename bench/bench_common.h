@@ -1,0 +1,133 @@
+/* bench_common.h - what bench_matmul and bench_conv share: the oneDNN
+ * status check, a primitive with its three memories and stream, the
+ * contenders' set-up (threads pinned for oneDNN, a tlm runtime without a
+ * disk cache) and the JSON header naming both contenders' ISA. */
+#ifndef TLM_BENCH_COMMON_H
+#define TLM_BENCH_COMMON_H
+
+#include <cjson/cJSON.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "engine/engine.h"
+#include "samples/baseline_dnnl.h"
+#include "tools/measure.h"
+
+#define DNNL_CHECK(x)                                                \
+  do {                                                               \
+    dnnl_status_t s_ = (x);                                          \
+    if (s_ != dnnl_success) {                                        \
+      fprintf(stderr, "oneDNN call failed (%d): %s\n", (int)s_, #x); \
+      exit(1);                                                       \
+    }                                                                \
+  } while (0)
+
+/* A oneDNN primitive and what one execution needs: SRC, WEIGHTS and DST
+ * memories (in that order) and a stream. */
+typedef struct bench_prim {
+  dnnl_primitive_t prim;
+  dnnl_memory_t mem[3];
+  dnnl_stream_t stream;
+} bench_prim;
+
+/* Executes p once and waits for it. */
+static inline void bench_prim_run(bench_prim *p) {
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p->mem[0]},
+                             {DNNL_ARG_WEIGHTS, p->mem[1]},
+                             {DNNL_ARG_DST, p->mem[2]}};
+  DNNL_CHECK(dnnl_primitive_execute(p->prim, p->stream, 3, args));
+  DNNL_CHECK(dnnl_stream_wait(p->stream));
+}
+
+static inline void bench_prim_free(bench_prim *p) {
+  dnnl_primitive_destroy(p->prim);
+  for (int i = 0; i < 3; i++) dnnl_memory_destroy(p->mem[i]);
+  dnnl_stream_destroy(p->stream);
+}
+
+/* One tlm_run call of a contender, the same every time. */
+typedef struct bench_tlm_call {
+  tlm_runtime *rt;
+  const tlm_op *op;
+  const tlm_tensor *in;
+  int n_in;
+  const tlm_tensor *out;
+} bench_tlm_call;
+
+static inline void bench_tlm_run(void *c) {
+  bench_tlm_call *t = c;
+  if (tlm_run(t->rt, t->op, t->in, t->n_in, t->out, 1) != TLM_OK) {
+    fprintf(stderr, "tlm_run: %s\n", tlm_last_error(t->rt));
+    exit(1);
+  }
+}
+
+static inline void bench_dnnl_run(void *p) { bench_prim_run(p); }
+
+/* ns per call of `calls` back-to-back calls of f(ctx) */
+static inline double bench_time_batch(void (*f)(void *), void *ctx, int calls) {
+  double t0 = tlm_now_ns();
+  for (int i = 0; i < calls; i++) f(ctx);
+  return (tlm_now_ns() - t0) / calls;
+}
+
+/* The median (p = 0.5) or another quantile of v[0..n) (sorts v). */
+static inline double bench_pct(double *v, int n, double p) {
+  qsort(v, (size_t)n, sizeof *v, tlm_cmp_double);
+  return v[(int)(p * (n - 1) + 0.5)];
+}
+
+/* A tlm runtime on `threads` threads without a disk cache (every compile
+ * measured, none reused). Exits on failure. */
+static inline tlm_runtime *bench_runtime(int threads) {
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.cache_dir = "none";
+  cfg.num_threads = threads;
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt)) {
+    fprintf(stderr, "tlm_create: %s\n", tlm_last_error(NULL));
+    exit(1);
+  }
+  return rt;
+}
+
+/* Both contenders on `threads` threads: oneDNN through OMP_NUM_THREADS (a
+ * warning when it cannot be set) and its CPU engine, and bench_runtime. */
+static inline tlm_runtime *bench_setup(char **argv, int threads, dnnl_engine_t *eng) {
+  if (dnnl_baseline_pin_threads(argv, threads))
+    fprintf(stderr, "warning: could not set OMP_NUM_THREADS=%d; oneDNN may use other thread "
+                    "counts\n", threads);
+  DNNL_CHECK(dnnl_engine_create(eng, dnnl_cpu, 0));
+  return bench_runtime(threads);
+}
+
+/* A JSON report's root naming the machine and both contenders' ISA, or
+ * NULL when no report was asked for (json NULL). */
+static inline cJSON *bench_json_root(const char *json, const char *machine, const tlm_runtime *rt,
+                                     int threads, int batches) {
+  if (!json) return NULL;
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "machine", machine);
+  cJSON_AddStringToObject(root, "tlm_isa", tlm_isa_name(rt->target.isa));
+  cJSON_AddStringToObject(root, "onednn_isa", dnnl_baseline_isa());
+  cJSON_AddNumberToObject(root, "threads", threads);
+  cJSON_AddNumberToObject(root, "batches", batches);
+  return root;
+}
+
+/* Adds n numbers to obj under the given names. */
+static inline void bench_json_numbers(cJSON *obj, const char *const *names, const double *v,
+                                      int n) {
+  for (int i = 0; i < n; i++) cJSON_AddNumberToObject(obj, names[i], v[i]);
+}
+
+/* Writes root to path (atomically) and frees it; a warning when it cannot. */
+static inline void bench_json_finish(cJSON *root, const char *path, const char *who) {
+  if (!root) return;
+  if (tlm_json_save(root, path)) fprintf(stderr, "%s: cannot write %s\n", who, path);
+  cJSON_Delete(root);
+}
+
+#endif
