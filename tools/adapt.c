@@ -33,6 +33,7 @@
 #include "cache/disk.h"
 #include "engine/engine.h"
 #include "tools/collect.h"
+#include "tools/measure.h"
 #include "tools/eval.h"
 #include "tools/train.h"
 
@@ -139,14 +140,8 @@ int tlm_cmd_adapt(int argc, char **argv) {
     base = m && *m && strcmp(m, "none") ? m : TLM_SOURCE_MODEL_PATH;
   }
   /* this machine and target, and the adapted model's place */
-  tlm_config cfg;
-  tlm_config_init(&cfg);
-  cfg.model_path = "none";
-  tlm_runtime *rt;
-  if (tlm_create(&cfg, &rt)) {
-    fprintf(stderr, "tlm adapt: %s\n", tlm_last_error(NULL));
-    return 1;
-  }
+  tlm_runtime *rt = tlm_tool_runtime("tlm adapt", -1, NULL, "none");
+  if (!rt) return 1;
   char outbuf[4096], recbuf[4096], ckpt[4200], cand[4200], gate_json[4200], tbuf[320];
   if (!out) out = tlm_adapted_model_path(rt, outbuf, sizeof outbuf);
   fprintf(stderr, "tlm adapt: target %s\n", tlm_target_str(&rt->target, tbuf, sizeof tbuf));

@@ -104,15 +104,8 @@ int tlm_cmd_bench_attention(int argc, char **argv) {
     fprintf(stderr, "tlm bench attention: heads, dims and rounds out of range\n");
     return 2;
   }
-  tlm_config cfg;
-  tlm_config_init(&cfg);
-  cfg.cache_dir = "none";
-  if (threads > 0) cfg.num_threads = threads;
-  tlm_runtime *rt;
-  if (tlm_create(&cfg, &rt)) {
-    fprintf(stderr, "tlm: %s\n", tlm_last_error(NULL));
-    return 1;
-  }
+  tlm_runtime *rt = tlm_tool_runtime("tlm", threads > 0 ? threads : -1, "none", NULL);
+  if (!rt) return 1;
   char tdesc[400];
   tlm_describe_target(rt, tdesc, sizeof tdesc);
   printf("attention, decode-style: %lld query heads, %lld K/V heads, D %lld, %lld query rows, "

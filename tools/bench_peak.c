@@ -243,15 +243,8 @@ int tlm_cmd_bench_peak(int argc, char **argv) {
     fprintf(stderr, "tlm bench peak: --seconds in (0, 600], --repeats in 1..50\n");
     return 2;
   }
-  tlm_config cfg;
-  tlm_config_init(&cfg);
-  cfg.cache_dir = "none";
-  cfg.model_path = "none";
-  tlm_runtime *rt;
-  if (tlm_create(&cfg, &rt)) {
-    fprintf(stderr, "tlm: %s\n", tlm_last_error(NULL));
-    return 1;
-  }
+  tlm_runtime *rt = tlm_tool_runtime("tlm", -1, "none", "none");
+  if (!rt) return 1;
   int isa = rt->target.isa, nt = rt->nthreads > 0 ? rt->nthreads : 1;
   if (nt > 64) nt = 64;
   int lanes = rt->target.vec_lanes, chains = isa == TLM_ISA_AVX512 ? 16 : 12;

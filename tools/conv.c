@@ -538,14 +538,8 @@ int tlm_cmd_run_conv(int argc, char **argv) {
     fprintf(stderr, "tlm run: missing the convolution descriptor or --batch FILE\n");
     return 2;
   }
-  tlm_config cfg;
-  tlm_config_init(&cfg);
-  if (o.threads >= 0) cfg.num_threads = o.threads;
-  tlm_runtime *rt;
-  if (tlm_create(&cfg, &rt)) {
-    fprintf(stderr, "tlm: %s\n", tlm_last_error(NULL));
-    return 1;
-  }
+  tlm_runtime *rt = tlm_tool_runtime("tlm", o.threads, NULL, NULL);
+  if (!rt) return 1;
   FILE *jf = NULL;
   if (o.json_path && !(jf = fopen(o.json_path, "w"))) {
     fprintf(stderr, "tlm run: cannot write %s\n", o.json_path);

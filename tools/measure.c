@@ -374,3 +374,18 @@ void tlm_task_operands_free(tlm_task_operands *o) {
   for (int i = 0; i < o->nbuf; i++) free(o->buf[i]);
   memset(o, 0, sizeof *o);
 }
+
+tlm_runtime *tlm_tool_runtime(const char *who, int threads, const char *cache_dir,
+                              const char *model_path) {
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  if (threads >= 0) cfg.num_threads = threads;
+  if (cache_dir) cfg.cache_dir = cache_dir;
+  if (model_path) cfg.model_path = model_path;
+  tlm_runtime *rt = NULL;
+  if (tlm_create(&cfg, &rt)) {
+    fprintf(stderr, "%s: %s\n", who, tlm_last_error(NULL));
+    return NULL;
+  }
+  return rt;
+}

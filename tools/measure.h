@@ -86,4 +86,11 @@ int tlm_task_operands_make(const tlm_task *task, uint64_t seed, size_t max_bytes
                            tlm_task_operands *o);
 void tlm_task_operands_free(tlm_task_operands *o);
 
+/* A runtime for a tool: the environment's configuration (tlm_config_init),
+ * with `threads` workers when threads >= 0, and cache_dir and model_path
+ * when not NULL ("none" turns either off). NULL after printing
+ * "<who>: <reason>" on stderr. */
+tlm_runtime *tlm_tool_runtime(const char *who, int threads, const char *cache_dir,
+                              const char *model_path);
+
 #endif

@@ -98,17 +98,7 @@ static int parse_epilogue(const char *s, tlm_matmul_desc *e) {
 
 /* a runtime from the environment, with `threads` workers when >= 0; NULL
  * after saying why */
-static tlm_runtime *make_runtime(int threads) {
-  tlm_config cfg;
-  tlm_config_init(&cfg);
-  if (threads >= 0) cfg.num_threads = threads;
-  tlm_runtime *rt;
-  if (tlm_create(&cfg, &rt)) {
-    fprintf(stderr, "tlm: %s\n", tlm_last_error(NULL));
-    return NULL;
-  }
-  return rt;
-}
+static tlm_runtime *make_runtime(int threads) { return tlm_tool_runtime("tlm", threads, NULL, NULL); }
 
 static int run_row(tlm_op op, int64_t R, int64_t C, int causal, float scale,
                    const char *sched_text, int threads, int check, double min_time) {

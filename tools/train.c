@@ -19,6 +19,7 @@
 #include "train/checkpoint.h"
 #include "engine/engine.h"
 #include "tools/collect.h"
+#include "tools/measure.h"
 #include "tools/tasks.h"
 
 #define SEQ (TLM_LM_PROMPT_LEN + MM_NPOINTS)
@@ -644,16 +645,8 @@ int tlm_cmd_train(int argc, char **argv) {
     usage_train();
     return 2;
   }
-  tlm_config cfg;
-  tlm_config_init(&cfg);
-  cfg.cache_dir = "none"; /* measure compiles, never reuse them */
-  cfg.num_threads = threads;
-  cfg.model_path = "none";
-  tlm_runtime *rt;
-  if (tlm_create(&cfg, &rt)) {
-    fprintf(stderr, "tlm train: %s\n", tlm_last_error(NULL));
-    return 1;
-  }
+  tlm_runtime *rt = tlm_tool_runtime("tlm train", threads, "none", "none");
+  if (!rt) return 1;
   static tlm_vocab vocab;
   tlm_vocab_build(&vocab);
   tlm_best *best;
@@ -984,15 +977,8 @@ int tlm_cmd_bound(int argc, char **argv) {
     fprintf(stderr, "tlm bound: --records FILE is required\n");
     return 2;
   }
-  tlm_config cfg;
-  tlm_config_init(&cfg);
-  cfg.cache_dir = "none";
-  cfg.model_path = "none";
-  tlm_runtime *rt;
-  if (tlm_create(&cfg, &rt)) {
-    fprintf(stderr, "tlm bound: %s\n", tlm_last_error(NULL));
-    return 1;
-  }
+  tlm_runtime *rt = tlm_tool_runtime("tlm bound", -1, "none", "none");
+  if (!rt) return 1;
   tlm_best *best;
   int nbest = tlm_best_load(records, 0, &best);
   if (nbest <= 0) {
