@@ -918,6 +918,17 @@ int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor 
   return 1;
 }
 
+void tlm_conv_args_extents(tlm_conv_args *a, const tlm_conv_task *t) {
+  a->N = t->N;
+  a->ID = t->ID, a->IH = t->IH, a->IW = t->IW;
+  a->OD = t->OD, a->OH = t->OH, a->OW = t->OW;
+  memcpy(a->ss, t->ss, sizeof a->ss);
+  memcpy(a->sw, t->sw_, sizeof a->sw);
+  memcpy(a->sd, t->sdst, sizeof a->sd);
+  memcpy(a->sr, t->sr, sizeof a->sr);
+  a->sbias = t->sbias, a->sscale = t->sscale, a->sshift = t->sshift;
+}
+
 tlm_status tlm_validate_conv(const tlm_op *op, const tlm_tensor *in, int n_in,
                              const tlm_tensor *out, int n_out, tlm_task *task,
                              tlm_conv_args *args, char *err, int errcap) {
@@ -1094,14 +1105,7 @@ tlm_status tlm_validate_conv(const tlm_op *op, const tlm_tensor *in, int n_in,
   args->scale = scale ? scale->data : NULL;
   args->shift = shift ? shift->data : NULL;
   args->res = R ? R->data : NULL;
-  args->N = t->N;
-  args->ID = t->ID, args->IH = t->IH, args->IW = t->IW;
-  args->OD = t->OD, args->OH = t->OH, args->OW = t->OW;
-  memcpy(args->ss, t->ss, sizeof args->ss);
-  memcpy(args->sw, t->sw_, sizeof args->sw);
-  memcpy(args->sd, t->sdst, sizeof args->sd);
-  memcpy(args->sr, t->sr, sizeof args->sr);
-  args->sbias = t->sbias, args->sscale = t->sscale, args->sshift = t->sshift;
+  tlm_conv_args_extents(args, t);
   return TLM_OK;
 }
 

@@ -30,6 +30,10 @@ tlm_status tlm_validate_attention(const tlm_op *op, const tlm_tensor *in, int n_
                                   const tlm_tensor *out, int n_out, tlm_task *task,
                                   tlm_attn_args *args, char *err, int errcap);
 
+/* Copies a valid convolution task's run-time extents and strides (N, the
+ * spatial extents, every stride) into a (pointers are left as they are). */
+void tlm_conv_args_extents(tlm_conv_args *a, const tlm_conv_task *t);
+
 /* The same for convolutions. */
 tlm_status tlm_validate_conv(const tlm_op *op, const tlm_tensor *in, int n_in,
                              const tlm_tensor *out, int n_out, tlm_task *task,

@@ -1,5 +1,6 @@
 /* measure.c - warm kernel timing shared by collect, eval and run. */
 #include "measure.h"
+#include "api/validate.h"
 #include "runtime/clock.h"
 
 #include <cjson/cJSON.h>
@@ -355,13 +356,7 @@ int tlm_task_operands_make(const tlm_task *task, uint64_t seed, size_t max_bytes
     }
     o->out = o->nbuf;
     NEED(a->dst, span_of(5, ed, t->sdst));
-    a->N = t->N, a->ID = t->ID, a->IH = t->IH, a->IW = t->IW;
-    a->OD = t->OD, a->OH = t->OH, a->OW = t->OW;
-    memcpy(a->ss, t->ss, sizeof a->ss);
-    memcpy(a->sw, t->sw_, sizeof a->sw);
-    memcpy(a->sd, t->sdst, sizeof a->sd);
-    memcpy(a->sr, t->sr, sizeof a->sr);
-    a->sbias = t->sbias, a->sscale = t->sscale, a->sshift = t->sshift;
+    tlm_conv_args_extents(a, t);
   } else {
     ok = 0;
   }
