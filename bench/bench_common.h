@@ -117,12 +117,6 @@ static inline cJSON *bench_json_root(const char *json, const char *machine, cons
   return root;
 }
 
-/* Adds n numbers to obj under the given names. */
-static inline void bench_json_numbers(cJSON *obj, const char *const *names, const double *v,
-                                      int n) {
-  for (int i = 0; i < n; i++) cJSON_AddNumberToObject(obj, names[i], v[i]);
-}
-
 /* Writes root to path (atomically) and frees it; a warning when it cannot. */
 static inline void bench_json_finish(cJSON *root, const char *path, const char *who) {
   if (!root) return;

@@ -218,7 +218,7 @@ int main(int argc, char **argv) {
             "tlm_compile_ms",  "max_rel_err"};
         double v[] = {tmed * 1e-6, dmed * 1e-6, flop / tmed, flop / dmed, rmed,
                       rmin,        rmax,        compile_ms,  e};
-        bench_json_numbers(o, names, v, 9);
+        tlm_json_numbers(o, names, v, 9);
         cJSON_AddItemToArray(jprobs, o);
       }
       log_ratio += log(rmed);
@@ -237,7 +237,7 @@ int main(int argc, char **argv) {
       static const char *const names[] = {"count", "geomean_speed_ratio", "tlm_ms_sum",
                                           "onednn_ms_sum"};
       double v[] = {np, geo, sum_tlm * 1e-6, sum_dnnl * 1e-6};
-      bench_json_numbers(jset, names, v, 4);
+      tlm_json_numbers(jset, names, v, 4);
     }
   }
   bench_json_finish(jroot, json, "bench_conv");

@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
           "tlm_ns_per_call_median", "onednn_ns_per_call_median", "max_rel_err"};
       double v[] = {flop / tmed, flop / tmax, flop / tmin, flop / dmed, rmed, rmin, rmax,
                     tmed,        dmed,        e};
-      bench_json_numbers(o, names, v, 10);
+      tlm_json_numbers(o, names, v, 10);
       cJSON_AddItemToArray(jproblems, o);
     }
     free(tt);
@@ -180,7 +180,7 @@ int main(int argc, char **argv) {
                                         "new_kernel_ms_p90", "new_kernel_ms_min",
                                         "new_kernel_ms_max"};
     double v[] = {nc, c50, c90, cmin, cmax};
-    bench_json_numbers(jroot, names, v, 5);
+    tlm_json_numbers(jroot, names, v, 5);
   }
   bench_json_finish(jroot, json, "bench_matmul");
   tlm_destroy(rt2);

@@ -1,6 +1,7 @@
 /* lmtools.c - `tlm explain` and `tlm bench decode`. */
 #include "lmtools.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "lm/model.h"
 #include "train/checkpoint.h"
 #include "engine/engine.h"
+#include "tools/measure.h"
 #include "tools/problem.h"
 #include "tools/tasks.h"
 #include "tools/train.h"
@@ -252,20 +254,22 @@ int tlm_cmd_bench_decode(int argc, char **argv) {
     tlm_destroy(rt);
   }
   if (json) {
-    FILE *f = fopen(json, "w");
-    if (f) {
-      fprintf(f,
-              "{\"model\": \"%s\", \"int8_path\": \"%s\", \"layers\": %d, \"heads\": %d, \"width\": %d, "
-              "\"threads\": 1, \"schedules\": %d, \"decode_ms_p50\": %.4f, \"decode_ms_p90\": %.4f, "
-              "\"parameters\": %zu, \"file_bytes\": %ld",
-              model, tlm_lm_isa(), m.cfg.layers, m.cfg.heads, m.cfg.width, nt, p50, p90, params,
-              file_bytes);
-      if (total)
-        fprintf(f, ", \"int8_fp32_agreement\": %.4f, \"decision_tokens\": %d, \"logits_nmse\": %.3e",
-                (double)agree / total, total, nmse);
-      fprintf(f, "}\n");
-      fclose(f);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", model);
+    cJSON_AddStringToObject(o, "int8_path", tlm_lm_isa());
+    static const char *const names[] = {"layers",        "heads",         "width",
+                                        "threads",       "schedules",     "decode_ms_p50",
+                                        "decode_ms_p90", "parameters",    "file_bytes"};
+    double v[] = {m.cfg.layers, m.cfg.heads, m.cfg.width,       1, nt, p50, p90,
+                  (double)params, (double)file_bytes};
+    tlm_json_numbers(o, names, v, 9);
+    if (total) {
+      static const char *const qn[] = {"int8_fp32_agreement", "decision_tokens", "logits_nmse"};
+      double qv[] = {(double)agree / total, total, nmse};
+      tlm_json_numbers(o, qn, qv, 3);
     }
+    if (tlm_json_save(o, json)) fprintf(stderr, "tlm bench decode: cannot write %s\n", json);
+    cJSON_Delete(o);
   }
   free(times);
   free(specs);

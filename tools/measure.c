@@ -62,6 +62,10 @@ int tlm_json_save(const cJSON *root, const char *path) {
   return ok ? 0 : -1;
 }
 
+void tlm_json_numbers(cJSON *obj, const char *const *names, const double *v, int n) {
+  for (int i = 0; i < n; i++) cJSON_AddNumberToObject(obj, names[i], v[i]);
+}
+
 void tlm_time_kernel(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
                      const void *args, double min_time_ms, double give_up_ns,
                      tlm_timing *out) {

@@ -26,6 +26,9 @@ void tlm_mm_batch_offsets(const tlm_task *task, const tlm_mm_args *a, int64_t o,
 struct cJSON;
 int tlm_json_save(const struct cJSON *root, const char *path);
 
+/* Adds n numbers to the JSON object obj under the given names. */
+void tlm_json_numbers(struct cJSON *obj, const char *const *names, const double *v, int n);
+
 typedef struct tlm_timing {
   double median_ns, min_ns, max_ns; /* per call */
   int reps;                         /* timed samples */

@@ -11,6 +11,7 @@
  *                        minus the kernel's run time */
 #include "overhead.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,29 +346,31 @@ int tlm_cmd_bench_overhead(int argc, char **argv) {
   }
   tlm_destroy(rt);
   if (json) {
-    FILE *f = fopen(json, "w");
-    if (f) {
-      fprintf(f,
-              "{\"threads\": 1, \"hit_overhead_ns\": %.2f, \"hit_overhead_ns_min\": %.2f, "
-              "\"hit_overhead_ns_max\": %.2f, \"hit_overhead_with_kernel_ns\": %.2f, "
-              "\"hit_overhead_with_kernel_ns_min\": %.2f, \"hit_overhead_with_kernel_ns_max\": %.2f, "
-              "\"tlm_run_hit_ns\": %.2f, \"direct_call_ns\": %.2f, "
-              "\"disk_warm_start_ms_per_kernel\": %.4f, \"disk_warm_start_ms_total_per_kernel\": %.4f, "
-              "\"disk_kernels_loaded\": %llu, "
-              "\"disk_warm_start_compiles\": %llu, \"new_shape_reuse_ms\": %.4f, "
-              "\"new_shapes_reusing\": %d, \"model\": \"%s\", "
-              "\"static_over_dynamic_m_time_1x768x768\": %.4f, \"static_over_dynamic_m_time_32x768x768\": %.4f, "
-              "\"static_over_dynamic_m_time_128x768x768\": %.4f, \"static_over_dynamic_m_time_500x768x3072\": %.4f, "
-              "\"new_shape_stall_sync_ms_p50\": %.4f, \"new_shape_stall_sync_ms_p99\": %.4f, "
-              "\"new_shape_stall_async_ms_p50\": %.4f, \"new_shape_stall_async_ms_p99\": %.4f, "
-              "\"compile_matmul_ms_per_kernel\": {\"ir_ms\": %.3f, \"passes_ms\": %.3f, \"emission_ms\": %.3f, \"link_ms\": %.3f, \"all_ms\": %.3f}, "
-              "\"compile_conv_ms_per_kernel\": {\"ir_ms\": %.3f, \"passes_ms\": %.3f, \"emission_ms\": %.3f, \"link_ms\": %.3f, \"all_ms\": %.3f}}\n",
-              xmed, xlo, xhi, dmed, dlo, dhi, hmed, kmed_direct, kmed, per_kernel, (unsigned long long)st.disk_kernel_hits,
-              (unsigned long long)st.compiles, rmed, nr, model ? model : "default", ratios[0],
-              ratios[1], ratios[2], ratios[3], sync50, sync99, async50, async99, cb[0][0], cb[0][1],
-              cb[0][2], cb[0][3], cb[0][4], cb[1][0], cb[1][1], cb[1][2], cb[1][3], cb[1][4]);
-      fclose(f);
-    }
+    cJSON *o = cJSON_CreateObject();
+    static const char *const names[] = {
+        "threads", "hit_overhead_ns", "hit_overhead_ns_min", "hit_overhead_ns_max",
+        "hit_overhead_with_kernel_ns", "hit_overhead_with_kernel_ns_min",
+        "hit_overhead_with_kernel_ns_max", "tlm_run_hit_ns", "direct_call_ns",
+        "disk_warm_start_ms_per_kernel", "disk_warm_start_ms_total_per_kernel",
+        "disk_kernels_loaded", "disk_warm_start_compiles", "new_shape_reuse_ms",
+        "new_shapes_reusing", "static_over_dynamic_m_time_1x768x768",
+        "static_over_dynamic_m_time_32x768x768", "static_over_dynamic_m_time_128x768x768",
+        "static_over_dynamic_m_time_500x768x3072", "new_shape_stall_sync_ms_p50",
+        "new_shape_stall_sync_ms_p99", "new_shape_stall_async_ms_p50",
+        "new_shape_stall_async_ms_p99"};
+    double v[] = {1,          xmed,      xlo,       xhi,       dmed,      dlo,
+                  dhi,        hmed,      kmed_direct, kmed,    per_kernel,
+                  (double)st.disk_kernel_hits, (double)st.compiles, rmed, nr,
+                  ratios[0],  ratios[1], ratios[2], ratios[3], sync50,    sync99,
+                  async50,    async99};
+    _Static_assert(sizeof names / sizeof names[0] == sizeof v / sizeof v[0], "one name a value");
+    tlm_json_numbers(o, names, v, (int)(sizeof v / sizeof v[0]));
+    cJSON_AddStringToObject(o, "model", model ? model : "default");
+    static const char *const parts[] = {"ir_ms", "passes_ms", "emission_ms", "link_ms", "all_ms"};
+    tlm_json_numbers(cJSON_AddObjectToObject(o, "compile_matmul_ms_per_kernel"), parts, cb[0], 5);
+    tlm_json_numbers(cJSON_AddObjectToObject(o, "compile_conv_ms_per_kernel"), parts, cb[1], 5);
+    if (tlm_json_save(o, json)) fprintf(stderr, "tlm bench overhead: cannot write %s\n", json);
+    cJSON_Delete(o);
   }
   return 0;
 }
