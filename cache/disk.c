@@ -241,6 +241,16 @@ static cJSON *parse_meta(tlm_disk *d, const char *path, const char *kind, const 
   return j;
 }
 
+/* The metadata <dir>/<sub>/<key>.json of a plan or kernel, verified
+ * (parse_meta); NULL when absent or rejected. */
+static cJSON *load_meta(tlm_disk *d, const char *sub, const char *kind, const tlm_key *key) {
+  char name[64], path[3200];
+  key_name(key, ".json", name, sizeof name);
+  snprintf(path, sizeof path, "%s/%s/%s", d->dir, sub, name);
+  if (access(path, F_OK)) return NULL;
+  return parse_meta(d, path, kind, key);
+}
+
 static int store_meta(tlm_disk *d, const char *sub, const char *name, cJSON *j, int64_t *bytes) {
   char *text = cJSON_PrintUnformatted(j);
   int rc = text ? write_atomic(d, sub, name, text, strlen(text)) : -1;
@@ -276,11 +286,7 @@ static cJSON *new_meta(const char *kind, const tlm_key *key, const char *problem
 /* ---- plans ------------------------------------------------------------------- */
 
 int tlm_disk_load_plan(tlm_disk *d, const tlm_key *key, tlm_schedule *out, int *measured) {
-  char name[64], path[3200];
-  key_name(key, ".json", name, sizeof name);
-  snprintf(path, sizeof path, "%s/plans/%s", d->dir, name);
-  if (access(path, F_OK)) return -1;
-  cJSON *j = parse_meta(d, path, "plan", key);
+  cJSON *j = load_meta(d, "plans", "plan", key);
   if (!j) return -1;
   const cJSON *dec = cJSON_GetObjectItem(j, "decisions");
   int ok = cJSON_IsArray(dec) && cJSON_GetArraySize(dec) <= TLM_MAX_POINTS;
@@ -329,10 +335,7 @@ int tlm_disk_load_kernel(tlm_disk *d, const tlm_key *key, void **obj, size_t *le
                          int symcap) {
   *obj = NULL;
   char name[64], path[3200];
-  key_name(key, ".json", name, sizeof name);
-  snprintf(path, sizeof path, "%s/kernels/%s", d->dir, name);
-  if (access(path, F_OK)) return -1;
-  cJSON *j = parse_meta(d, path, "kernel", key);
+  cJSON *j = load_meta(d, "kernels", "kernel", key);
   if (!j) return -1;
   const cJSON *sum = cJSON_GetObjectItem(j, "object_xxh3");
   const cJSON *bytes = cJSON_GetObjectItem(j, "object_bytes");

@@ -82,67 +82,7 @@ void tlm_key_schedule(tlm_key *k, const tlm_task *task, const tlm_target *target
                       const tlm_schedule *sched) {
   header(k, 2, target);
   tlm_task t = *task;
-  if (tlm_task_is_row(&t)) { /* run-time: rows and the strides */
-    t.u.row.rows = t.u.row.cols = t.u.row.mrows = 0;
-    memset(t.u.row.sx, 0, sizeof t.u.row.sx);
-    memset(t.u.row.sy, 0, sizeof t.u.row.sy);
-    t.u.row.sg = t.u.row.sb = 0;
-    memset(t.u.row.sz, 0, sizeof t.u.row.sz);
-    t.u.row.sxh = t.u.row.syh = 0;
-    put(k, &t, sizeof t);
-    put(k, sched, sizeof *sched);
-    finish(k);
-    return;
-  }
-  if (t.kind == TLM_OP_ATTENTION) { /* run-time: B, heads, lengths, strides, scale */
-    tlm_attn_task *a = &t.u.attn;
-    a->B = a->Hq = a->Hkv = a->Tq = a->Tk = 0;
-    a->scale = 0;
-    memset(a->sq, 0, sizeof a->sq);
-    memset(a->sk, 0, sizeof a->sk);
-    memset(a->sv, 0, sizeof a->sv);
-    memset(a->so, 0, sizeof a->so);
-    put(k, &t, sizeof t);
-    put(k, sched, sizeof *sched);
-    finish(k);
-    return;
-  }
-  if (t.kind == TLM_OP_POOL) { /* run-time: N, spatial extents, strides */
-    tlm_pool_task *c = &t.u.pool;
-    c->N = c->ID = c->IH = c->IW = c->OD = c->OH = c->OW = 0;
-    memset(c->ss, 0, sizeof c->ss);
-    memset(c->sdst, 0, sizeof c->sdst);
-    c->ndim_sp = 0;
-    put(k, &t, sizeof t);
-    put(k, sched, sizeof *sched);
-    finish(k);
-    return;
-  }
-  if (t.kind == TLM_OP_CONV) { /* run-time: N, spatial extents, strides */
-    tlm_conv_task *c = &t.u.conv;
-    c->N = c->ID = c->IH = c->IW = c->OD = c->OH = c->OW = 0;
-    memset(c->ss, 0, sizeof c->ss);
-    memset(c->sw_, 0, sizeof c->sw_);
-    memset(c->sdst, 0, sizeof c->sdst);
-    memset(c->sr, 0, sizeof c->sr);
-    c->sbias = c->sscale = c->sshift = 0;
-    c->ndim_sp = 0;
-    put(k, &t, sizeof t);
-    put(k, sched, sizeof *sched);
-    finish(k);
-    return;
-  }
-  /* run-time arguments of the kernel: M, N, K and every stride (only the
-   * unit class is static, in t.u.mm.unit) */
-  t.u.mm.M = 0;
-  t.u.mm.N = 0;
-  t.u.mm.K = 0;
-  memset(t.u.mm.sa, 0, sizeof t.u.mm.sa);
-  memset(t.u.mm.sb, 0, sizeof t.u.mm.sb);
-  memset(t.u.mm.sc, 0, sizeof t.u.mm.sc);
-  memset(t.u.mm.sr, 0, sizeof t.u.mm.sr);
-  t.u.mm.sbias = 0;
-  t.u.mm.b_const = 0; /* the code is the same; B packed ahead is an argument */
+  tlm_task_clear_runtime(&t);
   put(k, &t, sizeof t);
   put(k, sched, sizeof *sched);
   finish(k);

@@ -1,6 +1,8 @@
 /* task.c - helpers over canonical tasks. */
 #include "task.h"
 
+#include <string.h>
+
 #include <stdio.h>
 
 int64_t tlm_task_batch_total(const tlm_task *t) {
@@ -101,4 +103,59 @@ char *tlm_task_str(const tlm_task *t, char *buf, int cap) {
            m->has_bias ? "_bias" : "", (m->act > 0 && m->act < 5) ? acts[m->act] : "",
            m->has_residual ? "_residual" : "");
   return buf;
+}
+
+void tlm_task_clear_runtime(tlm_task *t) {
+  if (tlm_task_is_row(t)) { /* rows and the strides */
+    tlm_row_task *r = &t->u.row;
+    r->rows = r->cols = r->mrows = 0;
+    memset(r->sx, 0, sizeof r->sx);
+    memset(r->sy, 0, sizeof r->sy);
+    r->sg = r->sb = 0;
+    memset(r->sz, 0, sizeof r->sz);
+    r->sxh = r->syh = 0;
+    return;
+  }
+  switch (t->kind) {
+  case TLM_OP_ATTENTION: { /* B, heads, lengths, strides, scale */
+    tlm_attn_task *a = &t->u.attn;
+    a->B = a->Hq = a->Hkv = a->Tq = a->Tk = 0;
+    a->scale = 0;
+    memset(a->sq, 0, sizeof a->sq);
+    memset(a->sk, 0, sizeof a->sk);
+    memset(a->sv, 0, sizeof a->sv);
+    memset(a->so, 0, sizeof a->so);
+    return;
+  }
+  case TLM_OP_POOL: { /* N, spatial extents, strides */
+    tlm_pool_task *c = &t->u.pool;
+    c->N = c->ID = c->IH = c->IW = c->OD = c->OH = c->OW = 0;
+    memset(c->ss, 0, sizeof c->ss);
+    memset(c->sdst, 0, sizeof c->sdst);
+    c->ndim_sp = 0;
+    return;
+  }
+  case TLM_OP_CONV: { /* N, spatial extents, strides */
+    tlm_conv_task *c = &t->u.conv;
+    c->N = c->ID = c->IH = c->IW = c->OD = c->OH = c->OW = 0;
+    memset(c->ss, 0, sizeof c->ss);
+    memset(c->sw_, 0, sizeof c->sw_);
+    memset(c->sdst, 0, sizeof c->sdst);
+    memset(c->sr, 0, sizeof c->sr);
+    c->sbias = c->sscale = c->sshift = 0;
+    c->ndim_sp = 0;
+    return;
+  }
+  default: { /* matmul: M, N, K and every stride (the unit class stays) */
+    tlm_matmul_task *m = &t->u.mm;
+    m->M = m->N = m->K = 0;
+    memset(m->sa, 0, sizeof m->sa);
+    memset(m->sb, 0, sizeof m->sb);
+    memset(m->sc, 0, sizeof m->sc);
+    memset(m->sr, 0, sizeof m->sr);
+    m->sbias = 0;
+    m->b_const = 0; /* the code is the same; B packed ahead is an argument */
+    return;
+  }
+  }
 }

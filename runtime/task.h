@@ -166,4 +166,10 @@ double tlm_task_flops(const tlm_task *t);
  * truncated to cap). Returns buf. */
 char *tlm_task_str(const tlm_task *t, char *buf, int cap);
 
+/* Zeroes the fields of t that a kernel takes at run time (extents,
+ * strides, the attention scale), leaving what its code depends on: two
+ * tasks that agree afterwards can share one kernel of a schedule. The
+ * schedule key hashes this form (cache/key.c). */
+void tlm_task_clear_runtime(tlm_task *t);
+
 #endif
