@@ -299,7 +299,11 @@ int tlm_disk_load_plan(tlm_disk *d, const tlm_key *key, tlm_schedule *out, int *
   }
   if (measured) *measured = ok && cJSON_IsTrue(cJSON_GetObjectItem(j, "measured"));
   cJSON_Delete(j);
-  if (!ok) warn_once(d, W_CORRUPT, "cache entry %s has bad decisions: ignored", path);
+  if (!ok) {
+    char name[64];
+    key_name(key, ".json", name, sizeof name);
+    warn_once(d, W_CORRUPT, "cache entry plans/%s has bad decisions: ignored", name);
+  }
   return ok ? 0 : -1;
 }
 
