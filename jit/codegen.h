@@ -1,4 +1,6 @@
-/* codegen.h - loop-nest IR to LLVM IR through the LLVM-C API (internal). */
+/* codegen.h - the operators' code generators: schedule (and, for matmuls,
+ * loop-nest IR) to an LLVM module through the LLVM-C API (internal). One
+ * entry per family; jit/build.c picks the one a task needs. */
 #ifndef TLM_JIT_CODEGEN_H
 #define TLM_JIT_CODEGEN_H
 

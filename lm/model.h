@@ -1,5 +1,6 @@
-/* model.h - model files, the int8 quantizer, the int8 decoder with a KV
- * cache, and constrained decoding of schedules (internal).
+/* model.h - model files (reading and verifying; the writer and the int8
+ * quantizer are train/checkpoint.c's), the int8 decoder with a KV cache,
+ * and constrained decoding of schedules (internal).
  *
  * File layout (little-endian), both kinds:
  *   magic "TLMM", u32 format version (TLM_LM_FILE_VERSION), u32 kind
