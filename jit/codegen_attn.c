@@ -40,6 +40,21 @@ static LLVMValueRef splat_i64(cg *g, LLVMValueRef s, int w) {
                                 LLVMConstNull(LLVMVectorType(g->i32, (unsigned)w)), "");
 }
 
+/* Software prefetch (into L1, for reading) of every 64-byte line of a row
+ * of `bytes` contiguous bytes at p. The K and V streams of a decode step
+ * are read once each from memory; prefetching the V rows of a key block
+ * while its scores are computed, and the next block's K rows during P V,
+ * keeps both streams in flight (prefetch never faults past the end). */
+static void prefetch_row(cg *g, LLVMValueRef p, int64_t bytes) {
+  LLVMTypeRef ovl[1] = {g->ptr};
+  for (int64_t off = 0; off < bytes; off += 64) {
+    LLVMValueRef a = LLVMBuildGEP2(g->b, LLVMInt8TypeInContext(g->C), p,
+                                   (LLVMValueRef[]){c64(g, off)}, 1, "");
+    LLVMValueRef args[4] = {a, c32(g, 0), c32(g, 3), c32(g, 1)};
+    call_intrinsic(g, "llvm.prefetch", ovl, 1, args, 4);
+  }
+}
+
 /* W vectors of W lanes -> one vector whose lane u is the sum of p[u]'s
  * lanes: log2(W) levels of pairwise merges, each folding every target's
  * block of lanes in half (two shuffles and an add per merge, W - 1 merges;
@@ -182,6 +197,8 @@ int tlm_codegen_attention(LLVMContextRef ctx, const tlm_task *task, const tlm_sc
       LLVMValueRef part[16];
       for (int u = 0; u < W; u++) { /* q_i . k_{j+u}, W lanes of partial sums */
         LLVMValueRef krow = gep(g, kbase, mul(g, add(g, j, c64(g, u)), sk[2]));
+        if (i == 0 && uv)
+          prefetch_row(g, gep(g, vbase, mul(g, add(g, j, c64(g, u)), sv[2])), (int64_t)Dv * 4);
         LLVMValueRef dot = zero;
         for (int c = 0; c < nD; c++) {
           LLVMValueRef kv = load_lanes(g, krow, c64(g, (int64_t)c * W), uk, sk[3], W,
@@ -207,6 +224,7 @@ int tlm_codegen_attention(LLVMContextRef ctx, const tlm_task *task, const tlm_sc
     LLVMValueRef jj = loop_begin(g, &Lj, W > 1 ? jfull : c64(g, 0), jn, c64(g, 1));
     LLVMValueRef j = add(g, j0, jj);
     LLVMValueRef krow = gep(g, kbase, mul(g, j, sk[2]));
+    if (uv) prefetch_row(g, gep(g, vbase, mul(g, j, sv[2])), (int64_t)Dv * 4);
     LLVMValueRef kv[ATT_MAX_VECS];
     for (int c = 0; c < nD; c++)
       kv[c] = load_lanes(g, krow, c64(g, (int64_t)c * W), uk, sk[3], W, c == nD - 1 ? dmask : NULL,
@@ -276,6 +294,9 @@ int tlm_codegen_attention(LLVMContextRef ctx, const tlm_task *task, const tlm_sc
     loop Lj;
     LLVMValueRef jj = loop_begin(g, &Lj, c64(g, 0), jn, c64(g, 1));
     LLVMValueRef vrow = gep(g, vbase, mul(g, add(g, j0, jj), sv[2]));
+    if (uk) /* the next block's K row, KB keys ahead */
+      prefetch_row(g, gep(g, kbase, mul(g, add(g, add(g, j0, c64(g, KB)), jj), sk[2])),
+                   (int64_t)D * 4);
     LLVMValueRef vv[ATT_MAX_VECS];
     for (int c = 0; c < nV; c++)
       vv[c] = load_lanes(g, vrow, c64(g, (int64_t)c * W), uv, sv[3], W, c == nV - 1 ? vmask : NULL,
