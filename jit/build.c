@@ -11,25 +11,29 @@
 
 static double now_ms(void) { return tlm_clock_ms(); }
 
+/* 1 for the kinds whose schedule lowers to a loop nest first (matmuls:
+ * every kind without a code generator of its own) */
+static int lowers_to_nest(const tlm_task *t) {
+  return !tlm_task_is_row(t) && t->kind != TLM_OP_ATTENTION && t->kind != TLM_OP_POOL &&
+         t->kind != TLM_OP_CONV;
+}
+
 /* the operator's code generator; 0, or -1 with a message */
 static int generate(tlm_jit *j, const tlm_jit_request *r, LLVMContextRef ctx, LLVMModuleRef *mod,
                     char *err, int errcap) {
   const tlm_task *t = r->task;
   const char *cpu = tlm_jit_cpu(j), *f = tlm_jit_features(j);
-  if (tlm_task_is_row(t))
-    return tlm_codegen_row(ctx, t, r->sched, r->name, cpu, f, mod, err, errcap);
-  switch (t->kind) {
-  case TLM_OP_ATTENTION:
-    return tlm_codegen_attention(ctx, t, r->sched, r->name, cpu, f, mod, err, errcap);
-  case TLM_OP_POOL:
-    return tlm_codegen_pool(ctx, t, r->sched, r->name, cpu, f, mod, err, errcap);
-  case TLM_OP_CONV:
-    return tlm_codegen_conv(ctx, t, r->sched, r->name, cpu, f, mod, err, errcap);
-  default:
+  if (lowers_to_nest(t))
     return r->static_m
                ? tlm_codegen_matmul_static_m(ctx, t, r->nest, r->name, cpu, f, mod, err, errcap)
                : tlm_codegen_matmul(ctx, t, r->nest, r->name, cpu, f, mod, err, errcap);
-  }
+  if (tlm_task_is_row(t))
+    return tlm_codegen_row(ctx, t, r->sched, r->name, cpu, f, mod, err, errcap);
+  if (t->kind == TLM_OP_ATTENTION)
+    return tlm_codegen_attention(ctx, t, r->sched, r->name, cpu, f, mod, err, errcap);
+  if (t->kind == TLM_OP_POOL)
+    return tlm_codegen_pool(ctx, t, r->sched, r->name, cpu, f, mod, err, errcap);
+  return tlm_codegen_conv(ctx, t, r->sched, r->name, cpu, f, mod, err, errcap);
 }
 
 tlm_status tlm_jit_build(tlm_jit *j, const tlm_jit_request *r, void **obj, size_t *len,
@@ -38,9 +42,7 @@ tlm_status tlm_jit_build(tlm_jit *j, const tlm_jit_request *r, void **obj, size_
   if (obj) *obj = NULL, *len = 0;
   if (ir) *ir = NULL;
   if (times) memset(times, 0, sizeof *times);
-  int is_mm = !tlm_task_is_row(r->task) && r->task->kind != TLM_OP_ATTENTION &&
-              r->task->kind != TLM_OP_POOL && r->task->kind != TLM_OP_CONV;
-  if (is_mm) {
+  if (lowers_to_nest(r->task)) {
     if (!r->nest || ln_lower_matmul(r->task, r->sched, r->nest)) {
       snprintf(err, (size_t)errcap, "schedule does not lower to a loop nest");
       return TLM_ERR_INTERNAL;
