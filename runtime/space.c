@@ -801,6 +801,7 @@ int tlm_rule_family_version(const tlm_task *task) {
   const tlm_conv_task *t = &task->u.conv;
   if (task->kind == TLM_OP_CONV && t->G > 1 && t->ICg == 1 && t->OCg == 1) return 3;
   if (task->kind == TLM_OP_MATMUL) return 8;
+  if (task->kind == TLM_OP_ATTENTION) return 9;
   return 2;
 }
 
@@ -1070,11 +1071,20 @@ static int attn_candidates(const tlm_space *s, int p, const int32_t *d, int32_t 
       if (widths[i] <= s->target.vec_lanes) c[n++] = widths[i];
     break;
   }
-  case ATT_QBLOCK: { /* accumulators (q rows x Dv vectors) of at most 64 vectors */
-    static const int32_t q[] = {1, 2, 4, 8};
+  case ATT_QBLOCK: {
+    /* register tiles: accumulators (q rows x Dv vectors) of at most 64
+     * vectors; tiles in L1 (16, 32 or 64 rows, at most 16 vectors; their
+     * accumulators and transposed Q at most 64 KiB each on the stack) where
+     * a K/V head serves that many rows (a prefill) */
+    static const int32_t q[] = {1, 2, 4, 8}, ql1[] = {16, 32, 64};
     for (int i = 0; i < 4; i++)
       if (q[i] * att_vecs(t->Dv, d[ATT_VEC]) <= 64) c[n++] = q[i];
     if (n == 0) c[n++] = 1;
+    int64_t rows = t->Hq / t->Hkv * t->Tq;
+    for (int i = 0; i < 3; i++)
+      if (ql1[i] <= rows && ql1[i] * att_vecs(t->Dv, d[ATT_VEC]) * d[ATT_VEC] <= 16384 &&
+          ql1[i] * t->D <= 16384 && ql1[i] <= 16 * d[ATT_VEC])
+        c[n++] = ql1[i];
     break;
   }
   case ATT_KBLOCK: {
@@ -1091,13 +1101,16 @@ static int attn_candidates(const tlm_space *s, int p, const int32_t *d, int32_t 
   return n;
 }
 
-/* The rule: the widest vectors; as many rows per tile as keep their
- * accumulators (q x ceil(Dv / lanes) vectors) and one K/V row (ceil(D /
- * lanes) + ceil(Dv / lanes)) within the vector registers, at most the rows
- * a K/V head serves (its G query heads times the query rows: G in a decode
- * step); 64 keys a block (a 4 x 64 block of
- * scores is 1 KiB: L1 for any CPU); parallel over tiles with more than
- * one worker. */
+/* The rule: the widest vectors. Where a K/V head serves 16 rows or more
+ * (G query heads x Tq query rows: a prefill), a tile in L1, the tallest
+ * whose accumulators take at most a quarter of L1, with as many keys a
+ * block as keep the block's V rows and scores in L1 beside them (48 KiB L1,
+ * head dims 128: 16 rows, 64 keys; 32 KiB: 16 rows, 32 keys). Otherwise
+ * (a decode step) as many rows per tile as keep their accumulators (q x
+ * ceil(Dv / lanes) vectors) and one K/V row (ceil(D / lanes) + ceil(Dv /
+ * lanes)) within the vector registers, at most the rows a K/V head serves;
+ * 64 keys a block (a 4 x 64 block of scores is 1 KiB: L1 for any CPU).
+ * Parallel over tiles with more than one worker. */
 static int attn_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
   const tlm_attn_task *t = &s->task.u.attn;
   int workers = s->target.threads > 0 ? s->target.threads : 1;
@@ -1112,6 +1125,10 @@ static int attn_default(const tlm_space *s, int p, const int32_t *d, const int32
      * stream they save comes from L2, L3 or memory) */
     int64_t w = d[ATT_VEC], rows = t->Hq / t->Hkv * t->Tq, best = 0;
     int64_t l1 = s->target.l1d_bytes > 0 ? s->target.l1d_bytes : 32 * 1024;
+    /* a prefill: the tallest tile in L1 whose accumulators take at most a
+     * quarter of L1 (the rest holds the block's K or V rows and scores) */
+    for (int i = n - 1; i >= 0; i--)
+      if (c[i] > 8 && c[i] * att_vecs(t->Dv, w) * w * 4 <= l1 / 4) return i;
     int fits_regs = att_vecs(t->Dv, w) + att_vecs(t->D, w) + att_vecs(t->Dv, w) <= regs;
     for (int i = 0; i < n; i++) {
       int ok = fits_regs ? c[i] * att_vecs(t->Dv, w) + att_vecs(t->D, w) + att_vecs(t->Dv, w) <= regs
@@ -1120,7 +1137,18 @@ static int attn_default(const tlm_space *s, int p, const int32_t *d, const int32
     }
     return (int)best;
   }
-  case ATT_KBLOCK: return pick_at_most(c, n, 64);
+  case ATT_KBLOCK: {
+    /* with a tile in L1, the block's V rows are read once per ATT_RQ (4)
+     * rows of the tile: as many keys as keep them, the accumulators and
+     * the block's scores within L1 */
+    int64_t l1 = s->target.l1d_bytes > 0 ? s->target.l1d_bytes : 32 * 1024;
+    int64_t qb = d[ATT_QBLOCK], w = d[ATT_VEC];
+    if (qb > 8) {
+      int64_t acc = qb * att_vecs(t->Dv, w) * w * 4, per_key = (t->Dv + qb) * 4;
+      return pick_at_most(c, n, l1 > acc + 8 * per_key ? (l1 - acc) / per_key : 8);
+    }
+    return pick_at_most(c, n, 64);
+  }
   case ATT_PARALLEL: return workers > 1 ? 1 : 0;
   default: return 0;
   }

@@ -38,7 +38,7 @@
 /* Version of what schedules mean: bump it whenever a decision's meaning or
  * the code generated for a schedule changes, so cached plans and kernels
  * (cache/key.c puts it in every key) from older builds are never reused. */
-#define TLM_CODEGEN_VERSION 24
+#define TLM_CODEGEN_VERSION 25
 
 /* Version of the default rule (tlm_space_default): bump it whenever the
  * rule's decisions change. The rule's schedule is part of the language
@@ -67,14 +67,18 @@
  * level-1 blocks are grouped into about one contiguous range per worker
  * (tile_n1); this changes the prompt's rule schedule of small-M matmuls
  * on the 2-thread machines models were trained on, so the matmul family
- * moves to 8: models trained before schedule its tasks no more. */
-#define TLM_RULE_VERSION 8
+ * moves to 8: models trained before schedule its tasks no more.
+ * Version 9: fused attention offers tiles of 16-64 rows kept in L1 where
+ * a K/V head serves that many rows (a prefill), and the rule takes them;
+ * the attention family moves to 9. */
+#define TLM_RULE_VERSION 9
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows
  * now come from half the register file and whose window is unrolled;
- * version 8: matmul and batched matmul, tile_n1 with several workers; 2
- * for every other family). A model trained against rule version v
+ * version 8: matmul and batched matmul, tile_n1 with several workers;
+ * version 9: fused attention, tiles in L1 at prefill; 2 for every other
+ * family). A model trained against rule version v
  * schedules a task only when v >= this (tlm_lm_covers_task): its prompts
  * and its measured records hold the rule and kernels of that time. */
 int tlm_rule_family_version(const tlm_task *task);

@@ -49,7 +49,11 @@ static void attention(tlm_runtime *rt, int *checked) {
       {1, 3, 1, 3, 11, 20, 12, 1},  {1, 12, 12, 1, 300, 64, 64, 1}, {1, 6, 3, 17, 40, 64, 64, 1},
       {2, 2, 2, 9, 9, 3, 5, 0},     {1, 8, 2, 33, 33, 128, 128, 1}, {1, 4, 4, 7, 130, 24, 40, 0},
       /* decode steps of grouped heads: a tile spans the group's heads */
-      {1, 8, 2, 1, 77, 64, 64, 1},  {2, 6, 2, 1, 19, 24, 24, 1},  {1, 12, 1, 2, 5, 16, 16, 1}};
+      {1, 8, 2, 1, 77, 64, 64, 1},  {2, 6, 2, 1, 19, 24, 24, 1},  {1, 12, 1, 2, 5, 16, 16, 1},
+      /* prefills: tiles in L1 (16-64 rows), the last one partial or
+       * crossing into the group's next head, odd head dims */
+      {1, 3, 1, 23, 29, 20, 12, 1}, {2, 4, 2, 19, 50, 40, 24, 0}, {1, 2, 1, 40, 45, 3, 5, 1},
+      {1, 2, 2, 70, 70, 17, 33, 1}};
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
     for (int layout = 0; layout < 3; layout++) {
       const int64_t *p = shapes[si];
@@ -82,7 +86,9 @@ static void attention(tlm_runtime *rt, int *checked) {
         for (int64_t i = 0; i < no; i++) ref[i] = -7.0f;
         args.o = ref + 8;
         tlm_ref_attention(&task, &args);
-        for (int rs = 0; rs < 3; rs++) { /* default, then two random schedules */
+        /* default, two random schedules, then random ones with each tile
+         * in L1 the space offers */
+        for (int rs = 0; rs < 6; rs++) {
           for (int64_t i = 0; i < no; i++) bo[i] = -7.0f;
           if (rs == 0) {
             st = tlm_run(rt, &op, in, 3, &O, 1);
@@ -92,6 +98,14 @@ static void attention(tlm_runtime *rt, int *checked) {
             tlm_space_init(&sp, &task, &rt->target);
             tlm_schedule sched;
             tlm_space_sample(&sp, &g_rng, &sched);
+            if (rs >= 3) {
+              int32_t c[TLM_MAX_CANDIDATES], want = 16 << (rs - 3), found = 0;
+              int n = tlm_space_candidates(&sp, ATT_QBLOCK, sched.v, c);
+              for (int i = 0; i < n; i++) found |= c[i] == want;
+              if (!found) continue;
+              sched.v[ATT_QBLOCK] = want;
+              CHECK(tlm_space_accepts(&sp, &sched), "tile_q=%d not accepted", (int)want);
+            }
             tlm_kernel *k;
             st = tlm_validate_attention(&op, in, 3, &O, 1, &task, &args, err, sizeof err);
             if (st == TLM_OK) st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
@@ -106,7 +120,8 @@ static void attention(tlm_runtime *rt, int *checked) {
                 "attention b%lld hq%lld hkv%lld tq%lld tk%lld d%lld dv%lld causal %lld layout %d "
                 "%s: %s err %g",
                 (long long)B, (long long)Hq, (long long)Hkv, (long long)Tq, (long long)Tk,
-                (long long)D, (long long)Dv, (long long)p[7], layout, rs ? "random" : "default",
+                (long long)D, (long long)Dv, (long long)p[7], layout,
+                rs >= 3 ? "tile in L1" : rs ? "random" : "default",
                 st ? err : "", worst);
           (*checked)++;
         }
