@@ -15,8 +15,10 @@
  *           (vectorized over the block's keys);
  *   P V     acc_i += S[i][j] v_j (each V row loaded once for the QB rows).
  * Then O row i = acc_i / l. Rows past Tq in the last tile repeat row Tq - 1
- * and are not stored. exp is the kernels' inline exp (cg_common.h): -inf
- * gives exactly 0. */
+ * and are not stored. That is the register-tile form (QB <= 8,
+ * att_body_regs: decode steps); tiles of 16-64 rows (prefills) keep their
+ * state in L1 and compute the scores transposed (att_body_l1). exp is the
+ * kernels' inline exp (cg_common.h): -inf gives exactly 0. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -81,6 +83,14 @@ static LLVMValueRef reduce_transpose(cg *g, LLVMValueRef *p, int W) {
     m *= 2;
   }
   return cur[0];
+}
+
+/* *slot += x * y (a W-lane accumulator kept in an alloca: registers after
+ * mem2reg) */
+static void acc_fma(cg *g, LLVMValueRef slot, LLVMValueRef x, LLVMValueRef y) {
+  LLVMTypeRef vt = LLVMGetAllocatedType(slot);
+  LLVMValueRef a3[3] = {x, y, LLVMBuildLoad2(g->b, vt, slot, "")};
+  LLVMBuildStore(g->b, call_intrinsic(g, "llvm.fmuladd", &vt, 1, a3, 3), slot);
 }
 
 /* the kernel's arguments, loaded once at entry */
@@ -304,10 +314,7 @@ static void att_body_regs(cg *g, const tlm_attn_task *t, const att *a, int QB, i
   for (int c = 0; c < nV; c++) vv[c] = att_vvec(g, a, vrow, c);
   for (int i = 0; i < QB; i++) {
     LLVMValueRef ps = splat(g, load(g, ft, gep(g, srow[i], jj), 4), W);
-    for (int c = 0; c < nV; c++) {
-      LLVMValueRef a3[3] = {ps, vv[c], LLVMBuildLoad2(g->b, vt, acc[i * nV + c], "")};
-      LLVMBuildStore(g->b, call_intrinsic(g, "llvm.fmuladd", &vt, 1, a3, 3), acc[i * nV + c]);
-    }
+    for (int c = 0; c < nV; c++) acc_fma(g, acc[i * nV + c], ps, vv[c]);
   }
   loop_end(g, &Lj);
   loop_end(g, &Lb);
@@ -356,10 +363,7 @@ static void att_scores_t(cg *g, const tlm_attn_task *t, const att *a, int QB, in
   LLVMValueRef dk = a->uk ? d : mul(g, d, a->sk[3]);
   for (int k = 0; k < nk; k++) {
     LLVMValueRef kb = splat(g, load(g, ft, gep(g, krow[k], dk), 4), W);
-    for (int r = 0; r < nrv; r++) {
-      LLVMValueRef a3[3] = {kb, qv[r], LLVMBuildLoad2(g->b, vt, acc[k * nrv + r], "")};
-      LLVMBuildStore(g->b, call_intrinsic(g, "llvm.fmuladd", &vt, 1, a3, 3), acc[k * nrv + r]);
-    }
+    for (int r = 0; r < nrv; r++) acc_fma(g, acc[k * nrv + r], kb, qv[r]);
   }
   loop_end(g, &Ld);
   LLVMValueRef sc = splat(g, a->scale, W), ninf = splat(g, LLVMConstReal(ft, -INFINITY), W);
@@ -504,10 +508,7 @@ static void att_body_l1(cg *g, const tlm_attn_task *t, const att *a, int QB, int
     LLVMValueRef prow = gep(g, ST, add(g, mul(g, jj, c64(g, QB)), i0));
     for (int ii = 0; ii < ATT_RQ; ii++) {
       LLVMValueRef ps = splat(g, load(g, ft, gep(g, prow, c64(g, ii)), 4), W);
-      for (int cc = 0; cc < cv; cc++) {
-        LLVMValueRef a3[3] = {ps, vv[cc], LLVMBuildLoad2(g->b, vt, acc[ii * cv + cc], "")};
-        LLVMBuildStore(g->b, call_intrinsic(g, "llvm.fmuladd", &vt, 1, a3, 3), acc[ii * cv + cc]);
-      }
+      for (int cc = 0; cc < cv; cc++) acc_fma(g, acc[ii * cv + cc], ps, vv[cc]);
     }
     loop_end(g, &Lj);
     for (int ii = 0; ii < ATT_RQ; ii++)
