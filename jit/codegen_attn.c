@@ -385,14 +385,15 @@ static void att_scores_t(cg *g, const tlm_attn_task *t, const att *a, int QB, in
  * prefill). Per tile, Q transposed (QT[d][row]) and the rows' causal
  * limits; the accumulators (QB x Dv, padded to whole vectors), the
  * transposed scores of a key block, the running max, sum and correction
- * live in stack arrays. Per key block: the scores as outer products (each
- * K element read once per tile), the online softmax with the rows in the
+ * live in the thread's scratch buffer. Per key block: the scores as outer
+ * products (each K element read once per tile), the online softmax with the rows in the
  * vector lanes (no horizontal reductions), then P V as a small matmul
  * O[QB x Dv] += P[QB x jn] V[jn x Dv] in register tiles of ATT_RQ rows x cv
  * vectors, the accumulators scaled by the rows' corrections as they are
  * loaded. */
 #define ATT_RQ 4
-static void att_body_l1(cg *g, const tlm_attn_task *t, const att *a, int QB, int KB, int regs,
+static void att_body_l1(cg *g, const tlm_attn_task *t, const tlm_schedule *sched, const att *a,
+                        int QB, int KB, int regs,
                         LLVMValueRef G, LLVMValueRef kvh, LLVMValueRef r0, LLVMValueRef R,
                         LLVMValueRef nrows, LLVMValueRef qbase, LLVMValueRef obase,
                         LLVMValueRef kbase, LLVMValueRef vbase) {
@@ -408,15 +409,14 @@ static void att_body_l1(cg *g, const tlm_attn_task *t, const att *a, int QB, int
     if (nV % c == 0 && ATT_RQ * c + c + 1 <= regs) cv = c;
   for (int k = 1; k <= 16 && k * nrv <= 64; k++)
     if (k * nrv + nrv + 1 <= regs) rk = k;
-  LLVMValueRef ST = LLVMBuildAlloca(g->ab, LLVMArrayType(ft, (unsigned)(QB * KB)), "scores");
-  LLVMValueRef QT = LLVMBuildAlloca(g->ab, LLVMArrayType(ft, (unsigned)(QB * t->D)), "qt");
-  LLVMValueRef Acc = LLVMBuildAlloca(g->ab, LLVMArrayType(ft, (unsigned)(QB * Dp)), "acc");
-  LLVMValueRef M = LLVMBuildAlloca(g->ab, LLVMArrayType(ft, (unsigned)QB), "max");
-  LLVMValueRef L = LLVMBuildAlloca(g->ab, LLVMArrayType(ft, (unsigned)QB), "sum");
-  LLVMValueRef C = LLVMBuildAlloca(g->ab, LLVMArrayType(ft, (unsigned)QB), "corr");
-  LLVMValueRef RL = LLVMBuildAlloca(g->ab, LLVMArrayType(g->i64, (unsigned)QB), "limit");
-  LLVMValueRef arrs[7] = {ST, QT, Acc, M, L, C, RL};
-  for (int i = 0; i < 7; i++) LLVMSetAlignment(arrs[i], 64);
+  /* the tile's state in the thread's scratch (up to 192 KiB: not the
+   * caller's stack), laid out by tlm_attn_scratch_layout */
+  int64_t off[7];
+  tlm_attn_scratch_layout(g->task, sched, off);
+  LLVMValueRef arr[7], scratch = LLVMGetParam(g->fn, 3);
+  for (int i = 0; i < 7; i++) arr[i] = gep(g, scratch, c64(g, off[i] / 4));
+  LLVMValueRef ST = arr[0], QT = arr[1], Acc = arr[2], M = arr[3], L = arr[4], C = arr[5];
+  LLVMValueRef RL = arr[6];
   /* the furthest causal limit of the tile's rows: the last row's, or, where
    * the tile crosses into another query head, the last query row's */
   LLVMValueRef rl = sub(g, add(g, r0, nrows), c64(g, 1));
@@ -581,7 +581,7 @@ int tlm_codegen_attention(LLVMContextRef ctx, const tlm_task *task, const tlm_sc
   LLVMValueRef kbase = gep(g, a.pk, add(g, mul(g, b, a.sk[0]), mul(g, kvh, a.sk[1])));
   LLVMValueRef vbase = gep(g, a.pv, add(g, mul(g, b, a.sv[0]), mul(g, kvh, a.sv[1])));
   if (l1_tile)
-    att_body_l1(g, t, &a, QB, KB, regs, G, kvh, r0, R, nrows, qbase, obase, kbase, vbase);
+    att_body_l1(g, t, sched, &a, QB, KB, regs, G, kvh, r0, R, nrows, qbase, obase, kbase, vbase);
   else
     att_body_regs(g, t, &a, QB, KB, G, kvh, r0, R, nrows, qbase, obase, kbase, vbase);
   loop_end(g, &Lt);

@@ -141,7 +141,23 @@ static int has_epilogue(const tlm_matmul_task *t) {
   return t->has_bias || t->has_residual || t->act != TLM_ACT_NONE;
 }
 
+int64_t tlm_attn_scratch_layout(const tlm_task *task, const tlm_schedule *s, int64_t off[7]) {
+  const tlm_attn_task *t = &task->u.attn;
+  int64_t qb = s->v[ATT_QBLOCK], kb = s->v[ATT_KBLOCK], w = s->v[ATT_VEC] > 0 ? s->v[ATT_VEC] : 1;
+  int64_t dp = (t->Dv + w - 1) / w * w;
+  /* scores, transposed Q, accumulators (floats); max, sum, correction
+   * (floats); limits (int64) */
+  int64_t bytes[7] = {qb * kb * 4, qb * t->D * 4, qb * dp * 4, qb * 4, qb * 4, qb * 4, qb * 8};
+  int64_t at = 0;
+  for (int i = 0; i < 7; i++) {
+    if (off) off[i] = at;
+    at += (bytes[i] + 63) / 64 * 64;
+  }
+  return task->kind == TLM_OP_ATTENTION && qb > 8 ? at : 0;
+}
+
 int64_t tlm_mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
+  if (task->kind == TLM_OP_ATTENTION) return tlm_attn_scratch_layout(task, s, NULL);
   if (task->kind != TLM_OP_MATMUL || !s->v[MM_PACK_B]) return 0;
   int64_t bblock = (int64_t)s->v[MM_B2] * s->v[MM_B3];
   return bblock * s->v[MM_N2] * (int64_t)s->v[MM_N3] * s->v[MM_K1] * 4;
@@ -1074,8 +1090,8 @@ static int attn_candidates(const tlm_space *s, int p, const int32_t *d, int32_t 
   case ATT_QBLOCK: {
     /* register tiles: accumulators (q rows x Dv vectors) of at most 64
      * vectors; tiles in L1 (16, 32 or 64 rows, at most 16 vectors; their
-     * accumulators and transposed Q at most 64 KiB each on the stack) where
-     * a K/V head serves that many rows (a prefill) */
+     * accumulators and transposed Q at most 64 KiB each, in the thread's
+     * scratch buffer) where a K/V head serves that many rows (a prefill) */
     static const int32_t q[] = {1, 2, 4, 8}, ql1[] = {16, 32, 64};
     for (int i = 0; i < 4; i++)
       if (q[i] * att_vecs(t->Dv, d[ATT_VEC]) <= 64) c[n++] = q[i];

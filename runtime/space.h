@@ -273,7 +273,16 @@ int tlm_schedule_parse(const tlm_space *s, const char *text, tlm_schedule *out,
 uint64_t tlm_rng_next(uint64_t *state);
 
 /* Bytes of the per-thread scratch buffer the schedule needs (the matmul's
- * packed B block), 0 when it packs nothing. */
+ * packed B block; a fused-attention tile in L1: its state), 0 when none. */
 int64_t tlm_mm_scratch_bytes(const tlm_task *t, const tlm_schedule *sched);
+
+/* The scratch of a fused-attention schedule with a tile in L1 (tile_q > 8):
+ * byte offsets (64-byte aligned) of the transposed scores (tile_q x tile_k
+ * floats), transposed Q (D x tile_q), accumulators (tile_q x Dv padded to
+ * whole vectors), running max, sum and correction (tile_q floats each) and
+ * causal limits (tile_q int64) into off[7] (may be NULL); returns the
+ * total, 0 for other schedules. The code generator and the engine's
+ * buffer size both come from here. */
+int64_t tlm_attn_scratch_layout(const tlm_task *t, const tlm_schedule *sched, int64_t off[7]);
 
 #endif
