@@ -581,6 +581,7 @@ static int forward_dnnl(dnnl_baseline *db, model *m, int64_t T, int64_t pos) {
 
 typedef struct replay_result {
   double wall_ms, flops;
+  double prefill_ms, decode_ms; /* all prefill steps, all decode steps */
   double *lat;     /* per request, ms */
   float *sampled;  /* final hidden state (last token) of every 8th request */
   long tokens, steps;
@@ -607,6 +608,7 @@ static void replay(tlm_runtime *rt, void *db, model *m, const int *ctx, int nreq
         for (int c = 0; c < m->a.C; c++)
           m->xa[t * m->a.C + c] = sinf(0.01f * (float)((pos + t) * 31 + c) + (float)q);
       int bad;
+      double ts = now_ms();
 #ifdef TLM_HAVE_DNNL
       bad = db ? forward_dnnl(db, m, T, pos) : forward_tlm(rt, m, T, pos);
 #else
@@ -614,6 +616,7 @@ static void replay(tlm_runtime *rt, void *db, model *m, const int *ctx, int nreq
       bad = forward_tlm(rt, m, T, pos);
 #endif
       if (bad) r->failed = 1;
+      *(s == 0 ? &r->prefill_ms : &r->decode_ms) += now_ms() - ts;
       r->flops += step_flops(&m->a, T, pos + T);
       r->tokens += T;
       r->steps++;
@@ -882,6 +885,8 @@ int main(int argc, char **argv) {
   printf("  tokens/s            %.0f\n", t.tokens / (t.wall_ms * 1e-3));
   printf("  GFLOPS              %.1f\n", t.flops / (t.wall_ms * 1e6));
   printf("  request latency     p50 %.1f ms, p99 %.1f ms\n", p50, p99);
+  printf("  prefill / decode    %.1f ms / %.1f ms (all requests' prompts / generated tokens)\n",
+         t.prefill_ms, t.decode_ms);
   printf("  new shapes          %llu (cache misses)\n", (unsigned long long)s.cache_misses);
   printf("  schedules           %llu decoded by the model, %llu by the rule, %llu from disk "
          "(%.1f ms)\n",
@@ -906,6 +911,8 @@ int main(int argc, char **argv) {
            d.wall_ms, d.tokens / (d.wall_ms * 1e-3), dnnl_prims, dnnl_create_ms);
     printf("  speed vs baseline   %.2fx (baseline wall / tlm wall; > 1: tlm faster)\n",
            d.wall_ms / t.wall_ms);
+    printf("  prefill, decode     %.2fx, %.2fx vs baseline (%.1f ms, %.1f ms there)\n",
+           d.prefill_ms / t.prefill_ms, d.decode_ms / t.decode_ms, d.prefill_ms, d.decode_ms);
     if (have_warm)
       printf("  warm vs baseline    %.2fx\n", d.wall_ms / wt.wall_ms);
     printf("  outputs vs baseline max rel diff %.2g on %d sampled requests: %s\n", diff, nsamp,
@@ -923,21 +930,23 @@ int main(int argc, char **argv) {
               "\"compiles\": %llu, \"disk_kernel_loads\": %llu, \"compile_ms\": %.3f, "
               "\"schedule_ms\": %.3f, \"disk_load_ms\": %.3f, \"cache_hits\": %llu, "
               "\"decode_compile_share\": %.4f, \"tlm_weights_constant\": %s, "
-              "\"prepacked_copies\": %llu, \"prepacked_bytes\": %llu",
+              "\"prepacked_copies\": %llu, \"prepacked_bytes\": %llu, \"prefill_ms\": %.3f, "
+              "\"decode_ms\": %.3f",
               ar.name, ar.nkv, tdesc, base_isa, ar.layers, nreq, t.tokens, t.steps, (unsigned long long)s.runs, nthreads, t.wall_ms,
               t.tokens / (t.wall_ms * 1e-3), t.flops / (t.wall_ms * 1e6), p50, p99,
               (unsigned long long)s.cache_misses, (unsigned long long)s.decodes,
               (unsigned long long)s.compiles, (unsigned long long)s.disk_kernel_hits, s.compile_ms,
               s.schedule_ms, s.disk_load_ms, (unsigned long long)s.cache_hits, dc / t.wall_ms,
               prepack ? "true" : "false", (unsigned long long)s.prepacks,
-              (unsigned long long)s.prepacked_bytes);
+              (unsigned long long)s.prepacked_bytes, t.prefill_ms, t.decode_ms);
       if (have_baseline)
         fprintf(jf,
                 ", \"baseline_wall_ms\": %.3f, \"baseline_tokens_per_s\": %.1f, "
                 "\"baseline_primitive_create_ms\": %.3f, \"speed_ratio_vs_baseline\": %.4f, "
-                "\"max_rel_diff_vs_baseline\": %.3g",
+                "\"max_rel_diff_vs_baseline\": %.3g, \"baseline_prefill_ms\": %.3f, "
+                "\"baseline_decode_ms\": %.3f",
                 d.wall_ms, d.tokens / (d.wall_ms * 1e-3), dnnl_create_ms, d.wall_ms / t.wall_ms,
-                diff);
+                diff, d.prefill_ms, d.decode_ms);
       if (have_warm)
         fprintf(jf,
                 ", \"warm_wall_ms\": %.3f, \"warm_tokens_per_s\": %.1f, \"warm_latency_p50_ms\": %.3f, "
