@@ -331,6 +331,18 @@ static tlm_tensor dense(float *data, int nd, const int64_t *shape) {
     }                                                                             \
   } while (0)
 
+/* Time by operator class of the replay running now: g_op_ms[phase][class],
+ * phase 0 prefill, 1 decode; class 0 linear layers, 1 attention (the rest
+ * of a step is norms, rotary embeddings, gating and cache appends). */
+static double (*g_op_ms)[2];
+static int g_phase;
+#define TIMED(cls, stmt)                                                          \
+  do {                                                                            \
+    double t_op_ = now_ms();                                                      \
+    stmt;                                                                         \
+    g_op_ms[g_phase][cls] += now_ms() - t_op_;                                    \
+  } while (0)
+
 /* y (T, n), row stride ldy = x (T, k) W (k, n) [+ b], optional GELU, optional
  * + residual (T, n) */
 static int linear(tlm_runtime *rt, float *y, int64_t ldy, const float *x, const float *w,
@@ -346,7 +358,7 @@ static int linear(tlm_runtime *rt, float *y, int64_t ldy, const float *x, const 
   if (b) in[n_in++] = dense((float *)b, 1, (int64_t[]){n});
   if (res) in[n_in++] = dense((float *)res, 2, (int64_t[]){T, n});
   tlm_tensor out = view(y, 2, (int64_t[]){T, n}, (int64_t[]){ldy, 1});
-  RUN(rt, &op, in, n_in, &out, 1);
+  TIMED(0, RUN(rt, &op, in, n_in, &out, 1));
   return 0;
 }
 
@@ -410,7 +422,7 @@ static int forward_tlm(tlm_runtime *rt, model *m, int64_t T, int64_t pos) {
           view(kc, 4, (int64_t[]){1, nkv, L, HD}, (int64_t[]){0, tm * HD, HD, 1}),
           view(vc, 4, (int64_t[]){1, nkv, L, HD}, (int64_t[]){0, tm * HD, HD, 1})};
       tlm_tensor ao = view(m->att, 4, (int64_t[]){1, a->nh, T, HD}, (int64_t[]){0, HD, QW(a), 1});
-      RUN(rt, &at, ain, 3, &ao, 1);
+      TIMED(1, RUN(rt, &at, ain, 3, &ao, 1));
       goto projection;
     }
     /* scores (nkv, G, T, L) = Q (nkv, G, T, HD) K^T, K stored (nkv, 1, L, HD): each
@@ -420,16 +432,16 @@ static int forward_tlm(tlm_runtime *rt, model *m, int64_t T, int64_t pos) {
     tlm_tensor in[2] = {view(v.q, 4, (int64_t[]){nkv, G, T, HD}, (int64_t[]){G * HD, HD, v.sq, 1}),
                         view(kc, 4, (int64_t[]){nkv, 1, L, HD}, (int64_t[]){tm * HD, 0, HD, 1})};
     tlm_tensor out = dense(m->scores, 4, (int64_t[]){nkv, G, T, L});
-    RUN(rt, &op, in, 2, &out, 1);
+    TIMED(1, RUN(rt, &op, in, 2, &out, 1));
     tlm_op sm = tlm_op_rownorm(TLM_OP_SOFTMAX);
     sm.u.rownorm.causal = 1;
     sm.u.rownorm.scale = 1.0f / sqrtf((float)HD);
-    RUN(rt, &sm, &out, 1, &out, 1); /* in place */
+    TIMED(1, RUN(rt, &sm, &out, 1, &out, 1)); /* in place */
     /* att (T, nh HD) viewed as (nkv, G, T, HD) = P (nkv, G, T, L) V (nkv, 1, L, HD) */
     op = tlm_op_matmul();
     tlm_tensor in2[2] = {out, view(vc, 4, (int64_t[]){nkv, 1, L, HD}, (int64_t[]){tm * HD, 0, HD, 1})};
     tlm_tensor o2 = view(m->att, 4, (int64_t[]){nkv, G, T, HD}, (int64_t[]){G * HD, HD, QW(a), 1});
-    RUN(rt, &op, in2, 2, &o2, 1);
+    TIMED(1, RUN(rt, &op, in2, 2, &o2, 1));
   projection:
     if (linear(rt, m->xb, C, m->att, w->wo, w->bo, T, QW(a), C, 0, m->xa) ||
         norm(rt, a, m->ln, m->xb, w->n2g, w->n2b, T))
@@ -498,11 +510,15 @@ static void rope_c(const model *m, float *x, int64_t ld, int H, int64_t T, int64
 
 static int lin_dnnl(dnnl_baseline *db, float *y, int64_t ldy, const float *x, const float *w,
                     const float *b, int64_t T, int64_t k, int64_t n, int gelu, const float *res) {
-  if (res) /* the sum post-op adds into y */
-    for (int64_t t = 0; t < T; t++) memcpy(y + t * ldy, res + t * n, sizeof(float) * (size_t)n);
-  return dnnl_baseline_matmul(db, 1, T, k, n, x, (int64_t[]){T * k, k, 1}, w,
+  int rc;
+  TIMED(0, {
+    if (res) /* the sum post-op adds into y */
+      for (int64_t t = 0; t < T; t++) memcpy(y + t * ldy, res + t * n, sizeof(float) * (size_t)n);
+    rc = dnnl_baseline_matmul(db, 1, T, k, n, x, (int64_t[]){T * k, k, 1}, w,
                               (int64_t[]){k * n, n, 1}, b, gelu, res != NULL, y,
                               (int64_t[]){T * ldy, ldy, 1});
+  });
+  return rc;
 }
 
 static int forward_dnnl(dnnl_baseline *db, model *m, int64_t T, int64_t pos) {
@@ -527,6 +543,7 @@ static int forward_dnnl(dnnl_baseline *db, model *m, int64_t T, int64_t pos) {
       rope_c(m, v.k, v.skv, a->nkv, T, pos);
     }
     cache_append(m, &v, kc, vc, T, pos);
+    double t_att = now_ms();
     if (G == 1) { /* K^T as a strided (nh, HD, L) view of the cache */
       if (dnnl_baseline_matmul(db, a->nh, T, HD, L, v.q, (int64_t[]){HD, v.sq, 1}, kc,
                                (int64_t[]){tm * HD, 1, HD}, NULL, 0, 0, m->scores,
@@ -556,6 +573,7 @@ static int forward_dnnl(dnnl_baseline *db, model *m, int64_t T, int64_t pos) {
             memcpy(m->att + t * QW(a) + (j * G + i) * HD, m->go + (i * T + t) * HD, HD * 4);
       }
     }
+    g_op_ms[g_phase][1] += now_ms() - t_att;
     if (lin_dnnl(db, m->xb, C, m->att, w->wo, w->bo, T, QW(a), C, 0, m->xa)) return -1;
     norm_c(a, m->ln, m->xb, w->n2g, w->n2b, T);
     if (a->gated) {
@@ -582,6 +600,7 @@ static int forward_dnnl(dnnl_baseline *db, model *m, int64_t T, int64_t pos) {
 typedef struct replay_result {
   double wall_ms, flops;
   double prefill_ms, decode_ms; /* all prefill steps, all decode steps */
+  double op_ms[2][2]; /* [prefill, decode][linear layers, attention] */
   double *lat;     /* per request, ms */
   float *sampled;  /* final hidden state (last token) of every 8th request */
   long tokens, steps;
@@ -597,6 +616,7 @@ static double step_flops(const arch *a, int64_t T, int64_t L) {
 
 static void replay(tlm_runtime *rt, void *db, model *m, const int *ctx, int nreq, int steps,
                    replay_result *r) {
+  g_op_ms = r->op_ms;
   double t_start = now_ms();
   for (int q = 0; q < nreq && !r->failed; q++) {
     double t0 = now_ms();
@@ -609,6 +629,7 @@ static void replay(tlm_runtime *rt, void *db, model *m, const int *ctx, int nreq
           m->xa[t * m->a.C + c] = sinf(0.01f * (float)((pos + t) * 31 + c) + (float)q);
       int bad;
       double ts = now_ms();
+      g_phase = s > 0;
 #ifdef TLM_HAVE_DNNL
       bad = db ? forward_dnnl(db, m, T, pos) : forward_tlm(rt, m, T, pos);
 #else
@@ -887,6 +908,10 @@ int main(int argc, char **argv) {
   printf("  request latency     p50 %.1f ms, p99 %.1f ms\n", p50, p99);
   printf("  prefill / decode    %.1f ms / %.1f ms (all requests' prompts / generated tokens)\n",
          t.prefill_ms, t.decode_ms);
+  printf("  by operator         prefill: linear %.1f ms, attention %.1f ms, other %.1f ms; decode: "
+         "linear %.1f ms, attention %.1f ms, other %.1f ms\n",
+         t.op_ms[0][0], t.op_ms[0][1], t.prefill_ms - t.op_ms[0][0] - t.op_ms[0][1], t.op_ms[1][0],
+         t.op_ms[1][1], t.decode_ms - t.op_ms[1][0] - t.op_ms[1][1]);
   printf("  new shapes          %llu (cache misses)\n", (unsigned long long)s.cache_misses);
   printf("  schedules           %llu decoded by the model, %llu by the rule, %llu from disk "
          "(%.1f ms)\n",
@@ -913,6 +938,9 @@ int main(int argc, char **argv) {
            d.wall_ms / t.wall_ms);
     printf("  prefill, decode     %.2fx, %.2fx vs baseline (%.1f ms, %.1f ms there)\n",
            d.prefill_ms / t.prefill_ms, d.decode_ms / t.decode_ms, d.prefill_ms, d.decode_ms);
+    printf("  baseline by op      prefill: linear %.1f ms, attention %.1f ms; decode: linear %.1f "
+           "ms, attention %.1f ms\n",
+           d.op_ms[0][0], d.op_ms[0][1], d.op_ms[1][0], d.op_ms[1][1]);
     if (have_warm)
       printf("  warm vs baseline    %.2fx\n", d.wall_ms / wt.wall_ms);
     printf("  outputs vs baseline max rel diff %.2g on %d sampled requests: %s\n", diff, nsamp,
@@ -931,22 +959,27 @@ int main(int argc, char **argv) {
               "\"schedule_ms\": %.3f, \"disk_load_ms\": %.3f, \"cache_hits\": %llu, "
               "\"decode_compile_share\": %.4f, \"tlm_weights_constant\": %s, "
               "\"prepacked_copies\": %llu, \"prepacked_bytes\": %llu, \"prefill_ms\": %.3f, "
-              "\"decode_ms\": %.3f",
+              "\"decode_ms\": %.3f, \"prefill_linear_ms\": %.3f, \"prefill_attention_ms\": %.3f, "
+              "\"decode_linear_ms\": %.3f, \"decode_attention_ms\": %.3f",
               ar.name, ar.nkv, tdesc, base_isa, ar.layers, nreq, t.tokens, t.steps, (unsigned long long)s.runs, nthreads, t.wall_ms,
               t.tokens / (t.wall_ms * 1e-3), t.flops / (t.wall_ms * 1e6), p50, p99,
               (unsigned long long)s.cache_misses, (unsigned long long)s.decodes,
               (unsigned long long)s.compiles, (unsigned long long)s.disk_kernel_hits, s.compile_ms,
               s.schedule_ms, s.disk_load_ms, (unsigned long long)s.cache_hits, dc / t.wall_ms,
               prepack ? "true" : "false", (unsigned long long)s.prepacks,
-              (unsigned long long)s.prepacked_bytes, t.prefill_ms, t.decode_ms);
+              (unsigned long long)s.prepacked_bytes, t.prefill_ms, t.decode_ms, t.op_ms[0][0],
+              t.op_ms[0][1], t.op_ms[1][0], t.op_ms[1][1]);
       if (have_baseline)
         fprintf(jf,
                 ", \"baseline_wall_ms\": %.3f, \"baseline_tokens_per_s\": %.1f, "
                 "\"baseline_primitive_create_ms\": %.3f, \"speed_ratio_vs_baseline\": %.4f, "
                 "\"max_rel_diff_vs_baseline\": %.3g, \"baseline_prefill_ms\": %.3f, "
-                "\"baseline_decode_ms\": %.3f",
+                "\"baseline_decode_ms\": %.3f, \"baseline_prefill_linear_ms\": %.3f, "
+                "\"baseline_prefill_attention_ms\": %.3f, \"baseline_decode_linear_ms\": %.3f, "
+                "\"baseline_decode_attention_ms\": %.3f",
                 d.wall_ms, d.tokens / (d.wall_ms * 1e-3), dnnl_create_ms, d.wall_ms / t.wall_ms,
-                diff, d.prefill_ms, d.decode_ms);
+                diff, d.prefill_ms, d.decode_ms, d.op_ms[0][0], d.op_ms[0][1], d.op_ms[1][0],
+                d.op_ms[1][1]);
       if (have_warm)
         fprintf(jf,
                 ", \"warm_wall_ms\": %.3f, \"warm_tokens_per_s\": %.1f, \"warm_latency_p50_ms\": %.3f, "
