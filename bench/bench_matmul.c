@@ -8,7 +8,9 @@
  * optimization + native code, per distinct kernel, p50/p90.
  *
  * Usage: bench_matmul [--threads N] [--batches N] [--json FILE]
- *                     [--problems "1x768:768x768,32x768:768x768"]
+ *                     [--problems "1x768:768x768,32x768:768x768"] [--const-b]
+ * --const-b declares B constant to tlm (tlm_constant_add: packed once, as
+ * the serving sample's weights); oneDNN reads B as given either way.
  * oneDNN's CPU runtime here is OpenMP: --threads sets OMP_NUM_THREADS before
  * oneDNN starts, so both use the same number of threads. Batches are 30 ms
  * apart so neither side's idle spinning threads take the other's cores.
@@ -50,7 +52,7 @@ static void dnnl_mm_make(dnnl_engine_t eng, int64_t M, int64_t K, int64_t N, flo
 }
 
 int main(int argc, char **argv) {
-  int threads = 1, batches = 15;
+  int threads = 1, batches = 15, const_b = 0;
   const char *json = NULL;
   const char *problems = "1x768:768x768,32x768:768x768,128x768:768x768";
   for (int i = 1; i < argc; i++) {
@@ -58,8 +60,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--batches") && i + 1 < argc) batches = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!strcmp(argv[i], "--problems") && i + 1 < argc) problems = argv[++i];
+    else if (!strcmp(argv[i], "--const-b")) const_b = 1;
     else {
-      fprintf(stderr, "usage: %s [--threads N] [--batches N] [--json FILE] [--problems LIST]\n",
+      fprintf(stderr,
+              "usage: %s [--threads N] [--batches N] [--json FILE] [--problems LIST] [--const-b]\n",
               argv[0]);
       return 2;
     }
@@ -90,6 +94,12 @@ int main(int argc, char **argv) {
     float *c2 = malloc((size_t)(M * N) * sizeof(float));
     bench_prim dm;
     dnnl_mm_make(eng, M, K, N, p.bufs[0], p.bufs[1], c2, &dm);
+    /* --const-b: B declared constant to tlm (packed once, as a served
+     * model's weights); oneDNN reads it as given, as in the serving sample */
+    if (const_b && tlm_constant_add(rt, p.bufs[1], (size_t)(K * N) * sizeof(float)) != TLM_OK) {
+      fprintf(stderr, "tlm_constant_add: %s\n", tlm_last_error(rt));
+      return 1;
+    }
     bench_tlm_call tc = {rt, &p.op, p.in, p.n_in, &p.out};
     bench_tlm_run(&tc); /* compiles */
     tlm_wait_background(rt); /* TLM_ASYNC=1: time the shape's own kernel */
@@ -138,6 +148,7 @@ int main(int argc, char **argv) {
     free(ratio);
     free(c2);
     bench_prim_free(&dm);
+    if (const_b) tlm_constant_remove(rt, p.bufs[1]);
     tlm_problem_free(&p);
   }
   /* Part 2: compile time per new kernel over GPT-2 layer shapes at changing
