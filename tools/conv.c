@@ -398,15 +398,11 @@ static int run_one(tlm_runtime *rt, const tlm_conv_prb *prb, const run_opts *o, 
   tlm_task task;
   tlm_conv_args args;
   tlm_status st = tlm_validate_conv(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err);
-  if (st) {
-    fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
-    goto out;
-  }
   tlm_space space;
-  tlm_space_init(&space, &task, &rt->target);
   tlm_schedule sched;
   const tlm_kernel *k = NULL;
-  if (tlm_run_pick_kernel(rt, &task, &space, o->sched_text, &sched, &k, &res->schedule_ms))
+  if (tlm_run_validated_kernel(rt, st, err, &task, &space, o->sched_text, &sched, &k,
+                               &res->schedule_ms))
     goto out;
   if (o->ir_path) {
     char *ir = NULL;

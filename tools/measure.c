@@ -147,6 +147,21 @@ tlm_status tlm_run_pick_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_
   return st;
 }
 
+/* After a tlm_validate_* call that returned `validated` (message verr):
+ * prints its error, or builds the task's space and picks the kernel
+ * (tlm_run_pick_kernel). */
+tlm_status tlm_run_validated_kernel(tlm_runtime *rt, tlm_status validated, const char *verr,
+                                    const tlm_task *task, tlm_space *space, const char *sched_text,
+                                    tlm_schedule *sched, const tlm_kernel **k, double *schedule_ms) {
+  *schedule_ms = 0;
+  if (validated) {
+    fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(validated), verr);
+    return validated;
+  }
+  tlm_space_init(space, task, &rt->target);
+  return tlm_run_pick_kernel(rt, task, space, sched_text, sched, k, schedule_ms);
+}
+
 /* --vs: the picked kernel (A) and a second schedule's (B) timed side by
  * side in one process, in alternating batches of about 20 ms each, so a
  * machine whose speed drifts (a shared host) slows both alike. Prints each

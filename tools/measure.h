@@ -63,6 +63,13 @@ tlm_status tlm_run_pick_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_
                                const char *sched_text, tlm_schedule *sched,
                                const tlm_kernel **k, double *schedule_ms);
 
+/* After a tlm_validate_* call that returned `validated` with message verr:
+ * prints that error and returns it, or initializes *space for the task and
+ * returns tlm_run_pick_kernel's status. */
+tlm_status tlm_run_validated_kernel(tlm_runtime *rt, tlm_status validated, const char *verr,
+                                    const tlm_task *task, tlm_space *space, const char *sched_text,
+                                    tlm_schedule *sched, const tlm_kernel **k, double *schedule_ms);
+
 /* `tlm run ... --vs S`: the picked kernel ka (schedule sa) and the kernel of
  * schedule text S timed side by side in alternating batches of about 20 ms
  * (2 x min_time seconds in all, at least 5 pairs); prints both medians and

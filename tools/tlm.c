@@ -152,16 +152,12 @@ static int run_row(tlm_op op, int64_t R, int64_t C, int causal, float scale,
   tlm_row_args args;
   char err[512];
   tlm_status st = tlm_validate_row(&op, in, nin, &o, 1, &task, &args, err, sizeof err);
-  if (st) {
-    fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
-    goto out;
-  }
   tlm_space space;
-  tlm_space_init(&space, &task, &rt->target);
   tlm_schedule sched;
   const tlm_kernel *k = NULL;
   double schedule_ms;
-  if (tlm_run_pick_kernel(rt, &task, &space, sched_text, &sched, &k, &schedule_ms)) goto out;
+  if (tlm_run_validated_kernel(rt, st, err, &task, &space, sched_text, &sched, &k, &schedule_ms))
+    goto out;
   if ((st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err))) {
     fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
     goto out;
@@ -376,17 +372,13 @@ static int cmd_run(int argc, char **argv) {
   tlm_task task;
   tlm_mm_args args;
   tlm_status st = tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err);
-  if (st) {
-    fprintf(stderr, "tlm run: %s: %s\n", tlm_status_str(st), err);
-    goto out;
-  }
-  task.u.mm.b_const = tlm_prepack_b_constant(rt, &task, &args); /* as tlm_run sets it */
+  if (!st) task.u.mm.b_const = tlm_prepack_b_constant(rt, &task, &args); /* as tlm_run sets it */
   tlm_space space;
-  tlm_space_init(&space, &task, &rt->target);
   tlm_schedule sched;
   const tlm_kernel *k = NULL;
   double schedule_ms = 0;
-  if (tlm_run_pick_kernel(rt, &task, &space, sched_text, &sched, &k, &schedule_ms)) goto out;
+  if (tlm_run_validated_kernel(rt, st, err, &task, &space, sched_text, &sched, &k, &schedule_ms))
+    goto out;
   if (vs_text) {
     rc = tlm_run_vs(rt, &task, &space, &args, &sched, k, vs_text, min_time);
     goto out;
