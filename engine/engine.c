@@ -141,7 +141,7 @@ static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, int cached, char 
     snprintf(err, (size_t)errcap, "schedule does not lower to a loop nest");
     return TLM_ERR_INTERNAL;
   }
-  k->scratch_bytes = tlm_mm_scratch_bytes(&k->task, &k->sched);
+  k->scratch_bytes = tlm_scratch_bytes(&k->task, &k->sched);
   void *obj = NULL;
   size_t len = 0;
   char sym[64];
@@ -955,7 +955,7 @@ tlm_status tlm_engine_kernel_variant(tlm_runtime *rt, const tlm_task *task,
   k->task = *task;
   k->sched = *sched;
   snprintf(k->name, sizeof k->name, "tlm_variant_%d_%d", static_m, atomic_fetch_add(&serial, 1));
-  k->scratch_bytes = tlm_mm_scratch_bytes(task, sched);
+  k->scratch_bytes = tlm_scratch_bytes(task, sched);
   tlm_jit_request req = jit_request(rt, task, sched, &k->nest, k->name);
   req.static_m = static_m;
   void *obj = NULL, *fn = NULL;

@@ -29,7 +29,7 @@ typedef struct tlm_mm_args {
 
 /* A kernel runs iterations [begin, end) of its fused parallel loops.
  * `scratch` is the calling thread's buffer of at least
- * tlm_mm_scratch_bytes() bytes, 64-byte aligned (NULL when 0); the same
+ * tlm_scratch_bytes() bytes, 64-byte aligned (NULL when 0); the same
  * for every kernel kind that takes one (fused attention's tiles in L1). */
 typedef void (*tlm_mm_kernel_fn)(const tlm_mm_args *args, int64_t begin,
                                  int64_t end, float *scratch);

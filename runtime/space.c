@@ -156,7 +156,7 @@ int64_t tlm_attn_scratch_layout(const tlm_task *task, const tlm_schedule *s, int
   return task->kind == TLM_OP_ATTENTION && qb > 8 ? at : 0;
 }
 
-int64_t tlm_mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
+int64_t tlm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
   if (task->kind == TLM_OP_ATTENTION) return tlm_attn_scratch_layout(task, s, NULL);
   if (task->kind != TLM_OP_MATMUL || !s->v[MM_PACK_B]) return 0;
   int64_t bblock = (int64_t)s->v[MM_B2] * s->v[MM_B3];
@@ -317,7 +317,7 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d,
     memcpy(tmp.v, d, sizeof(int32_t) * MM_PACK_B);
     tmp.v[MM_PACK_B] = 1;
     c[n++] = 0; /* packing makes n panels: not for dot products */
-    if (!tlm_vec_is_k(d[MM_VEC]) && tlm_mm_scratch_bytes(&s->task, &tmp) <= MAX_PACK_BYTES)
+    if (!tlm_vec_is_k(d[MM_VEC]) && tlm_scratch_bytes(&s->task, &tmp) <= MAX_PACK_BYTES)
       c[n++] = 1;
     /* constant B is packed once, ahead (engine/prepack.c): then panels
      * cost nothing per call, and they were never slower (tlm run --vs

@@ -274,7 +274,7 @@ uint64_t tlm_rng_next(uint64_t *state);
 
 /* Bytes of the per-thread scratch buffer the schedule needs (the matmul's
  * packed B block; a fused-attention tile in L1: its state), 0 when none. */
-int64_t tlm_mm_scratch_bytes(const tlm_task *t, const tlm_schedule *sched);
+int64_t tlm_scratch_bytes(const tlm_task *t, const tlm_schedule *sched);
 
 /* The scratch of a fused-attention schedule with a tile in L1 (tile_q > 8):
  * byte offsets (64-byte aligned) of the transposed scores (tile_q x tile_k
