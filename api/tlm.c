@@ -82,11 +82,21 @@ static const struct env_var {
 
 _Static_assert(sizeof(tlm_log_level) == sizeof(int), "verbose is set as an int");
 
+/* A quarter of physical memory: the copies duplicate weights the caller
+ * keeps, so a model whose weights take up to a quarter of memory is packed
+ * whole and half of memory stays for everything else. 1 GiB where sysconf
+ * cannot say. */
+static size_t default_prepack_bytes(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return (size_t)1 << 30;
+  return (size_t)pages / 4 * (size_t)page; /* x86-64: no overflow */
+}
+
 tlm_status tlm_config_init(tlm_config *c) {
   if (!c) return TLM_ERR_NULL_POINTER;
   memset(c, 0, sizeof *c);
   c->verbose = TLM_LOG_NONE;
-  c->prepack_bytes = (size_t)1 << 30;
+  c->prepack_bytes = default_prepack_bytes();
   for (size_t i = 0; i < sizeof k_env / sizeof k_env[0]; i++) {
     const struct env_var *e = &k_env[i];
     long long x;

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "tlm.h"
@@ -239,7 +240,14 @@ int main(void) {
                                        "TLM_CONV_AS_MATMUL", "TLM_ASYNC", "TLM_TUNE",
                                        "TLM_CUDA_DEVICE", "TLM_PREPACK_BYTES",
                                        "TLM_CACHE_DISK_BYTES"};
-    tlm_config a;
+    tlm_config a, d;
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+    tlm_config_init(&d);
+    /* the default copy budget: a quarter of physical memory */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    CHECK(pages > 0 && page > 0 && d.prepack_bytes == (size_t)pages / 4 * (size_t)page,
+          "default prepack_bytes %zu: a quarter of %ld pages of %ld bytes", d.prepack_bytes, pages,
+          page);
     setenv("TLM_NUM_THREADS", "3", 1);
     setenv("TLM_CACHE_CAPACITY", "17", 1);
     setenv("TLM_KERNEL_REUSE", "0", 1);
@@ -253,7 +261,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) setenv(vars[i], "-7x", 1);
     tlm_config_init(&a);
     CHECK(a.num_threads == 0 && a.cache_capacity == 0 && a.disable_kernel_reuse == 0 &&
-              a.prepack_bytes == ((size_t)1 << 30),
+              a.prepack_bytes == d.prepack_bytes,
           "malformed environment keeps the defaults");
     a.cache_dir = "none";
     a.model_path = "none";
