@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "activation.h"
 #include "../runtime/kernel_abi.h"
 #include "../runtime/loopnest.h"
 #include "../runtime/task.h"
@@ -265,42 +266,18 @@ static inline LLVMValueRef vexp(cg *g, LLVMValueRef x, int w) {
   return LLVMBuildSelect(g->b, nan, x0, r, "");
 }
 
-/* the activation `act` (tlm_activation) on W lanes */
+/* the activation `act` (tlm_activation) on W lanes: jit/activation.c */
+static inline LLVMValueRef act_splat(const tlm_act_ir *m, double c) {
+  return splat_f((cg *)m->gen, c, m->lanes);
+}
+
+static inline LLVMValueRef act_exp(const tlm_act_ir *m, LLVMValueRef x) {
+  return vexp((cg *)m->gen, x, m->lanes);
+}
+
 static inline LLVMValueRef apply_activation(cg *g, LLVMValueRef x, int act, int w) {
-  switch (act) {
-  case TLM_ACT_RELU: { /* x < 0 ? 0 : x: NaN stays NaN */
-    LLVMValueRef neg = LLVMBuildFCmp(g->b, LLVMRealOLT, x, splat_f(g, 0.0, w), "");
-    x = LLVMBuildSelect(g->b, neg, splat_f(g, 0.0, w), x, "");
-    break;
-  }
-  case TLM_ACT_GELU_TANH: {
-    /* tanh(y) = 1 - 2 / (exp(2y) + 1): exact limits +-1 at +-inf */
-    LLVMValueRef x3 = LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, x, x, ""), x, "");
-    LLVMValueRef inner = LLVMBuildFAdd(g->b, x, LLVMBuildFMul(g->b, splat_f(g, 0.044715, w), x3, ""), "");
-    LLVMValueRef y2 = LLVMBuildFMul(g->b, inner, splat_f(g, 2.0 * 0.7978845608028654, w), "");
-    LLVMValueRef e = vexp(g, y2, w);
-    LLVMValueRef th = LLVMBuildFSub(g->b, splat_f(g, 1.0, w),
-                                    LLVMBuildFDiv(g->b, splat_f(g, 2.0, w),
-                                                  LLVMBuildFAdd(g->b, e, splat_f(g, 1.0, w), ""), ""), "");
-    LLVMValueRef half_x = LLVMBuildFMul(g->b, x, splat_f(g, 0.5, w), "");
-    x = LLVMBuildFMul(g->b, half_x, LLVMBuildFAdd(g->b, th, splat_f(g, 1.0, w), ""), "");
-    break;
-  }
-  case TLM_ACT_SILU: {
-    LLVMValueRef e = vexp(g, LLVMBuildFNeg(g->b, x, ""), w);
-    x = LLVMBuildFDiv(g->b, x, LLVMBuildFAdd(g->b, e, splat_f(g, 1.0, w), ""), "");
-    break;
-  }
-  case TLM_ACT_RELU6: {
-    LLVMValueRef neg = LLVMBuildFCmp(g->b, LLVMRealOLT, x, splat_f(g, 0.0, w), "");
-    x = LLVMBuildSelect(g->b, neg, splat_f(g, 0.0, w), x, "");
-    LLVMValueRef big = LLVMBuildFCmp(g->b, LLVMRealOGT, x, splat_f(g, 6.0, w), "");
-    x = LLVMBuildSelect(g->b, big, splat_f(g, 6.0, w), x, "");
-    break;
-  }
-  default: break;
-  }
-  return x;
+  tlm_act_ir m = {g->b, act_splat, act_exp, g, w};
+  return tlm_emit_activation(&m, act, x);
 }
 
 /* ---- entry --------------------------------------------------------------- */

@@ -20,6 +20,8 @@
  */
 #include "codegen_gpu.h"
 
+#include "activation.h"
+
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
@@ -110,37 +112,14 @@ static LLVMValueRef fmaxf_(gg *g, LLVMValueRef x, LLVMValueRef y) {
   return intrinsic(g, "llvm.maxnum", &g->f32, 1, a, 2);
 }
 
+static LLVMValueRef act_splat(const tlm_act_ir *m, double c) { return fconst(m->gen, c); }
+
+static LLVMValueRef act_exp(const tlm_act_ir *m, LLVMValueRef x) { return fexp(m->gen, x); }
+
+/* the activation `act` on one float: jit/activation.c */
 static LLVMValueRef activation(gg *g, int act, LLVMValueRef x) {
-  switch (act) {
-  /* x < 0 ? 0 : x, as the reference: NaN stays NaN (PTX max.f32 would
-   * return the other operand) */
-  case TLM_ACT_RELU:
-    return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, x, fconst(g, 0.0), ""),
-                           fconst(g, 0.0), x, "");
-  case TLM_ACT_RELU6: {
-    LLVMValueRef hi = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOGT, x, fconst(g, 6.0), ""),
-                                      fconst(g, 6.0), x, "");
-    return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, x, fconst(g, 0.0), ""),
-                           fconst(g, 0.0), hi, "");
-  }
-  case TLM_ACT_SILU: { /* x / (1 + exp(-x)) */
-    LLVMValueRef e = fexp(g, LLVMBuildFNeg(g->b, x, ""));
-    return LLVMBuildFDiv(g->b, x, LLVMBuildFAdd(g->b, fconst(g, 1.0), e, ""), "");
-  }
-  case TLM_ACT_GELU_TANH: { /* 0.5 x (1 + tanh(u)), tanh(u) = 1 - 2 / (exp(2u) + 1) */
-    LLVMValueRef x3 = LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, x, x, ""), x, "");
-    LLVMValueRef u = LLVMBuildFMul(
-        g->b, fconst(g, 0.7978845608028654),
-        LLVMBuildFAdd(g->b, x, LLVMBuildFMul(g->b, fconst(g, 0.044715), x3, ""), ""), "");
-    LLVMValueRef e = fexp(g, LLVMBuildFMul(g->b, u, fconst(g, 2.0), ""));
-    LLVMValueRef th = LLVMBuildFSub(
-        g->b, fconst(g, 1.0),
-        LLVMBuildFDiv(g->b, fconst(g, 2.0), LLVMBuildFAdd(g->b, e, fconst(g, 1.0), ""), ""), "");
-    return LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, fconst(g, 0.5), x, ""),
-                         LLVMBuildFAdd(g->b, fconst(g, 1.0), th, ""), "");
-  }
-  default: return x;
-  }
+  tlm_act_ir m = {g->b, act_splat, act_exp, g, 1};
+  return tlm_emit_activation(&m, act, x);
 }
 
 typedef struct mmk {

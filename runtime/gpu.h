@@ -34,7 +34,7 @@
 
 /* Versions of the GPU code generator and of the GPU rule, in every GPU
  * cache key: bump them when the code or the rule's decisions change. */
-#define TLM_GPU_CODEGEN_VERSION 2 /* 2: NaN through ReLU; M tiles on grid x */
+#define TLM_GPU_CODEGEN_VERSION 3 /* 2: NaN through ReLU; M tiles on grid x; 3: activations from jit/activation.c */
 #define TLM_GPU_RULE_VERSION 1
 
 /* What a GPU kernel's schedule and code depend on. Part of GPU cache keys
