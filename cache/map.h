@@ -1,5 +1,5 @@
 /* map.h - open-addressing hash map from tlm_key to a pointer (internal).
- * Not synchronized: the owner guards it (cache/kcache.c uses a rwlock). */
+ * Not synchronized: the owner guards it (engine/engine.c holds its kernel and plan maps under a rwlock). */
 #ifndef TLM_CACHE_MAP_H
 #define TLM_CACHE_MAP_H
 
