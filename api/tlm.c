@@ -82,14 +82,14 @@ static const struct env_var {
 
 _Static_assert(sizeof(tlm_log_level) == sizeof(int), "verbose is set as an int");
 
-/* A quarter of physical memory: the copies duplicate weights the caller
- * keeps, so a model whose weights take up to a quarter of memory is packed
- * whole and half of memory stays for everything else. 1 GiB where sysconf
- * cannot say. */
+/* A quarter of the memory the process may use (tlm_memory_bytes: physical
+ * memory or a smaller cgroup limit): the copies duplicate weights the
+ * caller keeps, so a model whose weights take up to a quarter of it is
+ * packed whole and half stays for everything else. 1 GiB where it cannot
+ * be read. */
 static size_t default_prepack_bytes(void) {
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return (size_t)1 << 30;
-  return (size_t)pages / 4 * (size_t)page; /* x86-64: no overflow */
+  uint64_t m = tlm_memory_bytes();
+  return m ? (size_t)(m / 4) : (size_t)1 << 30;
 }
 
 tlm_status tlm_config_init(tlm_config *c) {

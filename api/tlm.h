@@ -185,10 +185,12 @@ typedef struct tlm_config {
   /* Most bytes of weight matrices tlm keeps packed ahead from memory
    * declared constant (tlm_constant_add); a weight matrix that would not
    * fit is scheduled and run as undeclared memory is. 0 = never pack
-   * ahead. Default (tlm_config_init) a quarter of physical memory
-   * (sysconf; 1 GiB where it cannot be read): the copies duplicate weights
-   * the caller keeps, so a model whose weights take up to a quarter of
-   * memory runs wholly from packed copies. Environment: TLM_PREPACK_BYTES. */
+   * ahead. Default (tlm_config_init) a quarter of the memory the process
+   * may use: physical memory, or its control group's memory limit where
+   * that is smaller (a container's limit, not its host's memory); 1 GiB
+   * where neither can be read. The copies duplicate weights the caller
+   * keeps, so a model whose weights take up to a quarter of that memory
+   * runs wholly from packed copies. Environment: TLM_PREPACK_BYTES. */
   size_t prepack_bytes;
   /* LLVM pass pipeline the kernels are optimized with (tlm_passes):
    * TLM_PASSES_FAST (0, default) or LLVM's own O1, O2, O3. The generated

@@ -298,3 +298,47 @@ char *tlm_target_str(const tlm_target *t, char *buf, int cap) {
            t->brand[0] ? t->brand : "unknown CPU", t->family, t->model);
   return buf;
 }
+
+/* ---- memory -------------------------------------------------------------------------- */
+
+/* the number in a cgroup limit file; 0 for "max", unreadable or absent */
+static uint64_t limit_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char buf[64] = {0};
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *end;
+  unsigned long long v = strtoull(buf, &end, 10);
+  return end != buf ? (uint64_t)v : 0;
+}
+
+static uint64_t smaller(uint64_t limit, uint64_t v) { return v && (!limit || v < limit) ? v : limit; }
+
+uint64_t tlm_memory_bytes(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t total = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+  uint64_t limit = 0;
+  /* the process's groups: "0::PATH" (v2), "N:memory:PATH" (v1) */
+  FILE *f = fopen("/proc/self/cgroup", "r");
+  char line[512], path[640];
+  while (f && fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = 0;
+    const char *p = NULL, *fmt = NULL;
+    if (!strncmp(line, "0::", 3)) {
+      p = line + 3;
+      fmt = "/sys/fs/cgroup%s/memory.max";
+    } else if (strstr(line, ":memory:")) {
+      p = strstr(line, ":memory:") + 8;
+      fmt = "/sys/fs/cgroup/memory%s/memory.limit_in_bytes";
+    }
+    if (!p || strstr(p, "..")) continue;
+    snprintf(path, sizeof path, fmt, strcmp(p, "/") ? p : "");
+    limit = smaller(limit, limit_file(path));
+  }
+  if (f) fclose(f);
+  limit = smaller(limit, limit_file("/sys/fs/cgroup/memory.max"));
+  limit = smaller(limit, limit_file("/sys/fs/cgroup/memory/memory.limit_in_bytes"));
+  return smaller(total, limit);
+}

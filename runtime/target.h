@@ -98,4 +98,11 @@ char *tlm_isa_features(int isa, const char *host_features, char *buf, int cap);
  * everything the rule reads. */
 char *tlm_target_str(const tlm_target *t, char *buf, int cap);
 
+/* Bytes of memory this process may use: physical memory (sysconf), or the
+ * memory limit of its control group where one is set and smaller (cgroup
+ * v2 memory.max or v1 memory.limit_in_bytes, the process's own group, then
+ * the root's), so a container's limit counts, not its host's memory. 0
+ * when sysconf cannot say. */
+uint64_t tlm_memory_bytes(void);
+
 #endif

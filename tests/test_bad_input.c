@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "runtime/target.h"
 #include "tlm.h"
 
 static float A[64 * 64], B[64 * 64], C[64 * 64], bias[64], R[64 * 64];
@@ -243,11 +244,14 @@ int main(void) {
     tlm_config a, d;
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
     tlm_config_init(&d);
-    /* the default copy budget: a quarter of physical memory */
+    /* the default copy budget: a quarter of the memory the process may
+     * use, at most a quarter of physical memory */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    CHECK(pages > 0 && page > 0 && d.prepack_bytes == (size_t)pages / 4 * (size_t)page,
-          "default prepack_bytes %zu: a quarter of %ld pages of %ld bytes", d.prepack_bytes, pages,
-          page);
+    uint64_t mem = tlm_memory_bytes();
+    CHECK(pages > 0 && page > 0 && mem > 0 && mem <= (uint64_t)pages * (uint64_t)page &&
+              d.prepack_bytes == (size_t)(mem / 4),
+          "default prepack_bytes %zu: a quarter of %llu bytes (%ld pages of %ld bytes)",
+          d.prepack_bytes, (unsigned long long)mem, pages, page);
     setenv("TLM_NUM_THREADS", "3", 1);
     setenv("TLM_CACHE_CAPACITY", "17", 1);
     setenv("TLM_KERNEL_REUSE", "0", 1);
