@@ -128,6 +128,24 @@ static int json_int(const cJSON *o, const char *k, int *v) {
   return 0;
 }
 
+/* o as one line of JSON in path; 0, or -1 when it cannot be written
+ * whole */
+static int json_write(const cJSON *o, const char *path) {
+  char *text = cJSON_PrintUnformatted(o);
+  /* through a temporary file renamed over path: never a partial file */
+  char tmp[4096];
+  int fits = snprintf(tmp, sizeof tmp, "%s.tmp", path) < (int)sizeof tmp;
+  FILE *f = text && fits ? fopen(tmp, "w") : NULL;
+  int bad = !f || fputs(text, f) < 0 || fputc('\n', f) == EOF;
+  if (f && fclose(f)) bad = 1;
+  if (f && (bad || rename(tmp, path))) {
+    remove(tmp);
+    bad = 1;
+  }
+  cJSON_free(text);
+  return bad ? -1 : 0;
+}
+
 static const char *json_str(const cJSON *o, const char *k) {
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
   return cJSON_IsString(x) ? x->valuestring : NULL;
@@ -946,53 +964,70 @@ int main(int argc, char **argv) {
            diff <= 1e-3 ? "PASS" : "FAIL");
   }
   if (json) {
-    FILE *jf = fopen(json, "w");
-    if (jf) {
-      fprintf(jf,
-              "{\"model\": \"%s\", \"kv_heads\": %d, \"target\": \"%s\", \"onednn_isa\": \"%s\", "
-              "\"layers\": %d, \"requests\": %d, \"tokens\": %ld, "
-              "\"steps\": %ld, \"tlm_run_calls\": %llu, \"threads\": %d, \"wall_ms\": %.3f, "
-              "\"tokens_per_s\": %.1f, \"gflops\": %.2f, \"latency_p50_ms\": %.3f, "
-              "\"latency_p99_ms\": %.3f, \"cache_misses\": %llu, \"decodes\": %llu, "
-              "\"compiles\": %llu, \"disk_kernel_loads\": %llu, \"compile_ms\": %.3f, "
-              "\"schedule_ms\": %.3f, \"disk_load_ms\": %.3f, \"cache_hits\": %llu, "
-              "\"decode_compile_share\": %.4f, \"tlm_weights_constant\": %s, "
-              "\"prepacked_copies\": %llu, \"prepacked_bytes\": %llu, \"prefill_ms\": %.3f, "
-              "\"decode_ms\": %.3f, \"prefill_linear_ms\": %.3f, \"prefill_attention_ms\": %.3f, "
-              "\"decode_linear_ms\": %.3f, \"decode_attention_ms\": %.3f",
-              ar.name, ar.nkv, tdesc, base_isa, ar.layers, nreq, t.tokens, t.steps, (unsigned long long)s.runs, nthreads, t.wall_ms,
-              t.tokens / (t.wall_ms * 1e-3), t.flops / (t.wall_ms * 1e6), p50, p99,
-              (unsigned long long)s.cache_misses, (unsigned long long)s.decodes,
-              (unsigned long long)s.compiles, (unsigned long long)s.disk_kernel_hits, s.compile_ms,
-              s.schedule_ms, s.disk_load_ms, (unsigned long long)s.cache_hits, dc / t.wall_ms,
-              prepack ? "true" : "false", (unsigned long long)s.prepacks,
-              (unsigned long long)s.prepacked_bytes, t.prefill_ms, t.decode_ms, t.op_ms[0][0],
-              t.op_ms[0][1], t.op_ms[1][0], t.op_ms[1][1]);
-      if (have_baseline)
-        fprintf(jf,
-                ", \"baseline_wall_ms\": %.3f, \"baseline_tokens_per_s\": %.1f, "
-                "\"baseline_primitive_create_ms\": %.3f, \"speed_ratio_vs_baseline\": %.4f, "
-                "\"max_rel_diff_vs_baseline\": %.3g, \"baseline_prefill_ms\": %.3f, "
-                "\"baseline_decode_ms\": %.3f, \"baseline_prefill_linear_ms\": %.3f, "
-                "\"baseline_prefill_attention_ms\": %.3f, \"baseline_decode_linear_ms\": %.3f, "
-                "\"baseline_decode_attention_ms\": %.3f",
-                d.wall_ms, d.tokens / (d.wall_ms * 1e-3), dnnl_create_ms, d.wall_ms / t.wall_ms,
-                diff, d.prefill_ms, d.decode_ms, d.op_ms[0][0], d.op_ms[0][1], d.op_ms[1][0],
-                d.op_ms[1][1]);
-      if (have_warm)
-        fprintf(jf,
-                ", \"warm_wall_ms\": %.3f, \"warm_tokens_per_s\": %.1f, \"warm_latency_p50_ms\": %.3f, "
-                "\"warm_latency_p99_ms\": %.3f, \"warm_compiles\": %llu, \"warm_disk_kernel_loads\": %llu, "
-                "\"warm_disk_load_ms\": %.3f",
-                wt.wall_ms, wt.tokens / (wt.wall_ms * 1e-3), wt.lat[nreq / 2],
-                wt.lat[(nreq * 99) / 100 < nreq ? (nreq * 99) / 100 : nreq - 1],
-                (unsigned long long)ws.compiles, (unsigned long long)ws.disk_kernel_hits,
-                ws.disk_load_ms);
-      if (have_warm && have_baseline)
-        fprintf(jf, ", \"warm_speed_ratio_vs_baseline\": %.4f", d.wall_ms / wt.wall_ms);
-      fprintf(jf, "}\n");
-      fclose(jf);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", ar.name);
+    cJSON_AddNumberToObject(o, "kv_heads", ar.nkv);
+    cJSON_AddStringToObject(o, "target", tdesc);
+    cJSON_AddStringToObject(o, "onednn_isa", base_isa);
+    cJSON_AddNumberToObject(o, "layers", ar.layers);
+    cJSON_AddNumberToObject(o, "requests", nreq);
+    cJSON_AddNumberToObject(o, "tokens", (double)t.tokens);
+    cJSON_AddNumberToObject(o, "steps", (double)t.steps);
+    cJSON_AddNumberToObject(o, "tlm_run_calls", (double)s.runs);
+    cJSON_AddNumberToObject(o, "threads", nthreads);
+    cJSON_AddNumberToObject(o, "wall_ms", t.wall_ms);
+    cJSON_AddNumberToObject(o, "tokens_per_s", t.tokens / (t.wall_ms * 1e-3));
+    cJSON_AddNumberToObject(o, "gflops", t.flops / (t.wall_ms * 1e6));
+    cJSON_AddNumberToObject(o, "latency_p50_ms", p50);
+    cJSON_AddNumberToObject(o, "latency_p99_ms", p99);
+    cJSON_AddNumberToObject(o, "cache_misses", (double)s.cache_misses);
+    cJSON_AddNumberToObject(o, "decodes", (double)s.decodes);
+    cJSON_AddNumberToObject(o, "compiles", (double)s.compiles);
+    cJSON_AddNumberToObject(o, "disk_kernel_loads", (double)s.disk_kernel_hits);
+    cJSON_AddNumberToObject(o, "compile_ms", s.compile_ms);
+    cJSON_AddNumberToObject(o, "schedule_ms", s.schedule_ms);
+    cJSON_AddNumberToObject(o, "disk_load_ms", s.disk_load_ms);
+    cJSON_AddNumberToObject(o, "cache_hits", (double)s.cache_hits);
+    cJSON_AddNumberToObject(o, "decode_compile_share", dc / t.wall_ms);
+    cJSON_AddBoolToObject(o, "tlm_weights_constant", prepack);
+    cJSON_AddNumberToObject(o, "prepacked_copies", (double)s.prepacks);
+    cJSON_AddNumberToObject(o, "prepacked_bytes", (double)s.prepacked_bytes);
+    cJSON_AddNumberToObject(o, "prefill_ms", t.prefill_ms);
+    cJSON_AddNumberToObject(o, "decode_ms", t.decode_ms);
+    cJSON_AddNumberToObject(o, "prefill_linear_ms", t.op_ms[0][0]);
+    cJSON_AddNumberToObject(o, "prefill_attention_ms", t.op_ms[0][1]);
+    cJSON_AddNumberToObject(o, "decode_linear_ms", t.op_ms[1][0]);
+    cJSON_AddNumberToObject(o, "decode_attention_ms", t.op_ms[1][1]);
+    if (have_baseline) {
+      cJSON_AddNumberToObject(o, "baseline_wall_ms", d.wall_ms);
+      cJSON_AddNumberToObject(o, "baseline_tokens_per_s", d.tokens / (d.wall_ms * 1e-3));
+      cJSON_AddNumberToObject(o, "baseline_primitive_create_ms", dnnl_create_ms);
+      cJSON_AddNumberToObject(o, "speed_ratio_vs_baseline", d.wall_ms / t.wall_ms);
+      cJSON_AddNumberToObject(o, "max_rel_diff_vs_baseline", diff);
+      cJSON_AddNumberToObject(o, "baseline_prefill_ms", d.prefill_ms);
+      cJSON_AddNumberToObject(o, "baseline_decode_ms", d.decode_ms);
+      cJSON_AddNumberToObject(o, "baseline_prefill_linear_ms", d.op_ms[0][0]);
+      cJSON_AddNumberToObject(o, "baseline_prefill_attention_ms", d.op_ms[0][1]);
+      cJSON_AddNumberToObject(o, "baseline_decode_linear_ms", d.op_ms[1][0]);
+      cJSON_AddNumberToObject(o, "baseline_decode_attention_ms", d.op_ms[1][1]);
     }
+    if (have_warm) {
+      cJSON_AddNumberToObject(o, "warm_wall_ms", wt.wall_ms);
+      cJSON_AddNumberToObject(o, "warm_tokens_per_s", wt.tokens / (wt.wall_ms * 1e-3));
+      cJSON_AddNumberToObject(o, "warm_latency_p50_ms", wt.lat[nreq / 2]);
+      cJSON_AddNumberToObject(o, "warm_latency_p99_ms",
+                              wt.lat[(nreq * 99) / 100 < nreq ? (nreq * 99) / 100 : nreq - 1]);
+      cJSON_AddNumberToObject(o, "warm_compiles", (double)ws.compiles);
+      cJSON_AddNumberToObject(o, "warm_disk_kernel_loads", (double)ws.disk_kernel_hits);
+      cJSON_AddNumberToObject(o, "warm_disk_load_ms", ws.disk_load_ms);
+      if (have_baseline)
+        cJSON_AddNumberToObject(o, "warm_speed_ratio_vs_baseline", d.wall_ms / wt.wall_ms);
+    }
+    if (json_write(o, json)) {
+      fprintf(stderr, "llm_serving: cannot write %s\n", json);
+      ok = 0;
+    }
+    cJSON_Delete(o);
   }
   tlm_destroy(rt); /* first: the weights are still declared constant */
   model_free(&m);

@@ -53,6 +53,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <cjson/cJSON.h>
 
 #include "tlm.h"
 
@@ -474,73 +475,80 @@ static void report(const result *r, int batches, int mb) {
          r->diff, r->compared, r->diff <= 1e-3 ? "PASS" : "FAIL");
 }
 
-static void json_pass(FILE *f, const char *key, const pass *p, int tlm) {
-  fprintf(f,
-          "\"%s\": {\"images\": %d, \"wall_ms\": %.3f, \"images_per_s\": %.3f, "
-          "\"minibatch_latency_p50_ms\": %.3f, \"minibatch_latency_p99_ms\": %.3f, "
-          "\"gflop_per_s\": %.2f",
-          key, p->images, p->wall_ms, p->images / (p->wall_ms * 1e-3),
-          percentile(p->lat, p->batches, 50), percentile(p->lat, p->batches, 99),
-          p->flops / (p->wall_ms * 1e6));
+static void json_pass(cJSON *parent, const char *key, const pass *p, int tlm) {
+  cJSON *o = cJSON_AddObjectToObject(parent, key);
+  if (!o) return;
+  cJSON_AddNumberToObject(o, "images", p->images);
+  cJSON_AddNumberToObject(o, "wall_ms", p->wall_ms);
+  cJSON_AddNumberToObject(o, "images_per_s", p->images / (p->wall_ms * 1e-3));
+  cJSON_AddNumberToObject(o, "minibatch_latency_p50_ms", percentile(p->lat, p->batches, 50));
+  cJSON_AddNumberToObject(o, "minibatch_latency_p99_ms", percentile(p->lat, p->batches, 99));
+  cJSON_AddNumberToObject(o, "gflop_per_s", p->flops / (p->wall_ms * 1e6));
   const tlm_stats *s = &p->st;
-  if (tlm)
-    fprintf(f,
-            ", \"tlm_run_calls\": %llu, \"new_shapes_cache_misses\": %llu, \"cache_hits\": %llu, "
-            "\"decodes\": %llu, \"rule_schedules\": %llu, \"disk_plan_loads\": %llu, "
-            "\"jit_compiles\": %llu, \"disk_kernel_loads\": %llu, \"schedule_ms\": %.3f, "
-            "\"compile_ms\": %.3f, \"disk_load_ms\": %.3f, "
-            "\"schedule_compile_share_of_wall\": %.4f",
-            (unsigned long long)s->runs, (unsigned long long)s->cache_misses,
-            (unsigned long long)s->cache_hits, (unsigned long long)s->decodes,
-            (unsigned long long)(s->schedules - s->decodes),
-            (unsigned long long)s->disk_plan_hits, (unsigned long long)s->compiles,
-            (unsigned long long)s->disk_kernel_hits, s->schedule_ms, s->compile_ms, s->disk_load_ms,
-            (s->schedule_ms + s->compile_ms + s->disk_load_ms) / p->wall_ms);
-  else
-    fprintf(f, ", \"primitives_created\": %d, \"primitive_create_ms\": %.3f", p->prims,
-            p->prim_ms);
-  fprintf(f, "}");
+  if (tlm) {
+    cJSON_AddNumberToObject(o, "tlm_run_calls", (double)s->runs);
+    cJSON_AddNumberToObject(o, "new_shapes_cache_misses", (double)s->cache_misses);
+    cJSON_AddNumberToObject(o, "cache_hits", (double)s->cache_hits);
+    cJSON_AddNumberToObject(o, "decodes", (double)s->decodes);
+    cJSON_AddNumberToObject(o, "rule_schedules", (double)(s->schedules - s->decodes));
+    cJSON_AddNumberToObject(o, "disk_plan_loads", (double)s->disk_plan_hits);
+    cJSON_AddNumberToObject(o, "jit_compiles", (double)s->compiles);
+    cJSON_AddNumberToObject(o, "disk_kernel_loads", (double)s->disk_kernel_hits);
+    cJSON_AddNumberToObject(o, "schedule_ms", s->schedule_ms);
+    cJSON_AddNumberToObject(o, "compile_ms", s->compile_ms);
+    cJSON_AddNumberToObject(o, "disk_load_ms", s->disk_load_ms);
+    cJSON_AddNumberToObject(o, "schedule_compile_share_of_wall",
+                            (s->schedule_ms + s->compile_ms + s->disk_load_ms) / p->wall_ms);
+  } else {
+    cJSON_AddNumberToObject(o, "primitives_created", p->prims);
+    cJSON_AddNumberToObject(o, "primitive_create_ms", p->prim_ms);
+  }
 }
 
-static void write_json(const char *path, const result *r, int nres, const int *sizes, int nsizes,
-                       int batches, int mb, int threads) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    fprintf(stderr, "vision: cannot write %s\n", path);
-    return;
-  }
-  fprintf(f,
-          "{\"threads\": %d, \"minibatch\": %d, \"minibatches_per_pass\": %d, "
-          "\"images_per_pass\": %d, \"sizes_px\": [",
-          threads, mb, batches, batches * mb);
-  for (int i = 0; i < nsizes; i++) fprintf(f, "%s%d", i ? ", " : "", sizes[i]);
-  fprintf(f, "], \"networks\": [");
+/* 0, or -1 when the file cannot be written whole (said on stderr) */
+static int write_json(const char *path, const result *r, int nres, const int *sizes, int nsizes,
+                      int batches, int mb, int threads) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "threads", threads);
+  cJSON_AddNumberToObject(o, "minibatch", mb);
+  cJSON_AddNumberToObject(o, "minibatches_per_pass", batches);
+  cJSON_AddNumberToObject(o, "images_per_pass", batches * mb);
+  cJSON_AddItemToObject(o, "sizes_px", cJSON_CreateIntArray(sizes, nsizes));
+  cJSON *nets = cJSON_AddArrayToObject(o, "networks");
   for (int i = 0; i < nres; i++) {
     const result *x = &r[i];
-    fprintf(f, "%s{\"name\": \"%s\", \"tlm_ok\": %s", i ? ", " : "", x->n->name,
-            x->t[0].failed || x->t[1].failed ? "false" : "true");
+    cJSON *n = cJSON_CreateObject();
+    cJSON_AddItemToArray(nets, n);
+    cJSON_AddStringToObject(n, "name", x->n->name);
+    cJSON_AddBoolToObject(n, "tlm_ok", !(x->t[0].failed || x->t[1].failed));
     if (!x->t[0].failed) {
-      fprintf(f, ", ");
-      json_pass(f, "tlm_cold", &x->t[0], 1);
-      fprintf(f, ", ");
-      json_pass(f, "tlm_warm", &x->t[1], 1);
+      json_pass(n, "tlm_cold", &x->t[0], 1);
+      json_pass(n, "tlm_warm", &x->t[1], 1);
     }
     if (x->have_baseline) {
-      fprintf(f, ", ");
-      json_pass(f, "baseline_cold", &x->d[0], 0);
-      fprintf(f, ", ");
-      json_pass(f, "baseline_warm", &x->d[1], 0);
-      fprintf(f,
-              ", \"speed_ratio_tlm_over_baseline_cold\": %.4f, "
-              "\"speed_ratio_tlm_over_baseline_warm\": %.4f, \"max_rel_diff_vs_baseline\": %.3g, "
-              "\"images_compared\": %d",
-              x->d[0].wall_ms / x->t[0].wall_ms, x->d[1].wall_ms / x->t[1].wall_ms, x->diff,
-              x->compared);
+      json_pass(n, "baseline_cold", &x->d[0], 0);
+      json_pass(n, "baseline_warm", &x->d[1], 0);
+      cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_cold", x->d[0].wall_ms / x->t[0].wall_ms);
+      cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_warm", x->d[1].wall_ms / x->t[1].wall_ms);
+      cJSON_AddNumberToObject(n, "max_rel_diff_vs_baseline", x->diff);
+      cJSON_AddNumberToObject(n, "images_compared", x->compared);
     }
-    fprintf(f, "}");
   }
-  fprintf(f, "]}\n");
-  fclose(f);
+  char *text = cJSON_PrintUnformatted(o);
+  /* through a temporary file renamed over path: never a partial file */
+  char tmp[4096];
+  int fits = snprintf(tmp, sizeof tmp, "%s.tmp", path) < (int)sizeof tmp;
+  FILE *f = text && fits ? fopen(tmp, "w") : NULL;
+  int bad = !f || fputs(text, f) < 0 || fputc('\n', f) == EOF;
+  if (f && fclose(f)) bad = 1;
+  if (f && (bad || rename(tmp, path))) {
+    remove(tmp);
+    bad = 1;
+  }
+  cJSON_free(text);
+  cJSON_Delete(o);
+  if (bad) fprintf(stderr, "vision: cannot write %s\n", path);
+  return bad ? -1 : 0;
 }
 
 /* ---- main ------------------------------------------------------------------------ */
@@ -683,7 +691,7 @@ int main(int argc, char **argv) {
 #endif
   }
   for (int i = 0; i < nres; i++) report(&res[i], batches, mb);
-  if (json) write_json(json, res, nres, sizes, nsizes, batches, mb, nthreads);
+  if (json && write_json(json, res, nres, sizes, nsizes, batches, mb, nthreads)) ok = 0;
   tlm_destroy(rt); /* first: the weights are declared constant */
   for (int i = 0; i < nres; i++) {
     net_free(&nets[i]);

@@ -435,20 +435,28 @@ static int cmd_run(int argc, char **argv) {
   if (check) printf("max_rel_err  %.3g (tolerance %.3g) %s\n", max_err, tol,
                     (max_err >= 0 && max_err <= tol) ? "PASS" : "FAIL");
   if (json_path) {
-    FILE *f = fopen(json_path, "w");
-    if (!f) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "problem", ts);
+    cJSON_AddNumberToObject(o, "threads", rt->nthreads);
+    cJSON_AddStringToObject(o, "schedule", ss);
+    cJSON_AddNumberToObject(o, "schedule_ms", schedule_ms);
+    cJSON_AddNumberToObject(o, "compile_ms", k->compile_ms);
+    cJSON_AddNumberToObject(o, "kernel_ms_median", med * 1e-6);
+    cJSON_AddNumberToObject(o, "kernel_ms_min", lo * 1e-6);
+    cJSON_AddNumberToObject(o, "kernel_ms_max", hi * 1e-6);
+    cJSON_AddNumberToObject(o, "repeats", reps);
+    cJSON_AddNumberToObject(o, "gflops", gflops);
+    if (check) {
+      cJSON_AddNumberToObject(o, "max_rel_err", max_err);
+      cJSON_AddNumberToObject(o, "tolerance", tol);
+    }
+    int bad = tlm_json_save(o, json_path);
+    cJSON_Delete(o);
+    if (bad) {
       fprintf(stderr, "tlm run: cannot write %s\n", json_path);
+      rc = 2;
       goto out;
     }
-    fprintf(f,
-            "{\"problem\": \"%s\", \"threads\": %d, \"schedule\": \"%s\", \"schedule_ms\": %.4f, "
-            "\"compile_ms\": %.3f, \"kernel_ms_median\": %.6f, \"kernel_ms_min\": %.6f, "
-            "\"kernel_ms_max\": %.6f, \"repeats\": %d, \"gflops\": %.2f",
-            ts, rt->nthreads, ss, schedule_ms, k->compile_ms, med * 1e-6, lo * 1e-6, hi * 1e-6, reps,
-            gflops);
-    if (check) fprintf(f, ", \"max_rel_err\": %.4g, \"tolerance\": %.4g", max_err, tol);
-    fprintf(f, "}\n");
-    fclose(f);
   }
   rc = (check && !(max_err >= 0 && max_err <= tol)) ? 1 : 0;
 out:
