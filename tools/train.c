@@ -538,7 +538,11 @@ static void usage_train(void) {
           "  target-derived rule is the answer to keep; measured tasks override it\n"
           "  where a schedule beat the rule. What `tlm adapt` uses, so that a model\n"
           "  fine-tuned on few measurements of a new target falls back on that\n"
-          "  target's rule for shapes unlike those measured.\n");
+          "  target's rule for shapes unlike those measured.\n"
+          "  --unmeasured-rule best|skip|rule: a task (on one machine) whose records\n"
+          "  never timed the current rule's schedule (they predate a rule change)\n"
+          "  cannot say whether its best beats that rule: teach its best anyway\n"
+          "  (best, the default), nothing (skip), or the rule (rule).\n");
 }
 
 /* `deadline` (now_s() seconds; 0: none): after 10 steps the run is cut to
@@ -601,6 +605,7 @@ int tlm_cmd_train(int argc, char **argv) {
   const char *init = NULL; /* --init MODEL: fine-tune it instead of a new model */
   double max_seconds = 0;  /* --max-seconds S: stop training after about S seconds */
   int rule_prior = 0;      /* --rule-prior: the rule taught on the unmeasured training tasks */
+  int unmeasured_rule = 0; /* --unmeasured-rule best (0) | skip (1) | rule (2) */
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -633,6 +638,9 @@ int tlm_cmd_train(int argc, char **argv) {
     else if (!strcmp(a, "--init") && v) init = argv[++i];
     else if (!strcmp(a, "--max-seconds") && v) max_seconds = atof(argv[++i]);
     else if (!strcmp(a, "--rule-prior")) rule_prior = 1;
+    else if (!strcmp(a, "--unmeasured-rule") && v && !strcmp(argv[i + 1], "best")) unmeasured_rule = 0, i++;
+    else if (!strcmp(a, "--unmeasured-rule") && v && !strcmp(argv[i + 1], "skip")) unmeasured_rule = 1, i++;
+    else if (!strcmp(a, "--unmeasured-rule") && v && !strcmp(argv[i + 1], "rule")) unmeasured_rule = 2, i++;
     else if (!strcmp(a, "--synthetic") && v) tlm_tasks_set_synthetic(atoi(argv[++i]));
     else {
       usage_train();
@@ -766,8 +774,13 @@ int tlm_cmd_train(int argc, char **argv) {
       free(score);
     } else if (!tlm_space_accepts(&s, &best[i].sched)) {
       continue; /* another machine's record, or a point the space no longer offers */
-    } else if (!isfinite(rule_ns)) no_rule++;
-    else if (rule_ns <= best[i].ns * (1 + margin)) target = &rule, taught_rule++;
+    } else if (!isfinite(rule_ns)) {
+      /* nothing in these records timed the current rule: whether their
+       * best beats it is unknown */
+      no_rule++;
+      if (unmeasured_rule == 1) target = NULL;
+      else if (unmeasured_rule == 2) target = &rule;
+    } else if (rule_ns <= best[i].ns * (1 + margin)) target = &rule, taught_rule++;
     else beat_rule++;
     if (good > 0) { /* the task's schedules that beat the rule by 1 + good, not only its best */
       int gi[256];
@@ -847,8 +860,9 @@ int tlm_cmd_train(int argc, char **argv) {
           fine_tasks, pre.n);
   fprintf(stderr,
           "tlm train: targets: the rule on %d tasks (within %.0f%% or its spread of the best), a schedule "
-          "beating it on %d, the best (rule not measured) on %d\n",
-          taught_rule, rule_margin * 100, beat_rule, no_rule);
+          "beating it on %d, rule not measured on %d (%s)\n",
+          taught_rule, rule_margin * 100, beat_rule, no_rule,
+          unmeasured_rule == 1 ? "skipped" : unmeasured_rule == 2 ? "taught the rule" : "taught their best");
   fprintf(stderr, "tlm train: %d tasks' targets from a verification round (timed side by side)\n",
           verified_tasks);
   if (good > 0)
