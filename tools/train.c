@@ -944,24 +944,56 @@ done:
 }
 
 int tlm_cmd_quantize(int argc, char **argv) {
-  if (argc != 2 || !strcmp(argv[0], "--help")) {
+  const char *pos[2] = {NULL, NULL}, *only[TLM_LM_MAX_HW];
+  int npos = 0, nonly = 0, bad = 0;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--only-hw") && i + 1 < argc && nonly < TLM_LM_MAX_HW) only[nonly++] = argv[++i];
+    else if (argv[i][0] != '-' && npos < 2) pos[npos++] = argv[i];
+    else bad = 1;
+  }
+  if (bad || npos != 2) {
     fprintf(stderr,
-            "usage: tlm quantize CKPT MODEL\n"
+            "usage: tlm quantize CKPT MODEL [--only-hw PROMPT]...\n"
             "  Quantizes an fp32 checkpoint from `tlm train` to the int8 model file\n"
-            "  the runtime loads (blocks of 32 weights, one scale each).\n");
+            "  the runtime loads (blocks of 32 weights, one scale each).\n"
+            "  --only-hw PROMPT: list only these of the checkpoint's hardware prompts\n"
+            "  (as `tlm train` prints them, e.g. \"isa:avx512 fma:512 cores:1 l1:5 l2:10\n"
+            "  l3:18\"; repeatable), so the model serves only the machines it was gated\n"
+            "  on and the rule schedules everywhere else.\n");
     return argc == 1 && !strcmp(argv[0], "--help") ? 0 : 2;
   }
   tlm_gpt2 m;
   char err[512];
   static tlm_vocab vocab;
   tlm_vocab_build(&vocab);
-  if (tlm_gpt2_load(&m, argv[0], err, sizeof err)) {
+  if (tlm_gpt2_load(&m, pos[0], err, sizeof err)) {
     fprintf(stderr, "tlm quantize: %s\n", err);
     return 1;
   }
-  tlm_status st = tlm_lm_quantize(&m, &vocab, 0, argv[1], err, sizeof err);
+  if (nonly) { /* keep the named prompts, in the checkpoint's order */
+    tlm_lm_hw_set kept = {0};
+    int found[TLM_LM_MAX_HW] = {0};
+    for (uint32_t i = 0; i < m.hw_seen.n; i++) {
+      char hb[160];
+      tlm_lm_hw_str(&vocab, m.hw_seen.tok[i], hb, sizeof hb);
+      for (int j = 0; j < nonly; j++)
+        if (!strcmp(hb, only[j])) {
+          tlm_lm_hw_add(&kept, m.hw_seen.tok[i]);
+          found[j] = 1;
+        }
+    }
+    for (int j = 0; j < nonly; j++)
+      if (!found[j]) {
+        fprintf(stderr, "tlm quantize: the checkpoint has no hardware prompt \"%s\"\n", only[j]);
+        tlm_gpt2_free(&m);
+        return 2;
+      }
+    m.hw_seen = kept;
+  }
+  tlm_status st = tlm_lm_quantize(&m, &vocab, 0, pos[1], err, sizeof err);
   if (st) fprintf(stderr, "tlm quantize: %s\n", err);
-  else fprintf(stderr, "tlm quantize: wrote %s (%zu parameters)\n", argv[1], m.nparams);
+  else fprintf(stderr, "tlm quantize: wrote %s (%zu parameters, %u hardware prompts)\n", pos[1], m.nparams,
+               m.hw_seen.n);
   tlm_gpt2_free(&m);
   return st ? 1 : 0;
 }
