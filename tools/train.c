@@ -541,8 +541,9 @@ static void usage_train(void) {
           "  target's rule for shapes unlike those measured.\n"
           "  --unmeasured-rule best|skip|rule: a task (on one machine) whose records\n"
           "  never timed the current rule's schedule (they predate a rule change)\n"
-          "  cannot say whether its best beats that rule: teach its best anyway\n"
-          "  (best, the default), nothing (skip), or the rule (rule).\n");
+          "  cannot say whether its best beats that rule: teach nothing (skip, the\n"
+          "  default), its best anyway (best: every model before candidate 29), or\n"
+          "  the rule (rule).\n");
 }
 
 /* `deadline` (now_s() seconds; 0: none): after 10 steps the run is cut to
@@ -605,7 +606,7 @@ int tlm_cmd_train(int argc, char **argv) {
   const char *init = NULL; /* --init MODEL: fine-tune it instead of a new model */
   double max_seconds = 0;  /* --max-seconds S: stop training after about S seconds */
   int rule_prior = 0;      /* --rule-prior: the rule taught on the unmeasured training tasks */
-  int unmeasured_rule = 0; /* --unmeasured-rule best (0) | skip (1) | rule (2) */
+  int unmeasured_rule = 1; /* --unmeasured-rule best (0) | skip (1, the default) | rule (2) */
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
