@@ -57,6 +57,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "json_report.h"
 #include "tlm.h"
 
 #ifdef TLM_HAVE_DNNL
@@ -126,24 +127,6 @@ static int json_int(const cJSON *o, const char *k, int *v) {
   if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > 1e6) return -1;
   *v = (int)x->valuedouble;
   return 0;
-}
-
-/* o as one line of JSON in path; 0, or -1 when it cannot be written
- * whole */
-static int json_write(const cJSON *o, const char *path) {
-  char *text = cJSON_PrintUnformatted(o);
-  /* through a temporary file renamed over path: never a partial file */
-  char tmp[4096];
-  int fits = snprintf(tmp, sizeof tmp, "%s.tmp", path) < (int)sizeof tmp;
-  FILE *f = text && fits ? fopen(tmp, "w") : NULL;
-  int bad = !f || fputs(text, f) < 0 || fputc('\n', f) == EOF;
-  if (f && fclose(f)) bad = 1;
-  if (f && (bad || rename(tmp, path))) {
-    remove(tmp);
-    bad = 1;
-  }
-  cJSON_free(text);
-  return bad ? -1 : 0;
 }
 
 static const char *json_str(const cJSON *o, const char *k) {
@@ -1023,7 +1006,7 @@ int main(int argc, char **argv) {
       if (have_baseline)
         cJSON_AddNumberToObject(o, "warm_speed_ratio_vs_baseline", d.wall_ms / wt.wall_ms);
     }
-    if (json_write(o, json)) {
+    if (sample_json_write(o, json)) {
       fprintf(stderr, "llm_serving: cannot write %s\n", json);
       ok = 0;
     }

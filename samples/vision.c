@@ -53,8 +53,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <cjson/cJSON.h>
 
+#include "json_report.h"
 #include "tlm.h"
 
 #ifdef TLM_HAVE_DNNL
@@ -534,18 +534,7 @@ static int write_json(const char *path, const result *r, int nres, const int *si
       cJSON_AddNumberToObject(n, "images_compared", x->compared);
     }
   }
-  char *text = cJSON_PrintUnformatted(o);
-  /* through a temporary file renamed over path: never a partial file */
-  char tmp[4096];
-  int fits = snprintf(tmp, sizeof tmp, "%s.tmp", path) < (int)sizeof tmp;
-  FILE *f = text && fits ? fopen(tmp, "w") : NULL;
-  int bad = !f || fputs(text, f) < 0 || fputc('\n', f) == EOF;
-  if (f && fclose(f)) bad = 1;
-  if (f && (bad || rename(tmp, path))) {
-    remove(tmp);
-    bad = 1;
-  }
-  cJSON_free(text);
+  int bad = sample_json_write(o, path);
   cJSON_Delete(o);
   if (bad) fprintf(stderr, "vision: cannot write %s\n", path);
   return bad ? -1 : 0;
