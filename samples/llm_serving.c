@@ -607,6 +607,19 @@ typedef struct replay_result {
   int failed;
 } replay_result;
 
+/* a replay's time by phase and operator class into o, keys after prefix */
+static void json_phases(cJSON *o, const char *prefix, const replay_result *r) {
+  static const char *const names[6] = {"prefill_ms", "decode_ms", "prefill_linear_ms",
+                                       "prefill_attention_ms", "decode_linear_ms",
+                                       "decode_attention_ms"};
+  const double v[6] = {r->prefill_ms, r->decode_ms, r->op_ms[0][0], r->op_ms[0][1], r->op_ms[1][0], r->op_ms[1][1]};
+  for (int i = 0; i < 6; i++) {
+    char key[64];
+    snprintf(key, sizeof key, "%s%s", prefix, names[i]);
+    cJSON_AddNumberToObject(o, key, v[i]);
+  }
+}
+
 static double step_flops(const arch *a, int64_t T, int64_t L) {
   double C = a->C, F = a->FF;
   double lin = 2.0 * (double)T * (C * (double)QKVW(a) + (double)QW(a) * C + (a->gated ? 3 : 2) * C * F);
@@ -975,24 +988,14 @@ int main(int argc, char **argv) {
     cJSON_AddBoolToObject(o, "tlm_weights_constant", prepack);
     cJSON_AddNumberToObject(o, "prepacked_copies", (double)s.prepacks);
     cJSON_AddNumberToObject(o, "prepacked_bytes", (double)s.prepacked_bytes);
-    cJSON_AddNumberToObject(o, "prefill_ms", t.prefill_ms);
-    cJSON_AddNumberToObject(o, "decode_ms", t.decode_ms);
-    cJSON_AddNumberToObject(o, "prefill_linear_ms", t.op_ms[0][0]);
-    cJSON_AddNumberToObject(o, "prefill_attention_ms", t.op_ms[0][1]);
-    cJSON_AddNumberToObject(o, "decode_linear_ms", t.op_ms[1][0]);
-    cJSON_AddNumberToObject(o, "decode_attention_ms", t.op_ms[1][1]);
+    json_phases(o, "", &t);
     if (have_baseline) {
       cJSON_AddNumberToObject(o, "baseline_wall_ms", d.wall_ms);
       cJSON_AddNumberToObject(o, "baseline_tokens_per_s", d.tokens / (d.wall_ms * 1e-3));
       cJSON_AddNumberToObject(o, "baseline_primitive_create_ms", dnnl_create_ms);
       cJSON_AddNumberToObject(o, "speed_ratio_vs_baseline", d.wall_ms / t.wall_ms);
       cJSON_AddNumberToObject(o, "max_rel_diff_vs_baseline", diff);
-      cJSON_AddNumberToObject(o, "baseline_prefill_ms", d.prefill_ms);
-      cJSON_AddNumberToObject(o, "baseline_decode_ms", d.decode_ms);
-      cJSON_AddNumberToObject(o, "baseline_prefill_linear_ms", d.op_ms[0][0]);
-      cJSON_AddNumberToObject(o, "baseline_prefill_attention_ms", d.op_ms[0][1]);
-      cJSON_AddNumberToObject(o, "baseline_decode_linear_ms", d.op_ms[1][0]);
-      cJSON_AddNumberToObject(o, "baseline_decode_attention_ms", d.op_ms[1][1]);
+      json_phases(o, "baseline_", &d);
     }
     if (have_warm) {
       cJSON_AddNumberToObject(o, "warm_wall_ms", wt.wall_ms);
