@@ -207,7 +207,8 @@ static tlm_lm_model *load_adapted(tlm_runtime *rt, char *path, size_t cap) {
   }
   if (!tlm_lm_covers(m, &rt->target)) {
     tlm_log(rt, TLM_LOG_WARN, "adapted model %s not used: its rule version or hardware prompt is "
-            "not this runtime's (run tlm adapt again)", path);
+            "not this runtime's, or the runtime has other than one thread per core (run tlm "
+            "adapt again, or use all cores)", path);
     tlm_lm_free(m);
     free(m);
     return NULL;
@@ -266,6 +267,11 @@ static tlm_status load_model(tlm_runtime *rt, char *err, int errcap) {
               "model %s was trained against rule version %u, this build's rule is version %d "
               "(its prompts hold the rule's schedule): new shapes are scheduled by the rule",
               path, m->rule_version, TLM_RULE_VERSION);
+    } else if (((m->isa_seen >> rt->target.isa) & 1u) && tlm_lm_covers_hw(m, &rt->target) &&
+               !tlm_lm_covers_workers(&rt->target)) {
+      tlm_log(rt, TLM_LOG_ERROR,
+              "model %s answers for one worker per core (%d), this runtime has %d threads: new "
+              "shapes are scheduled by the rule", path, rt->target.cores, rt->target.threads);
     } else if (((m->isa_seen >> rt->target.isa) & 1u) && !tlm_lm_covers_hw(m, &rt->target)) {
       /* the right ISA on a machine whose cores, caches or FMA width the
        * model never saw in a prompt */

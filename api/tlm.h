@@ -116,7 +116,10 @@ typedef void (*tlm_log_fn)(void *user, tlm_log_level level,
 
 typedef struct tlm_config {
   /* Threads that run kernels, the calling thread included. 0 = number of
-   * online CPUs. Environment: TLM_NUM_THREADS. Range 0..1024. */
+   * online CPUs. Environment: TLM_NUM_THREADS. Range 0..1024. The
+   * language model schedules only a runtime with one thread per CPU (as
+   * its training schedules were measured); any other count gets the rule,
+   * which blocks for the threads it has. */
   int num_threads;
   /* Directory of the on-disk kernel cache; NULL = $XDG_CACHE_HOME/tlm or
    * ~/.cache/tlm; "none" = no disk cache. It must belong to the user and be

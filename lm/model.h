@@ -111,13 +111,25 @@ typedef struct tlm_lm_model {
 /* 1 when the model was trained on hardware like `t` (same ISA class, hence
  * lanes and vector registers, and the same hardware prompt: FMA width,
  * cores and caches, tlm_lm_hw_words) against a rule version this build
- * still has for some family (TLM_RULE_VERSION_MIN..TLM_RULE_VERSION); 0
- * when its prompts would be ones it never saw. */
+ * still has for some family (TLM_RULE_VERSION_MIN..TLM_RULE_VERSION), and
+ * `t` runs one worker per core (tlm_lm_covers_workers); 0 when its prompts
+ * would be ones it never saw. */
 int tlm_lm_covers(const tlm_lm_model *m, const tlm_target *t);
 
 /* 1 when t's hardware prompt is one the model was trained on (part of
  * tlm_lm_covers; apart so that callers can say which test failed). */
 int tlm_lm_covers_hw(const tlm_lm_model *m, const tlm_target *t);
+
+/* 1 when t runs one worker per core (t->threads == t->cores, or threads
+ * unset): every training sentence was measured so, and the decisions that
+ * split work over workers (N blocks, fused parallel loops, tile sizes that
+ * make enough blocks) are answers for that many workers. A runtime on
+ * fewer or more threads is scheduled by the rule, which blocks for the
+ * workers it has (part of tlm_lm_covers). Measured on a Zen 5 VM (2 cores,
+ * AVX-512, bench_matmul and bench_conv at --threads 1, session 24): a model
+ * answering for two workers ran 1x768:768x768 at 0.80-0.87x of the rule
+ * and MobileNet's depthwise layers at 0.87x. */
+int tlm_lm_covers_workers(const tlm_target *t);
 
 /* Oldest rule version any family of this build still has
  * (tlm_rule_family_version): models trained against older rules cover

@@ -285,10 +285,14 @@ int tlm_lm_covers_hw(const tlm_lm_model *m, const tlm_target *t) {
   return tlm_lm_hw_has(&m->hw_seen, words);
 }
 
+int tlm_lm_covers_workers(const tlm_target *t) {
+  return t->threads <= 0 || t->threads == t->cores;
+}
+
 int tlm_lm_covers(const tlm_lm_model *m, const tlm_target *t) {
   return t->isa >= 0 && t->isa < 32 && ((m->isa_seen >> t->isa) & 1u) &&
          m->rule_version >= TLM_RULE_VERSION_MIN && m->rule_version <= TLM_RULE_VERSION &&
-         tlm_lm_covers_hw(m, t);
+         tlm_lm_covers_hw(m, t) && tlm_lm_covers_workers(t);
 }
 
 int tlm_lm_covers_task(const tlm_lm_model *m, const tlm_task *task) {

@@ -216,9 +216,10 @@ hardware:
   while (n < TLM_LM_TASK_LEN) out[n++] = TLM_TOK_PAD;
   /* the hand rule's schedule, which the decisions then edit */
   out[n++] = tlm_vocab_find(v, "<rule>");
-  /* for one worker per CPU, as every training sentence was measured: a
-   * runtime on fewer threads gets the same prompt (the rule it runs itself
-   * blocks for its own threads), so the model's decisions do not move */
+  /* for one worker per CPU, as every training sentence was measured (a
+   * runtime on other than one thread per core does not use the model:
+   * tlm_lm_covers_workers; tools that build prompts for such targets get
+   * the prompt the model knows) */
   tlm_target ptg = *tg;
   ptg.threads = ptg.cores;
   tlm_space sp;

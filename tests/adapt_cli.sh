@@ -34,11 +34,18 @@ if grep -qE '"family":"(gpt2-355m:|benchdnn:transformer|benchdnn:gptj-2016|bench
   echo "a held-out family was measured"; fail=$((fail + 1))
 fi
 ls "$tmp/cache/models/"*.tmp > /dev/null 2>&1 && { echo "a temporary file was left"; fail=$((fail + 1)); }
-# the runtime loads it by default, and its kernels pass the reference check
-TLM_VERBOSE=1 "$tlm" run 7x33:33x129 --check --threads 1 --min-time 0.01 > "$tmp/run" 2>&1 ||
+# the runtime loads it by default (one thread per core, as it was measured),
+# and its kernels pass the reference check
+TLM_VERBOSE=1 "$tlm" run 7x33:33x129 --check --min-time 0.01 > "$tmp/run" 2>&1 ||
   { cat "$tmp/run"; echo "run with the adapted model failed its check"; fail=$((fail + 1)); }
 grep -q "(tlm adapt, this machine)" "$tmp/run" ||
   { cat "$tmp/run"; echo "the adapted model was not loaded by default"; fail=$((fail + 1)); }
+# fewer threads than cores: its answers are for one worker per core, the rule schedules
+if [ "$(getconf _NPROCESSORS_ONLN)" -gt 1 ]; then
+  TLM_VERBOSE=2 "$tlm" run 7x33:33x129 --threads 1 --min-time 0.01 > "$tmp/run1" 2>&1
+  grep -q "(tlm adapt, this machine)" "$tmp/run1" &&
+    { cat "$tmp/run1"; echo "the adapted model was used on fewer threads than cores"; fail=$((fail + 1)); }
+fi
 # TLM_MODEL overrides it
 TLM_MODEL=none TLM_VERBOSE=1 "$tlm" run 7x33:33x129 --threads 1 --min-time 0.01 > "$tmp/run2" 2>&1
 grep -q "tlm adapt" "$tmp/run2" && { echo "TLM_MODEL=none still loaded the adapted model"; fail=$((fail + 1)); }

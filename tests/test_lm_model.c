@@ -566,8 +566,13 @@ int main(void) {
         other.fma_bits = other.fma_bits >= 512 ? 256 : 512;
         CHECK(!tlm_lm_covers(&lm, &other), "another FMA width is hardware it never saw");
         other = tg;
-        other.threads = 1; /* the prompt holds cores, not the runtime's threads */
-        CHECK(tlm_lm_covers(&lm, &other), "the runtime's thread count is not hardware");
+        other.threads = other.cores; /* one worker per core, as every record was measured */
+        CHECK(tlm_lm_covers(&lm, &other), "a runtime with a thread per core is served");
+        other.threads = other.cores + 1;
+        CHECK(!tlm_lm_covers(&lm, &other) && tlm_lm_covers_hw(&lm, &other),
+              "more threads than cores: the hardware is known, the workers are not");
+        other.threads = 0;
+        CHECK(tlm_lm_covers(&lm, &other), "threads unset: the target's own cores");
       }
       tg.isa = TLM_ISA_AVX512;
       CHECK(!tlm_lm_covers(&lm, &tg), "an AVX2 model does not serve an AVX-512 target");
