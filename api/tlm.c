@@ -815,34 +815,6 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
     remember_run(rt, op, inputs, n_inputs, outputs, &task, &args, plan, epoch);
     if (tune) tune_request(rt, op, inputs, n_inputs, outputs, &task);
-  } else if (op->kind == TLM_OP_SOFTMAX || op->kind == TLM_OP_LAYERNORM ||
-             op->kind == TLM_OP_RMSNORM || op->kind == TLM_OP_ELTWISE || op->kind == TLM_OP_ROPE) {
-    tlm_row_args args;
-    st = op->kind == TLM_OP_ROPE
-             ? tlm_validate_rope(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
-                                 sizeof err)
-             : tlm_validate_row(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
-                                sizeof err);
-    if (st != TLM_OK) return tlm_set_error(rt, st, err);
-    st = tlm_engine_run(rt, &task, &args, &plan, &epoch, &tune, err, sizeof err);
-    if (st != TLM_OK) return tlm_set_error(rt, st, err);
-    if (tune) tune_request(rt, op, inputs, n_inputs, outputs, &task);
-  } else if (op->kind == TLM_OP_ATTENTION) {
-    tlm_attn_args args;
-    st = tlm_validate_attention(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
-                                sizeof err);
-    if (st != TLM_OK) return tlm_set_error(rt, st, err);
-    st = tlm_engine_run(rt, &task, &args, &plan, &epoch, &tune, err, sizeof err);
-    if (st != TLM_OK) return tlm_set_error(rt, st, err);
-    if (tune) tune_request(rt, op, inputs, n_inputs, outputs, &task);
-  } else if (op->kind == TLM_OP_POOL) {
-    tlm_pool_args args;
-    st = tlm_validate_pool(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
-                           sizeof err);
-    if (st != TLM_OK) return tlm_set_error(rt, st, err);
-    st = tlm_engine_run(rt, &task, &args, &plan, &epoch, &tune, err, sizeof err);
-    if (st != TLM_OK) return tlm_set_error(rt, st, err);
-    if (tune) tune_request(rt, op, inputs, n_inputs, outputs, &task);
   } else if (op->kind == TLM_OP_CONV) {
     tlm_conv_args args;
     st = tlm_validate_conv(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
@@ -877,9 +849,13 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
     }
     free(gathered);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
-  } else {
-    snprintf(err, sizeof err, "unknown operator kind %d", (int)op->kind);
-    return tlm_set_error(rt, TLM_ERR_INVALID_ARGUMENT, err);
+  } else { /* every other family: validate, then the engine (unknown kinds fail here) */
+    tlm_any_args args;
+    st = validate_any(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err, sizeof err);
+    if (st != TLM_OK) return tlm_set_error(rt, st, err);
+    st = tlm_engine_run(rt, &task, &args, &plan, &epoch, &tune, err, sizeof err);
+    if (st != TLM_OK) return tlm_set_error(rt, st, err);
+    if (tune) tune_request(rt, op, inputs, n_inputs, outputs, &task);
   }
   atomic_fetch_add_explicit(&rt->runs, 1, memory_order_relaxed);
   clear_error(rt);

@@ -23,6 +23,7 @@
 #include "../jit/build.h"
 #include "../runtime/status.h"
 #include "../runtime/clock.h"
+#include "../runtime/family.h"
 
 /* LLVM pass pipelines (tlm_config.passes, TLM_PASSES). TLM_PASSES_FAST,
  * the default: the generated code is already tiled, unrolled and
@@ -367,26 +368,11 @@ tlm_status tlm_engine_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_sc
 
 /* ---- scheduling ----------------------------------------------------------------------- */
 
-static double log_gap(int64_t a, int64_t b) {
-  return fabs(log((double)(a > 0 ? a : 1)) - log((double)(b > 0 ? b : 1)));
-}
-
-/* how far apart two tasks of one kernel family are: the sum of |log ratio|
- * of their run-time extents */
+/* how far apart two tasks of one kernel family are in their run-time
+ * extents (the family's extent_distance) */
 static double extent_distance(const tlm_task *a, const tlm_task *b) {
-  if (tlm_task_is_row(a))
-    return log_gap(a->u.row.rows, b->u.row.rows) + log_gap(a->u.row.cols, b->u.row.cols);
-  if (a->kind == TLM_OP_ATTENTION)
-    return log_gap(a->u.attn.B * a->u.attn.Hq * a->u.attn.Tq, b->u.attn.B * b->u.attn.Hq * b->u.attn.Tq) +
-           log_gap(a->u.attn.Tk, b->u.attn.Tk);
-  if (a->kind == TLM_OP_POOL)
-    return log_gap(a->u.pool.N * a->u.pool.OD * a->u.pool.OH * a->u.pool.OW,
-                   b->u.pool.N * b->u.pool.OD * b->u.pool.OH * b->u.pool.OW);
-  if (a->kind == TLM_OP_CONV)
-    return log_gap(a->u.conv.N * a->u.conv.OD * a->u.conv.OH * a->u.conv.OW,
-                   b->u.conv.N * b->u.conv.OD * b->u.conv.OH * b->u.conv.OW);
-  return log_gap(a->u.mm.M, b->u.mm.M) + log_gap(a->u.mm.N, b->u.mm.N) +
-         log_gap(a->u.mm.K, b->u.mm.K);
+  const tlm_family *f = tlm_family_of(a);
+  return f ? f->extent_distance(a, b) : 0.0;
 }
 
 /* A kernel this runtime already has for the same operator at other
@@ -788,7 +774,8 @@ typedef struct exec_ctx {
   float **scratch;
 } exec_ctx;
 
-static void exec_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
+/* one chunk of the kernel's parallel loop, per kernel ABI (kernel_abi.h) */
+static void exec_mm_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
   exec_ctx *e = ctx;
   ((tlm_mm_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
 }
@@ -813,24 +800,19 @@ static void exec_conv_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
   ((tlm_conv_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
 }
 
+/* the executor of each operator kind: its kernels' ABI */
+static void (*const k_exec_chunk[])(void *, int64_t, int64_t, int) = {
+    [TLM_OP_MATMUL] = exec_mm_chunk,     [TLM_OP_SOFTMAX] = exec_row_chunk,
+    [TLM_OP_LAYERNORM] = exec_row_chunk, [TLM_OP_RMSNORM] = exec_row_chunk,
+    [TLM_OP_CONV] = exec_conv_chunk,     [TLM_OP_POOL] = exec_pool_chunk,
+    [TLM_OP_ELTWISE] = exec_row_chunk,   [TLM_OP_ROPE] = exec_row_chunk,
+    [TLM_OP_ATTENTION] = exec_attn_chunk,
+};
+
 /* iterations of the kernel's parallel loop for this task */
 static int64_t parallel_count(const tlm_kernel *k, const tlm_task *task) {
-  if (tlm_task_is_row(task)) {
-    if (!k->sched.v[ROW_PARALLEL]) return 1;
-    int64_t t = k->sched.v[ROW_TILE];
-    return (task->u.row.rows + t - 1) / t;
-  }
-  if (task->kind == TLM_OP_CONV) return tlm_conv_parallel_count(task, k->sched.v);
-  if (task->kind == TLM_OP_ATTENTION) { /* (b, K/V head, block of (group head, row)) tiles */
-    const tlm_attn_task *a = &task->u.attn;
-    int64_t qb = k->sched.v[ATT_QBLOCK], rows = a->Hq / a->Hkv * a->Tq;
-    return k->sched.v[ATT_PARALLEL] ? a->B * a->Hkv * ((rows + qb - 1) / qb) : 1;
-  }
-  if (task->kind == TLM_OP_POOL) {
-    const tlm_pool_task *p = &task->u.pool;
-    return k->sched.v[PL_PARALLEL] ? p->N * p->OD * p->OH : 1;
-  }
-  return ln_parallel_count(&k->nest, task);
+  const tlm_family *f = tlm_family_of(task);
+  return f ? f->parallel_count(task, &k->sched, &k->nest) : 1;
 }
 
 /* caller holds exec_lock */
@@ -859,14 +841,13 @@ static tlm_status exec_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_ta
     args = &mm_args;
   }
   exec_ctx e = {k, args, rt->scratch};
+  if ((int)task->kind <= 0 || (int)task->kind >= (int)(sizeof k_exec_chunk / sizeof k_exec_chunk[0]) ||
+      !k_exec_chunk[task->kind]) {
+    snprintf(err, (size_t)errcap, "no executor for operator kind %d", (int)task->kind);
+    return TLM_ERR_INTERNAL;
+  }
   if (!rt->dry_run)
-    tlm_pool_run(rt->pool, n,
-                 tlm_task_is_row(task)          ? exec_row_chunk
-                 : task->kind == TLM_OP_CONV ? exec_conv_chunk
-                 : task->kind == TLM_OP_POOL ? exec_pool_chunk
-                 : task->kind == TLM_OP_ATTENTION ? exec_attn_chunk
-                                                : exec_chunk,
-                 &e);
+    tlm_pool_run(rt->pool, n, k_exec_chunk[task->kind], &e);
   return TLM_OK;
 }
 

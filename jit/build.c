@@ -11,29 +11,63 @@
 
 static double now_ms(void) { return tlm_clock_ms(); }
 
-/* 1 for the kinds whose schedule lowers to a loop nest first (matmuls:
- * every kind without a code generator of its own) */
-static int lowers_to_nest(const tlm_task *t) {
-  return !tlm_task_is_row(t) && t->kind != TLM_OP_ATTENTION && t->kind != TLM_OP_POOL &&
-         t->kind != TLM_OP_CONV;
+/* The code generators, one row per operator kind. A matmul schedule is
+ * lowered to a loop nest first (r->nest); the others generate from the
+ * schedule's decisions. */
+typedef int (*codegen_fn)(LLVMContextRef ctx, const tlm_jit_request *r, const char *cpu,
+                          const char *features, LLVMModuleRef *mod, char *err, int errcap);
+
+static int gen_matmul(LLVMContextRef ctx, const tlm_jit_request *r, const char *cpu,
+                      const char *f, LLVMModuleRef *mod, char *err, int errcap) {
+  return r->static_m
+             ? tlm_codegen_matmul_static_m(ctx, r->task, r->nest, r->name, cpu, f, mod, err, errcap)
+             : tlm_codegen_matmul(ctx, r->task, r->nest, r->name, cpu, f, mod, err, errcap);
 }
+static int gen_row(LLVMContextRef ctx, const tlm_jit_request *r, const char *cpu, const char *f,
+                   LLVMModuleRef *mod, char *err, int errcap) {
+  return tlm_codegen_row(ctx, r->task, r->sched, r->name, cpu, f, mod, err, errcap);
+}
+static int gen_conv(LLVMContextRef ctx, const tlm_jit_request *r, const char *cpu, const char *f,
+                    LLVMModuleRef *mod, char *err, int errcap) {
+  return tlm_codegen_conv(ctx, r->task, r->sched, r->name, cpu, f, mod, err, errcap);
+}
+static int gen_pool(LLVMContextRef ctx, const tlm_jit_request *r, const char *cpu, const char *f,
+                    LLVMModuleRef *mod, char *err, int errcap) {
+  return tlm_codegen_pool(ctx, r->task, r->sched, r->name, cpu, f, mod, err, errcap);
+}
+static int gen_attention(LLVMContextRef ctx, const tlm_jit_request *r, const char *cpu,
+                         const char *f, LLVMModuleRef *mod, char *err, int errcap) {
+  return tlm_codegen_attention(ctx, r->task, r->sched, r->name, cpu, f, mod, err, errcap);
+}
+
+static const struct {
+  codegen_fn gen;
+  int nest; /* 1: lowered to a loop nest first */
+} k_codegen[] = {
+    [TLM_OP_MATMUL] = {gen_matmul, 1},  [TLM_OP_SOFTMAX] = {gen_row, 0},
+    [TLM_OP_LAYERNORM] = {gen_row, 0},  [TLM_OP_RMSNORM] = {gen_row, 0},
+    [TLM_OP_CONV] = {gen_conv, 0},      [TLM_OP_POOL] = {gen_pool, 0},
+    [TLM_OP_ELTWISE] = {gen_row, 0},    [TLM_OP_ROPE] = {gen_row, 0},
+    [TLM_OP_ATTENTION] = {gen_attention, 0},
+};
+
+static int known_kind(const tlm_task *t) {
+  return (int)t->kind > 0 && (int)t->kind < (int)(sizeof k_codegen / sizeof k_codegen[0]) &&
+         k_codegen[t->kind].gen;
+}
+
+/* 1 for the kinds whose schedule lowers to a loop nest first */
+static int lowers_to_nest(const tlm_task *t) { return known_kind(t) && k_codegen[t->kind].nest; }
 
 /* the operator's code generator; 0, or -1 with a message */
 static int generate(tlm_jit *j, const tlm_jit_request *r, LLVMContextRef ctx, LLVMModuleRef *mod,
                     char *err, int errcap) {
-  const tlm_task *t = r->task;
-  const char *cpu = tlm_jit_cpu(j), *f = tlm_jit_features(j);
-  if (lowers_to_nest(t))
-    return r->static_m
-               ? tlm_codegen_matmul_static_m(ctx, t, r->nest, r->name, cpu, f, mod, err, errcap)
-               : tlm_codegen_matmul(ctx, t, r->nest, r->name, cpu, f, mod, err, errcap);
-  if (tlm_task_is_row(t))
-    return tlm_codegen_row(ctx, t, r->sched, r->name, cpu, f, mod, err, errcap);
-  if (t->kind == TLM_OP_ATTENTION)
-    return tlm_codegen_attention(ctx, t, r->sched, r->name, cpu, f, mod, err, errcap);
-  if (t->kind == TLM_OP_POOL)
-    return tlm_codegen_pool(ctx, t, r->sched, r->name, cpu, f, mod, err, errcap);
-  return tlm_codegen_conv(ctx, t, r->sched, r->name, cpu, f, mod, err, errcap);
+  if (!known_kind(r->task)) {
+    snprintf(err, (size_t)errcap, "no code generator for operator kind %d", (int)r->task->kind);
+    return -1;
+  }
+  return k_codegen[r->task->kind].gen(ctx, r, tlm_jit_cpu(j), tlm_jit_features(j), mod, err,
+                                      errcap);
 }
 
 tlm_status tlm_jit_build(tlm_jit *j, const tlm_jit_request *r, void **obj, size_t *len,

@@ -118,99 +118,141 @@ static int extent_tokens(const tlm_vocab *v, const char *axis, int64_t e, int32_
   return 4;
 }
 
-void tlm_lm_prompt(const tlm_vocab *v, const tlm_task *task, const tlm_target *tg, int32_t *out) {
-  static const char *acts[] = {"act:none", "act:relu", "act:gelu", "act:silu", "act:relu6"};
-  static const char *ops[] = {"", "op:matmul", "op:softmax", "op:layernorm", "op:rmsnorm"};
+/* The task's words of the prompt, one writer per operator kind (their
+ * order and count are the tensor language's, vocabulary version in
+ * vocab.h): each writes at out[0..] and returns how many. Rotary
+ * embeddings and attention have no words of their own yet (a model does
+ * not schedule them, tlm_lm_covers_task): they are read as a row operator
+ * and a matmul. */
+typedef int (*prompt_words_fn)(const tlm_vocab *v, const tlm_task *task, int32_t *out);
+
+static const char *const k_act_words[] = {"act:none", "act:relu", "act:gelu", "act:silu",
+                                          "act:relu6"};
+static const char *const k_op_words[] = {"", "op:matmul", "op:softmax", "op:layernorm",
+                                         "op:rmsnorm"};
+
+static int pool_words(const tlm_vocab *v, const tlm_task *task, int32_t *out) {
   int n = 0;
-  out[n++] = TLM_TOK_BOS;
-  if (task->kind == TLM_OP_POOL) {
-    const tlm_pool_task *p = &task->u.pool;
-    out[n++] = tlm_vocab_find(v, "op:pool");
-    out[n++] = tlm_vocab_find(v, p->alg == TLM_POOL_MAX ? "pool:max" : "pool:avg");
-    out[n++] = tlm_vocab_find(v, p->KH == 1   ? "win:1"
-                                 : p->KH == 3 ? "win:3"
-                                 : p->KH == 5 ? "win:5"
-                                 : p->KH == 7 ? "win:7"
-                                              : "win:big");
-    out[n++] = tlm_vocab_find(v, p->sh == 1 ? "stride:1" : p->sh == 2 ? "stride:2" : "stride:big");
-    out[n++] = tlm_vocab_find(v, "act:none");
-    out[n++] = tok(v, "uA:%lld", (p->unit & TLM_UNIT_POOL_SRC_C) != 0);
-    out[n++] = tok(v, "uB:%lld", 0);
-    out[n++] = tok(v, "uC:%lld", (p->unit & TLM_UNIT_POOL_DST_C) != 0);
-    n += extent_tokens(v, "b", p->N, out + n);
-    n += extent_tokens(v, "m", p->OD * p->OH * p->OW, out + n);
-    n += extent_tokens(v, "n", p->C, out + n);
-    n += extent_tokens(v, "k", (int64_t)(p->KD ? p->KD : p->ID) * (p->KH ? p->KH : p->IH) *
-                                   (p->KW ? p->KW : p->IW), out + n);
-    goto hardware;
-  }
-  if (task->kind == TLM_OP_ELTWISE) {
-    const tlm_row_task *r = &task->u.row;
-    static const char *bins[] = {"bin:none", "bin:add", "bin:mul"};
-    out[n++] = tlm_vocab_find(v, "op:eltwise");
-    out[n++] = tlm_vocab_find(v, "dtype:f32");
-    out[n++] = tlm_vocab_find(v, bins[r->binary >= 0 && r->binary < 3 ? r->binary : 0]);
-    out[n++] = tlm_vocab_find(v, acts[r->act >= 0 && r->act < 5 ? r->act : 0]);
-    out[n++] = tok(v, "causal:%lld", 0);
-    out[n++] = tok(v, "uA:%lld", (r->unit & TLM_UNIT_ROW_X) != 0);
-    out[n++] = tok(v, "uB:%lld", (r->unit & TLM_UNIT_ROW_Z) != 0);
-    out[n++] = tok(v, "uC:%lld", (r->unit & TLM_UNIT_ROW_Y) != 0);
-    n += extent_tokens(v, "b", 1, out + n);
-    n += extent_tokens(v, "m", r->rows, out + n);
-    n += extent_tokens(v, "n", r->cols, out + n);
-    n += extent_tokens(v, "k", 1, out + n);
-    goto hardware;
-  }
-  if (task->kind == TLM_OP_CONV) {
-    const tlm_conv_task *c = &task->u.conv;
-    out[n++] = tlm_vocab_find(v, "op:conv");
-    out[n++] = tlm_vocab_find(v, c->KH == 1   ? "win:1"
-                                 : c->KH == 3 ? "win:3"
-                                 : c->KH == 5 ? "win:5"
-                                 : c->KH == 7 ? "win:7"
-                                              : "win:big");
-    out[n++] = tlm_vocab_find(v, c->sh == 1 ? "stride:1" : c->sh == 2 ? "stride:2" : "stride:big");
-    out[n++] = tlm_vocab_find(v, c->G == 1                       ? "groups:1"
-                                 : c->ICg == 1 && c->OCg == 1 ? "groups:dw"
-                                                              : "groups:some");
-    out[n++] = tlm_vocab_find(v, acts[c->act >= 0 && c->act < 5 ? c->act : 0]);
-    out[n++] = tok(v, "uA:%lld", (c->unit & TLM_UNIT_CONV_SRC_C) != 0);
-    out[n++] = tok(v, "uB:%lld", (c->unit & TLM_UNIT_CONV_WEI_O) != 0);
-    out[n++] = tok(v, "uC:%lld", (c->unit & TLM_UNIT_CONV_DST_C) != 0);
-    n += extent_tokens(v, "b", c->N, out + n);
-    n += extent_tokens(v, "m", c->OD * c->OH * c->OW, out + n);
-    n += extent_tokens(v, "n", c->OCg, out + n);
-    n += extent_tokens(v, "k", (int64_t)c->ICg * c->KD * c->KH * c->KW, out + n);
-    goto hardware;
-  }
+  const tlm_pool_task *p = &task->u.pool;
+  out[n++] = tlm_vocab_find(v, "op:pool");
+  out[n++] = tlm_vocab_find(v, p->alg == TLM_POOL_MAX ? "pool:max" : "pool:avg");
+  out[n++] = tlm_vocab_find(v, p->KH == 1   ? "win:1"
+                               : p->KH == 3 ? "win:3"
+                               : p->KH == 5 ? "win:5"
+                               : p->KH == 7 ? "win:7"
+                                            : "win:big");
+  out[n++] = tlm_vocab_find(v, p->sh == 1 ? "stride:1" : p->sh == 2 ? "stride:2" : "stride:big");
+  out[n++] = tlm_vocab_find(v, "act:none");
+  out[n++] = tok(v, "uA:%lld", (p->unit & TLM_UNIT_POOL_SRC_C) != 0);
+  out[n++] = tok(v, "uB:%lld", 0);
+  out[n++] = tok(v, "uC:%lld", (p->unit & TLM_UNIT_POOL_DST_C) != 0);
+  n += extent_tokens(v, "b", p->N, out + n);
+  n += extent_tokens(v, "m", p->OD * p->OH * p->OW, out + n);
+  n += extent_tokens(v, "n", p->C, out + n);
+  n += extent_tokens(v, "k", (int64_t)(p->KD ? p->KD : p->ID) * (p->KH ? p->KH : p->IH) *
+                                 (p->KW ? p->KW : p->IW), out + n);
+  return n;
+}
+
+static int eltwise_words(const tlm_vocab *v, const tlm_task *task, int32_t *out) {
+  const char *const *acts = k_act_words;
+  int n = 0;
+  const tlm_row_task *r = &task->u.row;
+  static const char *bins[] = {"bin:none", "bin:add", "bin:mul"};
+  out[n++] = tlm_vocab_find(v, "op:eltwise");
+  out[n++] = tlm_vocab_find(v, "dtype:f32");
+  out[n++] = tlm_vocab_find(v, bins[r->binary >= 0 && r->binary < 3 ? r->binary : 0]);
+  out[n++] = tlm_vocab_find(v, acts[r->act >= 0 && r->act < 5 ? r->act : 0]);
+  out[n++] = tok(v, "causal:%lld", 0);
+  out[n++] = tok(v, "uA:%lld", (r->unit & TLM_UNIT_ROW_X) != 0);
+  out[n++] = tok(v, "uB:%lld", (r->unit & TLM_UNIT_ROW_Z) != 0);
+  out[n++] = tok(v, "uC:%lld", (r->unit & TLM_UNIT_ROW_Y) != 0);
+  n += extent_tokens(v, "b", 1, out + n);
+  n += extent_tokens(v, "m", r->rows, out + n);
+  n += extent_tokens(v, "n", r->cols, out + n);
+  n += extent_tokens(v, "k", 1, out + n);
+  return n;
+}
+
+static int conv_words(const tlm_vocab *v, const tlm_task *task, int32_t *out) {
+  const char *const *acts = k_act_words;
+  int n = 0;
+  const tlm_conv_task *c = &task->u.conv;
+  out[n++] = tlm_vocab_find(v, "op:conv");
+  out[n++] = tlm_vocab_find(v, c->KH == 1   ? "win:1"
+                               : c->KH == 3 ? "win:3"
+                               : c->KH == 5 ? "win:5"
+                               : c->KH == 7 ? "win:7"
+                                            : "win:big");
+  out[n++] = tlm_vocab_find(v, c->sh == 1 ? "stride:1" : c->sh == 2 ? "stride:2" : "stride:big");
+  out[n++] = tlm_vocab_find(v, c->G == 1                       ? "groups:1"
+                               : c->ICg == 1 && c->OCg == 1 ? "groups:dw"
+                                                            : "groups:some");
+  out[n++] = tlm_vocab_find(v, acts[c->act >= 0 && c->act < 5 ? c->act : 0]);
+  out[n++] = tok(v, "uA:%lld", (c->unit & TLM_UNIT_CONV_SRC_C) != 0);
+  out[n++] = tok(v, "uB:%lld", (c->unit & TLM_UNIT_CONV_WEI_O) != 0);
+  out[n++] = tok(v, "uC:%lld", (c->unit & TLM_UNIT_CONV_DST_C) != 0);
+  n += extent_tokens(v, "b", c->N, out + n);
+  n += extent_tokens(v, "m", c->OD * c->OH * c->OW, out + n);
+  n += extent_tokens(v, "n", c->OCg, out + n);
+  n += extent_tokens(v, "k", (int64_t)c->ICg * c->KD * c->KH * c->KW, out + n);
+  return n;
+}
+
+static int row_words(const tlm_vocab *v, const tlm_task *task, int32_t *out) {
+  const char *const *ops = k_op_words;
+  int n = 0;
   out[n++] = tlm_vocab_find(v, ops[task->kind >= 1 && task->kind <= 4 ? task->kind : 1]);
   out[n++] = tlm_vocab_find(v, "dtype:f32");
-  if (tlm_task_is_row(task)) {
-    const tlm_row_task *r = &task->u.row;
-    out[n++] = tlm_vocab_find(v, "bias:0");
-    out[n++] = tlm_vocab_find(v, "act:none");
-    out[n++] = tok(v, "causal:%lld", r->causal);
-    out[n++] = tok(v, "uA:%lld", (r->unit & TLM_UNIT_ROW_X) != 0);
-    out[n++] = tok(v, "uB:%lld", (r->unit & TLM_UNIT_ROW_G) != 0);
-    out[n++] = tok(v, "uC:%lld", (r->unit & TLM_UNIT_ROW_Y) != 0);
-    n += extent_tokens(v, "b", 1, out + n);
-    n += extent_tokens(v, "m", r->rows, out + n);
-    n += extent_tokens(v, "n", r->cols, out + n);
-    n += extent_tokens(v, "k", 1, out + n);
-  } else {
-    const tlm_matmul_task *m = &task->u.mm;
-    out[n++] = tok(v, "bias:%lld", m->has_bias);
-    out[n++] = tlm_vocab_find(v, acts[m->act >= 0 && m->act < 5 ? m->act : 0]);
-    out[n++] = tok(v, "res:%lld", m->has_residual);
-    out[n++] = tok(v, "uA:%lld", (m->unit & TLM_UNIT_A_K) != 0);
-    out[n++] = tok(v, "uB:%lld", (m->unit & TLM_UNIT_B_N) != 0);
-    out[n++] = tok(v, "uC:%lld", (m->unit & TLM_UNIT_C_N) != 0);
-    n += extent_tokens(v, "b", tlm_task_batch_total(task), out + n);
-    n += extent_tokens(v, "m", m->M, out + n);
-    n += extent_tokens(v, "n", m->N, out + n);
-    n += extent_tokens(v, "k", m->K, out + n);
-  }
-hardware:
+  const tlm_row_task *r = &task->u.row;
+  out[n++] = tlm_vocab_find(v, "bias:0");
+  out[n++] = tlm_vocab_find(v, "act:none");
+  out[n++] = tok(v, "causal:%lld", r->causal);
+  out[n++] = tok(v, "uA:%lld", (r->unit & TLM_UNIT_ROW_X) != 0);
+  out[n++] = tok(v, "uB:%lld", (r->unit & TLM_UNIT_ROW_G) != 0);
+  out[n++] = tok(v, "uC:%lld", (r->unit & TLM_UNIT_ROW_Y) != 0);
+  n += extent_tokens(v, "b", 1, out + n);
+  n += extent_tokens(v, "m", r->rows, out + n);
+  n += extent_tokens(v, "n", r->cols, out + n);
+  n += extent_tokens(v, "k", 1, out + n);
+  return n;
+}
+
+static int matmul_words(const tlm_vocab *v, const tlm_task *task, int32_t *out) {
+  const char *const *acts = k_act_words, *const *ops = k_op_words;
+  int n = 0;
+  out[n++] = tlm_vocab_find(v, ops[task->kind >= 1 && task->kind <= 4 ? task->kind : 1]);
+  out[n++] = tlm_vocab_find(v, "dtype:f32");
+  const tlm_matmul_task *m = &task->u.mm;
+  out[n++] = tok(v, "bias:%lld", m->has_bias);
+  out[n++] = tlm_vocab_find(v, acts[m->act >= 0 && m->act < 5 ? m->act : 0]);
+  out[n++] = tok(v, "res:%lld", m->has_residual);
+  out[n++] = tok(v, "uA:%lld", (m->unit & TLM_UNIT_A_K) != 0);
+  out[n++] = tok(v, "uB:%lld", (m->unit & TLM_UNIT_B_N) != 0);
+  out[n++] = tok(v, "uC:%lld", (m->unit & TLM_UNIT_C_N) != 0);
+  n += extent_tokens(v, "b", tlm_task_batch_total(task), out + n);
+  n += extent_tokens(v, "m", m->M, out + n);
+  n += extent_tokens(v, "n", m->N, out + n);
+  n += extent_tokens(v, "k", m->K, out + n);
+  return n;
+}
+
+static const prompt_words_fn k_prompt_words[] = {
+    [TLM_OP_MATMUL] = matmul_words, [TLM_OP_SOFTMAX] = row_words,
+    [TLM_OP_LAYERNORM] = row_words, [TLM_OP_RMSNORM] = row_words,
+    [TLM_OP_CONV] = conv_words,     [TLM_OP_POOL] = pool_words,
+    [TLM_OP_ELTWISE] = eltwise_words, [TLM_OP_ROPE] = row_words,
+    [TLM_OP_ATTENTION] = matmul_words,
+};
+
+void tlm_lm_prompt(const tlm_vocab *v, const tlm_task *task, const tlm_target *tg, int32_t *out) {
+  int n = 0;
+  out[n++] = TLM_TOK_BOS;
+  prompt_words_fn words =
+      (int)task->kind > 0 && (int)task->kind < (int)(sizeof k_prompt_words / sizeof k_prompt_words[0])
+          ? k_prompt_words[task->kind]
+          : NULL;
+  n += (words ? words : matmul_words)(v, task, out + n);
   n += tlm_lm_hw_words(v, tg, out + n);
   out[n++] = TLM_TOK_SEP;
   while (n < TLM_LM_TASK_LEN) out[n++] = TLM_TOK_PAD;

@@ -1,0 +1,308 @@
+/* op_conv.c - the convolution family (direct convolution, groups and
+ * depthwise, 1-3 spatial dimensions, NCHW or NHWC, fused epilogues): its
+ * schedule space (CV_* in space.h), rule, FLOPs, text and run-time fields.
+ * Row of the family table: tlm_family_conv (family.h). */
+#include "family.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const tlm_point k_conv_points[CV_NPOINTS] = {
+    [CV_AXIS] = {"vec_axis", TLM_PK_VEC_AXIS},
+    [CV_VEC] = {"vec", TLM_PK_VEC},
+    [CV_TILE_V] = {"tile_v", TLM_PK_TILE},
+    [CV_ROWS] = {"tile_rows", TLM_PK_TILE},
+    [CV_UNROLL] = {"unroll", TLM_PK_UNROLL},
+    [CV_RED_ORDER] = {"red_order", TLM_PK_ORDER},
+    [CV_TILE_C2] = {"tile_c2", TLM_PK_TILE},
+    [CV_TILE_W2] = {"tile_w2", TLM_PK_TILE},
+    [CV_ORDER] = {"order", TLM_PK_ORDER},
+    [CV_PARALLEL] = {"parallel", TLM_PK_PARALLEL},
+};
+
+#define CONV_MAX_ACC 32 /* vector accumulators of a conv register tile */
+
+void tlm_conv_tile_dims(const tlm_task *task, const int32_t *v, int64_t *c_t, int64_t *w_t,
+                        int64_t *c_ext) {
+  const tlm_conv_task *t = &task->u.conv;
+  int axis = v[CV_AXIS];
+  *c_ext = axis == 2 ? t->G : t->OCg;
+  *c_t = axis == 1 ? v[CV_ROWS] : v[CV_TILE_V];
+  *w_t = axis == 1 ? v[CV_TILE_V] : v[CV_ROWS];
+}
+
+/* rows of the kernel's outer loop: (n, other, od) when the tile rows run
+ * over the flattened (oh, ow) plane (lane axes oc and g), (n, other, od,
+ * oh) when the lanes run along ow; and the extent of the w axis */
+static int conv_flat(const tlm_conv_task *t, int axis) {
+  return axis != 1 || (t->unit & TLM_UNIT_CONV_PLANE); /* lanes over the dense pixel plane */
+}
+static int64_t conv_rows_total(const tlm_conv_task *t, int axis) {
+  int64_t r = t->N * (axis == 2 ? t->OCg : t->G) * t->OD;
+  return conv_flat(t, axis) ? r : r * t->OH;
+}
+static int64_t conv_wext(const tlm_conv_task *t, int axis) {
+  return conv_flat(t, axis) ? t->OH * t->OW : t->OW;
+}
+
+int64_t tlm_conv_parallel_count(const tlm_task *task, const int32_t *v) {
+  const tlm_conv_task *t = &task->u.conv;
+  int64_t c_t, w_t, c_ext;
+  tlm_conv_tile_dims(task, v, &c_t, &w_t, &c_ext);
+  int64_t ncb = ceil_div(c_ext, c_t * v[CV_TILE_C2]);
+  int64_t nwb = ceil_div(conv_wext(t, v[CV_AXIS]), w_t * v[CV_TILE_W2]);
+  int64_t rows = conv_rows_total(t, v[CV_AXIS]);
+  switch (v[CV_PARALLEL]) {
+  case 1: return rows * nwb;
+  case 2: return ncb * rows * nwb;
+  default: return 1;
+  }
+}
+
+/* extent the vector lanes span, and the tile rows' extent */
+static void conv_axis_extents(const tlm_conv_task *t, int axis, int64_t *vext, int64_t *rext) {
+  *vext = axis == 0 ? t->OCg : axis == 1 ? conv_wext(t, 1) : t->G;
+  *rext = axis == 1 ? t->OCg : conv_wext(t, axis);
+}
+
+static int conv_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c) {
+  const tlm_conv_task *t = &s->task.u.conv;
+  int n = 0;
+  int64_t vext = 1, rext = 1;
+  if (p > CV_AXIS) conv_axis_extents(t, d[CV_AXIS], &vext, &rext);
+  switch (p) {
+  case CV_AXIS:
+    c[n++] = 0;
+    c[n++] = 1;
+    if (t->G > 1) c[n++] = 2;
+    break;
+  case CV_VEC: {
+    static const int32_t widths[] = {1, 4, 8, 16};
+    for (int i = 0; i < 4; i++)
+      if (widths[i] <= s->target.vec_lanes) c[n++] = widths[i];
+    break;
+  }
+  case CV_TILE_V: /* whole vectors, 1..4 of them */
+    for (int32_t j = 1; j <= 4 && (int64_t)d[CV_VEC] * (j - 1) < vext; j++) c[n++] = d[CV_VEC] * j;
+    break;
+  case CV_ROWS: {
+    int32_t nv = d[CV_TILE_V] / d[CV_VEC];
+    for (int i = 0; i < TLM_N_REG_ROWS; i++) {
+      int32_t r = tlm_reg_rows[i];
+      if ((int64_t)r * nv > CONV_MAX_ACC || (r > 1 && tlm_reg_rows[i - 1] >= rext)) break;
+      c[n++] = r;
+    }
+    break;
+  }
+  case CV_UNROLL: {
+    static const int32_t u[] = {1, 2, 4, 8};
+    for (int i = 0; i < 4; i++) c[n++] = u[i];
+    break;
+  }
+  case CV_RED_ORDER:
+  case CV_ORDER:
+    c[n++] = 0;
+    c[n++] = 1;
+    break;
+  case CV_TILE_C2:
+  case CV_TILE_W2: {
+    int64_t c_t, w_t, c_ext;
+    tlm_conv_tile_dims(&s->task, d, &c_t, &w_t, &c_ext);
+    int64_t ext = p == CV_TILE_C2 ? c_ext : conv_wext(t, d[CV_AXIS]);
+    int64_t inner = p == CV_TILE_C2 ? c_t : w_t;
+    /* ow blocks: at least the values up to 64 whatever the image width,
+     * so one schedule (and kernel) can serve every image size */
+    if (p == CV_TILE_W2 && ext < 64 * inner) ext = 64 * inner;
+    n = tile_candidates(ext, inner, c);
+    /* and the smallest value that makes one block of the whole extent */
+    if (n < TLM_N_TILE_VALUES && (n == 0 || c[n - 1] < ceil_div(ext, inner))) {
+      c[n] = tlm_tile_values[n];
+      n++;
+    }
+    break;
+  }
+  case CV_PARALLEL:
+    c[n++] = 0;
+    c[n++] = 1;
+    c[n++] = 2;
+    break;
+  default: break;
+  }
+  return n;
+}
+
+static int pick_value(const int32_t *c, int n, int32_t want) {
+  for (int i = 0; i < n; i++)
+    if (c[i] == want) return i;
+  return 0;
+}
+
+/* The rule: lanes along the axis that is unit-stride in dst (channels for
+ * NHWC, ow for NCHW, groups for NHWC depthwise), the full vector width,
+ * the register tile of tlm_reg_tile (6 x 4 vectors on 32 registers, 6 x 2
+ * on 16), the C block sized so its weights stay in half of
+ * L2, whole rows of ow per block, and rows (or rows x C blocks) in
+ * parallel. */
+static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
+  const tlm_conv_task *t = &s->task.u.conv;
+  const tlm_target *tg = &s->target;
+  int workers = tg->threads > 0 ? tg->threads : 1;
+  int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 512 * 1024;
+  int64_t vext = 1, rext = 1;
+  if (p > CV_AXIS) conv_axis_extents(t, d[CV_AXIS], &vext, &rext);
+  switch (p) {
+  case CV_AXIS: {
+    int dw = t->G > 1 && t->OCg == 1 && t->ICg == 1;
+    int want = 0;
+    if (dw) want = (t->unit & TLM_UNIT_CONV_DST_C) ? 2 : 1;
+    else if (!(t->unit & TLM_UNIT_CONV_DST_C) && (t->unit & TLM_UNIT_CONV_DST_W)) want = 1;
+    return pick_value(c, n, want);
+  }
+  case CV_VEC: return n - 1;
+  case CV_TILE_V: {
+    /* the register tile as for matmul (tlm_reg_tile): a broadcast (src
+     * value, weight, or for depthwise a src vector) times nv vectors reused
+     * across the tile's rows, from the register file and FMA chains */
+    int64_t most = ceil_div(vext, d[CV_VEC]);
+    if (most > 4) most = 4;
+    /* depthwise: every FMA loads its own src vector, whatever the tile, so
+     * nothing is saved by a square tile; the widest channel block (4
+     * vectors, the most contiguous src reads per pixel) */
+    if (d[CV_AXIS] == 2) return pick_at_most(c, n, most * d[CV_VEC]);
+    int rows, nv;
+    tlm_reg_tile(tg, rext, (int)most, &rows, &nv);
+    return pick_at_most(c, n, (int64_t)nv * d[CV_VEC]);
+  }
+  case CV_ROWS: {
+    int rows, nv = d[CV_TILE_V] / d[CV_VEC];
+    int64_t wvecs = (int64_t)nv * t->KD * t->KH * t->KW;
+    int chains = tg->fma_chains > 0 ? tg->fma_chains : 1;
+    if (d[CV_AXIS] == 2 && wvecs + (int64_t)nv * ((chains + nv - 1) / nv) + 1 <= tg->vec_regs) {
+      /* depthwise whose window of weight vectors fits beside the
+       * accumulators: the weights stay in registers across the tile's
+       * pixels, the rest of the register file holds rows (MobileNet's
+       * 32-channel 3x3 on AVX-512: 6 rows of 2 vectors + 18 weights) */
+      int64_t fit = (tg->vec_regs - wvecs - 1) / nv;
+      return pick_at_most(c, n, fit < rext ? fit : rext);
+    }
+    if (d[CV_AXIS] == 2) {
+      /* depthwise, weights reloaded per tile: half the register file for
+       * accumulators, the other half for the NV weight vectors of a kernel
+       * column and the src vectors that neighbouring rows share across
+       * kernel columns (R + KW - 1 of them per kernel row, not R x KW) */
+      int64_t r = tg->vec_regs / 2 / nv;
+      return pick_at_most(c, n, r < 1 ? 1 : r);
+    }
+    tlm_reg_tile(tg, rext, -nv, &rows, &nv);
+    return pick_at_most(c, n, rows);
+  }
+  case CV_UNROLL: {
+    /* the inner loop's trip count under the red_order the rule picks next;
+     * an unroll that does not divide it leaves a remainder loop, measured
+     * 2.5x slower on MobileNet's IC=3 stem (3 = 2 + 1): the largest of 4, 2,
+     * 1 that divides the trip count */
+    int64_t trip = t->ICg >= 4 || t->KW == 1 ? t->ICg : t->KW;
+    int64_t u = trip % 4 == 0 ? 4 : trip % 2 == 0 ? 2 : 1;
+    return pick_at_most(c, n, u);
+  }
+  case CV_RED_ORDER: return t->ICg >= 4 || t->KW == 1 ? 0 : 1;
+  case CV_TILE_C2: {
+    int64_t c_t, w_t, c_ext;
+    tlm_conv_tile_dims(&s->task, d, &c_t, &w_t, &c_ext);
+    int64_t per_c = (int64_t)t->ICg * t->KD * t->KH * t->KW * 4; /* weight bytes per channel */
+    if (d[CV_AXIS] == 2) per_c *= t->OCg;
+    int64_t fit = (l2 / 2) / (per_c * c_t);
+    return pick_at_most(c, n, fit < 1 ? 1 : pow2_floor(fit));
+  }
+  case CV_TILE_W2:
+    /* lanes along ow: whole output rows; tile rows over the pixel plane:
+     * blocks of 8 tiles, enough blocks to share among the cores at any
+     * image size, and a choice that does not depend on it */
+    return conv_flat(t, d[CV_AXIS]) ? pick_at_most(c, n, 8) : n - 1;
+  case CV_ORDER: return 0;
+  case CV_PARALLEL: {
+    if (workers == 1) return 0;
+    double flops = 2.0 * (double)t->N * t->G * t->OCg * t->ICg * t->KD * t->KH * t->KW *
+                   (double)(t->OD * t->OH * t->OW);
+    if (flops < 2e5) return 0;
+    /* rows x C blocks, C-block major; with one C block the same as rows
+     * alone, and a choice that does not depend on the image size */
+    return 2;
+  }
+  default: return 0;
+  }
+}
+
+
+/* version 3: depthwise convolutions' rows and kernels; 2 for the rest */
+static int conv_rule_version(const tlm_task *task) {
+  const tlm_conv_task *t = &task->u.conv;
+  return t->G > 1 && t->ICg == 1 && t->OCg == 1 ? 3 : 2;
+}
+
+static double conv_flops(const tlm_task *t) {
+  /* every window position, padding included (benchdnn counts only the
+   * in-bounds ones) */
+  const tlm_conv_task *c = &t->u.conv;
+  return 2.0 * (double)c->N * c->G * c->OCg * c->ICg * c->KD * c->KH * c->KW *
+         (double)c->OD * (double)c->OH * (double)c->OW;
+}
+
+static void conv_str(const tlm_task *t, char *buf, int cap) {
+  static const char *acts[] = {"", "_relu", "_gelu", "_silu", "_relu6"};
+  /* benchdnn descriptor (dilation as dh = factor - 1) */
+  const tlm_conv_task *c = &t->u.conv;
+  char sp[200];
+  if (c->ndim_sp == 3 || c->ID > 1 || c->KD > 1)
+    snprintf(sp, sizeof sp, "id%lldih%lldiw%lld_oc%dod%lldoh%lldow%lld_kd%dkh%dkw%d_sd%dsh%dsw%d"
+             "_pd%dph%dpw%d_dd%ddh%ddw%d", (long long)c->ID, (long long)c->IH, (long long)c->IW,
+             c->G * c->OCg, (long long)c->OD, (long long)c->OH, (long long)c->OW, c->KD, c->KH,
+             c->KW, c->sd, c->sh, c->sw, c->pd, c->ph, c->pw, c->dd - 1, c->dh - 1, c->dw - 1);
+  else
+    snprintf(sp, sizeof sp, "ih%lldiw%lld_oc%doh%lldow%lld_kh%dkw%d_sh%dsw%d_ph%dpw%d_dh%ddw%d",
+             (long long)c->IH, (long long)c->IW, c->G * c->OCg, (long long)c->OH,
+             (long long)c->OW, c->KH, c->KW, c->sh, c->sw, c->ph, c->pw, c->dh - 1, c->dw - 1);
+  snprintf(buf, (size_t)cap, "g%dmb%lldic%d%s%s%s%s%s%s%s", c->G, (long long)c->N,
+           c->G * c->ICg, sp, c->has_bias ? "_bias" : "", c->has_ss ? "_bn" : "",
+           c->has_residual ? "_residual" : "", (c->act > 0 && c->act < 5) ? acts[c->act] : "",
+           (c->unit & TLM_UNIT_CONV_DST_C) && !(c->unit & TLM_UNIT_CONV_DST_W) ? "_nhwc" : "",
+           (c->unit & TLM_UNIT_CONV_WEI_O) && c->G * c->OCg > 1 ? "_hwio" : "");
+}
+
+static void conv_clear_runtime(tlm_task *t) {
+  /* N, spatial extents, strides */
+  tlm_conv_task *c = &t->u.conv;
+  c->N = c->ID = c->IH = c->IW = c->OD = c->OH = c->OW = 0;
+  memset(c->ss, 0, sizeof c->ss);
+  memset(c->sw_, 0, sizeof c->sw_);
+  memset(c->sdst, 0, sizeof c->sdst);
+  memset(c->sr, 0, sizeof c->sr);
+  c->sbias = c->sscale = c->sshift = 0;
+  c->ndim_sp = 0;
+}
+
+static int64_t conv_parallel_iterations(const tlm_task *task, const tlm_schedule *s,
+                                        const ln_nest *nest) {
+  (void)nest;
+  return tlm_conv_parallel_count(task, s->v);
+}
+
+static double conv_extent_distance(const tlm_task *a, const tlm_task *b) {
+  return log_gap(a->u.conv.N * a->u.conv.OD * a->u.conv.OH * a->u.conv.OW,
+                 b->u.conv.N * b->u.conv.OD * b->u.conv.OH * b->u.conv.OW);
+}
+
+const tlm_family tlm_family_conv = {
+    .name = "conv",
+    .points = k_conv_points,
+    .npoints = CV_NPOINTS,
+    .candidates = conv_candidates,
+    .rule = conv_default,
+    .rule_version = conv_rule_version,
+    .scratch_bytes = NULL,
+    .flops = conv_flops,
+    .str = conv_str,
+    .clear_runtime = conv_clear_runtime,
+    .parallel_count = conv_parallel_iterations,
+    .extent_distance = conv_extent_distance,
+};

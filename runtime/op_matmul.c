@@ -1,0 +1,514 @@
+/* op_matmul.c - the matmul family (batch dimensions broadcast, epilogues
+ * fused): its schedule space (the MM_* points of space.h), its rule, and
+ * what the runtime layer needs of its tasks (FLOPs, text, run-time
+ * fields). Its row of the family table is tlm_family_matmul (family.h). */
+#include "family.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Register tile bound: vector accumulators b3 * m3 * (n3 / vec). Beyond it the
+ * unrolled tile's code grows without bound; this is a code-size limit. */
+#define MAX_ACCUMULATORS 64
+/* Largest packed B block per thread (bytes). */
+#define MAX_PACK_BYTES (8 << 20)
+
+static const tlm_point k_mm_points[MM_NPOINTS] = {
+    [MM_VEC] = {"vec", TLM_PK_VEC},
+    [MM_N3] = {"tile_n3", TLM_PK_TILE},
+    [MM_M3] = {"tile_m3", TLM_PK_TILE},
+    [MM_B3] = {"tile_b3", TLM_PK_TILE},
+    [MM_K1] = {"tile_k1", TLM_PK_TILE},
+    [MM_UNROLL] = {"unroll_k1", TLM_PK_UNROLL},
+    [MM_N2] = {"tile_n2", TLM_PK_TILE},
+    [MM_M2] = {"tile_m2", TLM_PK_TILE},
+    [MM_B2] = {"tile_b2", TLM_PK_TILE},
+    [MM_N1] = {"tile_n1", TLM_PK_TILE},
+    [MM_M1] = {"tile_m1", TLM_PK_TILE},
+    [MM_B1] = {"tile_b1", TLM_PK_TILE},
+    [MM_ORDER0] = {"order0", TLM_PK_ORDER},
+    [MM_ORDER1] = {"order1", TLM_PK_ORDER},
+    [MM_ORDER2] = {"order2", TLM_PK_ORDER},
+    [MM_PACK_B] = {"pack_b", TLM_PK_PACK},
+    [MM_PARALLEL] = {"parallel", TLM_PK_PARALLEL},
+    [MM_EPILOGUE_AT] = {"epilogue_at", TLM_PK_COMPUTE_AT},
+};
+
+static int64_t mm_l3_m2(const tlm_target *tg, int64_t k1, int64_t m3);
+
+static int has_epilogue(const tlm_matmul_task *t) {
+  return t->has_bias || t->has_residual || t->act != TLM_ACT_NONE;
+}
+
+/* Level-0 block counts (b, m, n) of a matmul schedule whose points before
+ * `upto` are decided; the level-1 factors not decided yet count as 1 (the
+ * most blocks they can leave). */
+static void mm_level0_blocks(const tlm_space *s, const int32_t *d, int upto, int64_t cnt[3]) {
+  const tlm_matmul_task *t = &s->task.u.mm;
+  int64_t b1 = upto > MM_B1 ? d[MM_B1] : 1, m1 = upto > MM_M1 ? d[MM_M1] : 1;
+  int64_t n1 = upto > MM_N1 ? d[MM_N1] : 1;
+  cnt[0] = ceil_div(tlm_task_batch_total(&s->task), (int64_t)d[MM_B3] * d[MM_B2] * b1);
+  cnt[1] = ceil_div(t->M, (int64_t)d[MM_M3] * d[MM_M2] * m1);
+  cnt[2] = ceil_div(t->N, (int64_t)d[MM_N3] * d[MM_N2] * n1);
+}
+
+/* The parallel work a matmul schedule may leave: at least min(threads, the
+ * level-0 blocks its level-2 tiles allow) blocks, so no schedule puts a
+ * core-sized problem on one core by an outer tile as large as the problem.
+ * Such schedules (e.g. 35x4096:4096x1024 with tile_n1 = 2: one block,
+ * 4x slower than the rule on 2 cores) never won a verification round
+ * and were the largest losses of the session-4 models (models/README.md). */
+static int64_t mm_parallel_floor(const tlm_space *s, const int32_t *d) {
+  int64_t cnt[3];
+  mm_level0_blocks(s, d, MM_N1, cnt);
+  int64_t most = cnt[0] * cnt[1] * cnt[2];
+  int64_t workers = s->target.threads > 0 ? s->target.threads : 1;
+  return most < workers ? most : workers;
+}
+
+/* blocks of the first `fused` level-0 loops in their order (b when batched,
+ * then m and n as order0 says): the iterations a parallel loop shares out */
+static int64_t mm_fused_blocks(const tlm_space *s, const int32_t *d, int fused) {
+  int64_t cnt[3];
+  mm_level0_blocks(s, d, MM_NPOINTS, cnt);
+  int64_t order[3], nl = 0;
+  if (tlm_task_batch_total(&s->task) > 1) order[nl++] = cnt[0];
+  order[nl++] = d[MM_ORDER0] ? cnt[2] : cnt[1];
+  order[nl++] = d[MM_ORDER0] ? cnt[1] : cnt[2];
+  int64_t r = 1;
+  for (int i = 0; i < fused && i < nl; i++) r *= order[i];
+  return r;
+}
+
+static int mm_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c) {
+  const tlm_matmul_task *t = &s->task.u.mm;
+  int64_t btot = tlm_task_batch_total(&s->task);
+  int n = 0;
+  switch (p) {
+  case MM_VEC: {
+    static const int32_t widths[] = {1, 4, 8, 16};
+    for (int i = 0; i < 4; i++)
+      if (widths[i] <= s->target.vec_lanes) c[n++] = widths[i];
+    if ((t->unit & TLM_UNIT_A_K) && (t->unit & TLM_UNIT_B_K))
+      for (int i = 1; i < 4; i++)
+        if (widths[i] <= s->target.vec_lanes) c[n++] = TLM_VEC_K + widths[i];
+    break;
+  }
+  case MM_N3: {
+    if (tlm_vec_is_k(d[MM_VEC])) { /* columns of dot products */
+      for (int32_t j = 1; j <= 8 && j - 1 < t->N; j++) c[n++] = j;
+      break;
+    }
+    int32_t w = d[MM_VEC]; /* multiples of the vector width, whole vectors */
+    for (int32_t j = 1; j <= 8 && (int64_t)w * (j - 1) < t->N; j++) c[n++] = w * j;
+    break;
+  }
+  case MM_M3: {
+    int32_t nv = tlm_vec_per_row(d[MM_VEC], d[MM_N3]);
+    for (int i = 0; i < TLM_N_REG_ROWS; i++) {
+      int32_t r = tlm_reg_rows[i];
+      if (r > t->M && r > 1) break;
+      if ((int64_t)r * nv <= MAX_ACCUMULATORS) c[n++] = r;
+    }
+    break;
+  }
+  case MM_B3: {
+    int64_t acc = (int64_t)d[MM_M3] * tlm_vec_per_row(d[MM_VEC], d[MM_N3]);
+    int m = tile_candidates(btot, 1, c);
+    for (int i = 0; i < m; i++)
+      if (c[i] * acc <= MAX_ACCUMULATORS || c[i] == 1) c[n++] = c[i];
+    break;
+  }
+  /* K block, and the level-2 blocks below: values up to a fixed size are
+   * offered whatever the extent (a block larger than the extent is one
+   * block), so a schedule need not change with M, N or K, which are
+   * run-time arguments: one kernel serves a growing attention length */
+  case MM_K1: {
+    /* a K block under 4 (when K has 4 or more) stores and reloads the
+     * accumulator tile every 1-3 steps of k: in the measured records such
+     * schedules ran at a median of 3x their task's best and never won a
+     * verification round (data/README.md), so they are not offered */
+    int m = tile_candidates(t->K > 256 ? t->K : 256, 1, c);
+    int64_t floor_k = t->K < 4 ? t->K : 4;
+    for (int i = 0; i < m; i++)
+      if (c[i] >= floor_k) c[n++] = c[i];
+    break;
+  }
+  case MM_UNROLL: {
+    static const int32_t u[] = {1, 2, 4, 8};
+    for (int i = 0; i < 4; i++)
+      if (u[i] <= d[MM_K1]) c[n++] = u[i];
+    break;
+  }
+  case MM_N2: {
+    int64_t cap = 512 * (int64_t)d[MM_N3];
+    n = tile_candidates(t->N > cap ? t->N : cap, d[MM_N3], c);
+    break;
+  }
+  case MM_M2: {
+    n = tile_candidates(t->M > 64 ? t->M : 64, d[MM_M3], c);
+    /* and the smallest value that makes one block of all of M, so B can be
+     * packed or streamed once (M = 128 at 6 rows: 24, where the values up
+     * to ceil(128 / 6) = 22 stop at 20) */
+    int64_t one = ceil_div(t->M, d[MM_M3]);
+    if (n > 0 && n < TLM_N_TILE_VALUES && c[n - 1] < one) c[n] = tlm_tile_values[n], n++;
+    /* and the L3 block (mm_l3_m2), whatever M: one block for every M up
+     * to its rows, so those M share one kernel (M is a run-time argument;
+     * a block larger than M costs nothing) */
+    int64_t l3b = mm_l3_m2(&s->target, d[MM_K1], d[MM_M3]);
+    if (n > 0 && n < TLM_MAX_CANDIDATES && c[n - 1] < l3b) c[n++] = (int32_t)l3b;
+    break;
+  }
+  case MM_B2: n = tile_candidates(btot, d[MM_B3], c); break;
+  case MM_N1:
+  case MM_M1:
+  case MM_B1: {
+    int m = p == MM_N1   ? tile_candidates(t->N, (int64_t)d[MM_N3] * d[MM_N2], c)
+            : p == MM_M1 ? tile_candidates(t->M, (int64_t)d[MM_M3] * d[MM_M2], c)
+                         : tile_candidates(btot, (int64_t)d[MM_B3] * d[MM_B2], c);
+    int64_t floor_blocks = mm_parallel_floor(s, d);
+    int32_t dd[MM_NPOINTS];
+    memcpy(dd, d, sizeof(int32_t) * (size_t)p);
+    for (int i = 0; i < m; i++) {
+      dd[p] = c[i];
+      int64_t cnt[3];
+      mm_level0_blocks(s, dd, p + 1, cnt);
+      if (c[i] == 1 || cnt[0] * cnt[1] * cnt[2] >= floor_blocks) c[n++] = c[i];
+    }
+    break;
+  }
+  case MM_ORDER0:
+  case MM_ORDER1:
+  case MM_ORDER2:
+    c[n++] = 0;
+    c[n++] = 1;
+    break;
+  case MM_PACK_B: {
+    tlm_schedule tmp;
+    memset(&tmp, 0, sizeof tmp);
+    memcpy(tmp.v, d, sizeof(int32_t) * MM_PACK_B);
+    tmp.v[MM_PACK_B] = 1;
+    c[n++] = 0; /* packing makes n panels: not for dot products */
+    if (!tlm_vec_is_k(d[MM_VEC]) && tlm_scratch_bytes(&s->task, &tmp) <= MAX_PACK_BYTES)
+      c[n++] = 1;
+    /* constant B is packed once, ahead (engine/prepack.c): then panels
+     * cost nothing per call, and they were never slower (tlm run --vs
+     * --const-b on Zen 3 AVX2: 1.05-1.7x from M = 1 to 3136) */
+    if (n == 2 && s->task.u.mm.b_const) c[0] = 1, n = 1;
+    break;
+  }
+  case MM_PARALLEL: { /* level-0 loops: b0 (when batched), m0, n0 */
+    /* serial, or fused loops sharing at least min(threads, all the level-0
+     * blocks) among the threads: a parallel loop of fewer would idle a
+     * core for nothing */
+    int loops = (btot > 1 ? 1 : 0) + 2;
+    int64_t all = mm_fused_blocks(s, d, loops);
+    int64_t workers = s->target.threads > 0 ? s->target.threads : 1;
+    int64_t want = all < workers ? all : workers;
+    c[n++] = 0;
+    for (int i = 1; i <= loops; i++)
+      if (mm_fused_blocks(s, d, i) >= want) c[n++] = i;
+    break;
+  }
+  case MM_EPILOGUE_AT:
+    if (has_epilogue(t)) {
+      c[n++] = 0;
+      c[n++] = 1;
+    }
+    c[n++] = 3;
+    break;
+  default: break;
+  }
+  return n;
+}
+
+
+/* 1 when the rule's register tile (decided up to MM_M3) covers all of M
+ * and B is read row-wise: nothing reuses B, the kernel streams it. */
+static int mm_streams_b(const tlm_matmul_task *t, const int32_t *d) {
+  return !tlm_vec_is_k(d[MM_VEC]) && (t->unit & TLM_UNIT_B_N) && t->M <= d[MM_M3];
+}
+
+/* The rule's level-2 rows: every row of the block reuses the B block (k1 x
+ * n2*n3, packed or streamed from L2), so the more rows the cheaper B is per
+ * FMA; the A block (rows x k1) takes at most a quarter of L2 beside B's
+ * half. mm_rule_m2 counts them in tiles of m3 rows, a power of two so that
+ * nearby M share it. */
+static int64_t mm_rule_rows(const tlm_target *tg, int64_t k1) {
+  int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 256 * 1024;
+  return l2 / 4 / (k1 * 4);
+}
+static int64_t mm_rule_m2(const tlm_target *tg, int64_t k1, int64_t m3) {
+  int64_t m2 = mm_rule_rows(tg, k1) / (m3 > 0 ? m3 : 1);
+  return pow2_floor(m2 < 1 ? 1 : m2);
+}
+/* The L3 block of M for packed B: each block of M packs every B block again
+ * (the pack sits under the level-1 loops), so fewer, taller blocks pack B
+ * fewer times, as BLIS packs B once per (n, k) block outside its loop over
+ * M. The A block (rows x k1) then streams from L3, in half of this core's
+ * share of it (A's micro-panel, m3 x k1, stays in L1 across B's panels
+ * either way). In tiles of m3 rows, a power of two, at most 4096; it does
+ * not depend on M, so every M up to its rows shares one kernel. */
+static int64_t mm_l3_m2(const tlm_target *tg, int64_t k1, int64_t m3) {
+  int64_t share = tg->l3_bytes / (tg->l3_sharing > 0 ? tg->l3_sharing : 1);
+  int64_t m2 = share / 2 / (k1 * 4) / (m3 > 0 ? m3 : 1);
+  m2 = pow2_floor(m2 < 1 ? 1 : m2);
+  return m2 > 4096 ? 4096 : m2;
+}
+
+/* The rule's B packing (MM_PACK_B, decided from the register tile alone).
+ * Pack B into contiguous panels when its rows are not unit-stride
+ * (gathers become vector loads: 128x768:768x768 with B transposed, 9 ->
+ * 69 GFLOPS), or when an unpacked micro-panel row is under two cache
+ * lines while at most two consecutive k rows share a page: then every
+ * k step fetches one lone line, which the paired-line (128-byte)
+ * prefetcher cannot cover and the in-page stride prefetchers of x86
+ * cores do not learn (they train on three or more accesses within one
+ * 4 KiB page). Measured at 6 x 16 on AVX2 (Zen 3, tlm run --vs, packed
+ * over unpacked): 512x768:768x3072 63 -> 86-108 GFLOPS; N = 768 (3 KiB
+ * rows) 1.22-1.35x at M = 32 and 128; N = 512 1.16x; N = 384 (2.7 rows
+ * a page) and N = 256 even. Wider rows (6 x 64 with AVX-512) stream
+ * well unpacked, and packing then only costs (213 -> 187). Only when
+ * the packed block is reused by more than two register tiles of rows. */
+static int mm_rule_packs_b(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d) {
+  const int64_t line = 64, page = 4096; /* x86-64 */
+  int64_t row_bytes = (int64_t)d[MM_N3] * 4, stride_bytes = t->sb[4] * 4;
+  int64_t m3 = d[MM_M3]; /* t->M > r * m3: more than r register tiles of rows reuse the pack */
+  if (!(t->unit & TLM_UNIT_B_N)) return t->M > 2 * m3;
+  /* Rows further apart than the L1 stride prefetcher follows
+   * (tlm_target.pf_stride_bytes: 2 KiB on Intel cores) are demand
+   * misses whatever the row's width, so wide AVX-512 rows are packed too.
+   * A stride of two pages or more puts every k step in a page no
+   * prefetcher has touched: packing pays from the lone-line reuse on;
+   * between the reach and two pages the streamers still see two rows a
+   * page, and packing pays only over more register tiles. Measured on an
+   * Intel Xeon (family 6, AVX-512 6 x 64 tiles, tlm run --vs, packed over
+   * unpacked): N = 3072 (12 KiB rows) 1.5x at M = 24, 1.8x at 32-48, 3.1x
+   * at 512; N = 2048 and 4096 at M = 128 1.47x and 1.65x; N = 768 and
+   * 1024 (3-4 KiB) 0.81-0.97x at M = 24-48, 1.0 at 64, 1.12-1.18x at 128.
+   * Under AVX2 (6 x 16) on the same core, N = 768 and 1024 ran 1.01-1.25x
+   * faster unpacked at M = 24-64, against the lone-line test below, which
+   * was measured on a Zen 3 (whose prefetcher names no reach). */
+  if (tg->pf_stride_bytes > 0 && stride_bytes > tg->pf_stride_bytes)
+    return t->M > (stride_bytes >= 2 * page ? 2 : 8) * m3;
+  int lone_lines = row_bytes < 2 * line && 2 * stride_bytes >= page;
+  return lone_lines && t->M > 2 * m3;
+}
+
+/* The rule picks powers of two for the block counts and the K block, so
+ * nearby extents (a growing attention length, similar prompt lengths) get
+ * the same decisions and share one kernel: M, N and K are run-time
+ * arguments, a kernel serves any extent. */
+static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
+  const tlm_matmul_task *t = &s->task.u.mm;
+  const tlm_target *tg = &s->target;
+  int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 512 * 1024;
+  int workers = tg->threads > 0 ? tg->threads : 1;
+  int64_t btot = tlm_task_batch_total(&s->task);
+  int kmode = (t->unit & TLM_UNIT_A_K) && (t->unit & TLM_UNIT_B_K) &&
+              !(t->unit & TLM_UNIT_B_N) && t->M < 8 && t->K >= 16;
+  switch (p) {
+  case MM_VEC: {
+    /* dot products along k for small M when B is stored (N, K): the outer
+     * product form would gather B (measured 1x768:768x768 transposed B) */
+    int32_t want = kmode ? TLM_VEC_K + tg->vec_lanes : tg->vec_lanes;
+    for (int i = 0; i < n; i++)
+      if (c[i] == want) return i;
+    return 0;
+  }
+  case MM_N3: {
+    if (tlm_vec_is_k(d[MM_VEC])) return pick_at_most(c, n, 4);
+    int rows, nv;
+    /* constant B: the width of the many-row tile for every M, so decode and
+     * prefill read one packed copy (its layout is the panel width and the K
+     * block); a narrow matrix-vector tile keeps its FMA chains with
+     * accumulator sets (codegen), measured as fast (tlm run --vs, Zen 3) */
+    tlm_reg_tile(tg, t->b_const ? (int64_t)1 << 30 : t->M, 8, &rows, &nv);
+    return pick_at_most(c, n, (int64_t)nv * d[MM_VEC]);
+  }
+  case MM_M3: {
+    int64_t nv = tlm_vec_per_row(d[MM_VEC], d[MM_N3]);
+    if (tlm_vec_is_k(d[MM_VEC])) { /* dot products: 16 accumulators (unchanged) */
+      int64_t rows = 16 / nv, fit = (tg->vec_regs - nv - 1) / nv;
+      if (rows > fit) rows = fit;
+      return pick_at_most(c, n, rows < 1 ? 1 : rows);
+    }
+    int rows, same_nv;
+    tlm_reg_tile(tg, t->M, -(int)nv, &rows, &same_nv);
+    return pick_at_most(c, n, rows);
+  }
+  case MM_B3: return 0;
+  case MM_K1:
+    /* One register tile holds every row (decode, GEMV): B is read once and
+     * reused by nothing, so the kernel is a stream of B. Short K blocks
+     * with the level-2 block across N (below) read B's rows whole, k1 rows
+     * at a time, as the prefetchers like; the accumulators' reload every
+     * 16 steps costs 2 L1 accesses per 16 B loads. Not when one tile spans
+     * all of N (N <= n3, e.g. MobileNet's 1024 -> 5 classifier): there is
+     * no row to read whole, and each K block would only reload the tile
+     * (1.46x slower at 1x1024:1024x5 by tlm run --vs, Zen 3). Otherwise a
+     * K block of 256 keeps the A micro-panel (m3 x k1) in L1. */
+    return pick_at_most(c, n, mm_streams_b(t, d) && t->N > d[MM_N3] && !t->b_const ? 16 : 256);
+  case MM_UNROLL: return pick_at_most(c, n, 4);
+  case MM_N2: {
+    /* B block (k1 x n2*n3) in half of L2; enough n blocks for all cores
+     * when m offers little parallelism */
+    int64_t nb = l2 / 2 / ((int64_t)d[MM_K1] * d[MM_N3] * 4);
+    if (mm_streams_b(t, d) && !t->b_const) { /* the C block (n2 x n3) in half of L1 */
+      int64_t l1 = tg->l1d_bytes > 0 ? tg->l1d_bytes : 32 * 1024;
+      nb = l1 / 2 / ((int64_t)d[MM_N3] * 4);
+    }
+    int64_t mrows = mm_rule_m2(tg, d[MM_K1], d[MM_M3]) * d[MM_M3];
+    int64_t mtiles = (t->M + mrows - 1) / mrows;
+    if (workers > 1 && mtiles * btot < 2 * workers) {
+      int64_t per = (t->N + (int64_t)d[MM_N3] * 2 * workers - 1) /
+                    ((int64_t)d[MM_N3] * 2 * workers);
+      if (per < nb) nb = per;
+    }
+    return pick_at_most(c, n, pow2_floor(nb < 1 ? 1 : nb));
+  }
+  case MM_M2: {
+    /* one block of all of M when it fits the bound: B is then packed (or
+     * streamed from memory) once instead of once per block */
+    /* the largest value of the list before the space appended the L3
+     * block: it spans max(M, 64) rows, so every small M shares it (a
+     * value sized to each M made a kernel per M) */
+    int64_t l3b = mm_l3_m2(tg, d[MM_K1], d[MM_M3]);
+    int last = n > 1 && c[n - 1] == l3b ? n - 2 : n - 1;
+    int64_t rows = (int64_t)c[last] * d[MM_M3];
+    if (rows >= t->M && rows <= mm_rule_rows(tg, d[MM_K1])) return last;
+    /* When B will be packed: the L3 block (mm_l3_m2), B packed once per
+     * block of up to its rows. Measured on Zen 3 AVX2 (6 x 16 tiles, tlm
+     * run --vs, one block of M over blocks of 96 rows): 128x4096:4096x4096
+     * 1.09-1.16x, 512x768:768x3072 1.16x. */
+    if (mm_rule_packs_b(tg, t, d) && l3b > mm_rule_m2(tg, d[MM_K1], d[MM_M3])) {
+      /* the threads share N's blocks (and batches): at least 7/8 of them
+       * busy in every round (blocks / (threads * rounds)); M's blocks are
+       * left out, so the choice, and the kernel, is the same for every M */
+      int64_t blocks = ceil_div(t->N, (int64_t)d[MM_N3] * d[MM_N2]) * btot;
+      int64_t rounds = ceil_div(blocks, workers);
+      if (8 * blocks >= 7 * workers * rounds) return pick_at_most(c, n, l3b);
+    }
+    return pick_at_most(c, n, mm_rule_m2(tg, d[MM_K1], d[MM_M3]));
+  }
+  case MM_N1: {
+    /* More than one worker and all of M in one block (no batch): the
+     * parallel loop is N's, and the pool hands out its iterations in
+     * dynamic chunks of one block each when there are few of them
+     * (runtime/threadpool.c: up to 4 chunks a thread), so one worker's
+     * blocks lie apart in B and every block is a claim. Level-0 blocks of
+     * several level-1 blocks instead, about one per worker: each worker
+     * reads one contiguous range of B's columns. Of the candidates, the one
+     * whose busiest worker has the fewest level-1 blocks (then the larger).
+     * Measured in tlm adapt's side-by-side rounds (Zen 5 VM, 2 threads,
+     * AVX-512, rule 7 against its one-block chunks): 1.05-1.23x on 7-60-row
+     * GPT-2, BERT and Llama layers (N = 768, 3072 and 4096). */
+    if (workers <= 1 || btot > 1 || t->M > (int64_t)d[MM_M3] * d[MM_M2]) return 0;
+    int64_t nb = ceil_div(t->N, (int64_t)d[MM_N3] * d[MM_N2]);
+    if (nb <= workers) return 0;
+    int best = 0;
+    int64_t best_load = nb; /* c[0] = 1: blocks of one */
+    for (int i = 0; i < n; i++) {
+      int64_t blocks = ceil_div(nb, c[i]), load = ceil_div(blocks, workers) * c[i];
+      if (load > nb) load = nb;
+      if (load < best_load || (load == best_load && c[i] > c[best])) best = i, best_load = load;
+    }
+    return best;
+  }
+  case MM_B2:
+  case MM_M1:
+  case MM_B1: return 0;
+  case MM_ORDER0: {
+    int64_t mb = (t->M + (int64_t)d[MM_M3] * d[MM_M2] - 1) / ((int64_t)d[MM_M3] * d[MM_M2]);
+    int64_t nb = (t->N + (int64_t)d[MM_N3] * d[MM_N2] - 1) / ((int64_t)d[MM_N3] * d[MM_N2]);
+    return nb > mb ? 1 : 0;
+  }
+  case MM_ORDER1: return 0;
+  case MM_ORDER2: return 0; /* m outer: the A micro-panel stays in L1 */
+  case MM_PACK_B: return mm_rule_packs_b(tg, t, d) && n > 1 ? 1 : 0;
+  case MM_PARALLEL: {
+    if (workers == 1) return 0;
+    int64_t mb = (t->M + (int64_t)d[MM_M3] * d[MM_M2] - 1) / ((int64_t)d[MM_M3] * d[MM_M2]);
+    int64_t nb = (t->N + (int64_t)d[MM_N3] * d[MM_N2] - 1) / ((int64_t)d[MM_N3] * d[MM_N2]);
+    int64_t first = d[MM_ORDER0] ? nb : mb;
+    int want = (btot > 1 ? 1 : 0);
+    if (btot < 2 * workers) want += (btot * first >= 2 * workers) ? 1 : 2;
+    /* the fewest fused loops the space offers from `want` on */
+    for (int i = 0; i < n; i++)
+      if (c[i] >= want) return i;
+    return n - 1;
+  }
+  case MM_EPILOGUE_AT: return n - 1; /* in registers */
+  default: return 0;
+  }
+}
+
+
+static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
+  (void)task;
+  if (!s->v[MM_PACK_B]) return 0;
+  int64_t bblock = (int64_t)s->v[MM_B2] * s->v[MM_B3];
+  return bblock * s->v[MM_N2] * (int64_t)s->v[MM_N3] * s->v[MM_K1] * 4;
+}
+
+/* version 8: tile_n1 (level-0 blocks of N, about one per worker) */
+static int mm_rule_version(const tlm_task *task) {
+  (void)task;
+  return 8;
+}
+
+static double mm_flops(const tlm_task *t) {
+  const tlm_matmul_task *m = &t->u.mm;
+  return 2.0 * (double)tlm_task_batch_total(t) * (double)m->M * (double)m->N * (double)m->K;
+}
+
+static void mm_str(const tlm_task *t, char *buf, int cap) {
+  static const char *acts[] = {"", "_relu", "_gelu", "_silu", "_relu6"};
+  const tlm_matmul_task *m = &t->u.mm;
+  char bp[80] = "";
+  int l = 0;
+  for (int i = 0; i < m->nbatch; i++)
+    l += snprintf(bp + l, sizeof bp - (size_t)l, "%lldx", (long long)m->batch[i]);
+  snprintf(buf, (size_t)cap, "%s%lldx%lld:%s%lldx%lld%s%s%s", bp, (long long)m->M,
+           (long long)m->K, bp, (long long)m->K, (long long)m->N,
+           m->has_bias ? "_bias" : "", (m->act > 0 && m->act < 5) ? acts[m->act] : "",
+           m->has_residual ? "_residual" : "");
+}
+
+static void mm_clear_runtime(tlm_task *t) {
+  /* matmul: M, N, K and every stride (the unit class stays) */
+  tlm_matmul_task *m = &t->u.mm;
+  m->M = m->N = m->K = 0;
+  memset(m->sa, 0, sizeof m->sa);
+  memset(m->sb, 0, sizeof m->sb);
+  memset(m->sc, 0, sizeof m->sc);
+  memset(m->sr, 0, sizeof m->sr);
+  m->sbias = 0;
+  m->b_const = 0; /* the code is the same; B packed ahead is an argument */
+}
+
+static int64_t mm_parallel_count(const tlm_task *task, const tlm_schedule *s,
+                                 const ln_nest *nest) {
+  (void)s;
+  return ln_parallel_count(nest, task);
+}
+
+static double mm_extent_distance(const tlm_task *a, const tlm_task *b) {
+  return log_gap(a->u.mm.M, b->u.mm.M) + log_gap(a->u.mm.N, b->u.mm.N) +
+         log_gap(a->u.mm.K, b->u.mm.K);
+}
+
+const tlm_family tlm_family_matmul = {
+    .name = "matmul",
+    .points = k_mm_points,
+    .npoints = MM_NPOINTS,
+    .candidates = mm_candidates,
+    .rule = mm_rule,
+    .rule_version = mm_rule_version,
+    .scratch_bytes = mm_scratch_bytes,
+    .flops = mm_flops,
+    .str = mm_str,
+    .clear_runtime = mm_clear_runtime,
+    .parallel_count = mm_parallel_count,
+    .extent_distance = mm_extent_distance,
+};
