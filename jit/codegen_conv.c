@@ -556,11 +556,19 @@ static void emit_tile(conv_cg *cc) {
   else tile_version(cc, 0);
   LLVMBuildBr(g->b, join);
   LLVMPositionBuilderAtEnd(g->b, bs);
+  /* the C extent and its blocks are whole tiles (channels are static; a
+   * block is tile_c2 tiles): no tile has a lane tail, so the masked
+   * version would never run and is not emitted (a tile version less to
+   * compile for most layers: 64-2048 channels in tiles of 16-64) */
+  int c_whole = cc->c_ext % cc->c_t == 0;
   if (cc->axis != 1) { /* an edge or row tail with every C lane valid: no lane masks
                         * (vmaskmov on AVX2 would slow each step of every edge tile) */
     LLVMBasicBlockRef bl = LLVMAppendBasicBlockInContext(g->C, g->fn, "safe_lanes_full");
-    LLVMBasicBlockRef bm = LLVMAppendBasicBlockInContext(g->C, g->fn, "safe_masked");
-    LLVMBuildCondBr(g->b, full_c, bl, bm);
+    LLVMBasicBlockRef bm = c_whole ? NULL : LLVMAppendBasicBlockInContext(g->C, g->fn, "safe_masked");
+    if (c_whole)
+      LLVMBuildBr(g->b, bl);
+    else
+      LLVMBuildCondBr(g->b, full_c, bl, bm);
     LLVMPositionBuilderAtEnd(g->b, bl);
     cc->lanes_full = 1;
     if (one_row) { /* at the image's edges, all rows valid and in one output row */
@@ -575,6 +583,10 @@ static void emit_tile(conv_cg *cc) {
     tile_version(cc, 1);
     cc->lanes_full = 0;
     LLVMBuildBr(g->b, join);
+    if (c_whole) {
+      LLVMPositionBuilderAtEnd(g->b, join);
+      return;
+    }
     LLVMPositionBuilderAtEnd(g->b, bm);
   }
   tile_version(cc, 1);
