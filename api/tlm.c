@@ -15,6 +15,7 @@
 #include "../cache/disk.h"
 #include "../engine/engine.h"
 #include "../engine/gpu_engine.h"
+#include "conv_as_matmul.h"
 #include "validate.h"
 #include "../runtime/status.h"
 

@@ -542,7 +542,7 @@ static void act_dims(int layout, int ndim, int *pn, int *pc, int *psp) {
 
 /* (n, c, d, h, w) extents and strides of an activation tensor; missing
  * spatial dims get extent 1, stride 0 */
-static void act_view(const tlm_tensor *t, int layout, int64_t ext[5], int64_t str[5]) {
+void tlm_act_view(const tlm_tensor *t, int layout, int64_t ext[5], int64_t str[5]) {
   int pn, pc, psp[3], S = t->ndim - 2;
   act_dims(layout, t->ndim, &pn, &pc, psp);
   ext[0] = t->shape[pn], str[0] = t->strides[pn];
@@ -554,368 +554,6 @@ static void act_view(const tlm_tensor *t, int layout, int64_t ext[5], int64_t st
   }
   for (int i = 0; i < 5; i++)
     if (ext[i] == 1) str[i] = 0; /* canonical: a stride of extent 1 is never used */
-}
-
-/* an n-D view of the caller's memory; a stride of an extent of 1 is made
- * the dense one (validation ignores it either way) */
-static void view_nd(tlm_tensor *v, void *data, int nd, const int64_t *ext, const int64_t *str) {
-  memset(v, 0, sizeof *v);
-  v->dtype = TLM_F32;
-  v->ndim = nd;
-  v->data = data;
-  int64_t dense = 1;
-  for (int i = nd - 1; i >= 0; i--) {
-    v->shape[i] = ext[i];
-    v->strides[i] = ext[i] == 1 ? dense : str[i];
-    dense *= ext[i];
-  }
-}
-
-/* The pixel loops (n, d, h, w) of a 1x1 unpadded convolution as matmul
- * rows: dims of extent 1 dropped, a dim folded into the next inner one
- * when every tensor's strides compose (a dense plane of dense images is
- * one row axis), the rest batch dims. str[t][i]: tensor t's stride of
- * pixel dim i (src's with the convolution stride applied); nt tensors.
- * Fills ext and out (per tensor) with the batch dims, then the pixel axis
- * last; returns their count (at least 1). */
-static int pixel_dims(const int64_t pe[4], int64_t str[3][4], int nt, int64_t ext[4],
-                      int64_t out[3][4]) {
-  int n = 0;
-  for (int i = 0; i < 4; i++) {
-    if (pe[i] == 1) continue;
-    ext[n] = pe[i];
-    for (int t = 0; t < nt; t++) out[t][n] = str[t][i];
-    n++;
-  }
-  if (n == 0) { /* one pixel */
-    ext[0] = 1;
-    for (int t = 0; t < nt; t++) out[t][0] = 0;
-    return 1;
-  }
-  /* from the inside out: dim j-1 folds into dim j when its stride is dim
-   * j's extent times dim j's stride in every tensor; the grown dim then
-   * faces the next outer one */
-  for (int j = n - 1; j > 0; j--) {
-    int ok = 1;
-    for (int t = 0; t < nt; t++)
-      if (out[t][j - 1] != ext[j] * out[t][j]) ok = 0;
-    if (!ok) continue;
-    ext[j - 1] *= ext[j];
-    for (int t = 0; t < nt; t++) out[t][j - 1] = out[t][j];
-    for (int k = j; k + 1 < n; k++) {
-      ext[k] = ext[k + 1];
-      for (int t = 0; t < nt; t++) out[t][k] = out[t][k + 1];
-    }
-    n--;
-  }
-  return n;
-}
-
-/* which matmul a 1x1 convolution is (0: none): 1 dst (pixels, OC) = src
- * (pixels, IC) x W with dst's channels unit-stride, 2 dst (OC, pixels) =
- * W x src (IC, pixels) with its pixels unit-stride and no bias; and the
- * pixel dims as the caller's tensors allow (src dense if `dense_src`) */
-typedef struct conv_mm {
-  int form, np, nt;
-  int64_t xe[5], xs[5], ye[5], ys[5], re[5], rs[5];
-  int64_t ext[4], ps[3][4];
-} conv_mm;
-
-static int conv_mm_plan(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
-                        const tlm_tensor *out, int dense_src, conv_mm *c) {
-  const tlm_conv_task *t = &task->u.conv;
-  memset(c, 0, sizeof *c);
-  if (task->kind != TLM_OP_CONV || t->G != 1 || t->KD != 1 || t->KH != 1 || t->KW != 1 ||
-      t->pd || t->ph || t->pw || t->has_ss || (t->has_residual && t->act != TLM_ACT_NONE))
-    return 0; /* (the matmul epilogue adds the residual after the activation) */
-  const tlm_conv_desc *d = &op->u.conv;
-  const tlm_tensor *R = d->has_residual ? &in[2 + d->has_bias] : NULL;
-  act_view(&in[0], d->layout, c->xe, c->xs);
-  act_view(&out[0], d->layout, c->ye, c->ys);
-  if (R) act_view(R, d->layout, c->re, c->rs);
-  int64_t IC = c->xe[1], OC = c->ye[1];
-  int64_t pe[4] = {c->ye[0], c->ye[2], c->ye[3], c->ye[4]};
-  int64_t str[3][4] = {{c->xs[0], c->xs[2] * t->sd, c->xs[3] * t->sh, c->xs[4] * t->sw},
-                       {c->ys[0], c->ys[2], c->ys[3], c->ys[4]},
-                       {c->rs[0], c->rs[2], c->rs[3], c->rs[4]}};
-  int64_t ext[4], ps[3][4];
-  /* dst and residual alone decide the form */
-  int64_t dstr[3][4];
-  memcpy(dstr[0], str[1], sizeof dstr[0]);
-  memcpy(dstr[1], str[2], sizeof dstr[1]);
-  int np = pixel_dims(pe, dstr, R ? 2 : 1, ext, ps);
-  int64_t P = ext[np - 1];
-  if (OC == 1 || c->ys[1] == 1) c->form = 1;
-  else if (P > 1 && ps[0][np - 1] == 1 && !d->has_bias) c->form = 2;
-  else return 0;
-  if (dense_src) { /* src as tlm_conv_gather writes it */
-    int64_t Pall = c->ye[2] * c->ye[3] * c->ye[4];
-    if (c->form == 1) {
-      c->xs[1] = 1, c->xs[4] = IC, c->xs[3] = c->ye[4] * IC, c->xs[2] = c->ye[3] * c->ye[4] * IC;
-      c->xs[0] = Pall * IC;
-    } else {
-      c->xs[4] = 1, c->xs[3] = c->ye[4], c->xs[2] = c->ye[3] * c->ye[4], c->xs[1] = Pall;
-      c->xs[0] = IC * Pall;
-    }
-    str[0][0] = c->xs[0], str[0][1] = c->xs[2], str[0][2] = c->xs[3], str[0][3] = c->xs[4];
-  }
-  c->nt = R ? 3 : 2;
-  c->np = pixel_dims(pe, str, c->nt, c->ext, c->ps);
-  /* the caller's src must fold as dst does (else gather it: a strided 1x1
-   * would run one small matmul per output row, streaming the weights each) */
-  return dense_src || c->np <= np;
-}
-
-/* ---- KxK convolutions as im2col + matmul ---- */
-
-/* A convolution with a KxK window (one group, no scale/shift, not a
- * residual after an activation) whose output has few pixels M for its
- * reduction length K = KD*KH*KW*IC (M <= K / TLM_IM2COL_K_PER_M) runs as a
- * matmul over an im2col copy: (M, K) x W(K, OC). The direct kernels
- * stream the weights (a lone line every k step when OC is wide) once per
- * tile of pixels, and with few pixels that stream dominates, while the
- * matmul packs it into panels. Measured side by side on Zen 3 (AVX2, NHWC,
- * bench_conv, tlm/oneDNN): ResNet-50 3x3 at 7x7 pixels, 512 channels (K/M
- * 94) 0.37 -> 0.80; 14x14, 256 (K/M 12) 0.58 -> 0.70-0.95; 28x28, 128 (K/M
- * 1.5) 1.06-1.18 direct against 0.77-0.80 lowered, so that one stays. The
- * bound is that one CPU's measurement, to be checked on AVX-512 machines
- * (TLM_CONV_AS_MATMUL=0 turns every lowering off). The copy is M x K floats,
- * KH*KW times the input, bounded by TLM_CONV_GATHER_MAX_BYTES. The
- * weights must be one dense (K, OC) matrix: HWIO with (kd, kh, kw, ic)
- * composing, or OIHW with (ic, kd, kh, kw) composing (then the columns
- * follow that order); dst's channels unit-stride and its (and the
- * residual's) pixels one foldable axis. */
-#define TLM_IM2COL_K_PER_M 4
-
-typedef struct conv_im2col {
-  int64_t M, K, IC, OC;
-  int ic_major;           /* column order (ic, kd, kh, kw) (OIHW) instead of (kd, kh, kw, ic) */
-  int64_t w_k, w_oc;      /* the weights' strides of K (its innermost) and OC */
-  int64_t y_m, r_m;       /* dst's and the residual's pixel stride (one axis) */
-  int64_t xe[5], xs[5];   /* src */
-} conv_im2col;
-
-static int im2col_plan(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
-                       const tlm_tensor *out, conv_im2col *c) {
-  const tlm_conv_task *t = &task->u.conv;
-  memset(c, 0, sizeof *c);
-  if (task->kind != TLM_OP_CONV || t->G != 1 || (t->KD == 1 && t->KH == 1 && t->KW == 1) ||
-      t->has_ss || (t->has_residual && t->act != TLM_ACT_NONE))
-    return 0;
-  const tlm_conv_desc *d = &op->u.conv;
-  const tlm_tensor *Wt = &in[1], *R = d->has_residual ? &in[2 + d->has_bias] : NULL;
-  int64_t ye[5], ys[5], re[5], rs[5];
-  act_view(&in[0], d->layout, c->xe, c->xs);
-  act_view(&out[0], d->layout, ye, ys);
-  if (R) act_view(R, d->layout, re, rs);
-  c->IC = c->xe[1], c->OC = ye[1];
-  c->M = ye[0] * ye[2] * ye[3] * ye[4];
-  c->K = (int64_t)t->KD * t->KH * t->KW * c->IC;
-  if (c->M * TLM_IM2COL_K_PER_M > c->K ||
-      c->M * c->K > TLM_CONV_GATHER_MAX_BYTES / (int64_t)sizeof(float))
-    return 0;
-  if (c->OC > 1 && ys[1] != 1) return 0;
-  /* dst (and residual) pixels (n, d, h, w) fold into one axis */
-  int64_t pe[4] = {ye[0], ye[2], ye[3], ye[4]}, ext[4], ps[3][4];
-  int64_t str[3][4] = {{ys[0], ys[2], ys[3], ys[4]}, {rs[0], rs[2], rs[3], rs[4]}, {0}};
-  if (pixel_dims(pe, str, R ? 2 : 1, ext, ps) != 1) return 0;
-  c->y_m = ps[0][0], c->r_m = R ? ps[1][0] : 0;
-  if (R && c->OC > 1 && rs[1] != 1) return 0;
-  /* the weights as one (K, OC) matrix */
-  int S = Wt->ndim - 2;
-  int64_t kext[3] = {1, 1, 1}, kstr[3] = {0, 0, 0};
-  int64_t ic_s, oc_s;
-  if (S < 1 || S > 3) return 0;
-  if (d->weight_layout == TLM_WEIGHTS_HWIO) {
-    for (int j = 0; j < S; j++) kext[j] = Wt->shape[j], kstr[j] = Wt->strides[j];
-    ic_s = Wt->strides[S], oc_s = Wt->strides[S + 1];
-    int64_t inner = c->IC * ic_s; /* (kd, kh, kw, ic) from the inside out */
-    for (int j = S - 1; j >= 0; j--) {
-      if (kext[j] > 1 && kstr[j] != inner) return 0;
-      inner *= kext[j];
-    }
-    c->ic_major = 0, c->w_k = ic_s;
-  } else {
-    for (int j = 0; j < S; j++) kext[j] = Wt->shape[2 + j], kstr[j] = Wt->strides[2 + j];
-    ic_s = Wt->strides[1], oc_s = Wt->strides[0];
-    int64_t inner = kstr[S - 1]; /* (ic, kd, kh, kw) from the inside out */
-    for (int j = S - 1; j >= 0; j--) {
-      if (kext[j] > 1 && kstr[j] != inner) return 0;
-      inner *= kext[j];
-    }
-    if (c->IC > 1 && ic_s != inner) return 0;
-    c->ic_major = 1, c->w_k = kstr[S - 1];
-  }
-  c->w_oc = oc_s;
-  return c->K > 1;
-}
-
-/* the im2col copy: row m = (n, od, oh, ow), columns in the weights' order,
- * zeros where the window lies in the padding */
-static void im2col_fill(const tlm_conv_task *t, const conv_im2col *c, const float *x, float *buf) {
-  const int64_t *xe = c->xe, *xs = c->xs;
-  int64_t IC = c->IC, OD = t->OD, OH = t->OH, OW = t->OW;
-  float *o = buf;
-  for (int64_t n = 0; n < xe[0]; n++)
-    for (int64_t od = 0; od < OD; od++)
-      for (int64_t oh = 0; oh < OH; oh++)
-        for (int64_t ow = 0; ow < OW; ow++) {
-          const float *xn = x + n * xs[0];
-          if (!c->ic_major) {
-            for (int64_t kd = 0; kd < t->KD; kd++)
-              for (int64_t kh = 0; kh < t->KH; kh++)
-                for (int64_t kw = 0; kw < t->KW; kw++, o += IC) {
-                  int64_t id = od * t->sd - t->pd + kd * t->dd, ih = oh * t->sh - t->ph + kh * t->dh,
-                          iw = ow * t->sw - t->pw + kw * t->dw;
-                  if (id < 0 || id >= xe[2] || ih < 0 || ih >= xe[3] || iw < 0 || iw >= xe[4]) {
-                    memset(o, 0, sizeof(float) * (size_t)IC);
-                    continue;
-                  }
-                  const float *p = xn + id * xs[2] + ih * xs[3] + iw * xs[4];
-                  if (xs[1] == 1 || IC == 1) memcpy(o, p, sizeof(float) * (size_t)IC);
-                  else
-                    for (int64_t ic = 0; ic < IC; ic++) o[ic] = p[ic * xs[1]];
-                }
-          } else {
-            for (int64_t ic = 0; ic < IC; ic++)
-              for (int64_t kd = 0; kd < t->KD; kd++)
-                for (int64_t kh = 0; kh < t->KH; kh++)
-                  for (int64_t kw = 0; kw < t->KW; kw++) {
-                    int64_t id = od * t->sd - t->pd + kd * t->dd,
-                            ih = oh * t->sh - t->ph + kh * t->dh, iw = ow * t->sw - t->pw + kw * t->dw;
-                    *o++ = (id < 0 || id >= xe[2] || ih < 0 || ih >= xe[3] || iw < 0 || iw >= xe[4])
-                               ? 0.0f
-                               : xn[ic * xs[1] + id * xs[2] + ih * xs[3] + iw * xs[4]];
-                  }
-          }
-        }
-}
-
-size_t tlm_conv_gather_bytes(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
-                             const tlm_tensor *out) {
-  conv_mm c;
-  conv_im2col ic;
-  if (im2col_plan(task, op, in, out, &ic))
-    return (size_t)(ic.M * ic.K) * sizeof(float);
-  if (conv_mm_plan(task, op, in, out, 0, &c)) return 0; /* runs as is */
-  if (!conv_mm_plan(task, op, in, out, 1, &c)) return 0; /* no matmul at all */
-  int64_t n = c.xe[0] * c.xe[1] * c.ye[2] * c.ye[3] * c.ye[4];
-  /* a bounded copy: beyond it the convolution kernels run, with no
-   * allocation the caller did not ask for */
-  if (n <= 0 || n > TLM_CONV_GATHER_MAX_BYTES / (int64_t)sizeof(float)) return 0;
-  return (size_t)n * sizeof(float);
-}
-
-void tlm_conv_gather(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
-                     const tlm_tensor *out, float *buf) {
-  const tlm_conv_task *t = &task->u.conv;
-  conv_im2col icp;
-  if (im2col_plan(task, op, in, out, &icp)) {
-    im2col_fill(t, &icp, in[0].data, buf);
-    return;
-  }
-  conv_mm c;
-  if (!conv_mm_plan(task, op, in, out, 1, &c)) return;
-  int64_t xe[5], xs[5]; /* the caller's src */
-  act_view(&in[0], op->u.conv.layout, xe, xs);
-  const float *x = in[0].data;
-  int64_t N = xe[0], IC = xe[1], OD = c.ye[2], OH = c.ye[3], OW = c.ye[4];
-  for (int64_t n = 0; n < N; n++)
-    for (int64_t od = 0; od < OD; od++)
-      for (int64_t oh = 0; oh < OH; oh++) {
-        const float *row = x + n * xs[0] + od * t->sd * xs[2] + oh * t->sh * xs[3];
-        if (c.form == 1) { /* (n, od, oh, ow, ic) */
-          float *o = buf + ((n * OD + od) * OH + oh) * OW * IC;
-          for (int64_t ow = 0; ow < OW; ow++, o += IC) {
-            const float *p = row + ow * t->sw * xs[4];
-            if (xs[1] == 1 || IC == 1) memcpy(o, p, sizeof(float) * (size_t)IC);
-            else
-              for (int64_t ic = 0; ic < IC; ic++) o[ic] = p[ic * xs[1]];
-          }
-        } else { /* (n, ic, od, oh, ow) */
-          for (int64_t ic = 0; ic < IC; ic++) {
-            float *o = buf + ((n * IC + ic) * OD + od) * OH * OW + oh * OW;
-            const float *p = row + ic * xs[1];
-            for (int64_t ow = 0; ow < OW; ow++) o[ow] = p[ow * t->sw * xs[4]];
-          }
-        }
-      }
-}
-
-int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
-                       const tlm_tensor *out, float *gathered, tlm_op *mop, tlm_tensor min[4],
-                       int *n_min, tlm_tensor *mout) {
-  conv_im2col icp;
-  if (gathered && im2col_plan(task, op, in, out, &icp)) {
-    /* (M, K) x W(K, OC) -> dst (M, OC), bias and residual as for 1x1 */
-    const tlm_conv_desc *d = &op->u.conv;
-    int n = 0;
-    *mop = tlm_op_matmul();
-    mop->u.matmul.activation = d->activation;
-    view_nd(&min[n++], gathered, 2, (int64_t[]){icp.M, icp.K}, (int64_t[]){icp.K, 1});
-    view_nd(&min[n++], in[1].data, 2, (int64_t[]){icp.K, icp.OC}, (int64_t[]){icp.w_k, icp.w_oc});
-    if (d->has_bias) {
-      min[n++] = in[2];
-      mop->u.matmul.has_bias = 1;
-    }
-    view_nd(mout, out[0].data, 2, (int64_t[]){icp.M, icp.OC}, (int64_t[]){icp.y_m, 1});
-    if (d->has_residual) {
-      view_nd(&min[n++], in[2 + d->has_bias].data, 2, (int64_t[]){icp.M, icp.OC},
-              (int64_t[]){icp.r_m, 1});
-      mop->u.matmul.has_residual = 1;
-    }
-    *n_min = n;
-    return 1;
-  }
-  conv_mm c;
-  if (!conv_mm_plan(task, op, in, out, gathered != NULL, &c)) return 0;
-  const tlm_conv_desc *d = &op->u.conv;
-  const tlm_tensor *Wt = &in[1], *Y = &out[0];
-  const tlm_tensor *R = d->has_residual ? &in[2 + d->has_bias] : NULL;
-  void *xdata = gathered ? (void *)gathered : in[0].data;
-  int64_t IC = c.xe[1], OC = c.ye[1];
-  int S = Wt->ndim - 2;
-  int wo = d->weight_layout == TLM_WEIGHTS_OIHW ? 0 : S + 1;
-  int wi = d->weight_layout == TLM_WEIGHTS_OIHW ? 1 : S;
-  int64_t w_oc = Wt->strides[wo], w_ic = Wt->strides[wi];
-  int nb = c.np - 1; /* batch dims; the last pixel dim is the row (or column) axis */
-  int64_t P = c.ext[nb];
-  int64_t e[6], s_[6];
-  int n = 0;
-  *mop = tlm_op_matmul();
-  mop->u.matmul.activation = d->activation;
-  for (int i = 0; i < nb; i++) e[i] = c.ext[i], s_[i] = c.ps[0][i];
-  if (c.form == 1) {
-    e[nb] = P, s_[nb] = c.ps[0][nb], e[nb + 1] = IC, s_[nb + 1] = c.xs[1];
-    view_nd(&min[n++], xdata, nb + 2, e, s_);
-    view_nd(&min[n++], Wt->data, 2, (int64_t[]){IC, OC}, (int64_t[]){w_ic, w_oc});
-  } else {
-    view_nd(&min[n++], Wt->data, 2, (int64_t[]){OC, IC}, (int64_t[]){w_oc, w_ic});
-    e[nb] = IC, s_[nb] = c.xs[1], e[nb + 1] = P, s_[nb + 1] = c.ps[0][nb];
-    view_nd(&min[n++], xdata, nb + 2, e, s_);
-  }
-  if (d->has_bias) {
-    min[n++] = in[2];
-    mop->u.matmul.has_bias = 1;
-  }
-  /* dst and residual: (batch..., P, OC) or (batch..., OC, P) */
-  for (int k = 0; k < (R ? 2 : 1); k++) {
-    int ti = k == 0 ? 1 : 2;
-    int64_t cstr = k == 0 ? c.ys[1] : c.rs[1];
-    for (int i = 0; i < nb; i++) e[i] = c.ext[i], s_[i] = c.ps[ti][i];
-    if (c.form == 1)
-      e[nb] = P, s_[nb] = c.ps[ti][nb], e[nb + 1] = OC, s_[nb + 1] = cstr;
-    else
-      e[nb] = OC, s_[nb] = cstr, e[nb + 1] = P, s_[nb + 1] = c.ps[ti][nb];
-    if (k == 0) {
-      view_nd(mout, Y->data, nb + 2, e, s_);
-    } else {
-      view_nd(&min[n++], R->data, nb + 2, e, s_);
-      mop->u.matmul.has_residual = 1;
-    }
-  }
-  *n_min = n;
-  return 1;
 }
 
 void tlm_conv_args_extents(tlm_conv_args *a, const tlm_conv_task *t) {
@@ -967,8 +605,8 @@ tlm_status tlm_validate_conv(const tlm_op *op, const tlm_tensor *in, int n_in,
     FAIL(TLM_ERR_SHAPE_MISMATCH, "weights have %d dims, src has %d (weights are (OC, IC/groups, "
          "kernel...) or their HWIO order)", Wt->ndim, nd);
   int64_t xe[5], xs[5], ye[5], ys[5];
-  act_view(X, d->layout, xe, xs);
-  act_view(Y, d->layout, ye, ys);
+  tlm_act_view(X, d->layout, xe, xs);
+  tlm_act_view(Y, d->layout, ye, ys);
   int64_t G = d->groups, IC = xe[1], OC = ye[1];
   if (G < 1) FAIL(TLM_ERR_INVALID_ARGUMENT, "conv: groups %lld must be >= 1", (long long)G);
   if (IC > (1 << 24) || OC > (1 << 24))
@@ -1033,7 +671,7 @@ tlm_status tlm_validate_conv(const tlm_op *op, const tlm_tensor *in, int n_in,
       if (R->shape[i] != Y->shape[i])
         FAIL(TLM_ERR_SHAPE_MISMATCH, "residual's dim %d is %lld, dst's is %lld", i,
              (long long)R->shape[i], (long long)Y->shape[i]);
-    act_view(R, d->layout, re, rs);
+    tlm_act_view(R, d->layout, re, rs);
   }
   if (self_overlaps(Y)) FAIL(TLM_ERR_ALIASING, "dst's strides make distinct elements overlap");
   for (int i = 0; i < n_in; i++)
@@ -1131,8 +769,8 @@ tlm_status tlm_validate_pool(const tlm_op *op, const tlm_tensor *in, int n_in,
   if (nd > 5) FAIL(TLM_ERR_INVALID_ARGUMENT, "src: %d dims; pooling takes 3 to 5", nd);
   if (Y->ndim != nd) FAIL(TLM_ERR_SHAPE_MISMATCH, "dst has %d dims, src has %d", Y->ndim, nd);
   int64_t xe[5], xs[5], ye[5], ys[5];
-  act_view(X, d->layout, xe, xs);
-  act_view(Y, d->layout, ye, ys);
+  tlm_act_view(X, d->layout, xe, xs);
+  tlm_act_view(Y, d->layout, ye, ys);
   if (ye[0] != xe[0] || ye[1] != xe[1])
     FAIL(TLM_ERR_SHAPE_MISMATCH, "dst's N, C (%lld, %lld) differ from src's (%lld, %lld)",
          (long long)ye[0], (long long)ye[1], (long long)xe[0], (long long)xe[1]);

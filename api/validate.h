@@ -39,51 +39,10 @@ tlm_status tlm_validate_conv(const tlm_op *op, const tlm_tensor *in, int n_in,
                              const tlm_tensor *out, int n_out, tlm_task *task,
                              tlm_conv_args *args, char *err, int errcap);
 
-/* A validated convolution (task from tlm_validate_conv) that is a matrix
- * product: one group, a 1x1 kernel, no padding, no scale/shift, and not
- * both a residual and an activation (the two epilogues differ in their
- * order there). With dst's channels unit-stride (NHWC) it is
- *   dst (pixels, OC) = src (pixels, IC) x W (IC, OC) + bias, act, + residual
- * and with dst's pixels unit-stride and no bias (NCHW)
- *   dst (OC, pixels) = W (OC, IC) x src (IC, pixels), act, + residual;
- * "pixels" is (n, d, h, w) as one row axis where the strides allow (a
- * dense plane: one matmul of N*OH*OW rows), the outer pixel dims as batch
- * dims otherwise (a strided 1x1: rows are one output row, src's row
- * stride the convolution stride times its pixel stride). Fills the matmul
- * op, its inputs (A, B, bias, residual as present; views of the caller's
- * memory) and output; with `gathered` non-NULL src comes from
- * tlm_conv_gather's copy instead. Returns 1 when it applies (without a
- * copy: only when src's pixels fold as dst's do), 0 otherwise. Why: the
- * matmul kernels pack B and block K (the conv kernels read the weights
- * through their stride for every register tile): on ResNet-50's and
- * MobileNet's 1x1 layers with 512-2048 channels at 7x7 and 14x14 the conv
- * kernels ran at 0.4-0.75x oneDNN (AVX2) where the same products as
- * matmuls run at 0.83-1.45x. */
-int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
-                       const tlm_tensor *out, float *gathered, tlm_op *mop, tlm_tensor min[4],
-                       int *n_min, tlm_tensor *mout);
-
-/* Bytes of the dense copy of src that such a convolution needs to run as
- * one matmul when src's pixels are not evenly spaced (a stride above 1,
- * or a padded plane): 0 when none is needed or it is no matmul. Then
- * tlm_conv_gather writes the pixels the convolution reads into buf (that
- * many bytes, caller-owned), and tlm_conv_as_matmul with gathered = buf
- * reads src from it. A strided 1x1 convolution without the copy would be
- * one small matmul per output row, each streaming all the weights
- * (ResNet-50's res5a_branch1: 0.33x oneDNN on AVX2). A KxK convolution
- * with one group and few output pixels for its reduction (M <= K/4, K =
- * KD*KH*KW*IC; weights one dense (K, OC) matrix, channels-last dst) asks
- * for its im2col copy, M x K floats: tlm_conv_gather writes it, and
- * tlm_conv_as_matmul then returns (M, K) x W(K, OC) (ResNet-50's 3x3 at
- * 7x7 pixels: 0.37x -> 0.80x oneDNN on AVX2). */
-size_t tlm_conv_gather_bytes(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
-                             const tlm_tensor *out);
-/* The largest copy tlm_conv_gather_bytes asks for (64 MiB: a 1x1 over a
- * 1024-channel 128x128 image at minibatch 1); larger strided 1x1
- * convolutions run in the convolution kernels. */
-#define TLM_CONV_GATHER_MAX_BYTES ((int64_t)64 << 20)
-void tlm_conv_gather(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
-                     const tlm_tensor *out, float *buf);
+/* A convolution's activation tensor (src, dst or residual) as its (n, c,
+ * d, h, w) extents and strides for `layout`: missing spatial dims get
+ * extent 1, and a stride of extent 1 is 0. t is a checked tensor. */
+void tlm_act_view(const tlm_tensor *t, int layout, int64_t ext[5], int64_t str[5]);
 
 /* The same for pooling. */
 tlm_status tlm_validate_pool(const tlm_op *op, const tlm_tensor *in, int n_in,

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/conv_as_matmul.h"
 #include "api/validate.h"
 #include "cache/key.h"
 #include "fdp.h"

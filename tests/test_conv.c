@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/conv_as_matmul.h"
 #include "api/validate.h"
 #include "check.h"
 #include "engine/engine.h"
