@@ -339,12 +339,10 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
   pthread_mutex_init(&rt->exec_lock, NULL);
   pthread_rwlock_init(&rt->const_lock, NULL);
   tlm_engine_bg_init(rt);
-  rt->capacity = cfg.cache_capacity;
-  rt->capacity_bytes = cfg.cache_capacity_bytes;
   rt->prepack_limit = cfg.prepack_bytes;
   rt->serial = atomic_fetch_add(&g_serial, 1) + 1;
   tlm_map_init(&rt->plans);
-  tlm_map_init(&rt->kernels);
+  tlm_table_init(&rt->kernels, cfg.cache_capacity, cfg.cache_capacity_bytes);
   rt->cache_dir = cfg.cache_dir ? strdup(cfg.cache_dir) : NULL;
   rt->model_path = cfg.model_path ? strdup(cfg.model_path) : NULL;
   rt->cfg.cache_dir = rt->cache_dir;
@@ -395,6 +393,14 @@ fail:
   return tlm_set_error(NULL, st, err);
 }
 
+/* a kernel of the table at destroy: its code, then the kernel */
+static void free_kernel(tlm_table_entry *e, void *ctx) {
+  tlm_runtime *rt = ctx;
+  tlm_kernel *k = (tlm_kernel *)e;
+  if (k->code) tlm_jit_unload(rt->jit, k->code);
+  free(k);
+}
+
 void tlm_destroy(tlm_runtime *rt) {
   if (!rt) return;
   tlm_engine_bg_stop(rt); /* first: the thread uses everything below */
@@ -426,18 +432,13 @@ void tlm_destroy(tlm_runtime *rt) {
     for (int t = 0; t < rt->nthreads; t++) free(rt->scratch[t]);
     free(rt->scratch);
   }
-  for (size_t i = 0; i < rt->nkernels; i++) {
-    if (rt->kernel_list[i]->code) tlm_jit_unload(rt->jit, rt->kernel_list[i]->code);
-    free(rt->kernel_list[i]);
-  }
-  free(rt->kernel_list);
+  tlm_table_free(&rt->kernels, free_kernel, rt);
   for (size_t i = 0; i < rt->nplans; i++) free(rt->plan_list[i]);
   free(rt->plan_list);
   tlm_prepack_free_all(rt);
   tlm_disk_close(rt->disk);
   tlm_jit_destroy(rt->jit);
   tlm_map_free(&rt->plans);
-  tlm_map_free(&rt->kernels);
   pthread_rwlock_destroy(&rt->map_lock);
   pthread_mutex_destroy(&rt->state_mu);
   pthread_cond_destroy(&rt->state_cv);
@@ -887,8 +888,8 @@ tlm_status tlm_get_stats(const tlm_runtime *rt, tlm_stats *out) {
   out->disk_plan_hits = atomic_load(&r->disk_plan_hits);
   out->disk_kernel_hits = atomic_load(&r->disk_kernel_hits);
   pthread_rwlock_rdlock(&r->map_lock);
-  out->kernels_resident = r->ready_kernels;
-  out->code_bytes_resident = r->ready_bytes;
+  out->kernels_resident = r->kernels.ready;
+  out->code_bytes_resident = r->kernels.ready_bytes;
   pthread_rwlock_unlock(&r->map_lock);
   out->schedule_ms = atomic_load(&r->schedule_ms);
   out->compile_ms = atomic_load(&r->compile_ms);

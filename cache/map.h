@@ -1,5 +1,6 @@
 /* map.h - open-addressing hash map from tlm_key to a pointer (internal).
- * Not synchronized: the owner guards it (engine/engine.c holds its kernel and plan maps under a rwlock). */
+ * Not synchronized: the owner guards it (table.h's kernel table and the
+ * engine's plan map, both under the engine's rwlock). */
 #ifndef TLM_CACHE_MAP_H
 #define TLM_CACHE_MAP_H
 

@@ -2,7 +2,9 @@
  *
  * Two cache levels: shape key -> plan (decisions), schedule key -> kernel
  * (M and the strides are run-time arguments, so many shapes share one
- * kernel). Both levels are single flight: the first caller of a missing key
+ * kernel; the kernels are entries of cache/table.h's kind-agnostic table,
+ * which keeps their states, claims and CLOCK ring). Both levels are single
+ * flight: the first caller of a missing key
  * builds it, the others wait for it. Lookups take the map's read lock;
  * every change takes the write lock. Eviction (with a capacity) takes the
  * write lock and then the execution lock, and the hit path takes the
@@ -148,7 +150,7 @@ static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, int cached, char 
   char sym[64];
   void *fn = NULL;
   if (cached && rt->disk &&
-      tlm_disk_load_kernel(rt->disk, &k->key, &obj, &len, sym, sizeof sym) == 0 &&
+      tlm_disk_load_kernel(rt->disk, &k->entry.key, &obj, &len, sym, sizeof sym) == 0 &&
       !strcmp(sym, k->name) &&
       tlm_jit_load(rt->jit, obj, len, k->name, &fn, &k->code, err, errcap) == 0) {
     free(obj);
@@ -191,16 +193,16 @@ static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, int cached, char 
     tlm_space_init(&sp, &k->task, &rt->target);
     tlm_task_str(&k->task, problem, sizeof problem);
     tlm_schedule_str(&sp, &k->sched, decisions, sizeof decisions);
-    tlm_disk_store_kernel(rt->disk, &k->key, obj, len, k->name, problem, decisions);
+    tlm_disk_store_kernel(rt->disk, &k->entry.key, obj, len, k->name, problem, decisions);
   }
   free(obj);
   return TLM_OK;
 }
 
-/* CLOCK eviction down to the capacity; caller holds the write lock. */
-static int over_capacity(const tlm_runtime *rt) {
-  return (rt->capacity && rt->ready_kernels > rt->capacity) ||
-         (rt->capacity_bytes && rt->ready_bytes > rt->capacity_bytes && rt->ready_kernels > 1);
+static void free_kernel_entry(tlm_table_entry *e, void *ctx) {
+  tlm_runtime *rt = ctx;
+  free(e); /* the entry is the kernel's first member */
+  atomic_fetch_add(&rt->epoch, 1);
 }
 
 /* Evicted kernels that no plan points to are freed whole (their struct,
@@ -212,52 +214,31 @@ static int over_capacity(const tlm_runtime *rt) {
  * nearest_sibling returns copies; the background build looks its kernel
  * up again by key). */
 static void free_unreferenced_locked(tlm_runtime *rt, const tlm_kernel *keep_k) {
-  size_t evicted = 0;
-  for (size_t i = 0; i < rt->nkernels; i++)
-    evicted += atomic_load(&rt->kernel_list[i]->state) == TLM_ENTRY_EVICTED;
-  if (evicted == 0) return;
-  for (size_t i = 0; i < rt->nkernels; i++) rt->kernel_list[i]->mark = 0;
+  if (tlm_table_count(&rt->kernels, TLM_ENTRY_EVICTED) == 0) return;
+  tlm_table_clear_marks(&rt->kernels);
   for (size_t i = 0; i < rt->nplans; i++)
-    if (rt->plan_list[i]->kernel) rt->plan_list[i]->kernel->mark = 1;
-  size_t keep = 0, hand = 0;
-  for (size_t i = 0; i < rt->nkernels; i++) {
-    tlm_kernel *k = rt->kernel_list[i];
-    if (atomic_load(&k->state) == TLM_ENTRY_EVICTED && !k->mark && k != keep_k) {
-      tlm_map_remove(&rt->kernels, &k->key);
-      free(k);
-      atomic_fetch_add(&rt->epoch, 1);
-      continue;
-    }
-    if (i == rt->kernel_hand) hand = keep;
-    rt->kernel_list[keep++] = k;
-  }
-  rt->nkernels = keep;
-  rt->kernel_hand = keep ? hand % keep : 0;
+    if (rt->plan_list[i]->kernel) rt->plan_list[i]->kernel->entry.mark = 1;
+  tlm_table_sweep(&rt->kernels, keep_k ? &keep_k->entry : NULL, free_kernel_entry, rt);
 }
 
 /* keep_k: the kernel the caller just built, freed at the next eviction at
  * the earliest (the caller still reads it) */
 static void evict_locked(tlm_runtime *rt, const tlm_kernel *keep_k) {
-  if (!over_capacity(rt)) return;
+  if (!tlm_table_over(&rt->kernels)) return;
   pthread_mutex_lock(&rt->exec_lock); /* nothing runs while code is freed */
-  size_t sweeps = 0;
-  while (over_capacity(rt) && sweeps < 2 * rt->nkernels + 2) {
-    tlm_kernel *k = rt->kernel_list[rt->kernel_hand];
-    rt->kernel_hand = (rt->kernel_hand + 1) % rt->nkernels;
-    sweeps++;
-    if (atomic_load(&k->state) != TLM_ENTRY_READY) continue;
-    if (atomic_exchange(&k->used, 0)) continue; /* second chance */
+  tlm_table_entry *e;
+  while ((e = tlm_table_victim(&rt->kernels)) != NULL) {
+    tlm_kernel *k = (tlm_kernel *)e;
     tlm_jit_unload(rt->jit, k->code);
     k->code = NULL;
     k->fn = NULL;
-    rt->ready_kernels--;
-    rt->ready_bytes -= k->code_bytes;
-    atomic_store(&k->state, TLM_ENTRY_EVICTED);
+    tlm_table_evicted(&rt->kernels, e);
     atomic_fetch_add(&rt->evictions, 1);
     atomic_fetch_add(&rt->epoch, 1);
   }
   /* plans: at most 16 per kernel of capacity (and 1024) stay */
-  size_t plan_cap = rt->capacity * 16 > 1024 ? rt->capacity * 16 : 1024;
+  size_t cap = rt->kernels.capacity;
+  size_t plan_cap = cap * 16 > 1024 ? cap * 16 : 1024;
   if (rt->nplans > plan_cap) {
     size_t keep = 0;
     for (size_t i = 0; i < rt->nplans; i++) {
@@ -294,33 +275,25 @@ static tlm_status get_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_sc
   tlm_key_schedule(&key, task, &rt->target, sched);
   for (;;) {
     pthread_rwlock_wrlock(&rt->map_lock);
-    tlm_kernel *k = tlm_map_get(&rt->kernels, &key);
+    tlm_kernel *k = (tlm_kernel *)tlm_table_get(&rt->kernels, &key);
     int owner = 0;
     if (!k) {
       k = calloc(1, sizeof *k);
-      int ok = k && tlm_map_put(&rt->kernels, &key, k) == 0;
-      if (ok && push((void ***)&rt->kernel_list, &rt->nkernels, &rt->capkernels, k)) {
-        tlm_map_remove(&rt->kernels, &key);
-        ok = 0;
-      }
-      if (!ok) {
+      if (k) k->entry.key = key;
+      if (!k || tlm_table_insert(&rt->kernels, &k->entry)) {
         pthread_rwlock_unlock(&rt->map_lock);
         free(k);
         snprintf(err, (size_t)errcap, "out of memory");
         return TLM_ERR_OUT_OF_MEMORY;
       }
-      k->key = key;
       k->sched = *sched;
       k->task = *task;
       kernel_name(&key, k->name, sizeof k->name);
-      atomic_store(&k->state, TLM_ENTRY_BUILDING);
       owner = 1;
-    } else if (atomic_load(&k->state) == TLM_ENTRY_EVICTED ||
-               atomic_load(&k->state) == TLM_ENTRY_FAILED) {
-      atomic_store(&k->state, TLM_ENTRY_BUILDING);
+    } else if (tlm_table_claim(&k->entry)) {
       owner = 1;
-    } else if (atomic_load(&k->state) == TLM_ENTRY_READY) {
-      atomic_store(&k->used, 1);
+    } else if (atomic_load(&k->entry.state) == TLM_ENTRY_READY) {
+      atomic_store(&k->entry.used, 1);
       *out = k;
       pthread_rwlock_unlock(&rt->map_lock);
       return TLM_OK;
@@ -340,19 +313,16 @@ static tlm_status get_kernel(tlm_runtime *rt, const tlm_task *task, const tlm_sc
     pthread_rwlock_wrlock(&rt->map_lock);
     int ready = 0;
     if (st == TLM_OK) {
-      atomic_store(&k->used, 1);
-      atomic_store(&k->state, TLM_ENTRY_READY);
-      rt->ready_kernels++;
-      rt->ready_bytes += k->code_bytes;
+      tlm_table_ready(&rt->kernels, &k->entry, k->code_bytes);
       /* handed out before eviction runs: *out is the caller's plan's
        * kernel field, which keeps k from being freed */
       *out = k;
       evict_locked(rt, k);
       /* eviction may have taken it right away with a capacity of 0
        * kernels left; loop to rebuild in that case */
-      ready = atomic_load(&k->state) == TLM_ENTRY_READY;
+      ready = atomic_load(&k->entry.state) == TLM_ENTRY_READY;
     } else {
-      atomic_store(&k->state, TLM_ENTRY_FAILED);
+      tlm_table_failed(&k->entry);
     }
     pthread_rwlock_unlock(&rt->map_lock);
     notify(rt);
@@ -390,9 +360,9 @@ static int nearest_sibling(tlm_runtime *rt, const tlm_space *space, int ready,
   tlm_kernel *best = NULL;
   double best_d = 0;
   pthread_rwlock_rdlock(&rt->map_lock);
-  for (size_t i = 0; i < rt->nkernels; i++) {
-    tlm_kernel *k = rt->kernel_list[i];
-    int state = atomic_load(&k->state);
+  for (size_t i = 0; i < rt->kernels.n; i++) {
+    tlm_kernel *k = (tlm_kernel *)rt->kernels.list[i];
+    int state = atomic_load(&k->entry.state);
     if (state == TLM_ENTRY_FAILED || (ready && state != TLM_ENTRY_READY)) continue;
     tlm_key_schedule(&kf, &k->task, &rt->target, &none);
     if (!tlm_key_equal(&fam, &kf) || !tlm_space_accepts(space, &k->sched)) continue;
@@ -401,7 +371,7 @@ static int nearest_sibling(tlm_runtime *rt, const tlm_space *space, int ready,
   }
   if (best) {
     if (sched) *sched = best->sched;
-    if (key) *key = best->key;
+    if (key) *key = best->entry.key;
   }
   pthread_rwlock_unlock(&rt->map_lock);
   return best != NULL;
@@ -549,7 +519,7 @@ static void bg_build(tlm_runtime *rt, const tlm_bg_job *j) {
   pthread_rwlock_wrlock(&rt->map_lock);
   pthread_mutex_lock(&rt->exec_lock); /* tlm_engine_rerun reads plan->kernel under it */
   tlm_plan *p = tlm_map_get(&rt->plans, &j->key);
-  tlm_kernel *nk = tlm_map_get(&rt->kernels, &kkey);
+  tlm_kernel *nk = (tlm_kernel *)tlm_table_get(&rt->kernels, &kkey);
   if (p && atomic_load(&p->state) == TLM_ENTRY_READY && p->provisional && nk) {
     /* nk may be EVICTED: the plan then rebuilds it on its next run */
     p->kernel = nk;
@@ -678,7 +648,7 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
       owner = 1;
     } else if (atomic_load(&p->state) == TLM_ENTRY_READY) {
       tlm_kernel *k = p->kernel;
-      int kernel_ready = atomic_load(&k->state) == TLM_ENTRY_READY;
+      int kernel_ready = atomic_load(&k->entry.state) == TLM_ENTRY_READY;
       /* copies: once unlocked, the plan may be trimmed and k freed */
       tlm_task ktask = k->task;
       tlm_schedule ksched = k->sched;
@@ -711,8 +681,8 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
        * never finish before there is a provisional plan to replace. The
        * sibling is looked up again under the lock: it may have gone. */
       pthread_rwlock_wrlock(&rt->map_lock);
-      tlm_kernel *sib = tlm_map_get(&rt->kernels, &sib_key);
-      if (!sib || atomic_load(&sib->state) != TLM_ENTRY_READY) {
+      tlm_kernel *sib = (tlm_kernel *)tlm_table_get(&rt->kernels, &sib_key);
+      if (!sib || atomic_load(&sib->entry.state) != TLM_ENTRY_READY) {
         pthread_rwlock_unlock(&rt->map_lock);
         goto build_here;
       }
@@ -755,7 +725,7 @@ tlm_status tlm_engine_plan(tlm_runtime *rt, const tlm_task *task, const tlm_plan
     pthread_rwlock_rdlock(&rt->map_lock);
     tlm_plan *p = tlm_map_get(&rt->plans, &key);
     int ready = p && atomic_load(&p->state) == TLM_ENTRY_READY &&
-                atomic_load(&p->kernel->state) == TLM_ENTRY_READY;
+                atomic_load(&p->kernel->entry.state) == TLM_ENTRY_READY;
     pthread_rwlock_unlock(&rt->map_lock);
     if (ready) {
       *out = p;
@@ -863,7 +833,7 @@ int tlm_engine_rerun(tlm_runtime *rt, tlm_plan *plan, uint64_t epoch, const tlm_
                      const void *args) {
   pthread_mutex_lock(&rt->exec_lock);
   if (atomic_load_explicit(&rt->epoch, memory_order_acquire) != epoch ||
-      atomic_load_explicit(&plan->kernel->state, memory_order_acquire) != TLM_ENTRY_READY) {
+      atomic_load_explicit(&plan->kernel->entry.state, memory_order_acquire) != TLM_ENTRY_READY) {
     pthread_mutex_unlock(&rt->exec_lock);
     return 0;
   }
@@ -884,12 +854,12 @@ tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const void *arg
     pthread_rwlock_rdlock(&rt->map_lock);
     tlm_plan *p = tlm_map_get(&rt->plans, &key);
     if (p && atomic_load(&p->state) == TLM_ENTRY_READY &&
-        atomic_load(&p->kernel->state) == TLM_ENTRY_READY) {
+        atomic_load(&p->kernel->entry.state) == TLM_ENTRY_READY) {
       tlm_kernel *k = p->kernel;
       *plan_out = p;
       *epoch_out = atomic_load(&rt->epoch);
       atomic_store_explicit(&p->used, 1, memory_order_relaxed);
-      atomic_store_explicit(&k->used, 1, memory_order_relaxed);
+      atomic_store_explicit(&k->entry.used, 1, memory_order_relaxed);
       /* one tuning job per plan, once it runs its own kernel */
       if (tune_out && rt->cfg.tune_k > 0 && !p->provisional && !p->measured &&
           !atomic_load_explicit(&p->tune_state, memory_order_relaxed) &&
@@ -953,7 +923,7 @@ tlm_status tlm_engine_kernel_variant(tlm_runtime *rt, const tlm_task *task,
     return TLM_ERR_JIT;
   }
   k->fn = fn;
-  atomic_store(&k->state, TLM_ENTRY_READY);
+  atomic_store(&k->entry.state, TLM_ENTRY_READY);
   *out = k;
   return TLM_OK;
 }
@@ -1167,14 +1137,14 @@ static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
     if (!kk) break;
     kk->task = j->task;
     kk->sched = cand[i];
-    tlm_key_schedule(&kk->key, &j->task, &rt->target, &cand[i]);
+    tlm_key_schedule(&kk->entry.key, &j->task, &rt->target, &cand[i]);
     snprintf(kk->name, sizeof kk->name, "tlm_tune_%d", atomic_fetch_add(&serial, 1));
     if (build_kernel(rt, kk, 0, err, sizeof err) != TLM_OK) {
       free(kk);
       if (i == 0) ok = 0;
       continue;
     }
-    atomic_store(&kk->state, TLM_ENTRY_READY);
+    atomic_store(&kk->entry.state, TLM_ENTRY_READY);
     ks[i] = kk;
     restore_inputs(j, pristine);
     if (lock_when_idle(rt)) {
@@ -1242,7 +1212,7 @@ static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
   pthread_rwlock_wrlock(&rt->map_lock);
   pthread_mutex_lock(&rt->exec_lock);
   p = tlm_map_get(&rt->plans, &j->key);
-  nk = tlm_map_get(&rt->kernels, &kkey);
+  nk = (tlm_kernel *)tlm_table_get(&rt->kernels, &kkey);
   if (p && atomic_load(&p->state) == TLM_ENTRY_READY && !p->provisional &&
       same_sched(&p->sched, &pick)) {
     if (best != 0 && nk) {

@@ -6,8 +6,10 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 
 #include "../cache/map.h"
+#include "../cache/table.h"
 #include "../jit/jit.h"
 #include "../lm/model.h"
 #include "../runtime/kernel_abi.h"
@@ -23,11 +25,13 @@
 /* States of cache entries. A BUILDING entry has one builder; everyone
  * else who needs it waits (single flight). FAILED entries are rebuilt by
  * the next caller (a failure is reported, never cached for good). */
-enum { TLM_ENTRY_BUILDING = 0, TLM_ENTRY_READY = 1, TLM_ENTRY_FAILED = 2, TLM_ENTRY_EVICTED = 3 };
 
 /* A compiled kernel, shared by every task with its schedule key. Kernel
  * structs live until tlm_destroy; eviction frees their JIT code only. */
 typedef struct tlm_kernel {
+  /* key (the schedule key), state, CLOCK bit, resident bytes: the kernel
+   * table's entry (cache/table.h); first, so an entry is its kernel */
+  tlm_table_entry entry;
   void *fn;              /* tlm_mm_kernel_fn or tlm_row_kernel_fn by the
                             task's kind; valid while state is READY */
   tlm_schedule sched;
@@ -35,15 +39,12 @@ typedef struct tlm_kernel {
   int64_t scratch_bytes; /* per thread */
   double compile_ms;     /* codegen + optimization + native code, or disk load */
   char name[48];
-  tlm_key key;           /* schedule key */
   tlm_task task;         /* a task of this key, to rebuild after eviction */
   tlm_jit_code *code;
   size_t code_bytes;     /* object code size */
   int from_disk;
-  _Atomic int state;
-  atomic_int used;       /* CLOCK reference bit */
-  int mark;              /* scratch of free_unreferenced_locked, under the write lock */
 } tlm_kernel;
+_Static_assert(offsetof(tlm_kernel, entry) == 0, "a table entry is its kernel");
 
 /* What a shape maps to: its schedule and the kernel that runs it. */
 typedef struct tlm_plan {
@@ -74,15 +75,14 @@ struct tlm_runtime {
   /* plans by shape key, kernels by schedule key; lookups take the read
    * lock, every change the write lock */
   pthread_rwlock_t map_lock;
-  tlm_map plans, kernels;
-  /* all kernels (CLOCK ring) and live plans, under map_lock */
-  tlm_kernel **kernel_list;
-  size_t nkernels, capkernels, kernel_hand;
+  tlm_map plans;
+  /* the kernel table: kernels by schedule key, single flight, CLOCK
+   * eviction down to cfg.cache_capacity kernels and cache_capacity_bytes
+   * of object code (0 = unlimited) */
+  tlm_table kernels;
+  /* live plans, under map_lock */
   tlm_plan **plan_list;
   size_t nplans, capplans, plan_hand;
-  size_t ready_kernels, ready_bytes;
-  size_t capacity;         /* kernels kept in memory, 0 = unlimited */
-  size_t capacity_bytes;   /* their object code bytes, 0 = unlimited */
   /* waiting for builds: build_gen grows after every state change */
   pthread_mutex_t state_mu;
   pthread_cond_t state_cv;

@@ -803,7 +803,7 @@ int main(int argc, char **argv) {
             tlm_problem_check(&pr) > tlm_problem_tolerance(24))
           wrong++;
         built++;
-        if (rt->nkernels > most) most = rt->nkernels;
+        if (rt->kernels.n > most) most = rt->kernels.n;
       }
       tlm_problem_free(&pr);
     }
@@ -834,7 +834,7 @@ int main(int argc, char **argv) {
       if (i == 0)
         for (int j = 0; j < 10001 * 8; j++) a[j] = 1.0f, b[j % (8 * 40)] = 0.5f;
       if (tlm_run(rt, &op, in, 2, &out, 1) != TLM_OK || c[(M - 1) * N] != 4.0f) wrong++;
-      size_t res = rt->ready_kernels;
+      size_t res = rt->kernels.ready;
       if (res > max_resident) max_resident = res;
       if (i == 2000) rss_mid = rss_kib();
     }
@@ -885,13 +885,13 @@ int main(int argc, char **argv) {
         tlm_tensor_dense(&in[1], TLM_F32, 2, (int64_t[]){8, 1 + i}, b);
         tlm_tensor_dense(&out, TLM_F32, 2, (int64_t[]){16, 1 + i}, c);
         if (tlm_run(rt, &op, in, 2, &out, 1) != TLM_OK || c[15 * (1 + i) + i] != 2.0f) wrong++;
-        if (!pass && rt->ready_bytes > before) { /* a new kernel */
-          size_t size = rt->ready_bytes - before;
+        if (!pass && rt->kernels.ready_bytes > before) { /* a new kernel */
+          size_t size = rt->kernels.ready_bytes - before;
           if (!smallest || size < smallest) smallest = size;
           kernels++;
-          before = rt->ready_bytes;
+          before = rt->kernels.ready_bytes;
         }
-        if (rt->ready_kernels > 1 && rt->ready_bytes > max_bytes) max_bytes = rt->ready_bytes;
+        if (rt->kernels.ready > 1 && rt->kernels.ready_bytes > max_bytes) max_bytes = rt->kernels.ready_bytes;
       }
       tlm_stats s;
       tlm_get_stats(rt, &s);

@@ -75,12 +75,12 @@ int main(int argc, char **argv) {
   tlm_get_stats(rt, &s);
   printf("%d random schedules, capacity 8: %llu compiles, %llu evictions, %zu kernel records, "
          "RSS %ld KiB after %d, %ld KiB after %d: %+ld KiB\n",
-         total, (unsigned long long)s.compiles, (unsigned long long)s.evictions, rt->nkernels,
+         total, (unsigned long long)s.compiles, (unsigned long long)s.evictions, rt->kernels.n,
          rss_warm, warm, rss_end, total, rss_end - rss_warm);
   CHECK(failed == 0 && wrong == 0, "%d failed, %d wrong", failed, wrong);
   CHECK(s.compiles >= (uint64_t)(total * 9 / 10), "only %llu distinct kernels",
         (unsigned long long)s.compiles);
-  CHECK(rt->nkernels <= 9, "%zu kernel records under a capacity of 8", rt->nkernels);
+  CHECK(rt->kernels.n <= 9, "%zu kernel records under a capacity of 8", rt->kernels.n);
   CHECK(rss_end - rss_warm < 2048, "RSS grew by %ld KiB over %d kernels", rss_end - rss_warm,
         total - warm);
   tlm_problem_free(&pr);
