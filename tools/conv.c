@@ -454,9 +454,11 @@ out:
   return rc;
 }
 
-/* one result as a JSON object (cJSON escapes the strings) */
-static void json_result(FILE *f, const run_result *r, const char *name, int threads, int check) {
+/* one result as a JSON object (cJSON escapes the strings); NULL when out
+ * of memory */
+static cJSON *json_result(const run_result *r, const char *name, int threads, int check) {
   cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
   cJSON_AddStringToObject(o, "problem", r->problem);
   cJSON_AddStringToObject(o, "name", name);
   cJSON_AddNumberToObject(o, "threads", threads);
@@ -473,10 +475,16 @@ static void json_result(FILE *f, const run_result *r, const char *name, int thre
     cJSON_AddNumberToObject(o, "tolerance", r->tol);
     cJSON_AddBoolToObject(o, "pass", r->ok);
   }
-  char *text = cJSON_PrintUnformatted(o);
-  if (text) fputs(text, f);
-  free(text);
-  cJSON_Delete(o);
+  return o;
+}
+
+/* writes doc to path (tlm_json_save: whole or not at all) and frees it;
+ * 0, or 2 with a message */
+static int save_json(cJSON *doc, const char *path) {
+  int bad = !doc || tlm_json_save(doc, path);
+  cJSON_Delete(doc);
+  if (bad) fprintf(stderr, "tlm run: cannot write %s\n", path);
+  return bad ? 2 : 0;
 }
 
 int tlm_cmd_run_conv(int argc, char **argv) {
@@ -536,12 +544,8 @@ int tlm_cmd_run_conv(int argc, char **argv) {
   }
   tlm_runtime *rt = tlm_tool_runtime("tlm", o.threads, NULL, NULL);
   if (!rt) return 1;
-  FILE *jf = NULL;
-  if (o.json_path && !(jf = fopen(o.json_path, "w"))) {
-    fprintf(stderr, "tlm run: cannot write %s\n", o.json_path);
-    tlm_destroy(rt);
-    return 1;
-  }
+  /* --json: one document, written whole at the end */
+  cJSON *jdoc = NULL, *jlist = NULL;
   int rc = 0;
   char err[512], ds[300];
   if (!batch) {
@@ -574,9 +578,9 @@ int tlm_cmd_run_conv(int argc, char **argv) {
     printf("gflops       %.1f\n", r.gflops);
     if (o.check)
       printf("max_rel_err  %.3g (tolerance %.3g) %s\n", r.max_err, r.tol, r.ok ? "PASS" : "FAIL");
-    if (jf) {
-      json_result(jf, &r, prb.name, rt->nthreads, o.check);
-      fprintf(jf, "\n");
+    if (o.json_path) {
+      int w = save_json(json_result(&r, prb.name, rt->nthreads, o.check), o.json_path);
+      if (w) rc = w;
     }
     goto out;
   }
@@ -589,13 +593,13 @@ int tlm_cmd_run_conv(int argc, char **argv) {
   char *line = NULL;
   size_t linecap = 0;
   int lineno = 0, total = 0, passed = 0, failed = 0;
-  if (jf) {
-    cJSON *fs = cJSON_CreateString(batch);
-    char *ft = fs ? cJSON_PrintUnformatted(fs) : NULL;
-    fprintf(jf, "{\"file\": %s, \"threads\": %d, \"problems\": [\n", ft ? ft : "null",
-            rt->nthreads);
-    free(ft);
-    cJSON_Delete(fs);
+  if (o.json_path) {
+    jdoc = cJSON_CreateObject();
+    if (jdoc) {
+      cJSON_AddStringToObject(jdoc, "file", batch);
+      cJSON_AddNumberToObject(jdoc, "threads", rt->nthreads);
+      jlist = cJSON_AddArrayToObject(jdoc, "problems");
+    }
   }
   while (getline(&line, &linecap, f) > 0) {
     lineno++;
@@ -623,18 +627,25 @@ int tlm_cmd_run_conv(int argc, char **argv) {
            o.check ? "" : "", tlm_conv_prb_str(&prb, ds, sizeof ds), prb.name);
     if (o.check && !r.ok) printf("     max_rel_err %.3g > tolerance %.3g\n", r.max_err, r.tol);
     fflush(stdout);
-    if (jf) {
-      fprintf(jf, "%s  ", total > 1 ? ",\n" : "");
-      json_result(jf, &r, prb.name, rt->nthreads, o.check);
+    if (jlist) {
+      cJSON *one = json_result(&r, prb.name, rt->nthreads, o.check);
+      if (one) cJSON_AddItemToArray(jlist, one);
     }
   }
   free(line);
   fclose(f);
-  if (jf) fprintf(jf, "\n], \"count\": %d, \"passed\": %d, \"failed\": %d}\n", total, passed, failed);
+  if (o.json_path) {
+    if (jdoc) {
+      cJSON_AddNumberToObject(jdoc, "count", total);
+      cJSON_AddNumberToObject(jdoc, "passed", passed);
+      cJSON_AddNumberToObject(jdoc, "failed", failed);
+    }
+    int w = save_json(jlist ? jdoc : (cJSON_Delete(jdoc), NULL), o.json_path);
+    if (w) rc = w;
+  }
   printf("%d problems: %d passed, %d failed%s\n", total, passed, failed,
          o.check ? "" : " (no --check)");
 out:
-  if (jf) fclose(jf);
   tlm_destroy(rt);
   return rc;
 }
