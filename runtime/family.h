@@ -88,6 +88,23 @@ static inline int pick_at_most(const int32_t *c, int n, int64_t want) {
   return best;
 }
 
+/* The vector widths a target offers (1, 4, 8 and 16 lanes, up to its
+ * own), appended to c at n; the new count. Every family's vec point. */
+static inline int vec_width_candidates(const tlm_space *s, int32_t *c, int n) {
+  static const int32_t widths[] = {1, 4, 8, 16};
+  for (int i = 0; i < 4; i++)
+    if (widths[i] <= s->target.vec_lanes) c[n++] = widths[i];
+  return n;
+}
+
+/* The unroll factors of the row, pooling and convolution loops (1, 2, 4),
+ * appended to c at n; the new count. */
+static inline int unroll_candidates(int32_t *c, int n) {
+  static const int32_t u[] = {1, 2, 4};
+  for (int i = 0; i < 3; i++) c[n++] = u[i];
+  return n;
+}
+
 /* |log a - log b| (extents below 1 read as 1) */
 static inline double log_gap(int64_t a, int64_t b) {
   return fabs(log((double)(a > 0 ? a : 1)) - log((double)(b > 0 ? b : 1)));

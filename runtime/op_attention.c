@@ -37,9 +37,7 @@ static int attn_candidates(const tlm_space *s, int p, const int32_t *d, int32_t 
   int n = 0;
   switch (p) {
   case ATT_VEC: {
-    static const int32_t widths[] = {1, 4, 8, 16};
-    for (int i = 0; i < 4; i++)
-      if (widths[i] <= s->target.vec_lanes) c[n++] = widths[i];
+    n = vec_width_candidates(s, c, n);
     break;
   }
   case ATT_QBLOCK: {

@@ -77,9 +77,7 @@ static int conv_candidates(const tlm_space *s, int p, const int32_t *d, int32_t 
     if (t->G > 1) c[n++] = 2;
     break;
   case CV_VEC: {
-    static const int32_t widths[] = {1, 4, 8, 16};
-    for (int i = 0; i < 4; i++)
-      if (widths[i] <= s->target.vec_lanes) c[n++] = widths[i];
+    n = vec_width_candidates(s, c, n);
     break;
   }
   case CV_TILE_V: /* whole vectors, 1..4 of them */

@@ -86,12 +86,11 @@ static int mm_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c
   int n = 0;
   switch (p) {
   case MM_VEC: {
-    static const int32_t widths[] = {1, 4, 8, 16};
-    for (int i = 0; i < 4; i++)
-      if (widths[i] <= s->target.vec_lanes) c[n++] = widths[i];
+    n = vec_width_candidates(s, c, n);
+    /* dot products along k (both operands unit-stride in k): the same
+     * widths above 1, marked TLM_VEC_K */
     if ((t->unit & TLM_UNIT_A_K) && (t->unit & TLM_UNIT_B_K))
-      for (int i = 1; i < 4; i++)
-        if (widths[i] <= s->target.vec_lanes) c[n++] = TLM_VEC_K + widths[i];
+      for (int i = 1, w = n; i < w; i++) c[n++] = TLM_VEC_K + c[i];
     break;
   }
   case MM_N3: {

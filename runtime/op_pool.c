@@ -17,14 +17,11 @@ static int pool_candidates(const tlm_space *s, int p, const int32_t *d, int32_t 
   (void)d;
   switch (p) {
   case PL_VEC: {
-    static const int32_t widths[] = {1, 4, 8, 16};
-    for (int i = 0; i < 4; i++)
-      if (widths[i] <= s->target.vec_lanes) c[n++] = widths[i];
+    n = vec_width_candidates(s, c, n);
     break;
   }
   case PL_UNROLL: {
-    static const int32_t u[] = {1, 2, 4};
-    for (int i = 0; i < 3; i++) c[n++] = u[i];
+    n = unroll_candidates(c, n);
     break;
   }
   case PL_PARALLEL:

@@ -20,14 +20,11 @@ static int row_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *
   (void)d;
   switch (p) {
   case ROW_VEC: {
-    static const int32_t widths[] = {1, 4, 8, 16};
-    for (int i = 0; i < 4; i++)
-      if (widths[i] <= s->target.vec_lanes) c[n++] = widths[i];
+    n = vec_width_candidates(s, c, n);
     break;
   }
   case ROW_UNROLL: {
-    static const int32_t u[] = {1, 2, 4};
-    for (int i = 0; i < 3; i++) c[n++] = u[i];
+    n = unroll_candidates(c, n);
     break;
   }
   /* up to 16 rows per block whatever the row count, so the rule's choice
