@@ -1,12 +1,12 @@
-/* bench_common.h - what bench_matmul and bench_conv share: the oneDNN
- * status check, a primitive with its three memories and stream, the
- * contenders' set-up (threads pinned for oneDNN, a tlm runtime without a
- * disk cache) and the JSON header naming both contenders' ISA. */
+/* bench_common.h - what bench_matmul and bench_conv share: the
+ * contenders' set-up (oneDNN through samples/baseline_dnnl.h, its bound
+ * primitives timed here, with threads pinned; a tlm runtime without a disk
+ * cache), their timing loops and the JSON header naming both contenders'
+ * ISA. */
 #ifndef TLM_BENCH_COMMON_H
 #define TLM_BENCH_COMMON_H
 
 #include <cjson/cJSON.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -14,37 +14,6 @@
 #include "samples/baseline_dnnl.h"
 #include "tools/measure.h"
 
-#define DNNL_CHECK(x)                                                \
-  do {                                                               \
-    dnnl_status_t s_ = (x);                                          \
-    if (s_ != dnnl_success) {                                        \
-      fprintf(stderr, "oneDNN call failed (%d): %s\n", (int)s_, #x); \
-      exit(1);                                                       \
-    }                                                                \
-  } while (0)
-
-/* A oneDNN primitive and what one execution needs: SRC, WEIGHTS and DST
- * memories (in that order) and a stream. */
-typedef struct bench_prim {
-  dnnl_primitive_t prim;
-  dnnl_memory_t mem[3];
-  dnnl_stream_t stream;
-} bench_prim;
-
-/* Executes p once and waits for it. */
-static inline void bench_prim_run(bench_prim *p) {
-  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p->mem[0]},
-                             {DNNL_ARG_WEIGHTS, p->mem[1]},
-                             {DNNL_ARG_DST, p->mem[2]}};
-  DNNL_CHECK(dnnl_primitive_execute(p->prim, p->stream, 3, args));
-  DNNL_CHECK(dnnl_stream_wait(p->stream));
-}
-
-static inline void bench_prim_free(bench_prim *p) {
-  dnnl_primitive_destroy(p->prim);
-  for (int i = 0; i < 3; i++) dnnl_memory_destroy(p->mem[i]);
-  dnnl_stream_destroy(p->stream);
-}
 
 /* One tlm_run call of a contender, the same every time. */
 typedef struct bench_tlm_call {
@@ -63,7 +32,13 @@ static inline void bench_tlm_run(void *c) {
   }
 }
 
-static inline void bench_dnnl_run(void *p) { bench_prim_run(p); }
+/* one execution of a bound oneDNN primitive (samples/baseline_dnnl.h) */
+static inline void bench_dnnl_run(void *p) {
+  if (dnnl_bound_run(p)) {
+    fprintf(stderr, "oneDNN execution failed\n");
+    exit(1);
+  }
+}
 
 /* ns per call of `calls` back-to-back calls of f(ctx) */
 static inline double bench_time_batch(void (*f)(void *), void *ctx, int calls) {
@@ -95,11 +70,14 @@ static inline tlm_runtime *bench_runtime(int threads) {
 
 /* Both contenders on `threads` threads: oneDNN through OMP_NUM_THREADS (a
  * warning when it cannot be set) and its CPU engine, and bench_runtime. */
-static inline tlm_runtime *bench_setup(char **argv, int threads, dnnl_engine_t *eng) {
+static inline tlm_runtime *bench_setup(char **argv, int threads, dnnl_baseline **base) {
   if (dnnl_baseline_pin_threads(argv, threads))
     fprintf(stderr, "warning: could not set OMP_NUM_THREADS=%d; oneDNN may use other thread "
                     "counts\n", threads);
-  DNNL_CHECK(dnnl_engine_create(eng, dnnl_cpu, 0));
+  if (!(*base = dnnl_baseline_create())) {
+    fprintf(stderr, "oneDNN: cannot create its CPU engine\n");
+    exit(1);
+  }
   return bench_runtime(threads);
 }
 

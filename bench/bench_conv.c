@@ -15,7 +15,6 @@
  */
 #include <cjson/cJSON.h>
 #include <math.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,73 +25,6 @@
 #include "tools/measure.h"
 #include "tools/problem.h"
 #include "bench_common.h"
-
-typedef struct dnnl_conv {
-  bench_prim p; /* SRC, WEIGHTS, DST */
-  float *wbuf, *xbuf, *ybuf;
-} dnnl_conv;
-
-static void dnnl_conv_make(dnnl_engine_t eng, const tlm_conv_prb *p, int nhwc, dnnl_conv *d) {
-  memset(d, 0, sizeof *d);
-  int grouped = p->g > 1;
-  dnnl_dims_t sd = {p->mb, p->ic, p->ih, p->iw}, dd = {p->mb, p->oc, p->oh, p->ow};
-  dnnl_dims_t wd = {p->oc, p->ic, p->kh, p->kw};
-  dnnl_dims_t wdg = {p->g, p->oc / p->g, p->ic / p->g, p->kh, p->kw};
-  dnnl_memory_desc_t smd, dmd, wmd_any, wmd_user;
-  dnnl_format_tag_t act = nhwc ? dnnl_nhwc : dnnl_nchw;
-  DNNL_CHECK(dnnl_memory_desc_init_by_tag(&smd, 4, sd, dnnl_f32, act));
-  DNNL_CHECK(dnnl_memory_desc_init_by_tag(&dmd, 4, dd, dnnl_f32, act));
-  if (grouped) {
-    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wmd_any, 5, wdg, dnnl_f32, dnnl_format_tag_any));
-    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wmd_user, 5, wdg, dnnl_f32, dnnl_goihw));
-  } else {
-    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wmd_any, 4, wd, dnnl_f32, dnnl_format_tag_any));
-    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wmd_user, 4, wd, dnnl_f32, dnnl_oihw));
-  }
-  dnnl_dims_t strides = {p->sh, p->sw}, dil = {p->dh, p->dw}, pl = {p->ph, p->pw};
-  dnnl_dims_t pr = {(p->oh - 1) * p->sh - p->ih + (p->kh - 1) * (p->dh + 1) + 1 - p->ph,
-                    (p->ow - 1) * p->sw - p->iw + (p->kw - 1) * (p->dw + 1) + 1 - p->pw};
-  dnnl_convolution_desc_t cd;
-  DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference,
-                                                        dnnl_convolution_direct, &smd, &wmd_any,
-                                                        NULL, &dmd, strides, dil, pl, pr));
-  dnnl_primitive_desc_t pd;
-  DNNL_CHECK(dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL));
-  DNNL_CHECK(dnnl_primitive_create(&d->p.prim, pd));
-  const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-  size_t nx = (size_t)(p->mb * p->ic * p->ih * p->iw), ny = (size_t)(p->mb * p->oc * p->oh * p->ow);
-  size_t nw = (size_t)(p->oc * (p->ic / p->g) * p->kh * p->kw);
-  d->xbuf = malloc(nx * sizeof(float));
-  d->ybuf = malloc(ny * sizeof(float));
-  float *wuser = malloc(nw * sizeof(float));
-  d->wbuf = malloc(dnnl_memory_desc_get_size(wq) + 64);
-  for (size_t i = 0; i < nx; i++) d->xbuf[i] = (float)(i % 17) / 17.0f - 0.5f;
-  for (size_t i = 0; i < nw; i++) wuser[i] = (float)(i % 13) / 13.0f - 0.5f;
-  DNNL_CHECK(dnnl_stream_create(&d->p.stream, eng, dnnl_stream_default_flags));
-  /* weights reordered once into the primitive's layout */
-  dnnl_memory_t wu;
-  DNNL_CHECK(dnnl_memory_create(&wu, &wmd_user, eng, wuser));
-  DNNL_CHECK(dnnl_memory_create(&d->p.mem[1], wq, eng, d->wbuf));
-  dnnl_primitive_desc_t rpd;
-  DNNL_CHECK(dnnl_reorder_primitive_desc_create(&rpd, &wmd_user, eng, wq, eng, NULL));
-  dnnl_primitive_t reo;
-  DNNL_CHECK(dnnl_primitive_create(&reo, rpd));
-  dnnl_exec_arg_t rargs[2] = {{DNNL_ARG_FROM, wu}, {DNNL_ARG_TO, d->p.mem[1]}};
-  DNNL_CHECK(dnnl_primitive_execute(reo, d->p.stream, 2, rargs));
-  DNNL_CHECK(dnnl_stream_wait(d->p.stream));
-  dnnl_primitive_destroy(reo);
-  dnnl_primitive_desc_destroy(rpd);
-  dnnl_memory_destroy(wu);
-  free(wuser);
-  DNNL_CHECK(dnnl_memory_create(&d->p.mem[0], &smd, eng, d->xbuf));
-  DNNL_CHECK(dnnl_memory_create(&d->p.mem[2], &dmd, eng, d->ybuf));
-  dnnl_primitive_desc_destroy(pd);
-}
-
-static void dnnl_conv_free(dnnl_conv *d) {
-  bench_prim_free(&d->p);
-  free(d->wbuf), free(d->xbuf), free(d->ybuf);
-}
 
 int main(int argc, char **argv) {
   int threads = 1, batches = 9, nhwc = 0, mb = 1, prepack = 1;
@@ -122,8 +54,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_conv: need >= 1 thread, >= 3 batches, mb >= 1 and a file\n");
     return 2;
   }
-  dnnl_engine_t eng;
-  tlm_runtime *rt = bench_setup(argv, threads, &eng);
+  dnnl_baseline *base;
+  tlm_runtime *rt = bench_setup(argv, threads, &base);
   char target[320];
   tlm_target_str(&rt->target, target, sizeof target);
   cJSON *jroot = bench_json_root(json, target, rt, threads, batches), *jsets = NULL;
@@ -183,22 +115,28 @@ int main(int argc, char **argv) {
       tlm_get_stats(rt, &s1);
       double compile_ms = s1.compile_ms - s0.compile_ms;
       double e = tlm_conv_problem_check(&p, 500, 1);
-      dnnl_conv dc;
-      dnnl_conv_make(eng, &prb, nhwc, &dc);
-      bench_prim_run(&dc.p);
+      baseline_window win = {prb.mb, prb.ic, prb.ih, prb.iw, prb.oc, prb.oh, prb.ow,
+                             prb.kh, prb.kw, prb.sh, prb.sw, prb.ph, prb.pw, prb.g,
+                             prb.dh, prb.dw};
+      dnnl_bound *dc = dnnl_bound_conv(base, &win, nhwc);
+      if (!dc) {
+        fprintf(stderr, "oneDNN: cannot create the convolution %s\n", prb.name);
+        return 1;
+      }
+      bench_dnnl_run(dc);
       double flop = 2.0 * (double)prb.mb * (double)prb.oc * (double)(prb.ic / prb.g) *
                     (double)(prb.kh * prb.kw) * (double)(prb.oh * prb.ow);
       int calls = (int)(2e9 / flop);
       if (calls < 2) calls = 2;
       if (calls > 20000) calls = 20000;
       bench_time_batch(bench_tlm_run, &tc, calls);
-      bench_time_batch(bench_dnnl_run, &dc.p, calls);
+      bench_time_batch(bench_dnnl_run, dc, calls);
       double tt[64], td[64], ratio[64];
       for (int b = 0; b < batches && b < 64; b++) {
         usleep(30000);
         tt[b] = bench_time_batch(bench_tlm_run, &tc, calls);
         usleep(30000);
-        td[b] = bench_time_batch(bench_dnnl_run, &dc.p, calls);
+        td[b] = bench_time_batch(bench_dnnl_run, dc, calls);
         ratio[b] = td[b] / tt[b];
       }
       int nb = batches < 64 ? batches : 64;
@@ -224,7 +162,7 @@ int main(int argc, char **argv) {
       log_ratio += log(rmed);
       sum_tlm += tmed, sum_dnnl += dmed;
       np++;
-      dnnl_conv_free(&dc);
+      dnnl_bound_destroy(dc);
       if (prepack) tlm_constant_remove(rt, p.in[1].data);
       tlm_conv_problem_free(&p);
     }
@@ -242,6 +180,6 @@ int main(int argc, char **argv) {
   }
   bench_json_finish(jroot, json, "bench_conv");
   tlm_destroy(rt);
-  dnnl_engine_destroy(eng);
+  dnnl_baseline_destroy(base);
   return 0;
 }

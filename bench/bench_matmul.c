@@ -17,7 +17,6 @@
  */
 #include <cjson/cJSON.h>
 #include <math.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,25 +30,6 @@
 #include "tools/problem.h"
 #include "bench_common.h"
 
-
-static void dnnl_mm_make(dnnl_engine_t eng, int64_t M, int64_t K, int64_t N, float *a, float *b,
-                         float *c, bench_prim *d) {
-  dnnl_memory_desc_t ad, bd, cd;
-  dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N};
-  DNNL_CHECK(dnnl_memory_desc_init_by_tag(&ad, 2, da, dnnl_f32, dnnl_ab));
-  DNNL_CHECK(dnnl_memory_desc_init_by_tag(&bd, 2, db, dnnl_f32, dnnl_ab));
-  DNNL_CHECK(dnnl_memory_desc_init_by_tag(&cd, 2, dc, dnnl_f32, dnnl_ab));
-  dnnl_matmul_desc_t md;
-  DNNL_CHECK(dnnl_matmul_desc_init(&md, &ad, &bd, NULL, &cd));
-  dnnl_primitive_desc_t pd;
-  DNNL_CHECK(dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL));
-  DNNL_CHECK(dnnl_primitive_create(&d->prim, pd));
-  dnnl_primitive_desc_destroy(pd);
-  DNNL_CHECK(dnnl_memory_create(&d->mem[0], &ad, eng, a));
-  DNNL_CHECK(dnnl_memory_create(&d->mem[1], &bd, eng, b));
-  DNNL_CHECK(dnnl_memory_create(&d->mem[2], &cd, eng, c));
-  DNNL_CHECK(dnnl_stream_create(&d->stream, eng, dnnl_stream_default_flags));
-}
 
 int main(int argc, char **argv) {
   int threads = 1, batches = 15, const_b = 0;
@@ -69,8 +49,8 @@ int main(int argc, char **argv) {
     }
   }
   if (threads < 1 || batches < 3) return 2;
-  dnnl_engine_t eng;
-  tlm_runtime *rt = bench_setup(argv, threads, &eng);
+  dnnl_baseline *base;
+  tlm_runtime *rt = bench_setup(argv, threads, &base);
   char target[320];
   tlm_target_str(&rt->target, target, sizeof target);
   cJSON *jroot = bench_json_root(json, target, rt, threads, batches);
@@ -92,8 +72,11 @@ int main(int argc, char **argv) {
     if (tlm_problem_make(&d, NULL, 1, &p)) return 1;
     int64_t M = d.a[0], K = d.a[1], N = d.b[1];
     float *c2 = malloc((size_t)(M * N) * sizeof(float));
-    bench_prim dm;
-    dnnl_mm_make(eng, M, K, N, p.bufs[0], p.bufs[1], c2, &dm);
+    dnnl_bound *dm = dnnl_bound_matmul(base, M, K, N, p.bufs[0], p.bufs[1], c2);
+    if (!dm) {
+      fprintf(stderr, "oneDNN: cannot create the matmul %s\n", tok);
+      return 1;
+    }
     /* --const-b: B declared constant to tlm (packed once, as a served
      * model's weights); oneDNN reads it as given, as in the serving sample */
     if (const_b && tlm_constant_add(rt, p.bufs[1], (size_t)(K * N) * sizeof(float)) != TLM_OK) {
@@ -104,14 +87,14 @@ int main(int argc, char **argv) {
     bench_tlm_run(&tc); /* compiles */
     tlm_wait_background(rt); /* TLM_ASYNC=1: time the shape's own kernel */
     double e = tlm_problem_check(&p);
-    bench_dnnl_run(&dm);
+    bench_dnnl_run(dm);
     /* calls per batch: about 20 ms of work at 100 GFLOPS */
     double flop = 2.0 * (double)M * (double)N * (double)K;
     int calls = (int)(2e9 / flop);
     if (calls < 3) calls = 3;
     if (calls > 20000) calls = 20000;
     bench_time_batch(bench_tlm_run, &tc, calls);
-    bench_time_batch(bench_dnnl_run, &dm, calls);
+    bench_time_batch(bench_dnnl_run, dm, calls);
     double *tt = calloc((size_t)batches, sizeof *tt), *td = calloc((size_t)batches, sizeof *td),
            *ratio = calloc((size_t)batches, sizeof *ratio);
     for (int b = 0; b < batches; b++) {
@@ -121,7 +104,7 @@ int main(int argc, char **argv) {
       usleep(30000);
       tt[b] = bench_time_batch(bench_tlm_run, &tc, calls);
       usleep(30000);
-      td[b] = bench_time_batch(bench_dnnl_run, &dm, calls);
+      td[b] = bench_time_batch(bench_dnnl_run, dm, calls);
       ratio[b] = td[b] / tt[b]; /* > 1: tlm faster */
     }
     double tmed = bench_pct(tt, batches, 0.5), tmin = tt[0], tmax = tt[batches - 1];
@@ -147,7 +130,7 @@ int main(int argc, char **argv) {
     free(td);
     free(ratio);
     free(c2);
-    bench_prim_free(&dm);
+    dnnl_bound_destroy(dm);
     if (const_b) tlm_constant_remove(rt, p.bufs[1]);
     tlm_problem_free(&p);
   }
@@ -196,6 +179,6 @@ int main(int argc, char **argv) {
   bench_json_finish(jroot, json, "bench_matmul");
   tlm_destroy(rt2);
   tlm_destroy(rt);
-  dnnl_engine_destroy(eng);
+  dnnl_baseline_destroy(base);
   return 0;
 }

@@ -183,8 +183,9 @@ static void win_geometry(win_prim *e, dnnl_dims_t st, dnnl_dims_t pl, dnnl_dims_
   dnnl_memory_desc_init_by_tag(&e->sd, 4, sd, dnnl_f32, dnnl_nhwc);
   dnnl_memory_desc_init_by_tag(&e->dd, 4, dd, dnnl_f32, dnnl_nhwc);
   st[0] = s->sh, st[1] = s->sw, pl[0] = s->ph, pl[1] = s->pw;
-  pr[0] = (s->oh - 1) * s->sh - s->ih + s->kh - s->ph;
-  pr[1] = (s->ow - 1) * s->sw - s->iw + s->kw - s->pw;
+  /* the window's extent with benchdnn's dilation (0: none) */
+  pr[0] = (s->oh - 1) * s->sh - s->ih + (s->kh - 1) * (s->dh + 1) + 1 - s->ph;
+  pr[1] = (s->ow - 1) * s->sw - s->iw + (s->kw - 1) * (s->dw + 1) + 1 - s->pw;
 }
 
 /* The weights in the primitive's layout: another window's copy of the same
@@ -223,7 +224,7 @@ static int conv_weights(dnnl_baseline *b, win_prim *e, const dnnl_memory_desc_t 
 
 static int conv_create(dnnl_baseline *b, win_prim *e) {
   const baseline_window *s = &e->key.win;
-  dnnl_dims_t st, pl, pr, dil = {0, 0}, bd = {s->oc};
+  dnnl_dims_t st, pl, pr, dil = {s->dh, s->dw}, bd = {s->oc};
   win_geometry(e, st, pl, pr);
   dnnl_memory_desc_init_by_tag(&e->bd, 1, bd, dnnl_f32, dnnl_a);
   /* HWIO as oneDNN's (oc, ic, kh, kw), or (g, oc/g, ic/g, kh, kw) with groups */
@@ -391,4 +392,140 @@ int dnnl_baseline_pin_threads(char **argv, int threads) {
   if (setenv("OMP_NUM_THREADS", nt, 1)) return -1;
   execv("/proc/self/exe", argv);
   return -1; /* still here: the re-run failed */
+}
+
+/* ---- bound primitives ----------------------------------------------------------- */
+
+struct dnnl_bound {
+  dnnl_primitive_t prim;
+  dnnl_memory_t mem[3]; /* SRC, WEIGHTS, DST */
+  dnnl_stream_t stream;
+  float *owned[3];      /* buffers allocated here (convolutions) */
+};
+
+int dnnl_bound_run(dnnl_bound *p) {
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p->mem[0]},
+                             {DNNL_ARG_WEIGHTS, p->mem[1]},
+                             {DNNL_ARG_DST, p->mem[2]}};
+  return dnnl_primitive_execute(p->prim, p->stream, 3, args) == dnnl_success &&
+                 dnnl_stream_wait(p->stream) == dnnl_success
+             ? 0
+             : -1;
+}
+
+void dnnl_bound_destroy(dnnl_bound *p) {
+  if (!p) return;
+  if (p->prim) dnnl_primitive_destroy(p->prim);
+  for (int i = 0; i < 3; i++)
+    if (p->mem[i]) dnnl_memory_destroy(p->mem[i]);
+  if (p->stream) dnnl_stream_destroy(p->stream);
+  for (int i = 0; i < 3; i++) free(p->owned[i]);
+  free(p);
+}
+
+dnnl_bound *dnnl_bound_matmul(dnnl_baseline *b, int64_t M, int64_t K, int64_t N, float *a,
+                              float *w, float *c) {
+  dnnl_bound *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  dnnl_memory_desc_t ad, bd, cd;
+  dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N};
+  dnnl_matmul_desc_t md;
+  dnnl_primitive_desc_t pd = NULL;
+  int ok = dnnl_memory_desc_init_by_tag(&ad, 2, da, dnnl_f32, dnnl_ab) == dnnl_success &&
+           dnnl_memory_desc_init_by_tag(&bd, 2, db, dnnl_f32, dnnl_ab) == dnnl_success &&
+           dnnl_memory_desc_init_by_tag(&cd, 2, dc, dnnl_f32, dnnl_ab) == dnnl_success &&
+           dnnl_matmul_desc_init(&md, &ad, &bd, NULL, &cd) == dnnl_success &&
+           dnnl_primitive_desc_create(&pd, &md, NULL, b->eng, NULL) == dnnl_success &&
+           dnnl_primitive_create(&p->prim, pd) == dnnl_success &&
+           dnnl_memory_create(&p->mem[0], &ad, b->eng, a) == dnnl_success &&
+           dnnl_memory_create(&p->mem[1], &bd, b->eng, w) == dnnl_success &&
+           dnnl_memory_create(&p->mem[2], &cd, b->eng, c) == dnnl_success &&
+           dnnl_stream_create(&p->stream, b->eng, dnnl_stream_default_flags) == dnnl_success;
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (!ok) {
+    dnnl_bound_destroy(p);
+    return NULL;
+  }
+  return p;
+}
+
+/* weights from the user's layout into the primitive's, once */
+static int bound_reorder(dnnl_baseline *b, dnnl_bound *p, const dnnl_memory_desc_t *user,
+                         float *wuser) {
+  dnnl_memory_t wu = NULL;
+  dnnl_primitive_desc_t rpd = NULL;
+  dnnl_primitive_t reo = NULL;
+  const dnnl_memory_desc_t *wq = NULL;
+  dnnl_memory_get_memory_desc(p->mem[1], &wq);
+  int ok = wq && dnnl_memory_create(&wu, user, b->eng, wuser) == dnnl_success &&
+           dnnl_reorder_primitive_desc_create(&rpd, user, b->eng, wq, b->eng, NULL) ==
+               dnnl_success &&
+           dnnl_primitive_create(&reo, rpd) == dnnl_success;
+  if (ok) {
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, wu}, {DNNL_ARG_TO, p->mem[1]}};
+    ok = dnnl_primitive_execute(reo, p->stream, 2, args) == dnnl_success &&
+         dnnl_stream_wait(p->stream) == dnnl_success;
+  }
+  if (reo) dnnl_primitive_destroy(reo);
+  if (rpd) dnnl_primitive_desc_destroy(rpd);
+  if (wu) dnnl_memory_destroy(wu);
+  return ok ? 0 : -1;
+}
+
+dnnl_bound *dnnl_bound_conv(dnnl_baseline *b, const baseline_window *s, int nhwc) {
+  dnnl_bound *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  int64_t g = s->groups > 0 ? s->groups : 1;
+  dnnl_dims_t sd = {s->mb, s->ic, s->ih, s->iw}, dd = {s->mb, s->oc, s->oh, s->ow};
+  dnnl_dims_t wd = {s->oc, s->ic, s->kh, s->kw};
+  dnnl_dims_t wdg = {g, s->oc / g, s->ic / g, s->kh, s->kw};
+  dnnl_memory_desc_t smd, dmd, wany, wmd_user;
+  dnnl_format_tag_t act = nhwc ? dnnl_nhwc : dnnl_nchw;
+  dnnl_dims_t st = {s->sh, s->sw}, dil = {s->dh, s->dw}, pl = {s->ph, s->pw};
+  dnnl_dims_t pr = {(s->oh - 1) * s->sh - s->ih + (s->kh - 1) * (s->dh + 1) + 1 - s->ph,
+                    (s->ow - 1) * s->sw - s->iw + (s->kw - 1) * (s->dw + 1) + 1 - s->pw};
+  dnnl_convolution_desc_t cd;
+  dnnl_primitive_desc_t pd = NULL;
+  float *wuser = NULL;
+  int ok = dnnl_memory_desc_init_by_tag(&smd, 4, sd, dnnl_f32, act) == dnnl_success &&
+           dnnl_memory_desc_init_by_tag(&dmd, 4, dd, dnnl_f32, act) == dnnl_success &&
+           (g > 1 ? dnnl_memory_desc_init_by_tag(&wany, 5, wdg, dnnl_f32, dnnl_format_tag_any) ==
+                            dnnl_success &&
+                        dnnl_memory_desc_init_by_tag(&wmd_user, 5, wdg, dnnl_f32, dnnl_goihw) ==
+                            dnnl_success
+                  : dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_f32, dnnl_format_tag_any) ==
+                            dnnl_success &&
+                        dnnl_memory_desc_init_by_tag(&wmd_user, 4, wd, dnnl_f32, dnnl_oihw) ==
+                            dnnl_success) &&
+           dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference,
+                                                      dnnl_convolution_direct, &smd, &wany, NULL,
+                                                      &dmd, st, dil, pl, pr) == dnnl_success &&
+           dnnl_primitive_desc_create(&pd, &cd, NULL, b->eng, NULL) == dnnl_success &&
+           dnnl_primitive_create(&p->prim, pd) == dnnl_success &&
+           dnnl_stream_create(&p->stream, b->eng, dnnl_stream_default_flags) == dnnl_success;
+  size_t nx = (size_t)(s->mb * s->ic * s->ih * s->iw), ny = (size_t)(s->mb * s->oc * s->oh * s->ow);
+  size_t nw = (size_t)(s->oc * (s->ic / g) * s->kh * s->kw);
+  if (ok) {
+    const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    p->owned[0] = malloc(nx * sizeof(float));
+    p->owned[1] = malloc(dnnl_memory_desc_get_size(wq) + 64);
+    p->owned[2] = malloc(ny * sizeof(float));
+    wuser = malloc(nw * sizeof(float));
+    ok = p->owned[0] && p->owned[1] && p->owned[2] && wuser;
+    if (ok) {
+      for (size_t i = 0; i < nx; i++) p->owned[0][i] = (float)(i % 17) / 17.0f - 0.5f;
+      for (size_t i = 0; i < nw; i++) wuser[i] = (float)(i % 13) / 13.0f - 0.5f;
+      ok = dnnl_memory_create(&p->mem[1], wq, b->eng, p->owned[1]) == dnnl_success &&
+           bound_reorder(b, p, &wmd_user, wuser) == 0 &&
+           dnnl_memory_create(&p->mem[0], &smd, b->eng, p->owned[0]) == dnnl_success &&
+           dnnl_memory_create(&p->mem[2], &dmd, b->eng, p->owned[2]) == dnnl_success;
+    }
+  }
+  free(wuser);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (!ok) {
+    dnnl_bound_destroy(p);
+    return NULL;
+  }
+  return p;
 }

@@ -36,6 +36,7 @@ typedef struct baseline_window {
   int64_t mb, ic, ih, iw, oc, oh, ow;
   int64_t kh, kw, sh, sw, ph, pw;
   int64_t groups; /* convolutions: divides ic and oc; ic = oc = groups is depthwise */
+  int64_t dh, dw;  /* convolutions: dilation as benchdnn writes it (0: none) */
 } baseline_window;
 
 /* dst = act(conv(src, w) + bias [+ the previous contents of dst if
@@ -55,6 +56,32 @@ int dnnl_baseline_conv(dnnl_baseline *b, const baseline_window *win, const float
  * tensors. Returns 0, -1. */
 int dnnl_baseline_pool(dnnl_baseline *b, const baseline_window *win, int avg, const float *src,
                        float *dst);
+
+/* ---- bound primitives: oneDNN alone, for benchmarks ------------------------------
+ * One primitive created once with its source, weights and destination
+ * memories bound to fixed buffers and its own stream, then executed as
+ * often as a benchmark times it (bench_matmul, bench_conv): no lookup or
+ * memory object per call. */
+typedef struct dnnl_bound dnnl_bound;
+
+/* C (M, N) = A (M, K) x B (K, N), every matrix dense row-major and owned by
+ * the caller, who keeps them alive while the bound primitive lives. NULL
+ * when oneDNN cannot create it. */
+dnnl_bound *dnnl_bound_matmul(dnnl_baseline *b, int64_t M, int64_t K, int64_t N, float *a,
+                              float *w, float *c);
+
+/* A 2-D convolution without bias or post-ops on buffers it allocates: src
+ * and dst dense NHWC (nhwc) or NCHW, filled with a fixed pattern; weights
+ * given as OIHW (GOIHW with groups), reordered once into the primitive's
+ * preferred layout ("any"), as an inference deployment would. win->dh and
+ * win->dw are benchdnn's dilations (0: none). NULL on failure. */
+dnnl_bound *dnnl_bound_conv(dnnl_baseline *b, const baseline_window *win, int nhwc);
+
+/* Executes p once and waits for it. Returns 0, -1. */
+int dnnl_bound_run(dnnl_bound *p);
+
+/* Frees p, and the buffers it allocated (not the caller's). NULL is a no-op. */
+void dnnl_bound_destroy(dnnl_bound *p);
 
 /* Makes oneDNN's OpenMP runtime use `threads` threads. libgomp reads
  * OMP_NUM_THREADS once, when it is loaded (before main), so setting the

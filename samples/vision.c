@@ -294,7 +294,7 @@ static int forward_dnnl(dnnl_baseline *db, net *n, int mb) {
     const layer *L = &n->l[i];
     float *x = n->buf[L->src], *y = n->buf[L->dst];
     baseline_window win = {mb, L->ic, L->ih, L->iw, L->oc, L->oh, L->ow, L->k, L->k,
-                           L->stride, L->stride, L->pad, L->pad, L->groups};
+                           L->stride, L->stride, L->pad, L->pad, L->groups, 0, 0};
     int bad;
     if (L->kind == CONV) {
       baseline_act act = L->act == TLM_ACT_RELU    ? BASELINE_ACT_RELU

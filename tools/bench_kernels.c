@@ -202,7 +202,7 @@ static int dnnl_conv(dnnl_baseline *b, const tlm_task_spec *sp, const tlm_spec_p
                                                : (baseline_act)-1;
   if ((int)act < 0) return -1;
   baseline_window w = {c->mb, c->ic, c->ih, c->iw, c->oc, c->oh, c->ow, c->kh, c->kw,
-                       c->sh, c->sw, c->ph, c->pw, c->g};
+                       c->sh, c->sw, c->ph, c->pw, c->g, 0, 0};
   return dnnl_baseline_conv(b, &w, p->cv.in[0].data, p->cv.in[1].data,
                             e->bias ? p->cv.in[2].data : NULL, act, 0, p->cv.out.data);
 }
