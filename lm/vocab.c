@@ -131,6 +131,21 @@ static const char *const k_act_words[] = {"act:none", "act:relu", "act:gelu", "a
 static const char *const k_op_words[] = {"", "op:matmul", "op:softmax", "op:layernorm",
                                          "op:rmsnorm"};
 
+/* The words every task ends with: which operands are unit-stride (uA, uB,
+ * uC) and the b, m, n, k extents of its product form. */
+static int shape_words(const tlm_vocab *v, int ua, int ub, int uc, int64_t b, int64_t m,
+                       int64_t n_, int64_t k, int32_t *out) {
+  int n = 0;
+  out[n++] = tok(v, "uA:%lld", ua != 0);
+  out[n++] = tok(v, "uB:%lld", ub != 0);
+  out[n++] = tok(v, "uC:%lld", uc != 0);
+  n += extent_tokens(v, "b", b, out + n);
+  n += extent_tokens(v, "m", m, out + n);
+  n += extent_tokens(v, "n", n_, out + n);
+  n += extent_tokens(v, "k", k, out + n);
+  return n;
+}
+
 static int pool_words(const tlm_vocab *v, const tlm_task *task, int32_t *out) {
   int n = 0;
   const tlm_pool_task *p = &task->u.pool;
@@ -143,39 +158,29 @@ static int pool_words(const tlm_vocab *v, const tlm_task *task, int32_t *out) {
                                             : "win:big");
   out[n++] = tlm_vocab_find(v, p->sh == 1 ? "stride:1" : p->sh == 2 ? "stride:2" : "stride:big");
   out[n++] = tlm_vocab_find(v, "act:none");
-  out[n++] = tok(v, "uA:%lld", (p->unit & TLM_UNIT_POOL_SRC_C) != 0);
-  out[n++] = tok(v, "uB:%lld", 0);
-  out[n++] = tok(v, "uC:%lld", (p->unit & TLM_UNIT_POOL_DST_C) != 0);
-  n += extent_tokens(v, "b", p->N, out + n);
-  n += extent_tokens(v, "m", p->OD * p->OH * p->OW, out + n);
-  n += extent_tokens(v, "n", p->C, out + n);
-  n += extent_tokens(v, "k", (int64_t)(p->KD ? p->KD : p->ID) * (p->KH ? p->KH : p->IH) *
-                                 (p->KW ? p->KW : p->IW), out + n);
+  n += shape_words(v, p->unit & TLM_UNIT_POOL_SRC_C, 0, p->unit & TLM_UNIT_POOL_DST_C, p->N,
+                   p->OD * p->OH * p->OW, p->C,
+                   (int64_t)(p->KD ? p->KD : p->ID) * (p->KH ? p->KH : p->IH) *
+                       (p->KW ? p->KW : p->IW),
+                   out + n);
   return n;
 }
 
 static int eltwise_words(const tlm_vocab *v, const tlm_task *task, int32_t *out) {
-  const char *const *acts = k_act_words;
   int n = 0;
   const tlm_row_task *r = &task->u.row;
   static const char *bins[] = {"bin:none", "bin:add", "bin:mul"};
   out[n++] = tlm_vocab_find(v, "op:eltwise");
   out[n++] = tlm_vocab_find(v, "dtype:f32");
   out[n++] = tlm_vocab_find(v, bins[r->binary >= 0 && r->binary < 3 ? r->binary : 0]);
-  out[n++] = tlm_vocab_find(v, acts[r->act >= 0 && r->act < 5 ? r->act : 0]);
+  out[n++] = tlm_vocab_find(v, k_act_words[r->act >= 0 && r->act < 5 ? r->act : 0]);
   out[n++] = tok(v, "causal:%lld", 0);
-  out[n++] = tok(v, "uA:%lld", (r->unit & TLM_UNIT_ROW_X) != 0);
-  out[n++] = tok(v, "uB:%lld", (r->unit & TLM_UNIT_ROW_Z) != 0);
-  out[n++] = tok(v, "uC:%lld", (r->unit & TLM_UNIT_ROW_Y) != 0);
-  n += extent_tokens(v, "b", 1, out + n);
-  n += extent_tokens(v, "m", r->rows, out + n);
-  n += extent_tokens(v, "n", r->cols, out + n);
-  n += extent_tokens(v, "k", 1, out + n);
+  n += shape_words(v, r->unit & TLM_UNIT_ROW_X, r->unit & TLM_UNIT_ROW_Z, r->unit & TLM_UNIT_ROW_Y,
+                   1, r->rows, r->cols, 1, out + n);
   return n;
 }
 
 static int conv_words(const tlm_vocab *v, const tlm_task *task, int32_t *out) {
-  const char *const *acts = k_act_words;
   int n = 0;
   const tlm_conv_task *c = &task->u.conv;
   out[n++] = tlm_vocab_find(v, "op:conv");
@@ -188,52 +193,36 @@ static int conv_words(const tlm_vocab *v, const tlm_task *task, int32_t *out) {
   out[n++] = tlm_vocab_find(v, c->G == 1                       ? "groups:1"
                                : c->ICg == 1 && c->OCg == 1 ? "groups:dw"
                                                             : "groups:some");
-  out[n++] = tlm_vocab_find(v, acts[c->act >= 0 && c->act < 5 ? c->act : 0]);
-  out[n++] = tok(v, "uA:%lld", (c->unit & TLM_UNIT_CONV_SRC_C) != 0);
-  out[n++] = tok(v, "uB:%lld", (c->unit & TLM_UNIT_CONV_WEI_O) != 0);
-  out[n++] = tok(v, "uC:%lld", (c->unit & TLM_UNIT_CONV_DST_C) != 0);
-  n += extent_tokens(v, "b", c->N, out + n);
-  n += extent_tokens(v, "m", c->OD * c->OH * c->OW, out + n);
-  n += extent_tokens(v, "n", c->OCg, out + n);
-  n += extent_tokens(v, "k", (int64_t)c->ICg * c->KD * c->KH * c->KW, out + n);
+  out[n++] = tlm_vocab_find(v, k_act_words[c->act >= 0 && c->act < 5 ? c->act : 0]);
+  n += shape_words(v, c->unit & TLM_UNIT_CONV_SRC_C, c->unit & TLM_UNIT_CONV_WEI_O,
+                   c->unit & TLM_UNIT_CONV_DST_C, c->N, c->OD * c->OH * c->OW, c->OCg,
+                   (int64_t)c->ICg * c->KD * c->KH * c->KW, out + n);
   return n;
 }
 
 static int row_words(const tlm_vocab *v, const tlm_task *task, int32_t *out) {
-  const char *const *ops = k_op_words;
   int n = 0;
-  out[n++] = tlm_vocab_find(v, ops[task->kind >= 1 && task->kind <= 4 ? task->kind : 1]);
+  out[n++] = tlm_vocab_find(v, k_op_words[task->kind >= 1 && task->kind <= 4 ? task->kind : 1]);
   out[n++] = tlm_vocab_find(v, "dtype:f32");
   const tlm_row_task *r = &task->u.row;
   out[n++] = tlm_vocab_find(v, "bias:0");
   out[n++] = tlm_vocab_find(v, "act:none");
   out[n++] = tok(v, "causal:%lld", r->causal);
-  out[n++] = tok(v, "uA:%lld", (r->unit & TLM_UNIT_ROW_X) != 0);
-  out[n++] = tok(v, "uB:%lld", (r->unit & TLM_UNIT_ROW_G) != 0);
-  out[n++] = tok(v, "uC:%lld", (r->unit & TLM_UNIT_ROW_Y) != 0);
-  n += extent_tokens(v, "b", 1, out + n);
-  n += extent_tokens(v, "m", r->rows, out + n);
-  n += extent_tokens(v, "n", r->cols, out + n);
-  n += extent_tokens(v, "k", 1, out + n);
+  n += shape_words(v, r->unit & TLM_UNIT_ROW_X, r->unit & TLM_UNIT_ROW_G, r->unit & TLM_UNIT_ROW_Y,
+                   1, r->rows, r->cols, 1, out + n);
   return n;
 }
 
 static int matmul_words(const tlm_vocab *v, const tlm_task *task, int32_t *out) {
-  const char *const *acts = k_act_words, *const *ops = k_op_words;
   int n = 0;
-  out[n++] = tlm_vocab_find(v, ops[task->kind >= 1 && task->kind <= 4 ? task->kind : 1]);
+  out[n++] = tlm_vocab_find(v, k_op_words[task->kind >= 1 && task->kind <= 4 ? task->kind : 1]);
   out[n++] = tlm_vocab_find(v, "dtype:f32");
   const tlm_matmul_task *m = &task->u.mm;
   out[n++] = tok(v, "bias:%lld", m->has_bias);
-  out[n++] = tlm_vocab_find(v, acts[m->act >= 0 && m->act < 5 ? m->act : 0]);
+  out[n++] = tlm_vocab_find(v, k_act_words[m->act >= 0 && m->act < 5 ? m->act : 0]);
   out[n++] = tok(v, "res:%lld", m->has_residual);
-  out[n++] = tok(v, "uA:%lld", (m->unit & TLM_UNIT_A_K) != 0);
-  out[n++] = tok(v, "uB:%lld", (m->unit & TLM_UNIT_B_N) != 0);
-  out[n++] = tok(v, "uC:%lld", (m->unit & TLM_UNIT_C_N) != 0);
-  n += extent_tokens(v, "b", tlm_task_batch_total(task), out + n);
-  n += extent_tokens(v, "m", m->M, out + n);
-  n += extent_tokens(v, "n", m->N, out + n);
-  n += extent_tokens(v, "k", m->K, out + n);
+  n += shape_words(v, m->unit & TLM_UNIT_A_K, m->unit & TLM_UNIT_B_N, m->unit & TLM_UNIT_C_N,
+                   tlm_task_batch_total(task), m->M, m->N, m->K, out + n);
   return n;
 }
 
