@@ -15,16 +15,9 @@
 /* an n-D view of the caller's memory; a stride of an extent of 1 is made
  * the dense one (validation ignores it either way) */
 static void view_nd(tlm_tensor *v, void *data, int nd, const int64_t *ext, const int64_t *str) {
-  memset(v, 0, sizeof *v);
-  v->dtype = TLM_F32;
-  v->ndim = nd;
-  v->data = data;
-  int64_t dense = 1;
-  for (int i = nd - 1; i >= 0; i--) {
-    v->shape[i] = ext[i];
-    v->strides[i] = ext[i] == 1 ? dense : str[i];
-    dense *= ext[i];
-  }
+  (void)tlm_tensor_dense(v, TLM_F32, nd, ext, data); /* extents were validated */
+  for (int i = 0; i < nd; i++)
+    if (ext[i] != 1) v->strides[i] = str[i];
 }
 
 /* The pixel loops (n, d, h, w) of a 1x1 unpadded convolution as matmul

@@ -470,10 +470,16 @@ tlm_status tlm_tensor_dense(tlm_tensor *t, tlm_dtype dtype, int ndim, const int6
   return TLM_OK;
 }
 
-tlm_op tlm_op_conv(tlm_layout layout) {
+/* every byte zero (the hit path compares ops with memcmp), then the kind */
+static tlm_op op_of(tlm_op_kind kind) {
   tlm_op op;
   memset(&op, 0, sizeof op);
-  op.kind = TLM_OP_CONV;
+  op.kind = kind;
+  return op;
+}
+
+tlm_op tlm_op_conv(tlm_layout layout) {
+  tlm_op op = op_of(TLM_OP_CONV);
   op.u.conv.layout = layout;
   op.u.conv.weight_layout = TLM_WEIGHTS_OIHW;
   op.u.conv.groups = 1;
@@ -482,9 +488,7 @@ tlm_op tlm_op_conv(tlm_layout layout) {
 }
 
 tlm_op tlm_op_pool(tlm_layout layout, tlm_pool_alg alg) {
-  tlm_op op;
-  memset(&op, 0, sizeof op);
-  op.kind = TLM_OP_POOL;
+  tlm_op op = op_of(TLM_OP_POOL);
   op.u.pool.layout = layout;
   op.u.pool.alg = alg;
   for (int i = 0; i < 3; i++) op.u.pool.kernel[i] = op.u.pool.stride[i] = 1;
@@ -492,45 +496,31 @@ tlm_op tlm_op_pool(tlm_layout layout, tlm_pool_alg alg) {
 }
 
 tlm_op tlm_op_eltwise(tlm_activation activation, tlm_binary binary) {
-  tlm_op op;
-  memset(&op, 0, sizeof op);
-  op.kind = TLM_OP_ELTWISE;
-  op.u.eltwise.activation = activation;
-  op.u.eltwise.binary = binary;
+  tlm_op op = op_of(TLM_OP_ELTWISE);
+  op.u.eltwise = (tlm_eltwise_desc){activation, binary};
   return op;
 }
 
 tlm_op tlm_op_rope(tlm_rope_style style) {
-  tlm_op op;
-  memset(&op, 0, sizeof op);
-  op.kind = TLM_OP_ROPE;
+  tlm_op op = op_of(TLM_OP_ROPE);
   op.u.rope.style = style;
   return op;
 }
 
 tlm_op tlm_op_attention(int causal) {
-  tlm_op op;
-  memset(&op, 0, sizeof op);
-  op.kind = TLM_OP_ATTENTION;
+  tlm_op op = op_of(TLM_OP_ATTENTION);
   op.u.attention.causal = causal;
   return op;
 }
 
 tlm_op tlm_op_rownorm(tlm_op_kind kind) {
-  tlm_op op;
-  memset(&op, 0, sizeof op);
-  op.kind = kind;
+  tlm_op op = op_of(kind);
   op.u.rownorm.eps = 1e-5f;
   op.u.rownorm.scale = 1.0f;
   return op;
 }
 
-tlm_op tlm_op_matmul(void) {
-  tlm_op op;
-  memset(&op, 0, sizeof op);
-  op.kind = TLM_OP_MATMUL;
-  return op;
-}
+tlm_op tlm_op_matmul(void) { return op_of(TLM_OP_MATMUL); }
 
 /* ---- run ---------------------------------------------------------------- */
 

@@ -240,7 +240,58 @@ static tlm_status check_same_shape(const tlm_tensor *X, const tlm_tensor *Y, cha
   return TLM_OK;
 }
 
+/* y is x itself: the same data, and the same stride on every dim of extent
+ * > 1 (an in-place operator) */
+static int same_view(const tlm_tensor *X, const tlm_tensor *Y) {
+  int same = X->data == Y->data;
+  for (int i = 0; i < X->ndim && same; i++) same = X->strides[i] == Y->strides[i] || X->shape[i] == 1;
+  return same;
+}
 
+/* The dims hi..0 of x and y (and of z's strides zst, when given) that have
+ * extent > 1 collapse into one axis of one stride: walking outwards, each
+ * stride must be the previous stride times the previous extent. Fills the
+ * axis' extent and the strides of its first (innermost) dim; returns -1, or
+ * the dim that breaks the pattern, with *z_only set when only z breaks it. */
+typedef struct collapsed {
+  int64_t n, sx, sy, sz;
+} collapsed;
+
+static int collapse_axis(const tlm_tensor *X, const tlm_tensor *Y, const int64_t *zst, int hi,
+                         collapsed *c, int *z_only) {
+  int64_t px = 0, py = 0, pz = 0, pe = 0;
+  int first = 1;
+  *c = (collapsed){1, 0, 0, 0};
+  *z_only = 0;
+  for (int i = hi; i >= 0; i--) {
+    if (X->shape[i] == 1) continue;
+    int64_t zs = zst ? zst[i] : 0;
+    c->n *= X->shape[i];
+    if (first) {
+      c->sx = X->strides[i], c->sy = Y->strides[i], c->sz = zs;
+      first = 0;
+    } else if (X->strides[i] != px * pe || Y->strides[i] != py * pe || zs != pz * pe) {
+      *z_only = X->strides[i] == px * pe && Y->strides[i] == py * pe;
+      return i;
+    }
+    px = X->strides[i], py = Y->strides[i], pz = zs, pe = X->shape[i];
+  }
+  return -1;
+}
+
+/* the strides and pointers a row task and its arguments share */
+static void row_finish(tlm_row_task *t, tlm_row_args *args, const tlm_tensor *X,
+                       const tlm_tensor *Y, const float *z) {
+  memcpy(t->sx, args->sx, sizeof t->sx);
+  memcpy(t->sy, args->sy, sizeof t->sy);
+  memcpy(t->sz, args->sz, sizeof t->sz);
+  args->x = X->data;
+  args->y = Y->data;
+  args->z = z;
+  args->rows = t->rows;
+  args->cols = t->cols;
+  args->mrows = t->mrows;
+}
 
 tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
                             const tlm_tensor *out, int n_out, tlm_task *task,
@@ -308,32 +359,21 @@ tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
    * the dims of extent > 1, each stride must equal the previous stride
    * times the previous extent (for x and y alike). x may broadcast every
    * row (all leading strides 0); y may not. */
-  int64_t rows = 1, sx = 0, sy = 0, sz = 0, px = 0, py = 0, pz = 0, pe = 0;
-  int first = 1;
-  for (int i = nd - 2; i >= 0; i--) {
-    if (X->shape[i] == 1) continue;
-    rows *= X->shape[i];
-    if (first) {
-      sx = X->strides[i], sy = Y->strides[i], sz = zst[i];
-      first = 0;
-    } else if (zst[i] != pz * pe && X->strides[i] == px * pe && Y->strides[i] == py * pe) {
-      FAIL(TLM_ERR_UNSUPPORTED, "eltwise: z must have x's shape or broadcast over all of x's "
-           "leading dims (one row); its dim %d (stride %lld) breaks the row pattern", i,
-           (long long)zst[i]);
-    } else if (X->strides[i] != px * pe || Y->strides[i] != py * pe) {
-      FAIL(TLM_ERR_UNSUPPORTED, "%s: the leading dims of x and y must collapse into rows of one "
-           "stride (dim %d has stride %lld/%lld, expected %lld/%lld)", name, i,
-           (long long)X->strides[i], (long long)Y->strides[i], (long long)(px * pe),
-           (long long)(py * pe));
-    }
-    px = X->strides[i], py = Y->strides[i], pz = zst[i], pe = X->shape[i];
-  }
+  collapsed rw;
+  int z_only, bad = collapse_axis(X, Y, zst, nd - 2, &rw, &z_only);
+  if (bad >= 0 && z_only)
+    FAIL(TLM_ERR_UNSUPPORTED, "eltwise: z must have x's shape or broadcast over all of x's "
+         "leading dims (one row); its dim %d (stride %lld) breaks the row pattern", bad,
+         (long long)zst[bad]);
+  if (bad >= 0)
+    FAIL(TLM_ERR_UNSUPPORTED, "%s: the leading dims of x and y must collapse into rows of one "
+         "stride (dim %d has stride %lld/%lld)", name, bad, (long long)X->strides[bad],
+         (long long)Y->strides[bad]);
+  int64_t rows = rw.n, sx = rw.sx, sy = rw.sy, sz = rw.sz;
   if (rows > 1 && sy == 0) FAIL(TLM_ERR_ALIASING, "y's rows overlap (zero stride)");
   if (C > 1 && Y->strides[nd - 1] == 0) FAIL(TLM_ERR_ALIASING, "y's columns overlap (zero stride)");
   if (self_overlaps(Y)) FAIL(TLM_ERR_ALIASING, "y's strides make distinct elements overlap");
-  int same = X->data == Y->data;
-  for (int i = 0; i < nd && same; i++) same = X->strides[i] == Y->strides[i] || X->shape[i] == 1;
-  if (ranges_overlap(X, Y) && !same)
+  if (ranges_overlap(X, Y) && !same_view(X, Y))
     FAIL(TLM_ERR_ALIASING, "y overlaps x without being x itself");
   if (Z) { /* y may also be z itself */
     int zsame = Z->data == Y->data && Z->ndim == Y->ndim;
@@ -371,18 +411,11 @@ tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
             (want >= 2 && !elt && args->sg == 1 ? TLM_UNIT_ROW_G : 0) |
             (want >= 3 && args->sb == 1 ? TLM_UNIT_ROW_B : 0) |
             (Z && args->sz[1] == 1 ? TLM_UNIT_ROW_Z : 0);
-  memcpy(t->sz, args->sz, sizeof t->sz);
-  memcpy(t->sx, args->sx, sizeof t->sx);
-  memcpy(t->sy, args->sy, sizeof t->sy);
   t->sg = args->sg;
   t->sb = args->sb;
-  args->x = X->data;
-  args->y = Y->data;
+  row_finish(t, args, X, Y, Z ? Z->data : NULL);
   args->gamma = want >= 2 && !elt ? in[1].data : NULL;
   args->beta = want >= 3 ? in[2].data : NULL;
-  args->rows = rows;
-  args->cols = C;
-  args->mrows = t->mrows;
   return TLM_OK;
 }
 
@@ -407,28 +440,19 @@ tlm_status tlm_validate_rope(const tlm_op *op, const tlm_tensor *in, int n_in,
   int64_t D = X->shape[nd - 1], H = X->shape[nd - 2];
   if (D % 2) FAIL(TLM_ERR_SHAPE_MISMATCH, "rope: the feature dim D=%lld must be even", (long long)D);
   /* tokens: dims 0..nd-3 collapse into one axis of one stride */
-  int64_t T = 1, sxt = 0, syt = 0, px = 0, py = 0, pe = 0;
-  int first = 1;
-  for (int i = nd - 3; i >= 0; i--) {
-    if (X->shape[i] == 1) continue;
-    T *= X->shape[i];
-    if (first) {
-      sxt = X->strides[i], syt = Y->strides[i];
-      first = 0;
-    } else if (X->strides[i] != px * pe || Y->strides[i] != py * pe) {
-      FAIL(TLM_ERR_UNSUPPORTED, "rope: the dims before H must collapse into one token axis of one "
-           "stride (dim %d has stride %lld/%lld, expected %lld/%lld)", i, (long long)X->strides[i],
-           (long long)Y->strides[i], (long long)(px * pe), (long long)(py * pe));
-    }
-    px = X->strides[i], py = Y->strides[i], pe = X->shape[i];
-  }
+  collapsed tok;
+  int z_only, bad = collapse_axis(X, Y, NULL, nd - 3, &tok, &z_only);
+  if (bad >= 0)
+    FAIL(TLM_ERR_UNSUPPORTED, "rope: the dims before H must collapse into one token axis of one "
+         "stride (dim %d has stride %lld/%lld)", bad, (long long)X->strides[bad],
+         (long long)Y->strides[bad]);
+  int64_t T = tok.n, sxt = tok.sx, syt = tok.sy;
   if (Tb->ndim != 2 || Tb->shape[0] != T || Tb->shape[1] != D)
     FAIL(TLM_ERR_SHAPE_MISMATCH, "rope: table must be (T, D) = (%lld, %lld), one row per token",
          (long long)T, (long long)D);
   if (self_overlaps(Y)) FAIL(TLM_ERR_ALIASING, "y's strides make distinct elements overlap");
-  int same = X->data == Y->data;
-  for (int i = 0; i < nd && same; i++) same = X->strides[i] == Y->strides[i] || X->shape[i] == 1;
-  if (ranges_overlap(X, Y) && !same) FAIL(TLM_ERR_ALIASING, "y overlaps x without being x itself");
+  if (ranges_overlap(X, Y) && !same_view(X, Y))
+    FAIL(TLM_ERR_ALIASING, "y overlaps x without being x itself");
   if (ranges_overlap(Y, Tb)) FAIL(TLM_ERR_ALIASING, "y overlaps the table");
   tlm_row_task *t = &task->u.row;
   task->kind = TLM_OP_ROPE;
@@ -447,17 +471,9 @@ tlm_status tlm_validate_rope(const tlm_op *op, const tlm_tensor *in, int n_in,
   args->sz[1] = Tb->strides[1];
   t->unit = (args->sx[1] == 1 ? TLM_UNIT_ROW_X : 0) | (args->sy[1] == 1 ? TLM_UNIT_ROW_Y : 0) |
             (args->sz[1] == 1 ? TLM_UNIT_ROW_Z : 0);
-  memcpy(t->sx, args->sx, sizeof t->sx);
-  memcpy(t->sy, args->sy, sizeof t->sy);
-  memcpy(t->sz, args->sz, sizeof t->sz);
   t->sxh = args->sxh;
   t->syh = args->syh;
-  args->x = X->data;
-  args->y = Y->data;
-  args->z = Tb->data;
-  args->rows = t->rows;
-  args->cols = D;
-  args->mrows = H;
+  row_finish(t, args, X, Y, Tb->data);
   return TLM_OK;
 }
 

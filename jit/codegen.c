@@ -201,6 +201,17 @@ static int emit_pack(cg *g, const ln_node *n, blk *bk) {
   return rc;
 }
 
+/* where a register tile version's block starts and how far it reaches, on
+ * each loop axis */
+typedef struct tile_span {
+  LLVMValueRef b0, bs, m0, ms, n0, ns, k0, ks;
+} tile_span;
+
+static tile_span span_of(const blk *bk) {
+  return (tile_span){bk->start[LN_B], bk->size[LN_B], bk->start[LN_M], bk->size[LN_M],
+                     bk->start[LN_N], bk->size[LN_N], bk->start[LN_K], bk->size[LN_K]};
+}
+
 /* One version of the register tile: full (partial 0: constant sizes, no
  * masks), partial (1: clamped rows, masked lanes, guarded stores), or
  * partial in rows and batches only (2: clamped rows and guarded stores,
@@ -216,11 +227,8 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
   const tlm_matmul_task *mm = g->mm;
   const int TB = n->tile_b, TM = n->tile_m, NV = n->nvec, W = n->vec;
   LLVMTypeRef vt = vtype(g, W);
-  LLVMValueRef b0 = bk->start[LN_B], bs = bk->size[LN_B];
-  LLVMValueRef m0 = bk->start[LN_M], ms = bk->size[LN_M];
-  LLVMValueRef n0 = bk->start[LN_N], ns = bk->size[LN_N];
-  LLVMValueRef k0 = bk->start[LN_K], ks = bk->size[LN_K];
-  LLVMValueRef nlast = sub(g, add(g, n0, ns), c64(g, 1));
+  const tile_span sp = span_of(bk);
+  LLVMValueRef nlast = sub(g, add(g, sp.n0, sp.ns), c64(g, 1));
   LLVMValueRef acc[MAX_ACC];
   LLVMValueRef aoff[MAX_TB], boff[MAX_TB], coff[MAX_TB], roff[MAX_TB], bidx[MAX_TB];
   LLVMValueRef arow[MAX_ACC], crow[MAX_ACC], rowv[MAX_ACC];
@@ -228,31 +236,31 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
   int unit_b = (mm->unit & TLM_UNIT_B_N) != 0, unit_c = (mm->unit & TLM_UNIT_C_N) != 0;
   const int dual = partial == 3, nvar = dual ? 2 : 1; /* C moved whole (variant 0) or masked (1) */
   LLVMValueRef nomask[8] = {0};
-  LLVMValueRef nfull = dual ? LLVMBuildICmp(g->b, LLVMIntEQ, ns, c64(g, (int64_t)W * NV), "") : NULL;
+  LLVMValueRef nfull = dual ? LLVMBuildICmp(g->b, LLVMIntEQ, sp.ns, c64(g, (int64_t)W * NV), "") : NULL;
 
   for (int i = 0; i < TB * TM * NV; i++) acc[i] = alloca_of(g, vt);
   for (int ib = 0; ib < TB; ib++) {
-    LLVMValueRef bi = add(g, b0, partial ? smin(g, c64(g, ib), sub(g, bs, c64(g, 1))) : c64(g, ib));
+    LLVMValueRef bi = add(g, sp.b0, partial ? smin(g, c64(g, ib), sub(g, sp.bs, c64(g, 1))) : c64(g, ib));
     bidx[ib] = bi;
     aoff[ib] = batch_offset(g, bi, g->sa);
     boff[ib] = batch_offset(g, bi, g->sb);
     coff[ib] = batch_offset(g, bi, g->sc);
     roff[ib] = mm->has_residual ? batch_offset(g, bi, g->sr) : c64(g, 0);
     for (int im = 0; im < TM; im++) {
-      LLVMValueRef r = add(g, m0, partial ? smin(g, c64(g, im), sub(g, ms, c64(g, 1))) : c64(g, im));
+      LLVMValueRef r = add(g, sp.m0, partial ? smin(g, c64(g, im), sub(g, sp.ms, c64(g, 1))) : c64(g, im));
       rowv[ib * TM + im] = r;
       arow[ib * TM + im] = gep(g, g->pa, add(g, aoff[ib], mul(g, r, g->sa[4])));
       crow[ib * TM + im] = gep(g, g->pc, add(g, coff[ib], mul(g, r, g->sc[4])));
     }
   }
   if (partial == 1 || dual)
-    for (int v = 0; v < NV; v++) mask[v] = lane_mask(g, (int64_t)v * W, W, ns);
-  /* packed B: batch bl's panel of this tile's columns, less k0's rows */
+    for (int v = 0; v < NV; v++) mask[v] = lane_mask(g, (int64_t)v * W, W, sp.ns);
+  /* packed B: batch bl's panel of this tile's columns, less sp.k0's rows */
   LLVMValueRef pbase[MAX_TB] = {0};
   if (g->packed)
     for (int ib = 0; ib < TB; ib++) {
       LLVMValueRef bl = sub(g, bidx[ib], g->pk_b0);
-      LLVMValueRef panel = LLVMBuildSDiv(g->b, sub(g, n0, g->pk_n0), c64(g, g->pk_width), "");
+      LLVMValueRef panel = LLVMBuildSDiv(g->b, sub(g, sp.n0, g->pk_n0), c64(g, g->pk_width), "");
       LLVMValueRef off = mul(g, sub(g, mul(g, panel, c64(g, g->pk_kb)), g->pk_k0), c64(g, g->pk_width));
       pbase[ib] = gep(g, g->pk_base, add(g, mul(g, bl, g->pk_bstride), off));
     }
@@ -260,7 +268,7 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
   /* accumulators: zero on the first k block, else the partial sums in C */
   LLVMValueRef zero = LLVMConstNull(vt);
   LLVMBasicBlockRef join;
-  LLVMValueRef first = LLVMBuildICmp(g->b, LLVMIntEQ, k0, c64(g, 0), "");
+  LLVMValueRef first = LLVMBuildICmp(g->b, LLVMIntEQ, sp.k0, c64(g, 0), "");
   LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_zero");
   LLVMBasicBlockRef other = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_load");
   join = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_ready");
@@ -280,7 +288,7 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
     if (dual) LLVMPositionBuilderAtEnd(g->b, var_bb[var]);
     for (int r = 0; r < TB * TM; r++)
       for (int v = 0; v < NV; v++) {
-        LLVMValueRef ns0 = add(g, n0, c64(g, (int64_t)v * W));
+        LLVMValueRef ns0 = add(g, sp.n0, c64(g, (int64_t)v * W));
         LLVMBuildStore(g->b, load_lanes(g, crow[r], ns0, unit_c, g->sc[5], W, mk[v], nlast),
                        acc[r * NV + v]);
       }
@@ -289,12 +297,12 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
   LLVMPositionBuilderAtEnd(g->b, join);
 
   /* k loop: main part unrolled, then the remainder one step at a time */
-  LLVMValueRef kend = add(g, k0, ks);
+  LLVMValueRef kend = add(g, sp.k0, sp.ks);
   /* N tails are rare: the smallest code, unless B is packed (whole zero-
    * padded vectors, no masks: a product narrower than one tile, N = 5, is
    * all tail) */
   int U = partial == 1 && !g->packed ? 1 : n->unroll;
-  LLVMValueRef kmain = add(g, k0, mul(g, LLVMBuildSDiv(g->b, ks, c64(g, U), ""), c64(g, U)));
+  LLVMValueRef kmain = add(g, sp.k0, mul(g, LLVMBuildSDiv(g->b, sp.ks, c64(g, U), ""), c64(g, U)));
   /* a tile of fewer accumulators than the FMA unit has chains in flight
    * would wait on FMA latency (a matrix-vector product with N = 5: one
    * chain): unrolled step u adds into set u % S, the sets summed below */
@@ -312,7 +320,7 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
     if (part == 1 && U == 1) break;
     loop L;
     /* SSA counters here: one in memory cost 2-4% even on 6x64 tiles */
-    LLVMValueRef kk = part == 0 ? loop_begin(g, &L, k0, kmain, c64(g, U))
+    LLVMValueRef kk = part == 0 ? loop_begin(g, &L, sp.k0, kmain, c64(g, U))
                                 : loop_begin(g, &L, kmain, kend, c64(g, 1));
     int steps = part == 0 ? U : 1;
     for (int u = 0; u < steps; u++) {
@@ -327,7 +335,7 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
             bvec[v] = load(g, vt, gep(g, pbase[ib], idx), 4);
           } else {
             LLVMValueRef row = gep(g, g->pb, add(g, boff[ib], mul(g, k, g->sb[4])));
-            bvec[v] = load_lanes(g, row, add(g, n0, c64(g, (int64_t)v * W)), unit_b, g->sb[5], W,
+            bvec[v] = load_lanes(g, row, add(g, sp.n0, c64(g, (int64_t)v * W)), unit_b, g->sb[5], W,
                                  mask[v], nlast);
           }
         }
@@ -372,7 +380,7 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
         for (int v = 0; v < NV; v++) {
           LLVMValueRef slot = acc[(ib * TM + im) * NV + v];
           LLVMValueRef x = LLVMBuildLoad2(g->b, vt, slot, "");
-          x = epilogue(g, x, roff[ib], rowv[ib * TM + im], add(g, n0, c64(g, (int64_t)v * W)), W,
+          x = epilogue(g, x, roff[ib], rowv[ib * TM + im], add(g, sp.n0, c64(g, (int64_t)v * W)), W,
                        mk[v], nlast);
           LLVMBuildStore(g->b, x, slot);
         }
@@ -384,13 +392,13 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
     for (int im = 0; im < TM; im++) {
       LLVMBasicBlockRef sj = NULL;
       if (partial) {
-        LLVMValueRef ok = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, ib), bs, ""),
-                                       LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, im), ms, ""), "");
+        LLVMValueRef ok = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, ib), sp.bs, ""),
+                                       LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, im), sp.ms, ""), "");
         sj = if_begin(g, ok);
       }
       for (int v = 0; v < NV; v++) {
         LLVMValueRef x = LLVMBuildLoad2(g->b, vt, acc[(ib * TM + im) * NV + v], "");
-        store_lanes(g, x, crow[ib * TM + im], add(g, n0, c64(g, (int64_t)v * W)), unit_c, g->sc[5], W,
+        store_lanes(g, x, crow[ib * TM + im], add(g, sp.n0, c64(g, (int64_t)v * W)), unit_c, g->sc[5], W,
                     mk[v]);
       }
       if (partial) if_end(g, sj);
@@ -409,10 +417,7 @@ static void emit_tile_kvec(cg *g, const ln_node *n, blk *bk, int partial) {
   const tlm_matmul_task *mm = g->mm;
   const int TB = n->tile_b, TM = n->tile_m, NC = n->nvec, W = n->vec;
   LLVMTypeRef vt = vtype(g, W);
-  LLVMValueRef b0 = bk->start[LN_B], bs = bk->size[LN_B];
-  LLVMValueRef m0 = bk->start[LN_M], ms = bk->size[LN_M];
-  LLVMValueRef n0 = bk->start[LN_N], ns = bk->size[LN_N];
-  LLVMValueRef k0 = bk->start[LN_K], ks = bk->size[LN_K];
+  const tile_span sp = span_of(bk);
   LLVMValueRef acc[MAX_ACC], arow[MAX_ACC], crow[MAX_ACC], rowv[MAX_ACC];
   LLVMValueRef bcol[MAX_ACC], colv[8], roff[MAX_TB];
   int unit_c = (mm->unit & TLM_UNIT_C_N) != 0;
@@ -421,14 +426,14 @@ static void emit_tile_kvec(cg *g, const ln_node *n, blk *bk, int partial) {
     LLVMBuildStore(g->b, LLVMConstNull(vt), acc[i]);
   }
   for (int j = 0; j < NC; j++)
-    colv[j] = add(g, n0, partial ? smin(g, c64(g, j), sub(g, ns, c64(g, 1))) : c64(g, j));
+    colv[j] = add(g, sp.n0, partial ? smin(g, c64(g, j), sub(g, sp.ns, c64(g, 1))) : c64(g, j));
   for (int ib = 0; ib < TB; ib++) {
-    LLVMValueRef bi = add(g, b0, partial ? smin(g, c64(g, ib), sub(g, bs, c64(g, 1))) : c64(g, ib));
+    LLVMValueRef bi = add(g, sp.b0, partial ? smin(g, c64(g, ib), sub(g, sp.bs, c64(g, 1))) : c64(g, ib));
     LLVMValueRef aoff = batch_offset(g, bi, g->sa), boff = batch_offset(g, bi, g->sb);
     LLVMValueRef coff = batch_offset(g, bi, g->sc);
     roff[ib] = mm->has_residual ? batch_offset(g, bi, g->sr) : c64(g, 0);
     for (int im = 0; im < TM; im++) {
-      LLVMValueRef r = add(g, m0, partial ? smin(g, c64(g, im), sub(g, ms, c64(g, 1))) : c64(g, im));
+      LLVMValueRef r = add(g, sp.m0, partial ? smin(g, c64(g, im), sub(g, sp.ms, c64(g, 1))) : c64(g, im));
       rowv[ib * TM + im] = r;
       arow[ib * TM + im] = gep(g, g->pa, add(g, aoff, mul(g, r, g->sa[4])));
       crow[ib * TM + im] = gep(g, g->pc, add(g, coff, mul(g, r, g->sc[4])));
@@ -436,13 +441,13 @@ static void emit_tile_kvec(cg *g, const ln_node *n, blk *bk, int partial) {
     for (int j = 0; j < NC; j++) bcol[ib * NC + j] = gep(g, g->pb, add(g, boff, mul(g, colv[j], g->sb[5])));
   }
   /* k in steps of W, unrolled; then one masked step for the tail */
-  LLVMValueRef kend = add(g, k0, ks);
+  LLVMValueRef kend = add(g, sp.k0, sp.ks);
   int64_t step = (int64_t)W * n->unroll;
-  LLVMValueRef kmain = add(g, k0, mul(g, LLVMBuildSDiv(g->b, ks, c64(g, step), ""), c64(g, step)));
-  LLVMValueRef kvec_end = add(g, k0, mul(g, LLVMBuildSDiv(g->b, ks, c64(g, W), ""), c64(g, W)));
+  LLVMValueRef kmain = add(g, sp.k0, mul(g, LLVMBuildSDiv(g->b, sp.ks, c64(g, step), ""), c64(g, step)));
+  LLVMValueRef kvec_end = add(g, sp.k0, mul(g, LLVMBuildSDiv(g->b, sp.ks, c64(g, W), ""), c64(g, W)));
   for (int part = 0; part < 3; part++) {
     loop L;
-    LLVMValueRef kk = part == 0   ? loop_begin(g, &L, k0, kmain, c64(g, step))
+    LLVMValueRef kk = part == 0   ? loop_begin(g, &L, sp.k0, kmain, c64(g, step))
                       : part == 1 ? loop_begin(g, &L, kmain, kvec_end, c64(g, W))
                                   : loop_begin(g, &L, kvec_end, kend, c64(g, W));
     int steps = part == 0 ? n->unroll : 1;
@@ -467,7 +472,7 @@ static void emit_tile_kvec(cg *g, const ln_node *n, blk *bk, int partial) {
     loop_end(g, &L);
   }
   /* reduce, add C's partial sum, epilogue at the last k block, store */
-  LLVMValueRef first = LLVMBuildICmp(g->b, LLVMIntEQ, k0, c64(g, 0), "");
+  LLVMValueRef first = LLVMBuildICmp(g->b, LLVMIntEQ, sp.k0, c64(g, 0), "");
   LLVMValueRef last = LLVMBuildICmp(g->b, LLVMIntEQ, kend, g->K, "");
   LLVMTypeRef v1 = vtype(g, 1);
   for (int ib = 0; ib < TB; ib++)
@@ -477,9 +482,9 @@ static void emit_tile_kvec(cg *g, const ln_node *n, blk *bk, int partial) {
         if (partial) {
           LLVMValueRef ok = LLVMBuildAnd(
               g->b,
-              LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, ib), bs, ""),
-                           LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, im), ms, ""), ""),
-              LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, j), ns, ""), "");
+              LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, ib), sp.bs, ""),
+                           LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, im), sp.ms, ""), ""),
+              LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, j), sp.ns, ""), "");
           sj = if_begin(g, ok);
         }
         LLVMValueRef a = acc[(ib * TM + im) * NC + j];
@@ -594,9 +599,7 @@ int tlm_codegen_matmul_static_m(LLVMContextRef ctx, const tlm_task *task, const 
 static int codegen(LLVMContextRef ctx, const tlm_task *task, const ln_nest *nest,
                    const char *name, const char *cpu, const char *features, int static_m,
                    LLVMModuleRef *out, char *err, int errcap) {
-  cg g;
-  memset(&g, 0, sizeof g);
-  g.task = task;
+  cg g = {.task = task};
   g.mm = &task->u.mm;
   g.nest = nest;
   g.batched = tlm_task_batch_total(task) > 1;
@@ -882,9 +885,7 @@ int tlm_codegen_row(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule
                     const char *name, const char *cpu, const char *features, LLVMModuleRef *out,
                     char *err, int errcap) {
   const tlm_row_task *t = &task->u.row;
-  cg g;
-  memset(&g, 0, sizeof g);
-  g.task = task;
+  cg g = {.task = task};
   LLVMBasicBlockRef start = begin_kernel(&g, ctx, "tlm_row", name, cpu, features);
   LLVMValueRef args = LLVMGetParam(g.fn, 0);
   LLVMValueRef begin = LLVMGetParam(g.fn, 1), end = LLVMGetParam(g.fn, 2);

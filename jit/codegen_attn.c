@@ -549,10 +549,7 @@ int tlm_codegen_attention(LLVMContextRef ctx, const tlm_task *task, const tlm_sc
     snprintf(err, (size_t)errcap, "attention schedule out of the code generator's range");
     return -1;
   }
-  cg gg;
-  memset(&gg, 0, sizeof gg);
-  cg *g = &gg;
-  g->task = task;
+  cg gg = {.task = task}, *g = &gg;
   LLVMBasicBlockRef start = begin_kernel(g, ctx, "tlm_attention", name, cpu, features);
   LLVMValueRef begin = LLVMGetParam(g->fn, 1), end = LLVMGetParam(g->fn, 2);
   att a;

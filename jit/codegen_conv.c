@@ -770,10 +770,7 @@ int tlm_codegen_pool(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
                      const char *name, const char *cpu, const char *features, LLVMModuleRef *out,
                      char *err, int errcap) {
   const tlm_pool_task *t = &task->u.pool;
-  cg gg;
-  memset(&gg, 0, sizeof gg);
-  cg *g = &gg;
-  g->task = task;
+  cg gg = {.task = task}, *g = &gg;
   int W = sched->v[PL_VEC], U = sched->v[PL_UNROLL], par = sched->v[PL_PARALLEL];
   if (W < 1 || W > 16 || U < 1 || U > 4) {
     snprintf(err, (size_t)errcap, "pool schedule out of the code generator's range");

@@ -630,6 +630,58 @@ int tlm_lm_state_copy(tlm_lm_state *dst, const tlm_lm_state *src) {
   return 0;
 }
 
+/* 8 floats as one value (GCC and clang vector extension): one AVX
+ * register in the AVX2 and AVX-512 builds of run_body, two SSE ones in the
+ * baseline build; the arithmetic per lane is that of the scalar tails */
+typedef float tlm_v8f __attribute__((vector_size(32)));
+
+/* out[j] = sum over r < rows of (w[r] c) m[r ld + j], for j < n: attention's
+ * scores (w the query, m the head's transposed keys) and outputs (w the
+ * probabilities, m the values). 8 columns at a time, summed over r in a
+ * register; 32 a pass first (four independent chains, so that the FMA
+ * latency is covered: one chain ran at a quarter of the FMA rate). Every
+ * column's terms are added in the order of r, in each of the three loops.
+ * Inlined into each ISA's build of run_body. */
+static inline __attribute__((always_inline)) void weighted_rows(float *restrict out,
+                                                              const float *w, float c,
+                                                              const float *m, size_t ld, int rows,
+                                                              int n) {
+  int j = 0;
+  for (; j + 32 <= n; j += 32) {
+    tlm_v8f a0 = {0, 0, 0, 0, 0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0;
+    for (int r = 0; r < rows; r++) {
+      tlm_v8f m0, m1, m2, m3;
+      const float *mr = m + (size_t)r * ld + j;
+      memcpy(&m0, mr, sizeof m0);
+      memcpy(&m1, mr + 8, sizeof m1);
+      memcpy(&m2, mr + 16, sizeof m2);
+      memcpy(&m3, mr + 24, sizeof m3);
+      a0 += w[r] * c * m0;
+      a1 += w[r] * c * m1;
+      a2 += w[r] * c * m2;
+      a3 += w[r] * c * m3;
+    }
+    memcpy(out + j, &a0, sizeof a0);
+    memcpy(out + j + 8, &a1, sizeof a1);
+    memcpy(out + j + 16, &a2, sizeof a2);
+    memcpy(out + j + 24, &a3, sizeof a3);
+  }
+  for (; j + 8 <= n; j += 8) {
+    tlm_v8f a8 = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int r = 0; r < rows; r++) {
+      tlm_v8f m8;
+      memcpy(&m8, m + (size_t)r * ld + j, sizeof m8);
+      a8 += w[r] * c * m8;
+    }
+    memcpy(out + j, &a8, sizeof a8);
+  }
+  for (; j < n; j++) {
+    float a = 0;
+    for (int r = 0; r < rows; r++) a += w[r] * c * m[(size_t)r * ld + j];
+    out[j] = a;
+  }
+}
+
 /* Feeds P tokens at positions pos .. pos + P - 1 (P = 1: one decode step;
  * the prompt all at once, so each weight matrix is read from memory once
  * for the whole prompt, not once per token) and returns the logits of the
@@ -640,11 +692,6 @@ int tlm_lm_state_copy(tlm_lm_state *dst, const tlm_lm_state *src) {
  * per x86-64 level (v4, v3, baseline) and chosen per call, so the
  * attention, normalization and activation loops are vectorized for the
  * machine and follow the same ISA cap as the int8 path. */
-/* 8 floats as one value (GCC and clang vector extension): one AVX
- * register in the AVX2 and AVX-512 builds of run_body, two SSE ones in the
- * baseline build; the arithmetic per lane is that of the scalar tails */
-typedef float tlm_v8f __attribute__((vector_size(32)));
-
 static inline __attribute__((always_inline)) const float *run_body(
     tlm_lm_state *s, const int32_t *tokens, int P, const int *want, int nwant, float *xs, float *bufs,
     float *qkvs, float *fchs, int8_t *xqs, float *xds) {
@@ -694,88 +741,16 @@ static inline __attribute__((always_inline)) const float *run_body(
       for (int h = 0; h < NH; h++) {
         const float *q = qkvs + (size_t)p * C3 + h * hs;
         const float *kh = kc + (size_t)h * hs * T;
-        /* scores 8 positions at a time, summed over the head in a
-         * register (each score's terms in the order of i, as the tail's) */
-        int t2 = 0;
-        /* 32 positions a pass: four independent chains, so that the FMA
-         * latency is covered (one chain ran at a quarter of the FMA rate);
-         * each lane's arithmetic is that of the 8-position loop below */
-        for (; t2 + 32 <= t + 1; t2 += 32) {
-          tlm_v8f a0 = {0, 0, 0, 0, 0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0;
-          for (int i = 0; i < hs; i++) {
-            tlm_v8f k0, k1, k2, k3;
-            const float *kr = kh + (size_t)i * T + t2;
-            memcpy(&k0, kr, sizeof k0);
-            memcpy(&k1, kr + 8, sizeof k1);
-            memcpy(&k2, kr + 16, sizeof k2);
-            memcpy(&k3, kr + 24, sizeof k3);
-            a0 += q[i] * scale * k0;
-            a1 += q[i] * scale * k1;
-            a2 += q[i] * scale * k2;
-            a3 += q[i] * scale * k3;
-          }
-          memcpy(att + t2, &a0, sizeof a0);
-          memcpy(att + t2 + 8, &a1, sizeof a1);
-          memcpy(att + t2 + 16, &a2, sizeof a2);
-          memcpy(att + t2 + 24, &a3, sizeof a3);
-        }
-        for (; t2 + 8 <= t + 1; t2 += 8) {
-          tlm_v8f a8 = {0, 0, 0, 0, 0, 0, 0, 0};
-          for (int i = 0; i < hs; i++) {
-            tlm_v8f k8;
-            memcpy(&k8, kh + (size_t)i * T + t2, sizeof k8);
-            a8 += q[i] * scale * k8;
-          }
-          memcpy(att + t2, &a8, sizeof a8);
-        }
-        for (; t2 <= t; t2++) {
-          float a = 0;
-          for (int i = 0; i < hs; i++) a += q[i] * scale * kh[(size_t)i * T + t2];
-          att[t2] = a;
-        }
+        /* scores: att[t2] = sum_i q[i] scale K[i][t2] over the head */
+        weighted_rows(att, q, scale, kh, (size_t)T, hs, t + 1);
         float mx = -INFINITY;
         for (int t2 = 0; t2 <= t; t2++) mx = att[t2] > mx ? att[t2] : mx;
         float sum = 0;
         for (int t2 = 0; t2 <= t; t2++) sum += (att[t2] = fast_exp(att[t2] - mx));
         float *restrict o = bufs + (size_t)p * C + h * hs;
         const float inv = 1.0f / sum;
-        /* 8 outputs at a time, summed over positions in a register (in the
-         * order of t2, as the tail's) */
-        int i0 = 0;
-        /* 32 outputs a pass (four independent chains), then 8 */
-        for (; i0 + 32 <= hs; i0 += 32) {
-          tlm_v8f o0 = {0, 0, 0, 0, 0, 0, 0, 0}, o1 = o0, o2 = o0, o3 = o0;
-          for (int t3 = 0; t3 <= t; t3++) {
-            tlm_v8f v0, v1, v2, v3;
-            const float *vr = vc + (size_t)t3 * C + h * hs + i0;
-            memcpy(&v0, vr, sizeof v0);
-            memcpy(&v1, vr + 8, sizeof v1);
-            memcpy(&v2, vr + 16, sizeof v2);
-            memcpy(&v3, vr + 24, sizeof v3);
-            o0 += att[t3] * inv * v0;
-            o1 += att[t3] * inv * v1;
-            o2 += att[t3] * inv * v2;
-            o3 += att[t3] * inv * v3;
-          }
-          memcpy(o + i0, &o0, sizeof o0);
-          memcpy(o + i0 + 8, &o1, sizeof o1);
-          memcpy(o + i0 + 16, &o2, sizeof o2);
-          memcpy(o + i0 + 24, &o3, sizeof o3);
-        }
-        for (; i0 + 8 <= hs; i0 += 8) {
-          tlm_v8f o8 = {0, 0, 0, 0, 0, 0, 0, 0};
-          for (int t3 = 0; t3 <= t; t3++) {
-            tlm_v8f v8;
-            memcpy(&v8, vc + (size_t)t3 * C + h * hs + i0, sizeof v8);
-            o8 += att[t3] * inv * v8;
-          }
-          memcpy(o + i0, &o8, sizeof o8);
-        }
-        for (; i0 < hs; i0++) {
-          float a = 0;
-          for (int t3 = 0; t3 <= t; t3++) a += att[t3] * inv * vc[(size_t)t3 * C + h * hs + i0];
-          o[i0] = a;
-        }
+        /* o[i] = sum_t3 att[t3] inv V[t3][i] over the positions */
+        weighted_rows(o, att, inv, vc + h * hs, (size_t)C, t + 1, hs);
       }
       quantize_act(simd, bufs + (size_t)p * C, C, xqs + (size_t)p * C4, xds + (size_t)p * C4 / TLM_Q8_BLOCK);
     }

@@ -1,6 +1,6 @@
 /* bench_peak.c - `tlm bench peak`: the machine's measured ceilings for a
  * roofline, at the ISA tlm generates for (TLM_ISA, or the host's widest):
- *   fma_gflops_core   one thread of independent vector FMAs (16 chains,
+ *   fma_gflops_core   one thread of independent vector FMAs (12 chains,
  *                     more than latency x pipes on any x86-64 core)
  *   fma_gflops_total  the same on every worker thread at once
  *   read_gbs_core / read_gbs_total   a sum over a buffer far larger than
@@ -19,53 +19,54 @@
 #include "engine/engine.h"
 #include "tools/measure.h"
 
-/* FMA loops: `iters` iterations of 16 independent vector FMAs; returns a
- * value that depends on every accumulator (so none is optimized away) */
-__attribute__((target("avx512f"))) static float fma_avx512(long iters) {
-  __m512 a[16], x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-  for (int i = 0; i < 16; i++) a[i] = _mm512_set1_ps((float)i);
-#define F(i) a[i] = _mm512_fmadd_ps(a[i], x, y)
-  for (long n = 0; n < iters; n++) { /* spelled out: -O2 need not unroll */
-    F(0); F(1); F(2); F(3); F(4); F(5); F(6); F(7);
-    F(8); F(9); F(10); F(11); F(12); F(13); F(14); F(15);
+/* One ISA's two loops, from its vector type, lane count and operations:
+ *   fma_<isa>(iters): `iters` iterations of 12 independent vector
+ *     multiply-adds (more chains than FMA latency x pipes on any x86-64
+ *     core: 4 x 2), spelled out since -O2 need not unroll;
+ *   read_<isa>(p, n): the sum of n floats (p aligned to the vector) in 4
+ *     chains of vector loads.
+ * Each returns a value that depends on every chain, so none is optimized
+ * away. */
+#define PEAK_CHAINS 12
+#define PEAK_LOOPS(isa, attr, VT, LANES, set1, madd, add, load, storeu)                        \
+  attr static float fma_##isa(long iters) {                                                     \
+    VT a[12], x = set1(0.999999f), y = set1(1e-7f);                                             \
+    for (int i = 0; i < 12; i++) a[i] = set1((float)i);                                         \
+    for (long n = 0; n < iters; n++) {                                                          \
+      a[0] = madd(a[0], x, y), a[1] = madd(a[1], x, y), a[2] = madd(a[2], x, y);                \
+      a[3] = madd(a[3], x, y), a[4] = madd(a[4], x, y), a[5] = madd(a[5], x, y);                \
+      a[6] = madd(a[6], x, y), a[7] = madd(a[7], x, y), a[8] = madd(a[8], x, y);                \
+      a[9] = madd(a[9], x, y), a[10] = madd(a[10], x, y), a[11] = madd(a[11], x, y);            \
+    }                                                                                           \
+    VT s = a[0];                                                                                \
+    for (int i = 1; i < 12; i++) s = add(s, a[i]);                                              \
+    float o[LANES];                                                                             \
+    storeu(o, s);                                                                               \
+    return o[0] + o[LANES - 1];                                                                 \
+  }                                                                                             \
+  attr static float read_##isa(const float *p, size_t n) {                                      \
+    VT s0 = set1(0.0f), s1 = s0, s2 = s0, s3 = s0;                                              \
+    for (size_t i = 0; i + 4 * LANES <= n; i += 4 * LANES) {                                    \
+      s0 = add(s0, load(p + i));                                                                \
+      s1 = add(s1, load(p + i + LANES));                                                        \
+      s2 = add(s2, load(p + i + 2 * LANES));                                                    \
+      s3 = add(s3, load(p + i + 3 * LANES));                                                    \
+    }                                                                                           \
+    float o[LANES];                                                                             \
+    storeu(o, add(add(s0, s1), add(s2, s3)));                                                   \
+    return o[0] + o[LANES - 1];                                                                 \
   }
-#undef F
-  __m512 s = a[0];
-  for (int i = 1; i < 16; i++) s = _mm512_add_ps(s, a[i]);
-  return _mm512_reduce_add_ps(s);
-}
 
-__attribute__((target("avx2,fma"))) static float fma_avx2(long iters) {
-  __m256 a[12], x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-  for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps((float)i);
-#define F(i) a[i] = _mm256_fmadd_ps(a[i], x, y)
-  for (long n = 0; n < iters; n++) {
-    F(0); F(1); F(2); F(3); F(4); F(5); F(6); F(7); F(8); F(9); F(10); F(11);
-  }
-#undef F
-  __m256 s = a[0];
-  for (int i = 1; i < 12; i++) s = _mm256_add_ps(s, a[i]);
-  float o[8];
-  _mm256_storeu_ps(o, s);
-  return o[0] + o[7];
-}
+/* SSE: a multiply and an add (no FMA in the x86-64 baseline), counted as 2
+ * flops per lane like an FMA */
+static inline __m128 madd_sse(__m128 a, __m128 x, __m128 y) { return _mm_add_ps(_mm_mul_ps(a, x), y); }
 
-/* SSE and scalar: a multiply and an add (no FMA unit below AVX2 in x86-64
- * baseline), counted as 2 flops per lane like an FMA */
-static float fma_sse(long iters) {
-  __m128 a[12], x = _mm_set1_ps(0.999999f), y = _mm_set1_ps(1e-7f);
-  for (int i = 0; i < 12; i++) a[i] = _mm_set1_ps((float)i);
-#define F(i) a[i] = _mm_add_ps(_mm_mul_ps(a[i], x), y)
-  for (long n = 0; n < iters; n++) {
-    F(0); F(1); F(2); F(3); F(4); F(5); F(6); F(7); F(8); F(9); F(10); F(11);
-  }
-#undef F
-  __m128 s = a[0];
-  for (int i = 1; i < 12; i++) s = _mm_add_ps(s, a[i]);
-  float o[4];
-  _mm_storeu_ps(o, s);
-  return o[0] + o[3];
-}
+PEAK_LOOPS(avx512, __attribute__((target("avx512f"))), __m512, 16, _mm512_set1_ps, _mm512_fmadd_ps,
+           _mm512_add_ps, _mm512_load_ps, _mm512_storeu_ps)
+PEAK_LOOPS(avx2, __attribute__((target("avx2,fma"))), __m256, 8, _mm256_set1_ps, _mm256_fmadd_ps,
+           _mm256_add_ps, _mm256_load_ps, _mm256_storeu_ps)
+PEAK_LOOPS(sse, , __m128, 4, _mm_set1_ps, madd_sse, _mm_add_ps, _mm_load_ps, _mm_storeu_ps)
+#undef PEAK_LOOPS
 
 static float fma_scalar(long iters) {
   volatile float xv = 0.999999f, yv = 1e-7f;
@@ -79,43 +80,6 @@ static float fma_scalar(long iters) {
   float s = 0;
   for (int i = 0; i < 12; i++) s += a[i];
   return s;
-}
-
-__attribute__((target("avx512f"))) static float read_avx512(const float *p, size_t n) {
-  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  for (size_t i = 0; i + 64 <= n; i += 64) {
-    s0 = _mm512_add_ps(s0, _mm512_load_ps(p + i));
-    s1 = _mm512_add_ps(s1, _mm512_load_ps(p + i + 16));
-    s2 = _mm512_add_ps(s2, _mm512_load_ps(p + i + 32));
-    s3 = _mm512_add_ps(s3, _mm512_load_ps(p + i + 48));
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
-}
-
-__attribute__((target("avx2"))) static float read_avx2(const float *p, size_t n) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  for (size_t i = 0; i + 32 <= n; i += 32) {
-    s0 = _mm256_add_ps(s0, _mm256_load_ps(p + i));
-    s1 = _mm256_add_ps(s1, _mm256_load_ps(p + i + 8));
-    s2 = _mm256_add_ps(s2, _mm256_load_ps(p + i + 16));
-    s3 = _mm256_add_ps(s3, _mm256_load_ps(p + i + 24));
-  }
-  float o[8];
-  _mm256_storeu_ps(o, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-  return o[0] + o[7];
-}
-
-static float read_sse(const float *p, size_t n) {
-  __m128 s0 = _mm_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  for (size_t i = 0; i + 16 <= n; i += 16) {
-    s0 = _mm_add_ps(s0, _mm_load_ps(p + i));
-    s1 = _mm_add_ps(s1, _mm_load_ps(p + i + 4));
-    s2 = _mm_add_ps(s2, _mm_load_ps(p + i + 8));
-    s3 = _mm_add_ps(s3, _mm_load_ps(p + i + 12));
-  }
-  float o[4];
-  _mm_storeu_ps(o, _mm_add_ps(_mm_add_ps(s0, s1), _mm_add_ps(s2, s3)));
-  return o[0] + o[3];
 }
 
 typedef struct job {
@@ -176,7 +140,7 @@ double tlm_peak_fma_gflops(int isa, int threads, double seconds) {
   if (threads < 1) threads = 1;
   if (threads > 64) threads = 64;
   int lanes = isa == TLM_ISA_AVX512 ? 16 : isa == TLM_ISA_AVX2 ? 8 : isa == TLM_ISA_SSE ? 4 : 1;
-  int chains = isa == TLM_ISA_AVX512 ? 16 : 12;
+  int chains = PEAK_CHAINS;
   float sink = 0;
   job f = {isa, 0, 1 << 18, NULL, 0, 1, 0, 0};
   run_threads(&f, 1, &sink); /* warm-up */
@@ -247,7 +211,7 @@ int tlm_cmd_bench_peak(int argc, char **argv) {
   if (!rt) return 1;
   int isa = rt->target.isa, nt = rt->nthreads > 0 ? rt->nthreads : 1;
   if (nt > 64) nt = 64;
-  int lanes = rt->target.vec_lanes, chains = isa == TLM_ISA_AVX512 ? 16 : 12;
+  int lanes = rt->target.vec_lanes, chains = PEAK_CHAINS;
   char tdesc[400];
   tlm_describe_target(rt, tdesc, sizeof tdesc);
   tlm_destroy(rt);
@@ -278,11 +242,9 @@ int tlm_cmd_bench_peak(int argc, char **argv) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "isa", tlm_isa_name(isa));
     cJSON_AddStringToObject(o, "target", tdesc);
-    cJSON_AddNumberToObject(o, "threads", nt);
-    cJSON_AddNumberToObject(o, "fma_gflops_core", core);
-    cJSON_AddNumberToObject(o, "fma_gflops_total", total);
-    cJSON_AddNumberToObject(o, "read_gbs_core", bw1);
-    cJSON_AddNumberToObject(o, "read_gbs_total", bwn);
+    static const char *const keys[] = {"threads", "fma_gflops_core", "fma_gflops_total",
+                                       "read_gbs_core", "read_gbs_total"};
+    tlm_json_numbers(o, keys, (const double[]){nt, core, total, bw1, bwn}, 5);
     if (tlm_json_save(o, json)) {
       fprintf(stderr, "tlm bench peak: cannot write %s\n", json);
       rc = 1;

@@ -372,12 +372,12 @@ int tlm_cmd_eval(int argc, char **argv) {
    * (tlm_json_save: a temporary file renamed, never a partial file) */
   cJSON *jroot = json ? cJSON_CreateObject() : NULL, *jtasks = NULL;
   if (jroot) {
-    cJSON_AddNumberToObject(jroot, "k", k);
-    cJSON_AddNumberToObject(jroot, "random", nrand);
-    cJSON_AddNumberToObject(jroot, "threads", threads);
-    cJSON_AddNumberToObject(jroot, "final_rounds", rounds);
-    cJSON_AddNumberToObject(jroot, "skipped_tasks", skip);
-    cJSON_AddNumberToObject(jroot, "rule_bonus", !isnan(rule_bonus) ? rule_bonus : TLM_LM_RULE_BONUS);
+    static const char *const setup[] = {"k", "random", "threads", "final_rounds", "skipped_tasks",
+                                        "rule_bonus"};
+    tlm_json_numbers(jroot, setup,
+                     (const double[]){k, nrand, threads, rounds, skip,
+                                      !isnan(rule_bonus) ? rule_bonus : TLM_LM_RULE_BONUS},
+                     6);
     jtasks = cJSON_AddArrayToObject(jroot, "tasks");
   }
   double logsum[M_COUNT] = {0}, make_sum[M_COUNT] = {0};
@@ -639,12 +639,14 @@ int tlm_cmd_eval(int argc, char **argv) {
       }
     cJSON_AddNumberToObject(jroot, "tlm1_faster_than_default_fraction",
                             counted ? (double)tlm_beats_default / counted : 0);
-    cJSON_AddNumberToObject(jroot, "wrong_kernels", wrong);
-    cJSON_AddNumberToObject(jroot, "tlm1_same_schedule_as_default", tlm_same_default);
-    cJSON_AddNumberToObject(jroot, "tlm1_within_2pct_of_default", tlm_near_default);
-    cJSON_AddNumberToObject(jroot, "tlm1_faster_by_2pct_than_default", tlm_win2);
-    cJSON_AddNumberToObject(jroot, "tlm1_slower_by_2pct_than_default", tlm_loss2);
-    cJSON_AddNumberToObject(jroot, "random_searches_reused", cached);
+    static const char *const counts[] = {
+        "wrong_kernels", "tlm1_same_schedule_as_default", "tlm1_within_2pct_of_default",
+        "tlm1_faster_by_2pct_than_default", "tlm1_slower_by_2pct_than_default",
+        "random_searches_reused"};
+    tlm_json_numbers(jroot, counts,
+                     (const double[]){wrong, tlm_same_default, tlm_near_default, tlm_win2,
+                                      tlm_loss2, cached},
+                     6);
     cJSON *fams = cJSON_AddArrayToObject(jroot, "families");
     for (int f = 0; f < nfam; f++) {
       cJSON *o = cJSON_CreateObject();
