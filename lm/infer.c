@@ -253,6 +253,14 @@ __attribute__((target("avx512f,avx512vnni"))) static void matvec_vnni_packed(
  * tokens' activations as int16 pairs (one int32 per pair, xs32 per token);
  * xd: their block scales (xds per token). Both tiles do the same
  * arithmetic per token. */
+/* M(t, acc0, acc1) for each of the 5 tokens of a tile and their two
+ * accumulators */
+#define TLM_GEMM_5_TOKENS(M) \
+  M(0, a00, a01);            \
+  M(1, a10, a11);            \
+  M(2, a20, a21);            \
+  M(3, a30, a31);            \
+  M(4, a40, a41)
 #define TLM_GEMM_SCALE(acc, d, o)                                                                 \
   _mm256_storeu_ps((o), _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps((d), xs),           \
                                         _mm256_loadu_ps(o)))
@@ -317,11 +325,7 @@ __attribute__((target("avx2,fma"), noinline)) static void gemm_avx2_5(float *out
   xb = _mm256_set1_epi32(x[(size_t)(t) * xs32 + j]);                                              \
   acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(w0, xb));                                       \
   acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(w1, xb))
-      TLM_GEMM_TOKEN(0, a00, a01);
-      TLM_GEMM_TOKEN(1, a10, a11);
-      TLM_GEMM_TOKEN(2, a20, a21);
-      TLM_GEMM_TOKEN(3, a30, a31);
-      TLM_GEMM_TOKEN(4, a40, a41);
+      TLM_GEMM_5_TOKENS(TLM_GEMM_TOKEN);
 #undef TLM_GEMM_TOKEN
 #endif
     }
@@ -333,11 +337,7 @@ __attribute__((target("avx2,fma"), noinline)) static void gemm_avx2_5(float *out
   xs = _mm256_set1_ps(xd[(size_t)(t) * xds + b]);                                                 \
   TLM_GEMM_SCALE(acc0, d0, o + (size_t)(t) * ostride);                                            \
   TLM_GEMM_SCALE(acc1, d1, o + (size_t)(t) * ostride + 8)
-    TLM_GEMM_OUT(0, a00, a01);
-    TLM_GEMM_OUT(1, a10, a11);
-    TLM_GEMM_OUT(2, a20, a21);
-    TLM_GEMM_OUT(3, a30, a31);
-    TLM_GEMM_OUT(4, a40, a41);
+    TLM_GEMM_5_TOKENS(TLM_GEMM_OUT);
 #undef TLM_GEMM_OUT
   }
 }
@@ -379,6 +379,7 @@ __attribute__((target("avx2,fma"))) static void gemm_avx2_1(float *out, const tl
   }
 }
 #undef TLM_GEMM_SCALE
+#undef TLM_GEMM_5_TOKENS
 
 /* out[t] = W x[t] (+ bias) for P tokens over p's AVX2 layout (rows a
  * multiple of 16): tiles of 16 rows x 5 tokens, a tail of 2 to 4 tokens

@@ -34,7 +34,8 @@ typedef struct tlm_family {
   int (*rule)(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n);
   /* version of the rule for this task (tlm_rule_family_version) */
   int (*rule_version)(const tlm_task *task);
-  /* per-thread scratch bytes a kernel of this schedule needs; NULL = none */
+  /* per-thread scratch bytes a kernel of this schedule needs; NULL (left
+   * out of the row) = none */
   int64_t (*scratch_bytes)(const tlm_task *task, const tlm_schedule *s);
   /* floating-point operations of one call (tlm_task_flops) */
   double (*flops)(const tlm_task *t);
@@ -50,6 +51,10 @@ typedef struct tlm_family {
    * (sum of |log ratio|; 0 = the same): which sibling kernel is nearest */
   double (*extent_distance)(const tlm_task *a, const tlm_task *b);
 } tlm_family;
+
+/* output pixels (N OD OH OW) of a convolution or pooling task: what their
+ * kernels take at run time, so what sibling kernels differ in */
+#define TLM_OUT_PIXELS(t) ((t)->N * (t)->OD * (t)->OH * (t)->OW)
 
 extern const tlm_family tlm_family_matmul, tlm_family_row, tlm_family_conv, tlm_family_pool,
     tlm_family_attention;

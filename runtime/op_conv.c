@@ -286,8 +286,7 @@ static int64_t conv_parallel_iterations(const tlm_task *task, const tlm_schedule
 }
 
 static double conv_extent_distance(const tlm_task *a, const tlm_task *b) {
-  return log_gap(a->u.conv.N * a->u.conv.OD * a->u.conv.OH * a->u.conv.OW,
-                 b->u.conv.N * b->u.conv.OD * b->u.conv.OH * b->u.conv.OW);
+  return log_gap(TLM_OUT_PIXELS(&a->u.conv), TLM_OUT_PIXELS(&b->u.conv));
 }
 
 const tlm_family tlm_family_conv = {
@@ -297,7 +296,6 @@ const tlm_family tlm_family_conv = {
     .candidates = conv_candidates,
     .rule = conv_default,
     .rule_version = conv_rule_version,
-    .scratch_bytes = NULL,
     .flops = conv_flops,
     .str = conv_str,
     .clear_runtime = conv_clear_runtime,

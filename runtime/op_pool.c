@@ -84,8 +84,7 @@ static int64_t pool_parallel_count(const tlm_task *task, const tlm_schedule *s,
 }
 
 static double pool_extent_distance(const tlm_task *a, const tlm_task *b) {
-  return log_gap(a->u.pool.N * a->u.pool.OD * a->u.pool.OH * a->u.pool.OW,
-                 b->u.pool.N * b->u.pool.OD * b->u.pool.OH * b->u.pool.OW);
+  return log_gap(TLM_OUT_PIXELS(&a->u.pool), TLM_OUT_PIXELS(&b->u.pool));
 }
 
 const tlm_family tlm_family_pool = {
@@ -95,7 +94,6 @@ const tlm_family tlm_family_pool = {
     .candidates = pool_candidates,
     .rule = pool_default,
     .rule_version = pool_rule_version,
-    .scratch_bytes = NULL,
     .flops = pool_flops,
     .str = pool_str,
     .clear_runtime = pool_clear_runtime,

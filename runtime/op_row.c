@@ -114,7 +114,6 @@ const tlm_family tlm_family_row = {
     .candidates = row_candidates,
     .rule = row_default,
     .rule_version = row_rule_version,
-    .scratch_bytes = NULL,
     .flops = row_flops,
     .str = row_str,
     .clear_runtime = row_clear_runtime,
