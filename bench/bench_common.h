@@ -12,7 +12,7 @@
 
 #include "engine/engine.h"
 #include "samples/baseline_dnnl.h"
-#include "tools/measure.h"
+#include "train/measure.h"
 
 
 /* One tlm_run call of a contender, the same every time. */

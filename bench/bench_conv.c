@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "tools/conv.h"
-#include "tools/measure.h"
-#include "tools/problem.h"
+#include "train/conv_problem.h"
+#include "train/measure.h"
+#include "train/problem.h"
 #include "bench_common.h"
 
 int main(int argc, char **argv) {

@@ -25,9 +25,9 @@
 
 #include "api/validate.h"
 #include "engine/engine.h"
-#include "tools/measure.h"
+#include "train/measure.h"
 #include "samples/baseline_dnnl.h"
-#include "tools/problem.h"
+#include "train/problem.h"
 #include "bench_common.h"
 
 

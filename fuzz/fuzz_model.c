@@ -22,7 +22,7 @@
 #include "lm/model.h"
 #include "runtime/space.h"
 #include "runtime/target.h"
-#include "tools/tasks.h"
+#include "train/tasks.h"
 
 #define REQUIRE(c) \
   do {             \

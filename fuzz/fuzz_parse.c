@@ -17,9 +17,9 @@
 #include "runtime/loopnest.h"
 #include "runtime/space.h"
 #include "runtime/target.h"
-#include "tools/conv.h"
-#include "tools/problem.h"
-#include "tools/tasks.h"
+#include "train/conv_problem.h"
+#include "train/problem.h"
+#include "train/tasks.h"
 
 #define REQUIRE(c) \
   do {             \

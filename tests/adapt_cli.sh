@@ -29,7 +29,7 @@ ntasks=$(sed -n 's/.*"task":"\([^"]*\)".*/\1/p' "$tmp/r.jsonl" | sort -u | wc -l
 nrule=$(grep -c '"rule":true' "$tmp/r.jsonl" || true)
 [ "$ntasks" -ge 1 ] && [ "$nrule" -eq "$ntasks" ] ||
   { echo "records: $ntasks tasks, $nrule rule timings (want one per task)"; fail=$((fail + 1)); }
-# held-out families (tools/train.c) are never measured
+# held-out families (train/train.c) are never measured
 if grep -qE '"family":"(gpt2-355m:|benchdnn:transformer|benchdnn:gptj-2016|benchdnn-conv:efficientdet|pool:mobilenet)' "$tmp/r.jsonl"; then
   echo "a held-out family was measured"; fail=$((fail + 1))
 fi

@@ -3,6 +3,9 @@
 #
 #   api/ -> engine/ -> lm/ -> jit/, cache/ -> runtime/
 #
+# and outside the library: tools/ (command line) -> train/ (the offline
+# pipeline) -> the library's internal headers.
+#
 # Every #include of a library file names a folder below its own (or its own
 # folder); jit/ and cache/ do not include each other; nothing in the library
 # includes train/, tools/, samples/ or bench/, and train/ is not compiled
@@ -84,6 +87,19 @@ for dir in runtime jit cache lm engine; do
       bad=1
     fi
   done
+done
+
+# train/ (the offline pipeline) sits above the library and below the
+# command-line front end: it includes nothing of tools/, samples/ or bench/,
+# and parses no command line (tools/ does, into train/'s options)
+for f in train/*.c train/*.h; do
+  [ -e "$f" ] || continue
+  if grep -n -E '^[[:space:]]*#[[:space:]]*include[[:space:]]*"(\.\./)?(tools|samples|bench)/' "$f"; then
+    fail "$f includes a file of tools/, samples/ or bench/"
+  fi
+  if grep -q -E '\bargv\b' "$f"; then
+    fail "$f parses a command line (argv): that belongs to tools/"
+  fi
 done
 
 [ $bad -eq 0 ] && echo "layers: every include and call goes down the stack"

@@ -20,7 +20,7 @@
 #include "fixtures.h"
 #include "lm/model.h"
 #include "engine/engine.h"
-#include "tools/problem.h"
+#include "train/problem.h"
 
 static char g_dir[512], g_model[600];
 

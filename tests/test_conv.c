@@ -18,8 +18,8 @@
 #include "check.h"
 #include "engine/engine.h"
 #include "runtime/reference.h"
-#include "tools/conv.h"
-#include "tools/problem.h"
+#include "train/conv_problem.h"
+#include "train/problem.h"
 
 static int g_random = 1;
 static uint64_t g_rng = 99;

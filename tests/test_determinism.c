@@ -9,7 +9,7 @@
 #include "cache/key.h"
 #include "check.h"
 #include "engine/engine.h"
-#include "tools/problem.h"
+#include "train/problem.h"
 
 static const char *k_shapes[] = {"128x768:768x768", "1x768:768x2304", "12x37x64:12x64x37",
                                  "7x13:13x31", "3x1x53:3x53x11"};

@@ -35,7 +35,7 @@
 #include "runtime/gpu.h"
 #include "runtime/gpu_emu.h"
 #include "runtime/reference.h"
-#include "tools/problem.h"
+#include "train/problem.h"
 
 #define MAX_SHAPES 96
 

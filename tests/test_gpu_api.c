@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "tools/problem.h"
+#include "train/problem.h"
 
 typedef int (*alloc_fn)(unsigned long long *, size_t);
 typedef int (*free_fn)(unsigned long long);

@@ -12,9 +12,9 @@
 #include "lm/model.h"
 #include "train/checkpoint.h"
 #include "engine/engine.h"
-#include "tools/problem.h"
-#include "tools/tasks.h"
-#include "tools/train.h"
+#include "train/problem.h"
+#include "train/tasks.h"
+#include "train/train.h"
 
 #include <xxhash.h>
 

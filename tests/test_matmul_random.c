@@ -11,7 +11,7 @@
 #include "check.h"
 #include "engine/engine.h"
 #include "runtime/loopnest.h"
-#include "tools/problem.h"
+#include "train/problem.h"
 
 #define MAX_SHAPES 256
 

@@ -17,7 +17,7 @@
 #include "check.h"
 #include "fixtures.h"
 #include "engine/engine.h"
-#include "tools/problem.h"
+#include "train/problem.h"
 
 /* resident set, after glibc has given back the free pages it caches (what
  * the allocator keeps at its high-water mark depends on the order and

@@ -6,8 +6,8 @@
 
 #include "check.h"
 #include "runtime/space.h"
-#include "tools/conv.h"
-#include "tools/problem.h"
+#include "train/conv_problem.h"
+#include "train/problem.h"
 
 static const char *k_seeds[] = {
     "1000x768:768x768", "12x128x64:12x64x128_n\"encoder:QK_matmul:12\"",

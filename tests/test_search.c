@@ -1,4 +1,4 @@
-/* The search contender (tools/search.c, issue #18) on small spaces whose
+/* The search contender (train/search.c, issue #18) on small spaces whose
  * every schedule is measured: each space is enumerated through the
  * walker, every schedule gets a synthetic time (a product of per-decision
  * factors, smooth in the log of each value, as kernel times mostly are,
@@ -15,8 +15,8 @@
 
 #include "api/validate.h"
 #include "check.h"
-#include "tools/problem.h"
-#include "tools/search.h"
+#include "train/problem.h"
+#include "train/search.h"
 
 enum { MAX_ALL = 20000 };
 

@@ -32,18 +32,16 @@
 
 #include "cache/disk.h"
 #include "engine/engine.h"
-#include "tools/collect.h"
-#include "tools/measure.h"
-#include "tools/eval.h"
-#include "tools/train.h"
+#include "runtime/clock.h"
+#include "train/collect.h"
+#include "train/measure.h"
+#include "tools/pipeline.h"
+#include "train/eval.h"
+#include "train/train.h"
 
 #include <cjson/cJSON.h>
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return tlm_clock_ms() * 1e-3; }
 
 static void usage(FILE *f) {
   fprintf(f,

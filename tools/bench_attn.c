@@ -15,7 +15,7 @@
 #include "api/validate.h"
 #include "engine/engine.h"
 #include "runtime/reference.h"
-#include "tools/measure.h"
+#include "train/measure.h"
 
 static tlm_tensor t4(float *d, int64_t a, int64_t b, int64_t c, int64_t e, int64_t sa, int64_t sb,
                      int64_t sc) {

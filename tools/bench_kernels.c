@@ -2,7 +2,7 @@
  * task (issue #18): TLM-1 (what tlm_run schedules: the model where one
  * serves the target and the task, else the rule), TLM-10 (the best of the
  * ten candidates TLM_TUNE=10 would measure), the rule, a search-based tuner
- * in the same space and code generator (tools/search.c: the best of its
+ * in the same space and code generator (train/search.c: the best of its
  * first 64 trials, and of all N), oneDNN (matmuls and 2-D NHWC
  * convolutions) and OpenBLAS's cblas_sgemm (matmuls without an epilogue,
  * when libopenblas.so.0 is installed), at the same ISA (ONEDNN_MAX_CPU_ISA
@@ -32,13 +32,13 @@
 #include "lm/model.h"
 #include "engine/engine.h"
 #include "tools/bench_peak.h"
-#include "tools/measure.h"
+#include "train/measure.h"
 #include "tools/openblas_peer.h"
 #ifdef TLM_HAVE_LIBXSMM
 #include "tools/libxsmm_peer.h"
 #endif
-#include "tools/search.h"
-#include "tools/tasks.h"
+#include "train/search.h"
+#include "train/tasks.h"
 #ifdef TLM_HAVE_DNNL
 #include "samples/baseline_dnnl.h"
 #endif

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "tools/measure.h"
+#include "train/measure.h"
 
 /* One ISA's two loops, from its vector type, lane count and operations:
  *   fma_<isa>(iters): `iters` iterations of 12 independent vector

@@ -14,8 +14,8 @@
 #include "engine/engine.h"
 #include "runtime/gpu.h"
 #include "engine/gpu_engine.h"
-#include "tools/measure.h"
-#include "tools/problem.h"
+#include "train/measure.h"
+#include "train/problem.h"
 
 static const char *const k_acts[TLM_ACT_COUNT_] = {"none", "relu", "gelu", "silu", "relu6"};
 

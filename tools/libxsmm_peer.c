@@ -4,7 +4,7 @@
 #include <libxsmm.h>
 
 #include "runtime/target.h"
-#include "tools/measure.h"
+#include "train/measure.h"
 
 const char *tlm_libxsmm_init(int isa) {
   static const char *const arch[] = {"generic", "wsm", "hsw", "skx"};

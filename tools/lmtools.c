@@ -12,10 +12,10 @@
 #include "lm/model.h"
 #include "train/checkpoint.h"
 #include "engine/engine.h"
-#include "tools/measure.h"
-#include "tools/problem.h"
-#include "tools/tasks.h"
-#include "tools/train.h"
+#include "train/measure.h"
+#include "train/problem.h"
+#include "train/tasks.h"
+#include "train/train.h"
 #include "runtime/clock.h"
 
 static double now_ms(void) { return tlm_clock_ms(); }

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "runtime/target.h"
-#include "tools/measure.h"
+#include "train/measure.h"
 
 /* cblas.h's enums, as the ABI fixes them */
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };

@@ -21,9 +21,9 @@
 
 #include "api/validate.h"
 #include "engine/engine.h"
-#include "tools/conv.h"
-#include "tools/measure.h"
-#include "tools/problem.h"
+#include "train/conv_problem.h"
+#include "train/measure.h"
+#include "train/problem.h"
 
 
 static double median(double *v, int n) {

@@ -19,15 +19,17 @@
 #include "tools/bench_peak.h"
 #include "tools/cachecmd.h"
 #include "tools/conv.h"
-#include "tools/collect.h"
-#include "tools/eval.h"
+#include "train/conv_problem.h"
+#include "train/collect.h"
+#include "train/eval.h"
 #include "tools/lmtools.h"
 #include "tools/overhead.h"
+#include "tools/pipeline.h"
 #include "tools/tune.h"
 #include "tools/gpu.h"
-#include "tools/measure.h"
-#include "tools/problem.h"
-#include "tools/train.h"
+#include "train/measure.h"
+#include "train/problem.h"
+#include "train/train.h"
 
 
 static void usage(FILE *f) {

@@ -24,14 +24,15 @@
 #include "cache/disk.h"
 #include "cache/key.h"
 #include "lm/model.h"
-#include "tools/measure.h"
+#include "train/measure.h"
 #include "engine/engine.h"
-#include "tools/tasks.h"
+#include "runtime/clock.h"
+#include "train/tasks.h"
 #include "tlm.h"
 
 enum { TUNE_MAX_K = TLM_SIDE_MAX };
 
-static double now_ms(void) { return tlm_now_ns() * 1e-6; }
+static double now_ms(void) { return tlm_clock_ms(); }
 
 static void usage(void) {
   fprintf(stderr,

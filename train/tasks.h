@@ -2,12 +2,12 @@
  * ../shared/workloads (benchdnn matmul files, models.json layers at prefill
  * lengths from the Azure trace and decode lengths 1..64, attention batched
  * matmuls), deduplicated by canonical text. */
-#ifndef TLM_TOOLS_TASKS_H
-#define TLM_TOOLS_TASKS_H
+#ifndef TLM_TRAIN_TASKS_H
+#define TLM_TRAIN_TASKS_H
 
 #include <stdint.h>
 
-#include "conv.h"
+#include "conv_problem.h"
 #include "problem.h"
 #include "runtime/kernel_abi.h"
 #include "runtime/task.h"
@@ -77,7 +77,7 @@ double tlm_spec_problem_tolerance(const tlm_spec_problem *p);
 /* Builds the list (deterministic for a seed). *out is malloc'd. Returns the
  * count, or -1 with a message. With tlm_tasks_set_synthetic(n) before, the
  * layers of n synthetic transformer models follow (families
- * "synth<i>-d<d_model>:<phase>", training families; tools/tasks.c says how
+ * "synth<i>-d<d_model>:<phase>", training families; train/tasks.c says how
  * they are drawn). Not thread-safe. */
 void tlm_tasks_set_synthetic(int n);
 /* With tlm_tasks_set_synthetic_conv(n), the convolutions of n synthetic

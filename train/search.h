@@ -1,4 +1,4 @@
-/* search.h - a search-based tuner over tlm's own schedule space (tools).
+/* search.h - a search-based tuner over tlm's own schedule space (train/).
  *
  * The contender of `tlm bench kernels` that stands for Ansor and
  * MetaSchedule: the same space, code generator and kernels as TLM-1, so a
@@ -14,8 +14,8 @@
  * generation are measured, plus one drawn at random (exploration). Nothing
  * is measured twice. Deterministic for a seed and a measurement sequence.
  */
-#ifndef TLM_TOOLS_SEARCH_H
-#define TLM_TOOLS_SEARCH_H
+#ifndef TLM_TRAIN_SEARCH_H
+#define TLM_TRAIN_SEARCH_H
 
 #include <stdint.h>
 

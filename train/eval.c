@@ -29,10 +29,10 @@
 #include "api/validate.h"
 #include "lm/model.h"
 #include "engine/engine.h"
-#include "tools/measure.h"
-#include "tools/problem.h"
-#include "tools/tasks.h"
-#include "tools/train.h"
+#include "train/measure.h"
+#include "train/problem.h"
+#include "train/tasks.h"
+#include "train/train.h"
 #include "runtime/clock.h"
 
 static double now_ms(void) { return tlm_clock_ms(); }
@@ -244,66 +244,27 @@ static void finalist_add(finalist *f, int *n, const tlm_schedule *s, int method)
   f[(*n)++].methods = 1u << method;
 }
 
-static void usage(void) {
-  fprintf(stderr,
-          "usage: tlm eval [--k K] [--random N] [--model MODEL] [--threads T] [--json FILE]\n"
-          "                [--max-tasks N] [--max-gflop G] [--heldout] [--shared DIR]\n"
-          "                [--random-cache F] [--rule-bonus B] [--skip N] [--rounds R]\n"
-          "                [--family TEXT] [FILE...]\n"
-          "  FILE: benchdnn matmul or convolution shape files (convolutions in NHWC at\n"
-          "  minibatch 1). --heldout: the held-out families of the\n"
-          "  collection's task list. Tasks above 4 GFLOP have M reduced, as in collect.\n"
-          "  Random search measures N distinct schedules (fewer when the space is\n"
-          "  smaller). --random-cache F: reuse (and add to) random-search results in F\n"
-          "  (JSON) for the same task, N and machine; their times then come from the\n"
-          "  run that measured them, not from this one. --max-gflop G: leave out tasks\n"
-          "  above G GFLOP (before --max-tasks). --rule-bonus B: decode with B added to\n"
-          "  the log-probability of the rule's value (default TLM_LM_RULE_BONUS, 0: plain greedy,\n"
-          "  < 0: a penalty on the rule's values).\n"
-          "  --random 0: no random search; speeds are then relative to the rule (a\n"
-          "  head-to-head of TLM-1 and the rule that affords every held-out task).\n"
-          "  --k 0: no TLM-k. --skip N: leave out the first N tasks (after\n"
-          "  --max-gflop; e.g. a validation set first, a test set after it).\n"
-          "  --rounds R: rounds of the side-by-side final (default 7, at most 15).\n"
-          "  --family TEXT: only the tasks whose family contains TEXT (first).\n");
+
+void tlm_eval_opts_init(tlm_eval_opts *o) {
+  *o = (tlm_eval_opts){.k = 10, .nrand = 64, .threads = 2, .max_tasks = 1 << 30, .rounds = 7,
+                       .rule_bonus = NAN, .shared = "../shared"};
 }
 
-int tlm_cmd_eval(int argc, char **argv) {
-  int k = 10, nrand = 64, threads = 2, max_tasks = 1 << 30, skip = 0, heldout = 0, rounds = 7;
-  double max_gflop = 0; /* 0: no limit */
-  double rule_bonus = NAN; /* NAN: the model's own (TLM_LM_RULE_BONUS); < 0 penalizes the rule */
-  const char *model = NULL, *json = NULL, *shared = "../shared", *rcache_path = NULL;
-  const char *family = NULL;
-  const char *files[64];
-  int nfiles = 0;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    int more = i + 1 < argc;
-    if (!strcmp(a, "--k") && more) k = atoi(argv[++i]);
-    else if (!strcmp(a, "--random") && more) nrand = atoi(argv[++i]);
-    else if (!strcmp(a, "--model") && more) model = argv[++i];
-    else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
-    else if (!strcmp(a, "--json") && more) json = argv[++i];
-    else if (!strcmp(a, "--max-tasks") && more) max_tasks = atoi(argv[++i]);
-    else if (!strcmp(a, "--skip") && more) skip = atoi(argv[++i]);
-    else if (!strcmp(a, "--rounds") && more) rounds = atoi(argv[++i]);
-    else if (!strcmp(a, "--shared") && more) shared = argv[++i];
-    else if (!strcmp(a, "--heldout")) heldout = 1;
-    else if (!strcmp(a, "--family") && more) family = argv[++i];
-    else if (!strcmp(a, "--random-cache") && more) rcache_path = argv[++i];
-    else if (!strcmp(a, "--max-gflop") && more) max_gflop = atof(argv[++i]);
-    else if (!strcmp(a, "--rule-bonus") && more) rule_bonus = atof(argv[++i]);
-    else if (a[0] == '-') {
-      usage();
-      return !strcmp(a, "--help") ? 0 : 2;
-    } else if (nfiles < 64) files[nfiles++] = a;
-  }
-  if (k < 0 || nrand < 0 || threads < 1 || skip < 0 || rounds < 1 || rounds > TLM_SIDE_ROUNDS ||
-      isinf(rule_bonus) ||
-      (!heldout && !nfiles)) {
-    usage();
-    return 2;
-  }
+int tlm_eval_opts_check(const tlm_eval_opts *o) {
+  int bad = o->k < 0 || o->nrand < 0 || o->threads < 1 || o->skip < 0 || o->rounds < 1 ||
+            o->rounds > TLM_SIDE_ROUNDS || isinf(o->rule_bonus) || (!o->heldout && !o->nfiles) ||
+            o->nfiles < 0 || o->nfiles > TLM_EVAL_MAX_FILES;
+  return bad ? -1 : 0;
+}
+
+int tlm_eval_run(const tlm_eval_opts *o) {
+  int k = o->k, nrand = o->nrand, threads = o->threads, max_tasks = o->max_tasks, skip = o->skip;
+  int heldout = o->heldout, rounds = o->rounds;
+  double max_gflop = o->max_gflop, rule_bonus = o->rule_bonus;
+  const char *model = o->model, *json = o->json, *shared = o->shared;
+  const char *rcache_path = o->rcache_path, *family = o->family;
+  const char *const *files = o->files;
+  int nfiles = o->nfiles;
   tlm_task_spec *specs = NULL;
   int n = 0;
   char err[512];

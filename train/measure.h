@@ -1,6 +1,7 @@
-/* measure.h - warm timing of a compiled kernel (tools). */
-#ifndef TLM_TOOLS_MEASURE_H
-#define TLM_TOOLS_MEASURE_H
+/* measure.h - warm timing of a compiled kernel (train/: the collector,
+ * evaluation, the tools and the benches share it). */
+#ifndef TLM_TRAIN_MEASURE_H
+#define TLM_TRAIN_MEASURE_H
 
 #include "engine/engine.h"
 

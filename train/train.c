@@ -18,279 +18,14 @@
 #include "lm/model.h"
 #include "train/checkpoint.h"
 #include "engine/engine.h"
-#include "tools/collect.h"
-#include "tools/measure.h"
-#include "tools/tasks.h"
+#include "runtime/clock.h"
+#include "train/collect.h"
+#include "train/measure.h"
+#include "train/tasks.h"
 
 #define SEQ (TLM_LM_PROMPT_LEN + MM_NPOINTS)
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-const char *const tlm_heldout_families[] = {"gpt2-355m:", "benchdnn:transformer",
-                                            "benchdnn:gptj-2016", "benchdnn-conv:efficientdet",
-                                            "pool:mobilenet", NULL};
-
-int tlm_family_heldout(const char *family) {
-  for (int i = 0; tlm_heldout_families[i]; i++)
-    if (!strncmp(family, tlm_heldout_families[i], strlen(tlm_heldout_families[i]))) return 1;
-  return 0;
-}
-
-/* ---- best schedule per task from the records ---------------------------------- */
-
-typedef struct best_set {
-  tlm_best *v;
-  int n, cap;
-  int split; /* 0 train, 1 held out, -1 both */
-} best_set;
-
-/* verification rounds after this one are left out (tlm train --max-round):
- * the data as it was before them */
-static int g_max_verify_round = 1 << 30;
-
-static int best_record(void *ctx, const cJSON *r) {
-  best_set *b = ctx;
-  const cJSON *task = cJSON_GetObjectItem(r, "task"), *fam = cJSON_GetObjectItem(r, "family");
-  const cJSON *status = cJSON_GetObjectItem(r, "status"), *ns = cJSON_GetObjectItem(r, "ns");
-  const cJSON *sched = cJSON_GetObjectItem(r, "sched");
-  if (!cJSON_IsString(task) || !cJSON_IsString(fam) || !cJSON_IsString(status) ||
-      !cJSON_IsNumber(ns) || !cJSON_IsArray(sched))
-    return 0;
-  int held = tlm_family_heldout(fam->valuestring);
-  if (b->split >= 0 && held != b->split) return 0;
-  const cJSON *hw = cJSON_GetObjectItem(r, "hw");
-  const char *hw_text = cJSON_IsString(hw) ? hw->valuestring : NULL;
-  int isa = tlm_record_isa(hw_text);
-  uint64_t hw_id = hw_text ? XXH3_64bits(hw_text, strlen(hw_text)) | 1 : 0; /* 0: no hw */
-  const cJSON *kind = cJSON_GetObjectItem(r, "kind"), *round_no = cJSON_GetObjectItem(r, "round");
-  int verified = cJSON_IsString(kind) && !strcmp(kind->valuestring, "verify") && cJSON_IsNumber(round_no);
-  if (verified && round_no->valuedouble > g_max_verify_round) return 0;
-  if (!verified && (strcmp(status->valuestring, "ok") || ns->valuedouble <= 0)) return 0;
-  int i;
-  for (i = 0; i < b->n; i++)
-    if (b->v[i].hw_id == hw_id && !strcmp(b->v[i].task, task->valuestring)) break;
-  if (i == b->n) {
-    if (b->n == b->cap) {
-      int ncap = b->cap ? b->cap * 2 : 256;
-      tlm_best *nv = realloc(b->v, (size_t)ncap * sizeof *nv);
-      if (!nv) return 1;
-      b->v = nv;
-      b->cap = ncap;
-    }
-    memset(&b->v[i], 0, sizeof b->v[i]);
-    snprintf(b->v[i].task, sizeof b->v[i].task, "%s", task->valuestring);
-    snprintf(b->v[i].family, sizeof b->v[i].family, "%s", fam->valuestring);
-    b->v[i].isa = isa;
-    b->v[i].hw_id = hw_id;
-    b->v[i].has_target = hw_text && tlm_target_from_hw(hw_text, &b->v[i].target) == 0;
-    b->v[i].ns = INFINITY;
-    b->v[i].default_ns = INFINITY;
-    b->n++;
-  }
-  tlm_best *e = &b->v[i];
-  tlm_schedule rs = {0};
-  for (const cJSON *x = sched->child; x && rs.n < TLM_MAX_POINTS; x = x->next)
-    rs.v[rs.n++] = (int32_t)x->valueint;
-  if (verified) { /* kept apart, with their round */
-    int rd = (int)round_no->valuedouble;
-    if (rd > e->ver_round) e->ver_round = rd;
-    if (e->nver == e->capver) {
-      int cap = e->capver ? e->capver * 2 : 8;
-      tlm_schedule *a = realloc(e->ver, sizeof *a * (size_t)cap);
-      if (a) e->ver = a;
-      double *t = realloc(e->ver_ns, sizeof *t * (size_t)cap);
-      if (t) e->ver_ns = t;
-      int *rr = realloc(e->ver_rd, sizeof *rr * (size_t)cap);
-      if (rr) e->ver_rd = rr;
-      if (!a || !t || !rr) return 1;
-      e->capver = cap;
-    }
-    e->ver_rd[e->nver] = rd;
-    e->ver[e->nver] = rs;
-    e->ver_ns[e->nver++] = !strcmp(status->valuestring, "ok") && ns->valuedouble > 0 ? ns->valuedouble : INFINITY;
-    if (strcmp(status->valuestring, "ok") || ns->valuedouble <= 0) return 0;
-  }
-  e->records++;
-  if (cJSON_IsString(kind) && !strcmp(kind->valuestring, "default")) e->default_ns = ns->valuedouble;
-  if (ns->valuedouble < e->ns) {
-    e->ns = ns->valuedouble;
-    e->sched = rs;
-  }
-  if (e->nall == e->capall) {
-    int cap = e->capall ? e->capall * 2 : 32;
-    tlm_schedule *a = realloc(e->all, sizeof *a * (size_t)cap);
-    if (a) e->all = a;
-    double *t = realloc(e->all_ns, sizeof *t * (size_t)cap);
-    if (t) e->all_ns = t;
-    double *sp = realloc(e->all_spread, sizeof *sp * (size_t)cap);
-    if (sp) e->all_spread = sp;
-    if (!a || !t || !sp) return 1;
-    e->capall = cap;
-  }
-  const cJSON *lo = cJSON_GetObjectItem(r, "ns_min"), *hi = cJSON_GetObjectItem(r, "ns_max");
-  e->all[e->nall] = rs;
-  e->all_spread[e->nall] = cJSON_IsNumber(lo) && cJSON_IsNumber(hi) && hi->valuedouble >= lo->valuedouble
-                               ? (hi->valuedouble - lo->valuedouble) / ns->valuedouble
-                               : 0;
-  e->all_ns[e->nall++] = ns->valuedouble;
-  return 0;
-}
-
-void tlm_best_free(tlm_best *b, int n) {
-  for (int i = 0; i < n && b; i++) {
-    free(b[i].all);
-    free(b[i].all_ns);
-    free(b[i].all_spread);
-    free(b[i].ver);
-    free(b[i].ver_ns);
-    free(b[i].ver_rd);
-  }
-  free(b);
-}
-
-double tlm_best_time_of(const tlm_best *b, const tlm_schedule *sched, double *spread) {
-  double t = INFINITY;
-  for (int i = 0; i < b->nall; i++)
-    if (b->all[i].n == sched->n && !memcmp(b->all[i].v, sched->v, sizeof sched->v[0] * (size_t)sched->n) &&
-        b->all_ns[i] < t) {
-      t = b->all_ns[i];
-      if (spread) *spread = b->all_spread[i];
-    }
-  return t;
-}
-
-double tlm_best_verified_time_of(const tlm_best *b, const tlm_schedule *sched) {
-  for (int i = 0; i < b->nver; i++)
-    if (b->ver_rd[i] == b->ver_round && b->ver[i].n == sched->n &&
-        !memcmp(b->ver[i].v, sched->v, sizeof sched->v[0] * (size_t)sched->n))
-      return b->ver_ns[i];
-  return INFINITY;
-}
-
-int tlm_record_isa(const char *hw) {
-  const char *p = hw ? strstr(hw, "; ") : NULL;
-  if (!p) return -1;
-  p += 2;
-  char name[16];
-  size_t n = strcspn(p, " +;");
-  if (n == 0 || n >= sizeof name) return -1;
-  memcpy(name, p, n);
-  name[n] = 0;
-  int isa = tlm_isa_parse(name);
-  return isa >= 0 ? isa : -1;
-}
-
-/* "<word> <number>" at or after p: the number, or -1 */
-static long long number_after(const char *text, const char *word) {
-  const char *p = strstr(text, word);
-  if (!p) return -1;
-  p += strlen(word);
-  char *end;
-  long long v = strtoll(p, &end, 10);
-  return end == p ? -1 : v;
-}
-
-int tlm_target_from_hw(const char *hw, tlm_target *out) {
-  memset(out, 0, sizeof *out);
-  int isa = tlm_record_isa(hw);
-  if (isa < 0) return -1;
-  const char *semi = strstr(hw, "; ");
-  char cpu[32] = "";
-  size_t cn = (size_t)(semi - hw);
-  if (cn < sizeof cpu) memcpy(cpu, hw, cn), cpu[cn] = 0;
-  out->isa = out->host_isa = isa;
-  out->avx512_vnni = strstr(semi, "+vnni ") != NULL;
-  long long l1 = number_after(semi, "L1 "), l2 = number_after(semi, " L2 "),
-            l3 = number_after(semi, " L3 ");
-  if (l1 <= 0 || l2 <= 0 || l3 < 0) return -1;
-  out->l1d_bytes = l1 * 1024, out->l2_bytes = l2 * 1024, out->l3_bytes = l3 * 1024;
-  long long share = number_after(semi, "K shared by "); /* since session 13; 1 before */
-  out->l3_sharing = share > 0 ? (int32_t)share : 1;
-  /* "..., 2 cores, L1": the number before " cores" */
-  const char *c = strstr(semi, " cores");
-  if (c) {
-    const char *b = c;
-    while (b > semi && b[-1] >= '0' && b[-1] <= '9') b--;
-    out->cores = (int32_t)atoi(b);
-  }
-  const char *fma = strstr(semi, "FMA ");
-  int pipes = 0, bits = 0, lat = 0;
-  if (fma && sscanf(fma, "FMA %dx%d lat %d", &pipes, &bits, &lat) == 3 && pipes > 0 && bits > 0 &&
-      lat > 0)
-    out->fma_pipes = pipes, out->fma_bits = bits, out->fma_latency = lat;
-  const char *host = strstr(semi, "; host ");
-  if (host) {
-    char name[16];
-    size_t n = strcspn(host + 7, " ;");
-    if (n < sizeof name) {
-      memcpy(name, host + 7, n);
-      name[n] = 0;
-      int h = tlm_isa_parse(name);
-      if (h >= 0) out->host_isa = h;
-    }
-    const char *brand = strstr(host + 7, "; ");
-    if (brand) {
-      brand += 2;
-      size_t bn = strcspn(brand, "(");
-      while (bn > 0 && brand[bn - 1] == ' ') bn--;
-      if (bn >= sizeof out->brand) bn = sizeof out->brand - 1;
-      memcpy(out->brand, brand, bn);
-    }
-  }
-  long long fam = number_after(semi, "(family "), mod = number_after(semi, " model ");
-  if (strstr(out->brand, "AMD") || !strncmp(cpu, "znver", 5) || !strncmp(cpu, "bdver", 5) ||
-      !strncmp(cpu, "btver", 5))
-    out->vendor = 2;
-  else if (strstr(out->brand, "Intel") || cpu[0])
-    out->vendor = 1; /* LLVM's other x86-64 CPU names are Intel's */
-  if (fam > 0) {
-    out->family = (int32_t)fam, out->model = mod > 0 ? (int32_t)mod : 0;
-  } else if (out->vendor == 2 && !strncmp(cpu, "znver", 5)) {
-    int gen = atoi(cpu + 5); /* znver1-2: 17h (Zen 2 from model 30h), 3-4: 19h, 5: 1Ah */
-    out->family = gen <= 2 ? 0x17 : gen <= 4 ? 0x19 : 0x1a;
-    out->model = gen == 2 ? 0x31 : gen == 4 ? 0x11 : gen == 5 ? 0x02 : 0x01;
-  } else if (out->vendor == 1) {
-    out->family = 6;
-  }
-  out->cpu_id = XXH3_64bits(hw, (size_t)(semi - hw));
-  tlm_target_complete(out);
-  return 0;
-}
-
-int tlm_best_target(const tlm_best *b, const tlm_target *host, tlm_target *out) {
-  if (b->has_target) {
-    *out = b->target;
-    return 0;
-  }
-  *out = *host;
-  if (b->isa < 0 || b->isa == host->isa) return 0;
-  return b->isa > host->host_isa ? -1 : tlm_target_restrict(out, b->isa);
-}
-
-/* `path`: one records file, or several separated by commas */
-int tlm_best_load(const char *path, int split, tlm_best **out) {
-  best_set b = {.split = split};
-  char one[1024];
-  for (const char *p = path; *p;) {
-    size_t n = strcspn(p, ",");
-    if (n < sizeof one) {
-      memcpy(one, p, n);
-      one[n] = 0;
-    }
-    if (n >= sizeof one || tlm_records_read(one, best_record, &b) < 0) {
-      tlm_best_free(b.v, b.n);
-      return -1;
-    }
-    p += n;
-    if (*p == ',') p++;
-  }
-  *out = b.v;
-  return b.n;
-}
+static double now_s(void) { return tlm_clock_ms() * 1e-3; }
 
 /* ---- sentences ------------------------------------------------------------------ */
 
@@ -489,62 +224,6 @@ static int add_rule_prior(dataset *fine, const tlm_vocab *vocab, const tlm_targe
   return added;
 }
 
-static void usage_train(void) {
-  fprintf(stderr,
-          "usage: tlm train --records FILE --out CKPT [--steps N] [--pretrain N] [--batch B]\n"
-          "                 [--layers L] [--heads H] [--width C] [--lr LR] [--seed S]\n"
-          "                 [--shared DIR] [--threads N] [--rule-margin F] [--targets latest|mean]\n"
-          "                 [--init MODEL] [--max-seconds S]\n"
-          "  Trains the tensor language model (fp32) on the best measured schedule of\n"
-          "  every training task in the records (held-out families excluded), after\n"
-          "  --pretrain steps on random schedules of the same tasks. Deterministic for\n"
-          "  the same data, seed and machine. A task whose rule schedule (the\n"
-          "  prompt's) measured within --rule-margin (default 0.03 = 3%%) of its best,\n"
-          "  or within the spread of the rule's own samples, is taught the rule: a\n"
-          "  smaller gain is measurement noise. Where a task has a verification round\n"
-          "  (collect --verify), its latest one decides instead: the fastest schedule\n"
-          "  of that side-by-side timing, or the rule if within --rule-margin of it.\n"
-          "  --targets mean: rank by the mean over all verification rounds of each\n"
-          "  schedule's time relative to the rule's in the same round instead.\n"
-          "  --near F (e.g. 0.02): also teach every verified schedule within F of the\n"
-          "  task's best that beats the rule by --rule-margin (its equals in noise).\n"
-          "  --max-round R: leave out verification rounds after R.\n"
-          "  --skip-family TEXT: leave out the tasks whose family contains TEXT\n"
-          "  (e.g. synth: the data before the synthetic models).\n"
-          "  --pretrain-variants V: pretrain also on V copies of each matmul and\n"
-          "  convolution task with its extents scaled by 2^u, u in [-1.5, 1.5]\n"
-          "  (unmeasured: random schedules only).\n"
-          "  --equal-within F (e.g. 0.02): the verified schedules within F of the task's\n"
-          "  best that beat the rule by --rule-margin are its equals in noise; of them\n"
-          "  teach the one with the fewest decisions changed from the rule\n"
-          "  (--pick edits, the default) or the one whose decisions agree most\n"
-          "  with the picks of the other tasks of its family (--pick consensus:\n"
-          "  three rounds of voting); ties: the faster.\n"
-          "  --good F --good-per-task K (default 16): teach, for every task, its\n"
-          "  K fastest distinct measured schedules at least 1 + F times as fast as\n"
-          "  the rule (its fastest record) instead of its one best; a task with\n"
-          "  none keeps its usual target.\n"
-          "  --rule-targets drop: a task whose target would be the rule's schedule\n"
-          "  is left out of fine-tuning (kept for pretraining), so the model never\n"
-          "  learns the rule as an answer; teach (the default) keeps it.\n"
-          "  --init MODEL: fine-tune MODEL (an int8 model file, its weights\n"
-          "  dequantized, or an fp32 checkpoint; its layers, heads and width)\n"
-          "  instead of a new model.\n"
-          "  --max-seconds S: fine-tuning steps cut to those that fit in about S\n"
-          "  seconds (measured over the first 10), the learning-rate decay with them.\n"
-          "  --rule-prior: also teach the rule's schedule for this host's target on\n"
-          "  every training task of the collection's list (tlm collect --list, with\n"
-          "  --synthetic N as collect's) that has no record: unmeasured, the\n"
-          "  target-derived rule is the answer to keep; measured tasks override it\n"
-          "  where a schedule beat the rule. What `tlm adapt` uses, so that a model\n"
-          "  fine-tuned on few measurements of a new target falls back on that\n"
-          "  target's rule for shapes unlike those measured.\n"
-          "  --unmeasured-rule best|skip|rule: a task (on one machine) whose records\n"
-          "  never timed the current rule's schedule (they predate a rule change)\n"
-          "  cannot say whether its best beats that rule: teach nothing (skip, the\n"
-          "  default), its best anyway (best: every model before candidate 29), or\n"
-          "  the rule (rule).\n");
-}
 
 /* `deadline` (now_s() seconds; 0: none): after 10 steps the run is cut to
  * the steps that fit before it, and the learning-rate schedule's length
@@ -588,72 +267,33 @@ static void run_steps(tlm_gpt2 *m, dataset *d, int steps, int64_t step0, int64_t
   free(al);
 }
 
-int tlm_cmd_train(int argc, char **argv) {
-  const char *records = NULL, *out = NULL, *shared = "../shared";
-  int variants = 0; /* --pretrain-variants V: V scaled copies of each task for pretraining */
-  int steps = 2000, pretrain = 0, batch = 32, layers = 4, heads = 4, width = 128, threads = 2;
-  float lr = 1e-3f;
-  double rule_margin = 0.03;
-  int mean_targets = 0; /* --targets mean: over every verification round */
-  double near = 0;      /* --near F: also teach verified schedules within F of the best */
-  double equal_within = 0;  /* --equal-within F: the best's equals in noise */
-  const char *skip_family = NULL; /* --skip-family TEXT: leave out families containing it */
-  int consensus = 0;             /* --pick consensus: the equals agreeing most with the family's */
-  int drop_rule = 0;             /* --rule-targets drop: no task is taught the rule's schedule */
-  double good = 0;               /* --good F: teach the schedules 1 + F times as fast as the rule */
-  int good_k = 16;               /* --good-per-task K: at most K of them per task */
-  uint64_t seed = 1;
-  const char *init = NULL; /* --init MODEL: fine-tune it instead of a new model */
-  double max_seconds = 0;  /* --max-seconds S: stop training after about S seconds */
-  int rule_prior = 0;      /* --rule-prior: the rule taught on the unmeasured training tasks */
-  int unmeasured_rule = 1; /* --unmeasured-rule best (0) | skip (1, the default) | rule (2) */
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--records") && v) records = argv[++i];
-    else if (!strcmp(a, "--out") && v) out = argv[++i];
-    else if (!strcmp(a, "--shared") && v) shared = argv[++i];
-    else if (!strcmp(a, "--steps") && v) steps = atoi(argv[++i]);
-    else if (!strcmp(a, "--pretrain") && v) pretrain = atoi(argv[++i]);
-    else if (!strcmp(a, "--pretrain-variants") && v) variants = atoi(argv[++i]);
-    else if (!strcmp(a, "--batch") && v) batch = atoi(argv[++i]);
-    else if (!strcmp(a, "--layers") && v) layers = atoi(argv[++i]);
-    else if (!strcmp(a, "--heads") && v) heads = atoi(argv[++i]);
-    else if (!strcmp(a, "--width") && v) width = atoi(argv[++i]);
-    else if (!strcmp(a, "--threads") && v) threads = atoi(argv[++i]);
-    else if (!strcmp(a, "--lr") && v) lr = (float)atof(argv[++i]);
-    else if (!strcmp(a, "--rule-margin") && v) rule_margin = atof(argv[++i]);
-    else if (!strcmp(a, "--targets") && v && (!strcmp(argv[i + 1], "latest") || !strcmp(argv[i + 1], "mean")))
-      mean_targets = !strcmp(argv[++i], "mean");
-    else if (!strcmp(a, "--seed") && v) seed = strtoull(argv[++i], NULL, 10);
-    else if (!strcmp(a, "--near") && v) near = atof(argv[++i]);
-    else if (!strcmp(a, "--skip-family") && v) skip_family = argv[++i];
-    else if (!strcmp(a, "--equal-within") && v) equal_within = atof(argv[++i]);
-    else if (!strcmp(a, "--pick") && v && !strcmp(argv[i + 1], "edits")) i++;
-    else if (!strcmp(a, "--pick") && v && !strcmp(argv[i + 1], "consensus")) consensus = 1, i++;
-    else if (!strcmp(a, "--rule-targets") && v && !strcmp(argv[i + 1], "teach")) i++;
-    else if (!strcmp(a, "--rule-targets") && v && !strcmp(argv[i + 1], "drop")) drop_rule = 1, i++;
-    else if (!strcmp(a, "--good") && v) good = atof(argv[++i]);
-    else if (!strcmp(a, "--good-per-task") && v) good_k = atoi(argv[++i]);
-    else if (!strcmp(a, "--max-round") && v) g_max_verify_round = atoi(argv[++i]);
-    else if (!strcmp(a, "--init") && v) init = argv[++i];
-    else if (!strcmp(a, "--max-seconds") && v) max_seconds = atof(argv[++i]);
-    else if (!strcmp(a, "--rule-prior")) rule_prior = 1;
-    else if (!strcmp(a, "--unmeasured-rule") && v && !strcmp(argv[i + 1], "best")) unmeasured_rule = 0, i++;
-    else if (!strcmp(a, "--unmeasured-rule") && v && !strcmp(argv[i + 1], "skip")) unmeasured_rule = 1, i++;
-    else if (!strcmp(a, "--unmeasured-rule") && v && !strcmp(argv[i + 1], "rule")) unmeasured_rule = 2, i++;
-    else if (!strcmp(a, "--synthetic") && v) tlm_tasks_set_synthetic(atoi(argv[++i]));
-    else {
-      usage_train();
-      return !strcmp(a, "--help") || !strcmp(a, "-h") ? 0 : 2;
-    }
-  }
-  if (!records || !out || steps < 0 || pretrain < 0 || variants < 0 || variants > 64 || batch < 1 || !(rule_margin >= 0) ||
-      !(near >= 0 && near < 1) || !(equal_within >= 0 && equal_within < 1) ||
-      !(good >= 0 && good < 10) || good_k < 1 || good_k > 256 || !(max_seconds >= 0)) {
-    usage_train();
-    return 2;
-  }
+void tlm_train_opts_init(tlm_train_opts *o) {
+  *o = (tlm_train_opts){.shared = "../shared", .steps = 2000, .batch = 32, .layers = 4, .heads = 4,
+                        .width = 128, .threads = 2, .lr = 1e-3f, .rule_margin = 0.03,
+                        .good_k = 16, .seed = 1, .unmeasured_rule = 1, .max_round = 1 << 30};
+}
+
+int tlm_train_opts_check(const tlm_train_opts *o) {
+  int bad = !o->records || !o->out || o->steps < 0 || o->pretrain < 0 || o->variants < 0 ||
+            o->variants > 64 || o->batch < 1 || !(o->rule_margin >= 0) ||
+            !(o->near >= 0 && o->near < 1) || !(o->equal_within >= 0 && o->equal_within < 1) ||
+            !(o->good >= 0 && o->good < 10) || o->good_k < 1 || o->good_k > 256 ||
+            !(o->max_seconds >= 0) || o->unmeasured_rule < 0 || o->unmeasured_rule > 2;
+  return bad ? -1 : 0;
+}
+
+int tlm_train_run(const tlm_train_opts *o) {
+  const char *records = o->records, *out = o->out, *shared = o->shared;
+  int variants = o->variants, steps = o->steps, pretrain = o->pretrain, batch = o->batch;
+  int layers = o->layers, heads = o->heads, width = o->width, threads = o->threads;
+  float lr = o->lr;
+  double rule_margin = o->rule_margin, near = o->near, equal_within = o->equal_within;
+  int mean_targets = o->mean_targets, consensus = o->consensus, drop_rule = o->drop_rule;
+  const char *skip_family = o->skip_family, *init = o->init;
+  double good = o->good, max_seconds = o->max_seconds;
+  int good_k = o->good_k, rule_prior = o->rule_prior, unmeasured_rule = o->unmeasured_rule;
+  uint64_t seed = o->seed;
+  tlm_best_set_max_round(o->max_round);
   tlm_runtime *rt = tlm_tool_runtime("tlm train", threads, "none", "none");
   if (!rt) return 1;
   static tlm_vocab vocab;
@@ -944,30 +584,12 @@ done:
   return rc;
 }
 
-int tlm_cmd_quantize(int argc, char **argv) {
-  const char *pos[2] = {NULL, NULL}, *only[TLM_LM_MAX_HW];
-  int npos = 0, nonly = 0, bad = 0;
-  for (int i = 0; i < argc; i++) {
-    if (!strcmp(argv[i], "--only-hw") && i + 1 < argc && nonly < TLM_LM_MAX_HW) only[nonly++] = argv[++i];
-    else if (argv[i][0] != '-' && npos < 2) pos[npos++] = argv[i];
-    else bad = 1;
-  }
-  if (bad || npos != 2) {
-    fprintf(stderr,
-            "usage: tlm quantize CKPT MODEL [--only-hw PROMPT]...\n"
-            "  Quantizes an fp32 checkpoint from `tlm train` to the int8 model file\n"
-            "  the runtime loads (blocks of 32 weights, one scale each).\n"
-            "  --only-hw PROMPT: list only these of the checkpoint's hardware prompts\n"
-            "  (as `tlm train` prints them, e.g. \"isa:avx512 fma:512 cores:1 l1:5 l2:10\n"
-            "  l3:18\"; repeatable), so the model serves only the machines it was gated\n"
-            "  on and the rule schedules everywhere else.\n");
-    return argc == 1 && !strcmp(argv[0], "--help") ? 0 : 2;
-  }
+int tlm_quantize_run(const char *ckpt, const char *model, const char *const *only, int nonly) {
   tlm_gpt2 m;
   char err[512];
   static tlm_vocab vocab;
   tlm_vocab_build(&vocab);
-  if (tlm_gpt2_load(&m, pos[0], err, sizeof err)) {
+  if (tlm_gpt2_load(&m, ckpt, err, sizeof err)) {
     fprintf(stderr, "tlm quantize: %s\n", err);
     return 1;
   }
@@ -991,9 +613,9 @@ int tlm_cmd_quantize(int argc, char **argv) {
       }
     m.hw_seen = kept;
   }
-  tlm_status st = tlm_lm_quantize(&m, &vocab, 0, pos[1], err, sizeof err);
+  tlm_status st = tlm_lm_quantize(&m, &vocab, 0, model, err, sizeof err);
   if (st) fprintf(stderr, "tlm quantize: %s\n", err);
-  else fprintf(stderr, "tlm quantize: wrote %s (%zu parameters, %u hardware prompts)\n", pos[1], m.nparams,
+  else fprintf(stderr, "tlm quantize: wrote %s (%zu parameters, %u hardware prompts)\n", model, m.nparams,
                m.hw_seen.n);
   tlm_gpt2_free(&m);
   return st ? 1 : 0;
@@ -1003,27 +625,7 @@ int tlm_cmd_quantize(int argc, char **argv) {
  * when timed again in another round. This bounds what a single choice
  * without measurement can reach on these tasks against the rule: the
  * winner is what measured search plus a side-by-side timing picks. */
-int tlm_cmd_bound(int argc, char **argv) {
-  const char *records = NULL, *skip_family = NULL;
-  for (int i = 0; i < argc; i++) {
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(argv[i], "--records") && v) records = argv[++i];
-    else if (!strcmp(argv[i], "--skip-family") && v) skip_family = argv[++i];
-    else {
-      fprintf(stderr,
-              "usage: tlm bound --records FILE [--skip-family TEXT]\n"
-              "  For every pair of verification rounds (A, B) of the training tasks:\n"
-              "  pick each task's fastest schedule in round A (the rule when nothing\n"
-              "  beat it there) and count the tasks where it beats the rule in round B,\n"
-              "  by any margin and by more than 2%%, and where it is slower by more than\n"
-              "  2%%. A winner that round B did not time counts as not faster.\n");
-      return !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") ? 0 : 2;
-    }
-  }
-  if (!records) {
-    fprintf(stderr, "tlm bound: --records FILE is required\n");
-    return 2;
-  }
+int tlm_bound_run(const char *records, const char *skip_family) {
   tlm_runtime *rt = tlm_tool_runtime("tlm bound", -1, "none", "none");
   if (!rt) return 1;
   tlm_best *best;

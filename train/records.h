@@ -1,9 +1,24 @@
-/* train.h - training data and the train/quantize commands (tools). */
-#ifndef TLM_TOOLS_TRAIN_H
-#define TLM_TOOLS_TRAIN_H
+/* records.h - measured-schedule records (train/): reading them back, the
+ * best schedule of each task, the machine it was measured on, the split
+ * into training and held-out families. */
+#ifndef TLM_TRAIN_RECORDS_H
+#define TLM_TRAIN_RECORDS_H
+
+#include <cjson/cJSON.h>
 
 #include "runtime/space.h"
 #include "runtime/target.h"
+
+/* The version of the records this build writes and reads ("v"). */
+#define TLM_RECORD_VERSION 1
+
+/* Called per record; return non-zero to stop. */
+typedef int (*tlm_record_fn)(void *ctx, const cJSON *record);
+
+/* Reads a records file (gzip JSON lines, several members allowed; torn or
+ * unknown-version lines are skipped). Returns the number of records, -1 if
+ * the file cannot be opened. */
+int tlm_records_read(const char *path, tlm_record_fn fn, void *ctx);
 
 /* Task families held out of training (prefixes of the records' "family"):
  * GPT-2-355M's layers and attention, the benchdnn Transformer shapes and
@@ -74,13 +89,9 @@ double tlm_best_time_of(const tlm_best *b, const tlm_schedule *sched, double *sp
 /* The same from the latest verification round only (INFINITY if absent). */
 double tlm_best_verified_time_of(const tlm_best *b, const tlm_schedule *sched);
 
-int tlm_cmd_train(int argc, char **argv);
-int tlm_cmd_quantize(int argc, char **argv);
-
-/* tlm bound --records FILE [--skip-family TEXT]: for every pair of
- * verification rounds, how often round A's fastest schedule beats the rule
- * when timed again in round B (training tasks); prints a table. Returns 0,
- * 1 (unreadable records), 2 (usage). */
-int tlm_cmd_bound(int argc, char **argv);
+/* Leaves the verification rounds after `round` out of the next
+ * tlm_best_load calls (tlm train --max-round: the data as it was before
+ * them). Not thread-safe; default: every round. */
+void tlm_best_set_max_round(int round);
 
 #endif

@@ -1,7 +1,7 @@
 /* problem.h - benchdnn matmul descriptors, test problems with random data
  * and the reference check (shared by the tlm command, tests and benches). */
-#ifndef TLM_TOOLS_PROBLEM_H
-#define TLM_TOOLS_PROBLEM_H
+#ifndef TLM_TRAIN_PROBLEM_H
+#define TLM_TRAIN_PROBLEM_H
 
 #include <stdint.h>
 

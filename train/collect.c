@@ -29,42 +29,13 @@
 
 #include "api/validate.h"
 #include "engine/engine.h"
-#include "tools/measure.h"
-#include "tools/tasks.h"
-#include "tools/train.h"
+#include "runtime/clock.h"
+#include "train/measure.h"
+#include "train/tasks.h"
+#include "train/train.h"
 
-#define RECORD_VERSION 1
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* ---- reading records back ------------------------------------------------ */
-
-int tlm_records_read(const char *path, tlm_record_fn fn, void *ctx) {
-  gzFile f = gzopen(path, "rb");
-  if (!f) return -1;
-  char *line = malloc(1 << 16);
-  int n = 0;
-  while (line && gzgets(f, line, 1 << 16)) {
-    cJSON *r = cJSON_Parse(line);
-    if (!r) continue; /* a torn last member reads as garbage: skip it */
-    const cJSON *v = cJSON_GetObjectItem(r, "v");
-    if (cJSON_IsNumber(v) && v->valueint == RECORD_VERSION) {
-      n++;
-      if (fn && fn(ctx, r)) {
-        cJSON_Delete(r);
-        break;
-      }
-    }
-    cJSON_Delete(r);
-  }
-  free(line);
-  gzclose(f);
-  return n;
-}
+static double now_s(void) { return tlm_clock_ms() * 1e-3; }
 
 /* ---- collection ------------------------------------------------------------ */
 
@@ -308,7 +279,7 @@ static void record_add(buf *ob, const char *hw, int threads, const tlm_task_spec
                        int round_no, int seed, int rule, const tlm_schedule *sched, const char *status,
                        double med, double lo, double hi, int reps, double compile_ms) {
   cJSON *r = cJSON_CreateObject();
-  cJSON_AddNumberToObject(r, "v", RECORD_VERSION);
+  cJSON_AddNumberToObject(r, "v", TLM_RECORD_VERSION);
   cJSON_AddStringToObject(r, "hw", hw);
   cJSON_AddNumberToObject(r, "threads", threads);
   cJSON_AddStringToObject(r, "task", ts->text);
@@ -451,88 +422,34 @@ static int adapt_task(tlm_runtime *rt, const tlm_task_spec *ts, const tlm_spec_p
   return time_candidates(rt, ts, p, cand, nc, round_no, threads, min_time_ms, hw, ob);
 }
 
-static void usage(void) {
-  fprintf(stderr,
-          "usage: tlm collect [--shared DIR] [--out FILE] [--schedules N] [--threads N]\n"
-          "                   [--min-time-ms T] [--max-tasks N] [--seed S] [--list]\n"
-          "                   [--propose MODEL [--topk K] [--round R]]\n"
-          "                   [--mutate N [--round R]] [--verify K [--round R]]\n"
-          "                   [--known FILE] [--adapt MODEL [--topk K] [--mutants M]]\n"
-          "                   [--minutes M]\n"
-          "                   [--synthetic N] [--synthetic-conv N]\n"
-          "  Measures the default and random schedules of every task drawn from\n"
-          "  DIR/workloads (default ../shared) and appends JSON-lines records to FILE\n"
-          "  (default data/records.jsonl.gz). Resumes: tasks with N records are skipped.\n"
-          "  --propose: a fine-tuning round instead: MODEL's top-K schedules (default\n"
-          "  8) of every training task (held-out families skipped) are measured and\n"
-          "  recorded with kind \"model\" and round R (default 1); training then\n"
-          "  keeps the best schedule per task, proposals included.\n"
-          "  --mutate: a local-search round instead: N new schedules per training task,\n"
-          "  each 1-3 decisions away from one of the task's four best measured so far\n"
-          "  (the records, then this round's own), kind \"mutant\" and round R.\n"
-          "  --verify: a verification round: the rule and the K fastest distinct\n"
-          "  schedules recorded for each training task are re-timed side by side (5\n"
-          "  interleaved rounds, --min-time-ms in all per schedule), kind \"verify\"\n"
-          "  and round R; training prefers these times to the separate records'.\n"
-          "  --known FILE: --mutate and --verify draw the measured schedules from\n"
-          "  FILE instead of --out (a round on another CPU into its own file).\n"
-          "  --adapt MODEL: an adaptation round (tlm adapt): the rule, MODEL's top-K\n"
-          "  schedules for this target (default 8; whatever hardware MODEL was\n"
-          "  trained on; \"none\": no proposals) and M schedules 1-3 decisions from\n"
-          "  the rule (default 4) of every training task, checked and timed side by\n"
-          "  side as --verify does (kind \"verify\", round R).\n"
-          "  --minutes M: start no task after M minutes (the rest on the next run).\n"
-          "  --synthetic N: the task list also holds the layers of N synthetic\n"
-          "  transformer models (more shapes to learn from; training families).\n"
-          "  --synthetic-conv N: also the convolutions of N synthetic mobile\n"
-          "  networks (inverted-residual blocks; training families). Pass the same\n"
-          "  --synthetic and --synthetic-conv to every round of one data set.\n");
+void tlm_collect_opts_init(tlm_collect_opts *o) {
+  *o = (tlm_collect_opts){.shared = "../shared", .out = "data/records.jsonl.gz", .schedules = 32,
+                          .threads = 2, .max_tasks = 1 << 30, .min_time_ms = 10, .seed = 1,
+                          .topk = 8, .round_no = 1, .mutants = 4};
 }
 
-int tlm_cmd_collect(int argc, char **argv) {
-  const char *shared = "../shared", *out = "data/records.jsonl.gz";
-  int schedules = 32, threads = 2, max_tasks = 1 << 30, list = 0;
-  double min_time_ms = 10;
-  uint64_t seed = 1;
-  const char *propose = NULL, *known_path = NULL;
-  int topk = 8, round_no = 1, mutate = 0, verify = 0, mutants = 4;
-  const char *adapt = NULL; /* --adapt MODEL: an adaptation round */
-  double minutes = 0;       /* --minutes M: no task starts after M minutes */
-  for (int i = 0; i < argc; i++) {
-    if (!strcmp(argv[i], "--shared") && i + 1 < argc) shared = argv[++i];
-    else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-    else if (!strcmp(argv[i], "--schedules") && i + 1 < argc) schedules = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--min-time-ms") && i + 1 < argc) min_time_ms = atof(argv[++i]);
-    else if (!strcmp(argv[i], "--max-tasks") && i + 1 < argc) max_tasks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-    else if (!strcmp(argv[i], "--list")) list = 1;
-    else if (!strcmp(argv[i], "--propose") && i + 1 < argc) propose = argv[++i];
-    else if (!strcmp(argv[i], "--topk") && i + 1 < argc) topk = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--round") && i + 1 < argc) round_no = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--mutate") && i + 1 < argc) mutate = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--verify") && i + 1 < argc) verify = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--known") && i + 1 < argc) known_path = argv[++i];
-    else if (!strcmp(argv[i], "--adapt") && i + 1 < argc) adapt = argv[++i];
-    else if (!strcmp(argv[i], "--mutants") && i + 1 < argc) mutants = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--minutes") && i + 1 < argc) minutes = atof(argv[++i]);
-    else if (!strcmp(argv[i], "--synthetic") && i + 1 < argc) tlm_tasks_set_synthetic(atoi(argv[++i]));
-    else if (!strcmp(argv[i], "--synthetic-conv") && i + 1 < argc) tlm_tasks_set_synthetic_conv(atoi(argv[++i]));
-    else {
-      usage();
-      return !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") ? 0 : 2;
-    }
-  }
-  if (propose) schedules = topk;
-  if (mutate) schedules = mutate;
-  if (verify || adapt) schedules = 1; /* a task is done once verified in this round */
-  if ((propose && mutate) || (verify && (propose || mutate)) || (adapt && (propose || mutate || verify)) ||
-      verify < 0 || verify >= TLM_SIDE_MAX || mutate < 0 || schedules < 1 || threads < 1 ||
-      min_time_ms <= 0 || topk < 1 || topk > 64 || round_no < 1 || mutants < 0 ||
-      mutants >= TLM_SIDE_MAX || !(minutes >= 0)) {
-    usage();
-    return 2;
-  }
+int tlm_collect_opts_check(tlm_collect_opts *o) {
+  if (o->propose) o->schedules = o->topk;
+  if (o->mutate) o->schedules = o->mutate;
+  if (o->verify || o->adapt) o->schedules = 1; /* a task is done once verified in this round */
+  int bad = (o->propose && o->mutate) || (o->verify && (o->propose || o->mutate)) ||
+            (o->adapt && (o->propose || o->mutate || o->verify)) || o->verify < 0 ||
+            o->verify >= TLM_SIDE_MAX || o->mutate < 0 || o->schedules < 1 || o->threads < 1 ||
+            o->min_time_ms <= 0 || o->topk < 1 || o->topk > 64 || o->round_no < 1 ||
+            o->mutants < 0 || o->mutants >= TLM_SIDE_MAX || !(o->minutes >= 0);
+  return bad ? -1 : 0;
+}
+
+int tlm_collect_run(const tlm_collect_opts *o) {
+  const char *shared = o->shared, *out = o->out;
+  int schedules = o->schedules, threads = o->threads, max_tasks = o->max_tasks, list = o->list;
+  double min_time_ms = o->min_time_ms;
+  uint64_t seed = o->seed;
+  const char *propose = o->propose, *known_path = o->known_path;
+  int topk = o->topk, round_no = o->round_no, mutate = o->mutate, verify = o->verify;
+  int mutants = o->mutants;
+  const char *adapt = o->adapt;
+  double minutes = o->minutes;
   char err[512];
   tlm_task_spec *tasks;
   int ntasks = tlm_tasks_build(shared, seed, &tasks, err, sizeof err);
