@@ -260,6 +260,25 @@ int tlm_engine_tune_enqueue(tlm_runtime *rt, const tlm_task *task, const void *a
                             size_t args_bytes, void **bufs, const size_t *sizes,
                             const int *is_in, const int *is_out, int nbufs);
 
+/* A runtime from a checked configuration (api/tlm.c checks it): locks, the
+ * kernel table, the target (restricted to config->isa), the worker threads
+ * and their scratch, the JIT, the model (config->model_path, else the
+ * adapted or shipped one), the disk cache (at most disk_cap_bytes; none when
+ * cache_dir is "none" or unusable, with a warning). Returns TLM_OK with *out
+ * set, or the status with a message in err (errcap bytes) and *out NULL:
+ * TLM_ERR_OUT_OF_MEMORY, TLM_ERR_UNSUPPORTED (an ISA the CPU lacks),
+ * TLM_ERR_THREAD, TLM_ERR_JIT, or a model load's status for a model named
+ * explicitly. */
+tlm_status tlm_engine_create(const tlm_config *config, int64_t disk_cap_bytes, tlm_runtime **out,
+                             char *err, int errcap);
+
+/* Stops the background thread, adds this runtime's counters to the disk
+ * cache's lifetime ones, and frees everything (NULL: nothing). */
+void tlm_engine_destroy(tlm_runtime *rt);
+
+/* The runtime's counters (tlm_get_stats). Thread-safe. */
+void tlm_engine_stats(const tlm_runtime *rt, tlm_stats *out);
+
 /* Where `tlm adapt` writes, and tlm_create looks first for, the model
  * adapted to this machine at this target ISA:
  * <disk cache dir>/models/adapted-<isa>-<CPU identity, 16 hex digits>.tlmq
