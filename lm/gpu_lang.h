@@ -13,7 +13,7 @@
  *
  * Row operators use op:softmax|layernorm|rmsnorm, causal:<0|1> in place of
  * bias, the unit flags of x, gamma and y, axes m = rows and n = cols. The
- * vocabulary of the CPU model (TLM_LM_VOCAB_VERSION 7) does not hold these
+ * vocabulary of the CPU model (any TLM_LM_VOCAB_VERSION) does not hold these
  * words: a GPU model needs GPU-measured records first, and `tlm gpu export`
  * writes each kernel's sentence into the device check's manifest so its
  * timings are such records. */

@@ -171,6 +171,7 @@ typedef struct tlm_lm_file_info {
   int64_t step;
   uint64_t seed, checksum;
   uint32_t isa_seen, rule_version;
+  uint32_t vocab_version; /* the vocabulary (and prompts) it was trained with */
   tlm_lm_hw_set hw_seen;
 } tlm_lm_file_info;
 

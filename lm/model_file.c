@@ -136,11 +136,12 @@ static tlm_status open_model(const char *path, uint32_t want_kind, uint8_t **dat
       cfg->layers > 64 || cfg->heads < 1 || cfg->width < TLM_Q8_BLOCK || cfg->width > 8192 ||
       cfg->width % cfg->heads || cfg->width % TLM_Q8_BLOCK)
     BAD("model %s: invalid configuration", path);
-  tlm_vocab_build(vocab);
-  if (get(r, &vv, 4) || vv != TLM_LM_VOCAB_VERSION || get(r, &vsum, 8) ||
-      vsum != tlm_vocab_checksum(vocab) || get(r, &vn, 4) || (int)vn != vocab->n ||
-      cfg->vocab != vocab->n)
-    BAD("model %s: vocabulary differs from this build's (version %u)", path, TLM_LM_VOCAB_VERSION);
+  if (get(r, &vv, 4) || tlm_vocab_build_version(vocab, (int)vv))
+    BAD("model %s: vocabulary version %u, this build reads %d to %d", path, vv,
+        TLM_LM_VOCAB_VERSION_MIN, TLM_LM_VOCAB_VERSION);
+  if (get(r, &vsum, 8) || vsum != tlm_vocab_checksum(vocab) || get(r, &vn, 4) ||
+      (int)vn != vocab->n || cfg->vocab != vocab->n)
+    BAD("model %s: vocabulary differs from this build's version %u", path, vv);
   for (uint32_t i = 0; i < vn; i++) {
     char t[16];
     if (get(r, t, 16) || memcmp(t, vocab->tok[i], 16)) BAD("model %s: vocabulary differs", path);
@@ -190,6 +191,7 @@ tlm_status tlm_lm_file_read(const char *path, uint32_t want_kind, uint8_t **data
   uint32_t prov[2];
   tlm_status st = open_model(path, want_kind, data, &r, &info->cfg, v, &info->step, &info->seed,
                              &info->checksum, prov, &info->hw_seen, err, errcap);
+  info->vocab_version = (uint32_t)v->version;
   free(v);
   if (st) return st;
   info->isa_seen = prov[0];

@@ -20,8 +20,12 @@ static void add_decision(tlm_vocab *v, int kind, int value) {
   v->decision[kind][value] = (int16_t)add(v, s);
 }
 
-void tlm_vocab_build(tlm_vocab *v) {
+void tlm_vocab_build(tlm_vocab *v) { (void)tlm_vocab_build_version(v, TLM_LM_VOCAB_VERSION); }
+
+int tlm_vocab_build_version(tlm_vocab *v, int version) {
+  if (version < TLM_LM_VOCAB_VERSION_MIN || version > TLM_LM_VOCAB_VERSION) return -1;
   memset(v, 0, sizeof *v);
+  v->version = version;
   memset(v->decision, 0xff, sizeof v->decision); /* -1 */
   static const char *fixed[] = {"<pad>", "<bos>", "<sep>", "<eos>", "op:matmul", "dtype:f32",
                                 "bias:0", "bias:1", "res:0", "res:1", "act:none", "act:relu",
@@ -75,6 +79,13 @@ void tlm_vocab_build(tlm_vocab *v) {
   add(v, "fma:128");
   add(v, "fma:256");
   add(v, "fma:512");
+  if (version < 8) return 0;
+  /* version 8: trailing zero bits up to 10 (a row of 1024 floats is 4 KiB:
+   * operands whose rows are multiples of it alias in the caches, so N = 768
+   * and N = 1024 want different schedules; both read p2:6 before), and a
+   * depthwise convolution's n word is its group count (conv_words) */
+  for (int i = 7; i <= 10; i++) snprintf(s, sizeof s, "p2:%d", i), add(v, s);
+  return 0;
 }
 
 int tlm_vocab_find(const tlm_vocab *v, const char *s) {
@@ -112,6 +123,10 @@ static int extent_tokens(const tlm_vocab *v, const char *axis, int64_t e, int32_
   out[0] = tlm_vocab_find(v, s);
   int mag, frac, p2;
   tlm_lm_extent_words(e, &mag, &frac, &p2);
+  if (v->version >= 8) { /* trailing zero bits up to 10 */
+    p2 = __builtin_ctzll((unsigned long long)(e < 1 ? 1 : e));
+    if (p2 > 10) p2 = 10;
+  }
   out[1] = tok(v, "mag:%lld", mag);
   out[2] = tok(v, "frac:%lld", frac);
   out[3] = tok(v, "p2:%lld", p2);
@@ -194,8 +209,12 @@ static int conv_words(const tlm_vocab *v, const tlm_task *task, int32_t *out) {
                                : c->ICg == 1 && c->OCg == 1 ? "groups:dw"
                                                             : "groups:some");
   out[n++] = tlm_vocab_find(v, k_act_words[c->act >= 0 && c->act < 5 ? c->act : 0]);
+  /* n: the output channels a kernel's lanes run along: OCg, or from
+   * version 8 the groups of a depthwise convolution (OCg = 1 read every
+   * depthwise layer alike) */
+  int dw = v->version >= 8 && c->G > 1 && c->ICg == 1 && c->OCg == 1;
   n += shape_words(v, c->unit & TLM_UNIT_CONV_SRC_C, c->unit & TLM_UNIT_CONV_WEI_O,
-                   c->unit & TLM_UNIT_CONV_DST_C, c->N, c->OD * c->OH * c->OW, c->OCg,
+                   c->unit & TLM_UNIT_CONV_DST_C, c->N, c->OD * c->OH * c->OW, dw ? c->G : c->OCg,
                    (int64_t)c->ICg * c->KD * c->KH * c->KW, out + n);
   return n;
 }

@@ -40,9 +40,13 @@
  *
  * Decision tokens are "<kind>:<value>" (vec:16, tile:8, unroll:4, order:1,
  * pack:0, par:2, at:3); tile tokens are shared by every tile point.
- * The vocabulary is rebuilt identically by every build of one
- * TLM_LM_VOCAB_VERSION and stored in model files, which are refused when
- * theirs differs. */
+ * The vocabulary of each version is rebuilt identically by every build and
+ * stored in model files with its version. A build trains and writes
+ * TLM_LM_VOCAB_VERSION and reads every version from
+ * TLM_LM_VOCAB_VERSION_MIN: a model keeps the words and prompts it was
+ * trained with (tlm_vocab.version; version 8 added the p2 words 7-10 and
+ * the depthwise n word), and a file whose words differ from its version's
+ * is refused. */
 #ifndef TLM_LM_VOCAB_H
 #define TLM_LM_VOCAB_H
 
@@ -52,7 +56,8 @@
 #include "../runtime/target.h"
 #include "../runtime/task.h"
 
-#define TLM_LM_VOCAB_VERSION 7
+#define TLM_LM_VOCAB_VERSION 8     /* what this build trains and writes */
+#define TLM_LM_VOCAB_VERSION_MIN 7 /* the oldest it reads (and prompts for) */
 #define TLM_LM_MAX_VOCAB 512
 #define TLM_LM_TASK_LEN 32 /* task and hardware words, <sep>, padding */
 #define TLM_LM_PROMPT_LEN (TLM_LM_TASK_LEN + 1 + TLM_MAX_POINTS)
@@ -62,6 +67,7 @@ enum { TLM_TOK_PAD = 0, TLM_TOK_BOS = 1, TLM_TOK_SEP = 2, TLM_TOK_EOS = 3 };
 
 typedef struct tlm_vocab {
   int32_t n;
+  int32_t version; /* TLM_LM_VOCAB_VERSION_MIN .. TLM_LM_VOCAB_VERSION: its words and prompts */
   char tok[TLM_LM_MAX_VOCAB][16];
   /* decision token of (point kind, value), -1 if none; values < 4097 */
   int16_t decision[8][4097];
@@ -70,8 +76,16 @@ typedef struct tlm_vocab {
 /* Builds the vocabulary of TLM_LM_VOCAB_VERSION. Deterministic. */
 void tlm_vocab_build(tlm_vocab *v);
 
+/* Builds the vocabulary of an older version, whose prompts a model file of
+ * that version was trained on (the prompt writers follow v->version).
+ * Returns 0, or -1 for a version outside TLM_LM_VOCAB_VERSION_MIN ..
+ * TLM_LM_VOCAB_VERSION. Deterministic. */
+int tlm_vocab_build_version(tlm_vocab *v, int version);
+
 /* The words an extent e >= 1 is spelled with: mag:<floor(log2 e), at most
- * 40> frac:<quarter of the octave> p2:<trailing zero bits, at most 6>. */
+ * 40> frac:<quarter of the octave> p2:<trailing zero bits, at most 6> (the
+ * GPU language's and vocabulary 7's; the CPU prompt spells up to 10 from
+ * version 8). */
 void tlm_lm_extent_words(int64_t e, int *mag, int *frac, int *p2);
 
 /* Token id of a string, -1 if absent. */

@@ -203,6 +203,33 @@ int main(void) {
     for (int j = 0; j < TLM_LM_TASK_LEN - 1; j++) pads += pr[j] == TLM_TOK_PAD;
     CHECK(pads == 0, "extent %lld has no token", (long long)unseen[i]);
   }
+  /* vocabulary versions: 8 spells N = 768 and N = 1024 apart (p2:8, p2:10),
+   * 7 (the files it reads for older models) both as p2:6; other versions
+   * are refused */
+  {
+    static tlm_vocab v7;
+    CHECK(tlm_vocab_build_version(&v7, 7) == 0 && v7.version == 7 && v7.n == vocab.n - 4,
+          "vocabulary 7: %d words", v7.n);
+    CHECK(tlm_vocab_build_version(&v7, TLM_LM_VOCAB_VERSION_MIN - 1) != 0 &&
+              tlm_vocab_build_version(&v7, TLM_LM_VOCAB_VERSION + 1) != 0,
+          "a vocabulary version outside the range builds");
+    tlm_vocab_build_version(&v7, 7);
+    static const int64_t ns[] = {768, 1024};
+    static const char *const want8[] = {"p2:8", "p2:10"};
+    for (int i = 0; i < 2; i++) {
+      tlm_task t;
+      memset(&t, 0, sizeof t);
+      t.kind = TLM_OP_MATMUL;
+      t.u.mm.M = 128, t.u.mm.N = ns[i], t.u.mm.K = 768;
+      int32_t p8[TLM_LM_PROMPT_LEN], p7[TLM_LM_PROMPT_LEN];
+      tlm_lm_prompt(&vocab, &t, &rt->target, p8);
+      tlm_lm_prompt(&v7, &t, &rt->target, p7);
+      /* the n axis' words: ax:n mag frac p2 after bos, 8 task words, b and m */
+      CHECK(!strcmp(vocab.tok[p8[20]], want8[i]) && !strcmp(v7.tok[p7[20]], "p2:6"),
+            "N=%lld: p2 word %s (vocabulary 8), %s (7)", (long long)ns[i], vocab.tok[p8[20]],
+            v7.tok[p7[20]]);
+    }
+  }
 
   /* a random-weight model, large enough weights to give peaked logits */
   tlm_gpt2_config mc = {.vocab = vocab.n, .max_seq = TLM_LM_MAX_SEQ, .layers = 2, .heads = 4, .width = 64};

@@ -43,7 +43,7 @@ static void header(wbuf *b, uint32_t kind, const tlm_gpt2_config *c, const tlm_v
   put_u32(b, TLM_LM_FILE_VERSION);
   put_u32(b, kind);
   put(b, c, sizeof *c);
-  put_u32(b, TLM_LM_VOCAB_VERSION);
+  put_u32(b, (uint32_t)v->version);
   put_u64(b, tlm_vocab_checksum(v));
   put_u32(b, (uint32_t)v->n);
   for (int i = 0; i < v->n; i++) put(b, v->tok[i], 16);
@@ -151,6 +151,7 @@ tlm_status tlm_gpt2_load(tlm_gpt2 *m, const char *path, char *err, int errcap) {
   m->isa_seen = info.isa_seen;
   m->rule_version = info.rule_version;
   m->hw_seen = info.hw_seen;
+  m->vocab_version = (int32_t)info.vocab_version;
   free(d);
   return TLM_OK;
 }
@@ -211,6 +212,7 @@ tlm_status tlm_gpt2_from_lm(tlm_gpt2 *m, const tlm_lm_model *q) {
   m->isa_seen = q->isa_seen;
   m->rule_version = q->rule_version;
   m->hw_seen = q->hw_seen;
+  m->vocab_version = q->vocab.version;
   return TLM_OK;
 }
 

@@ -296,8 +296,24 @@ int tlm_train_run(const tlm_train_opts *o) {
   tlm_best_set_max_round(o->max_round);
   tlm_runtime *rt = tlm_tool_runtime("tlm train", threads, "none", "none");
   if (!rt) return 1;
+  /* sentences in the vocabulary (and prompts) of the model fine-tuned,
+   * else this build's */
   static tlm_vocab vocab;
-  tlm_vocab_build(&vocab);
+  int vocab_version = TLM_LM_VOCAB_VERSION;
+  if (init) {
+    uint8_t *d = NULL;
+    const uint8_t *payload;
+    size_t len;
+    tlm_lm_file_info info;
+    char ierr[512];
+    if (tlm_lm_file_read(init, TLM_LM_KIND_INT8, &d, &payload, &len, &info, ierr, sizeof ierr) ==
+            TLM_OK ||
+        tlm_lm_file_read(init, TLM_LM_KIND_FP32, &d, &payload, &len, &info, ierr, sizeof ierr) ==
+            TLM_OK)
+      vocab_version = (int)info.vocab_version;
+    free(d);
+  }
+  tlm_vocab_build_version(&vocab, vocab_version);
   tlm_best *best;
   int nbest = tlm_best_load(records, 0, &best);
   if (nbest <= 0) {
@@ -588,11 +604,11 @@ int tlm_quantize_run(const char *ckpt, const char *model, const char *const *onl
   tlm_gpt2 m;
   char err[512];
   static tlm_vocab vocab;
-  tlm_vocab_build(&vocab);
   if (tlm_gpt2_load(&m, ckpt, err, sizeof err)) {
     fprintf(stderr, "tlm quantize: %s\n", err);
     return 1;
   }
+  tlm_vocab_build_version(&vocab, m.vocab_version); /* the checkpoint's */
   if (nonly) { /* keep the named prompts, in the checkpoint's order */
     tlm_lm_hw_set kept = {0};
     int found[TLM_LM_MAX_HW] = {0};
