@@ -98,7 +98,7 @@ static void usage_train(void) {
           "usage: tlm train --records FILE --out CKPT [--steps N] [--pretrain N] [--batch B]\n"
           "                 [--layers L] [--heads H] [--width C] [--lr LR] [--seed S]\n"
           "                 [--shared DIR] [--threads N] [--rule-margin F] [--targets latest|mean]\n"
-          "                 [--init MODEL] [--max-seconds S]\n"
+          "                 [--init MODEL] [--max-seconds S] [--epilogue-variants]\n"
           "  Trains the tensor language model (fp32) on the best measured schedule of\n"
           "  every training task in the records (held-out families excluded), after\n"
           "  --pretrain steps on random schedules of the same tasks. Deterministic for\n"
@@ -143,6 +143,10 @@ static void usage_train(void) {
           "  where a schedule beat the rule. What `tlm adapt` uses, so that a model\n"
           "  fine-tuned on few measurements of a new target falls back on that\n"
           "  target's rule for shapes unlike those measured.\n"
+          "  --epilogue-variants: teach each convolution's target also on the same\n"
+          "  layer with a bare epilogue and with bias and ReLU (the epilogue runs once\n"
+          "  per output after the reduction, and the records hold most layers under\n"
+          "  one epilogue only).\n"
           "  --unmeasured-rule best|skip|rule: a task (on one machine) whose records\n"
           "  never timed the current rule's schedule (they predate a rule change)\n"
           "  cannot say whether its best beats that rule: teach nothing (skip, the\n"
@@ -184,6 +188,7 @@ int tlm_cmd_train(int argc, char **argv) {
     else if (!strcmp(a, "--init") && v) o.init = argv[++i];
     else if (!strcmp(a, "--max-seconds") && v) o.max_seconds = atof(argv[++i]);
     else if (!strcmp(a, "--rule-prior")) o.rule_prior = 1;
+    else if (!strcmp(a, "--epilogue-variants")) o.epilogue_variants = 1;
     else if (!strcmp(a, "--unmeasured-rule") && v && !strcmp(argv[i + 1], "best")) o.unmeasured_rule = 0, i++;
     else if (!strcmp(a, "--unmeasured-rule") && v && !strcmp(argv[i + 1], "skip")) o.unmeasured_rule = 1, i++;
     else if (!strcmp(a, "--unmeasured-rule") && v && !strcmp(argv[i + 1], "rule")) o.unmeasured_rule = 2, i++;

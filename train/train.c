@@ -267,6 +267,33 @@ static void run_steps(tlm_gpt2 *m, dataset *d, int steps, int64_t step0, int64_t
   free(al);
 }
 
+/* --epilogue-variants: a convolution's target taught again on the same
+ * layer with a bare epilogue (no bias, scale-shift, residual or activation)
+ * and with bias and ReLU, where its space accepts it. A convolution's
+ * epilogue runs once per output element after the whole reduction, so it
+ * rarely moves the best schedule; but the records hold many layers under one
+ * epilogue only (MobileNet's NHWC layers with bias and ReLU), and a model
+ * taught so keyed on the epilogue words: candidate 33 put the lanes of
+ * MobileNet's first depthwise layer along ow without an epilogue.
+ * Returns the sentences added. */
+static int conv_epilogue_variants(dataset *fine, const tlm_vocab *vocab, const tlm_task *task,
+                                  const tlm_target *tg, const tlm_schedule *target) {
+  int added = 0;
+  for (int v = 0; v < 2; v++) {
+    tlm_task vt = *task;
+    tlm_conv_task *c = &vt.u.conv;
+    c->has_ss = c->has_residual = 0;
+    c->has_bias = v;
+    c->act = v ? TLM_ACT_RELU : TLM_ACT_NONE;
+    if (!memcmp(&vt, task, sizeof vt)) continue;
+    tlm_space vs;
+    if (tlm_space_init(&vs, &vt, tg) || !tlm_space_accepts(&vs, target)) continue;
+    dataset_add(fine, vocab, &vs, target);
+    added++;
+  }
+  return added;
+}
+
 void tlm_train_opts_init(tlm_train_opts *o) {
   *o = (tlm_train_opts){.shared = "../shared", .steps = 2000, .batch = 32, .layers = 4, .heads = 4,
                         .width = 128, .threads = 2, .lr = 1e-3f, .rule_margin = 0.03,
@@ -292,6 +319,7 @@ int tlm_train_run(const tlm_train_opts *o) {
   const char *skip_family = o->skip_family, *init = o->init;
   double good = o->good, max_seconds = o->max_seconds;
   int good_k = o->good_k, rule_prior = o->rule_prior, unmeasured_rule = o->unmeasured_rule;
+  int epilogue_variants = o->epilogue_variants;
   uint64_t seed = o->seed;
   tlm_best_set_max_round(o->max_round);
   tlm_runtime *rt = tlm_tool_runtime("tlm train", threads, "none", "none");
@@ -327,6 +355,7 @@ int tlm_train_run(const tlm_train_opts *o) {
   uint64_t rng = seed;
   int taught_rule = 0, beat_rule = 0, no_rule = 0, verified_tasks = 0, near_extra = 0;
   int equal_moved = 0, rule_dropped = 0, good_sentences = 0, good_tasks = 0, fine_tasks = 0;
+  int epilogue_sentences = 0;
   uint32_t isa_seen = 0;
   tlm_lm_hw_set hw_seen = {0};
   int foreign_isa = 0, hw_full = 0;
@@ -450,6 +479,8 @@ int tlm_train_run(const tlm_train_opts *o) {
     }
     if (target == &rule && drop_rule) target = NULL, rule_dropped++;
     if (target) dataset_add(&fine, &vocab, &s, target), fine_tasks++;
+    if (target && epilogue_variants && task.kind == TLM_OP_CONV)
+      epilogue_sentences += conv_epilogue_variants(&fine, &vocab, &task, &tg, target);
     for (int r = 0; r < 8 && pretrain > 0; r++) {
       tlm_schedule rs;
       tlm_space_sample(&s, &rng, &rs);
@@ -525,6 +556,9 @@ int tlm_train_run(const tlm_train_opts *o) {
   if (good > 0)
     fprintf(stderr, "tlm train: --good %.2f: %d sentences on %d tasks (schedules at least %.2fx the rule's speed)\n",
             good, good_sentences, good_tasks, 1 + good);
+  if (epilogue_variants)
+    fprintf(stderr, "tlm train: --epilogue-variants: %d more convolution sentences\n",
+            epilogue_sentences);
   if (drop_rule)
     fprintf(stderr, "tlm train: --rule-targets drop: %d tasks taught nothing (the rule was their target)\n",
             rule_dropped);

@@ -33,6 +33,7 @@ typedef struct tlm_train_opts {
   int rule_prior;          /* teach the rule on the unmeasured training tasks */
   int unmeasured_rule;     /* tasks whose records never timed the rule: 0 best, 1 skip, 2 rule */
   int max_round;           /* leave out verification rounds after this one */
+  int epilogue_variants;   /* convolutions' targets also taught with other epilogues */
 } tlm_train_opts;
 
 /* The defaults of `tlm train`. */
