@@ -33,7 +33,7 @@ static int ilog2(uint64_t x) {
  * prompt spells them */
 static void extent(out *o, const char *axis, int64_t e) {
   int mag, frac, p2;
-  tlm_lm_extent_words(e, &mag, &frac, &p2);
+  tlm_lm_extent_words(e, 6, &mag, &frac, &p2);
   word(o, "ax:%s", axis);
   word(o, "mag:%d", mag);
   word(o, "frac:%d", frac);

@@ -107,26 +107,22 @@ static int ilog2(uint64_t x) {
   return l;
 }
 
-void tlm_lm_extent_words(int64_t e, int *mag, int *frac, int *p2) {
+void tlm_lm_extent_words(int64_t e, int p2_max, int *mag, int *frac, int *p2) {
   if (e < 1) e = 1;
   *mag = ilog2((uint64_t)e);
   if (*mag > 40) *mag = 40;
   *frac = (int)(4.0 * ((double)e / (double)((uint64_t)1 << *mag) - 1.0));
   if (*frac > 3) *frac = 3;
   *p2 = __builtin_ctzll((unsigned long long)e);
-  if (*p2 > 6) *p2 = 6;
+  if (*p2 > p2_max) *p2 = p2_max;
 }
 
 static int extent_tokens(const tlm_vocab *v, const char *axis, int64_t e, int32_t *out) {
   char s[16];
   snprintf(s, sizeof s, "ax:%s", axis);
   out[0] = tlm_vocab_find(v, s);
-  int mag, frac, p2;
-  tlm_lm_extent_words(e, &mag, &frac, &p2);
-  if (v->version >= 8) { /* trailing zero bits up to 10 */
-    p2 = __builtin_ctzll((unsigned long long)(e < 1 ? 1 : e));
-    if (p2 > 10) p2 = 10;
-  }
+  int mag, frac, p2; /* trailing zero bits up to 10 from version 8 */
+  tlm_lm_extent_words(e, v->version >= 8 ? 10 : 6, &mag, &frac, &p2);
   out[1] = tok(v, "mag:%lld", mag);
   out[2] = tok(v, "frac:%lld", frac);
   out[3] = tok(v, "p2:%lld", p2);

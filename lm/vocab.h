@@ -83,10 +83,9 @@ void tlm_vocab_build(tlm_vocab *v);
 int tlm_vocab_build_version(tlm_vocab *v, int version);
 
 /* The words an extent e >= 1 is spelled with: mag:<floor(log2 e), at most
- * 40> frac:<quarter of the octave> p2:<trailing zero bits, at most 6> (the
- * GPU language's and vocabulary 7's; the CPU prompt spells up to 10 from
- * version 8). */
-void tlm_lm_extent_words(int64_t e, int *mag, int *frac, int *p2);
+ * 40> frac:<quarter of the octave> p2:<trailing zero bits, at most p2_max>
+ * (6 for the GPU language and vocabulary 7, 10 from vocabulary 8). */
+void tlm_lm_extent_words(int64_t e, int p2_max, int *mag, int *frac, int *p2);
 
 /* Token id of a string, -1 if absent. */
 int tlm_vocab_find(const tlm_vocab *v, const char *s);

@@ -526,6 +526,47 @@ static void pooling(tlm_runtime *rt) {
   }
 }
 
+/* The space offers lanes along ow (vec_axis 1) for an NHWC destination only
+ * when the channels along the lanes do not fill a vector of the target: a
+ * depthwise layer of as many groups as lanes gets the channel axes only,
+ * one of fewer groups, and any NCHW layer, get ow too. */
+static void ow_lanes(tlm_runtime *rt) {
+  const int lanes = rt->target.vec_lanes;
+  if (lanes < 2) return; /* scalar target: no vector to fill */
+  struct {
+    int64_t g;
+    tlm_layout layout;
+    int want_ow;
+  } cases[] = {{lanes, TLM_LAYOUT_NHWC, 0}, {4 * lanes, TLM_LAYOUT_NHWC, 0},
+               {lanes - 1, TLM_LAYOUT_NHWC, 1}, {lanes, TLM_LAYOUT_NCHW, 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char line[160], err[256];
+    snprintf(line, sizeof line, "g%lldmb1ic%lldih14oc%lldoh14kh3ph1n\"dw\"", (long long)cases[i].g,
+             (long long)cases[i].g, (long long)cases[i].g);
+    tlm_conv_prb prb;
+    tlm_conv_problem p;
+    tlm_task task;
+    tlm_conv_args args;
+    if (tlm_conv_prb_parse(line, &prb, err, sizeof err) != 1 ||
+        tlm_conv_problem_make(&prb, cases[i].layout, TLM_WEIGHTS_OIHW, NULL, 1, &p)) {
+      CHECK(0, "%s: %s", line, err);
+      continue;
+    }
+    if (tlm_validate_conv(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err) == TLM_OK) {
+      tlm_space space;
+      tlm_space_init(&space, &task, &rt->target);
+      int32_t d[TLM_MAX_POINTS] = {0}, c[TLM_MAX_CANDIDATES];
+      int n = tlm_space_candidates(&space, CV_AXIS, d, c), ow = 0;
+      for (int j = 0; j < n; j++) ow |= c[j] == 1;
+      CHECK(ow == cases[i].want_ow, "%s layout %d: lanes along ow %s (%d lanes)", line,
+            (int)cases[i].layout, ow ? "offered" : "not offered", lanes);
+    } else {
+      CHECK(0, "%s: %s", line, err);
+    }
+    tlm_conv_problem_free(&p);
+  }
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "../shared";
   if (check_isa_unsupported()) return CHECK_SKIP;
@@ -541,6 +582,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   bad(rt);
+  ow_lanes(rt);
   epilogues(rt);
   strided(rt);
   as_matmul();
