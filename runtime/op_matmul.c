@@ -47,9 +47,36 @@ static void mm_level0_blocks(const tlm_space *s, const int32_t *d, int upto, int
   const tlm_matmul_task *t = &s->task.u.mm;
   int64_t b1 = upto > MM_B1 ? d[MM_B1] : 1, m1 = upto > MM_M1 ? d[MM_M1] : 1;
   int64_t n1 = upto > MM_N1 ? d[MM_N1] : 1;
-  cnt[0] = ceil_div(tlm_task_batch_total(&s->task), (int64_t)d[MM_B3] * d[MM_B2] * b1);
-  cnt[1] = ceil_div(t->M, (int64_t)d[MM_M3] * d[MM_M2] * m1);
-  cnt[2] = ceil_div(t->N, (int64_t)d[MM_N3] * d[MM_N2] * n1);
+  int64_t b2 = upto > MM_B2 ? d[MM_B2] : 1, m2 = upto > MM_M2 ? d[MM_M2] : 1;
+  int64_t n2 = upto > MM_N2 ? d[MM_N2] : 1;
+  cnt[0] = ceil_div(tlm_task_batch_total(&s->task), (int64_t)d[MM_B3] * b2 * b1);
+  cnt[1] = ceil_div(t->M, (int64_t)d[MM_M3] * m2 * m1);
+  cnt[2] = ceil_div(t->N, (int64_t)d[MM_N3] * n2 * n1);
+}
+
+/* Keeps the candidates c[0..m) of level-2 or level-1 point p that leave at
+ * least min(threads, the most level-0 blocks) blocks, the points after p
+ * counted as 1; the most blocks are those of the smallest candidate, so the
+ * result is never empty when c[0] is 1 or the smallest. */
+static int mm_keep_parallel(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int m,
+                            int32_t *out) {
+  int64_t workers = s->target.threads > 0 ? s->target.threads : 1;
+  int32_t dd[MM_NPOINTS];
+  memcpy(dd, d, sizeof(int32_t) * (size_t)p);
+  int64_t cnt[3], most = 0;
+  for (int i = 0; i < m; i++) {
+    dd[p] = c[i];
+    mm_level0_blocks(s, dd, p + 1, cnt);
+    if (cnt[0] * cnt[1] * cnt[2] > most) most = cnt[0] * cnt[1] * cnt[2];
+  }
+  int64_t want = most < workers ? most : workers;
+  int n = 0;
+  for (int i = 0; i < m; i++) {
+    dd[p] = c[i];
+    mm_level0_blocks(s, dd, p + 1, cnt);
+    if (cnt[0] * cnt[1] * cnt[2] >= want) out[n++] = c[i];
+  }
+  return n;
 }
 
 /* The parallel work a matmul schedule may leave: at least min(threads, the
@@ -141,7 +168,12 @@ static int mm_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c
   }
   case MM_N2: {
     int64_t cap = 512 * (int64_t)d[MM_N3];
-    n = tile_candidates(t->N > cap ? t->N : cap, d[MM_N3], c);
+    int m = tile_candidates(t->N > cap ? t->N : cap, d[MM_N3], c);
+    /* a level-2 tile that leaves fewer level-0 blocks than threads when a
+     * smaller one would not idles a core whatever the level-1 tiles are
+     * (4x1024:1024x1024 at tile_n2 = 64: one N block, half the speed on
+     * two cores; candidate 34, models/README.md session 26) */
+    n = mm_keep_parallel(s, p, d, c, m, c);
     break;
   }
   case MM_M2: {
@@ -156,9 +188,14 @@ static int mm_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c
      * a block larger than M costs nothing) */
     int64_t l3b = mm_l3_m2(&s->target, d[MM_K1], d[MM_M3]);
     if (n > 0 && n < TLM_MAX_CANDIDATES && c[n - 1] < l3b) c[n++] = (int32_t)l3b;
+    n = mm_keep_parallel(s, p, d, c, n, c);
     break;
   }
-  case MM_B2: n = tile_candidates(btot, d[MM_B3], c); break;
+  case MM_B2: {
+    int m = tile_candidates(btot, d[MM_B3], c);
+    n = mm_keep_parallel(s, p, d, c, m, c);
+    break;
+  }
   case MM_N1:
   case MM_M1:
   case MM_B1: {

@@ -103,10 +103,12 @@ int main(int argc, char **argv) {
           tlm_schedule_str(&space, &sched, ss, sizeof ss);
           CHECK(tlm_space_accepts(&space, &sched), "%s: sampled schedule rejected: %s", ds, ss);
           /* a parallel schedule shares at least min(cores, the most level-0
-           * blocks its level-2 tiles allow) among the threads */
+           * blocks its register tile allows) among the threads: neither its
+           * level-2 nor its level-1 tiles leave a core idle */
           if (sched.v[MM_PARALLEL] > 0) {
             tlm_schedule most = sched;
             most.v[MM_N1] = most.v[MM_M1] = most.v[MM_B1] = 1;
+            most.v[MM_N2] = most.v[MM_M2] = most.v[MM_B2] = 1;
             most.v[MM_PARALLEL] = 3;
             ln_nest nest, nest_most;
             if (!ln_lower_matmul(&task, &sched, &nest) && !ln_lower_matmul(&task, &most, &nest_most)) {
