@@ -22,6 +22,7 @@
 
 #include "../cache/disk.h"
 #include "../cache/key.h"
+#include "../generic/generic.h"
 #include "../jit/build.h"
 #include "../runtime/status.h"
 #include "../runtime/clock.h"
@@ -137,9 +138,35 @@ static void kernel_name(const tlm_key *key, char *buf, size_t cap) {
 /* The builder's part: object code from disk or compiled now, linked. */
 /* cached 0: a private kernel (a tuning candidate) that neither comes from
  * nor goes to the disk cache */
+/* The schedule that names a family's tier-0 kernel (generic/): no point
+ * of any space takes -1, so it is no schedule a space accepts and its key
+ * is no compiled kernel's. */
+static void generic_sched(tlm_schedule *s) {
+  memset(s, 0, sizeof *s);
+  s->v[0] = -1;
+}
+
+static int is_generic_sched(const tlm_schedule *s) { return s->v[0] == -1; }
+
+/* the operator families with a tier-0 kernel */
+static int has_generic(const tlm_task *t) { return t->kind == TLM_OP_CONV; }
+
 static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, int cached, char *err,
                                int errcap) {
   double t0 = now_ms();
+  if (is_generic_sched(&k->sched)) {
+    if (!has_generic(&k->task)) {
+      snprintf(err, (size_t)errcap, "no generic kernel for operator kind %d", (int)k->task.kind);
+      return TLM_ERR_INTERNAL;
+    }
+    k->generic = 1;
+    k->fn = (void *)tlm_generic_conv(rt->target.isa);
+    k->scratch_bytes = 0;
+    k->code_bytes = 0;
+    k->from_disk = 0;
+    k->compile_ms = now_ms() - t0;
+    return TLM_OK;
+  }
   if (k->task.kind == TLM_OP_MATMUL && ln_lower_matmul(&k->task, &k->sched, &k->nest)) {
     snprintf(err, (size_t)errcap, "schedule does not lower to a loop nest");
     return TLM_ERR_INTERNAL;
@@ -363,7 +390,9 @@ static int nearest_sibling(tlm_runtime *rt, const tlm_space *space, int ready,
   for (size_t i = 0; i < rt->kernels.n; i++) {
     tlm_kernel *k = (tlm_kernel *)rt->kernels.list[i];
     int state = atomic_load(&k->entry.state);
-    if (state == TLM_ENTRY_FAILED || (ready && state != TLM_ENTRY_READY)) continue;
+    if (state == TLM_ENTRY_FAILED || (ready && state != TLM_ENTRY_READY) ||
+        is_generic_sched(&k->sched))
+      continue;
     tlm_key_schedule(&kf, &k->task, &rt->target, &none);
     if (!tlm_key_equal(&fam, &kf) || !tlm_space_accepts(space, &k->sched)) continue;
     double d = extent_distance(&space->task, &k->task);
@@ -674,6 +703,16 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
     tlm_key sib_key;
     int has_sib = rt->cfg.async_compile && tlm_space_init(&space, task, &rt->target) == 0 &&
                   nearest_sibling(rt, &space, 1, NULL, &sib_key);
+    if (!has_sib && rt->cfg.async_compile && !rt->cfg.disable_generic && has_generic(task)) {
+      /* no sibling: the family's tier-0 kernel (generic/), ready at once */
+      tlm_schedule gs;
+      generic_sched(&gs);
+      tlm_kernel *gk;
+      if (get_kernel(rt, task, &gs, &gk, NULL, err, errcap) == TLM_OK) {
+        tlm_key_schedule(&sib_key, task, &rt->target, &gs);
+        has_sib = 1;
+      }
+    }
     if (has_sib) {
       /* answer now with another shape's kernel of this operator; the
        * background thread builds this shape's own (bg_build). The plan is
@@ -767,7 +806,10 @@ static void exec_attn_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
 
 static void exec_conv_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
   exec_ctx *e = ctx;
-  ((tlm_conv_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
+  if (e->k->generic)
+    ((tlm_generic_conv_fn)e->k->fn)(&e->k->task.u.conv, e->args, begin, end);
+  else
+    ((tlm_conv_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
 }
 
 /* the executor of each operator kind: its kernels' ABI */
@@ -781,6 +823,10 @@ static void (*const k_exec_chunk[])(void *, int64_t, int64_t, int) = {
 
 /* iterations of the kernel's parallel loop for this task */
 static int64_t parallel_count(const tlm_kernel *k, const tlm_task *task) {
+  if (k->generic) { /* rows (n, od, oh) */
+    const tlm_conv_task *c = &task->u.conv;
+    return c->N * c->OD * c->OH;
+  }
   const tlm_family *f = tlm_family_of(task);
   return f ? f->parallel_count(task, &k->sched, &k->nest) : 1;
 }

@@ -43,6 +43,9 @@ typedef struct tlm_kernel {
   tlm_jit_code *code;
   size_t code_bytes;     /* object code size */
   int from_disk;
+  int generic;           /* 1: a tier-0 kernel of generic/ (no code of its
+                            own: fn is that ISA's build, run on task's
+                            static fields), schedule tlm_engine_generic_sched */
 } tlm_kernel;
 _Static_assert(offsetof(tlm_kernel, entry) == 0, "a table entry is its kernel");
 

@@ -1,0 +1,195 @@
+/* conv.c - the tier-0 convolution (generic.h), built once per ISA with
+ * TLM_GENERIC_SUFFIX naming it and the ISA's -m flags (CMakeLists.txt).
+ *
+ * Register block: PB output pixels of one row x OCB output channels of one
+ * group, accumulated over the window and the group's input channels: the
+ * Goto/BLIS outer-product micro-kernel with the pixel as the row, the
+ * channels as the vector axis. OCB is two vectors of the build's width
+ * (AVX-512 32, AVX2 16, SSE 8), so PB * 2 = 8 accumulator vectors plus the
+ * two weight vectors and a broadcast fit the 16 registers of AVX2 and SSE
+ * (and half of AVX-512's 32). Depthwise convolutions (one input and one
+ * output channel per group) take the channels of PB pixels as vectors
+ * instead, the weights one vector per window position. Padding: a pixel
+ * whose window position falls outside the input reads a block of zeros
+ * (stride 0), so the inner loops have no branch. Sums in float, in the
+ * order kd, kh, kw, input channel. */
+#include <math.h>
+#include <stddef.h>
+
+#include "generic.h"
+
+#ifndef TLM_GENERIC_SUFFIX
+#error "build with -DTLM_GENERIC_SUFFIX=<isa>"
+#endif
+#define CAT2(a, b) a##_##b
+#define CAT(a, b) CAT2(a, b)
+#define FN(name) CAT(name, TLM_GENERIC_SUFFIX)
+
+#if defined(__AVX512F__)
+#define OCB 32
+#elif defined(__AVX__)
+#define OCB 16
+#else
+#define OCB 8
+#endif
+#define PB 4
+
+static const float k_zeros[OCB] __attribute__((aligned(64)));
+
+static inline float act_f(int act, float x) {
+  switch (act) {
+  case TLM_ACT_RELU: return x < 0.0f ? 0.0f : x;
+  case TLM_ACT_GELU_TANH:
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  case TLM_ACT_SILU: return x / (1.0f + expf(-x));
+  case TLM_ACT_RELU6: return x < 0.0f ? 0.0f : (x > 6.0f ? 6.0f : x);
+  default: return x;
+  }
+}
+
+/* [lo, hi) of window positions k in [0, K) with 0 <= o*s - p + k*d < I */
+static void window(int64_t o, int32_t s, int32_t p, int32_t d, int32_t K, int64_t I, int64_t *lo,
+                   int64_t *hi) {
+  int64_t base = o * s - p;
+  *lo = 0, *hi = K;
+  while (*lo < K && base + *lo * d < 0) (*lo)++;
+  while (*hi > *lo && base + (*hi - 1) * d >= I) (*hi)--;
+}
+
+/* the epilogue of np pixels x ocn channels from oc, then the store */
+static void store_block(const tlm_conv_task *t, const tlm_conv_args *a, float acc[PB][OCB],
+                        int np, int ocn, int64_t n, int64_t oc, int64_t od, int64_t oh,
+                        int64_t ow) {
+  for (int p = 0; p < np; p++) {
+    float *dst = a->dst + n * a->sd[0] + od * a->sd[2] + oh * a->sd[3] + (ow + p) * a->sd[4];
+    const float *res = t->has_residual ? a->res + n * a->sr[0] + od * a->sr[2] + oh * a->sr[3] +
+                                             (ow + p) * a->sr[4]
+                                       : NULL;
+    for (int o = 0; o < ocn; o++) {
+      int64_t c = oc + o;
+      float v = acc[p][o];
+      if (t->has_bias) v += a->bias[c * a->sbias];
+      if (t->has_ss) v = v * a->scale[c * a->sscale] + a->shift[c * a->sshift];
+      if (res) v += res[c * a->sr[1]];
+      dst[c * a->sd[1]] = act_f(t->act, v);
+    }
+  }
+}
+
+/* one block of a convolution with input channels per group: PB pixels from
+ * ow, channels [oc, oc + ocn) of group g; `full`: ocn = OCB and the
+ * weights unit-stride along output channels (constant, so the compiler
+ * makes this two functions) */
+static inline __attribute__((always_inline)) void
+dense_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t od, int64_t oh,
+            int64_t ow, int np, int64_t g, int64_t oc, int ocn, const int64_t kdr[2],
+            const int64_t khr[2], const int full) {
+  float acc[PB][OCB];
+  for (int p = 0; p < PB; p++)
+    for (int o = 0; o < OCB; o++) acc[p][o] = 0.0f;
+  const int64_t icg_stride = a->ss[1];
+  for (int64_t kd = kdr[0]; kd < kdr[1]; kd++) {
+    int64_t id = od * t->sd - t->pd + kd * t->dd;
+    for (int64_t kh = khr[0]; kh < khr[1]; kh++) {
+      int64_t ih = oh * t->sh - t->ph + kh * t->dh;
+      const float *row = a->src + n * a->ss[0] + g * t->ICg * icg_stride + id * a->ss[2] +
+                         ih * a->ss[3];
+      for (int64_t kw = 0; kw < t->KW; kw++) {
+        const float *xp[PB];
+        int64_t xs[PB];
+        for (int p = 0; p < PB; p++) {
+          int64_t iw = (ow + p) * t->sw - t->pw + kw * t->dw;
+          int in = p < np && iw >= 0 && iw < a->IW;
+          xp[p] = in ? row + iw * a->ss[4] : k_zeros;
+          xs[p] = in ? icg_stride : 0;
+        }
+        const float *wb = a->wei + oc * a->sw[0] + kd * a->sw[2] + kh * a->sw[3] + kw * a->sw[4];
+        for (int64_t i = 0; i < t->ICg; i++) {
+          const float *w = wb + i * a->sw[1];
+          float x[PB];
+          for (int p = 0; p < PB; p++) x[p] = xp[p][i * xs[p]];
+          if (full) {
+            for (int p = 0; p < PB; p++)
+              for (int o = 0; o < OCB; o++) acc[p][o] += x[p] * w[o];
+          } else {
+            for (int p = 0; p < PB; p++)
+              for (int o = 0; o < ocn; o++) acc[p][o] += x[p] * w[o * a->sw[0]];
+          }
+        }
+      }
+    }
+  }
+  store_block(t, a, acc, np, ocn, n, oc, od, oh, ow);
+}
+
+/* one block of a depthwise convolution: PB pixels from ow, channels
+ * [c, c + cn); `full`: cn = OCB and src's and the weights' channels
+ * unit-stride */
+static inline __attribute__((always_inline)) void
+dw_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t od, int64_t oh,
+         int64_t ow, int np, int64_t c, int cn, const int64_t kdr[2], const int64_t khr[2],
+         const int full) {
+  float acc[PB][OCB];
+  for (int p = 0; p < PB; p++)
+    for (int o = 0; o < OCB; o++) acc[p][o] = 0.0f;
+  for (int64_t kd = kdr[0]; kd < kdr[1]; kd++) {
+    int64_t id = od * t->sd - t->pd + kd * t->dd;
+    for (int64_t kh = khr[0]; kh < khr[1]; kh++) {
+      int64_t ih = oh * t->sh - t->ph + kh * t->dh;
+      const float *row = a->src + n * a->ss[0] + c * a->ss[1] + id * a->ss[2] + ih * a->ss[3];
+      for (int64_t kw = 0; kw < t->KW; kw++) {
+        const float *xp[PB];
+        int64_t xs[PB];
+        for (int p = 0; p < PB; p++) {
+          int64_t iw = (ow + p) * t->sw - t->pw + kw * t->dw;
+          int in = p < np && iw >= 0 && iw < a->IW;
+          xp[p] = in ? row + iw * a->ss[4] : k_zeros;
+          xs[p] = in ? a->ss[1] : 0;
+        }
+        const float *w = a->wei + c * a->sw[0] + kd * a->sw[2] + kh * a->sw[3] + kw * a->sw[4];
+        if (full) {
+          for (int p = 0; p < PB; p++)
+            for (int o = 0; o < OCB; o++) acc[p][o] += xp[p][o] * w[o];
+        } else {
+          for (int p = 0; p < PB; p++)
+            for (int o = 0; o < cn; o++) acc[p][o] += xp[p][o * xs[p]] * w[o * a->sw[0]];
+        }
+      }
+    }
+  }
+  store_block(t, a, acc, np, cn, n, c, od, oh, ow);
+}
+
+void FN(tlm_generic_conv)(const tlm_conv_task *t, const tlm_conv_args *a, int64_t begin,
+                          int64_t end) {
+  int dw = t->ICg == 1 && t->OCg == 1;
+  for (int64_t r = begin; r < end; r++) {
+    int64_t oh = r % a->OH, od = r / a->OH % a->OD, n = r / (a->OH * a->OD);
+    int64_t kdr[2], khr[2];
+    window(od, t->sd, t->pd, t->dd, t->KD, a->ID, &kdr[0], &kdr[1]);
+    window(oh, t->sh, t->ph, t->dh, t->KH, a->IH, &khr[0], &khr[1]);
+    if (dw) {
+      int unit = a->ss[1] == 1 && a->sw[0] == 1;
+      for (int64_t c = 0; c < t->G; c += OCB) {
+        int cn = t->G - c < OCB ? (int)(t->G - c) : OCB;
+        for (int64_t ow = 0; ow < a->OW; ow += PB) {
+          int np = a->OW - ow < PB ? (int)(a->OW - ow) : PB;
+          if (unit && cn == OCB) dw_block(t, a, n, od, oh, ow, np, c, cn, kdr, khr, 1);
+          else dw_block(t, a, n, od, oh, ow, np, c, cn, kdr, khr, 0);
+        }
+      }
+      continue;
+    }
+    for (int64_t g = 0; g < t->G; g++)
+      for (int64_t o0 = 0; o0 < t->OCg; o0 += OCB) {
+        int ocn = t->OCg - o0 < OCB ? (int)(t->OCg - o0) : OCB;
+        int64_t oc = g * t->OCg + o0;
+        for (int64_t ow = 0; ow < a->OW; ow += PB) {
+          int np = a->OW - ow < PB ? (int)(a->OW - ow) : PB;
+          if (a->sw[0] == 1 && ocn == OCB)
+            dense_block(t, a, n, od, oh, ow, np, g, oc, ocn, kdr, khr, 1);
+          else dense_block(t, a, n, od, oh, ow, np, g, oc, ocn, kdr, khr, 0);
+        }
+      }
+  }
+}

@@ -1,0 +1,122 @@
+/* The tier-0 convolution (generic/, issue #17) against the reference:
+ * every ISA build the host runs, on odd shapes (1, primes, channel counts
+ * and widths that fill no register block), groups and depthwise, padding,
+ * strides, dilation, 1-D and 3-D, every activation with bias, scale and
+ * shift and residual, NCHW and NHWC with OIHW and HWIO weights, the rows
+ * split among calls as the thread pool splits them. Then through the
+ * runtime: with TLM_ASYNC a new convolution with no kernel of its operator
+ * is answered by the tier-0 kernel (stats.provisional) and by its own
+ * kernel once the background build is done, both correct. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/validate.h"
+#include "check.h"
+#include "generic/generic.h"
+#include "runtime/target.h"
+#include "train/conv_problem.h"
+#include "train/problem.h"
+
+static const char *k_descs[] = {
+    "mb2ic7ih11oc13oh11kh3ph1",       "mb1ic16ih9oc5oh5kh3sh2ph1",
+    "g3mb1ic6ih10oc9oh10kh3ph1dh1",   "g8mb1ic8ih7oc8oh7kh3ph1",
+    "mb1ic5iw17oc3ow17kw3pw1",        "mb1ic2id5ih5iw5oc3od5oh5ow5kd3kh3kw3pd1ph1pw1",
+    "mb1ic10ih1iw1oc24oh1ow1kh1kw1",  "mb1ic3ih13oc37oh7kh3sh2ph1",
+    "mb1ic40ih6oc33oh6kh1",           "g37mb2ic37ih9oc37oh9kh3ph1",
+    "g64mb1ic64ih14oc64oh7kh3sh2ph1", "g19mb1ic19ih5oc38oh5kh3ph1",
+    "g3mb1ic3ih1iw1oc3oh1ow1kh1kw1",  "g1mb1ic1ih1oc1oh1kh1",
+    "g32mb1ic32ih9oc32oh5kh5sh2ph2dh0"};
+
+static double tol_of(const tlm_task *task) {
+  const tlm_conv_task *t = &task->u.conv;
+  return tlm_problem_tolerance((int64_t)t->ICg * t->KD * t->KH * t->KW);
+}
+
+static void direct(int host_isa) {
+  char err[256], what[256];
+  for (int isa = TLM_ISA_SCALAR; isa <= host_isa; isa++) {
+    tlm_generic_conv_fn fn = tlm_generic_conv(isa);
+    int cases = 0;
+    for (size_t i = 0; i < sizeof k_descs / sizeof k_descs[0]; i++) {
+      tlm_conv_prb prb;
+      CHECK(tlm_conv_prb_parse(k_descs[i], &prb, err, sizeof err) == 1, "%s: %s", k_descs[i], err);
+      for (int act = 0; act < TLM_ACT_COUNT_; act++)
+        for (int lay = 0; lay < 4; lay++) {
+          tlm_conv_epi epi = {act & 1, (act + 1) & 1, act >= 2, (tlm_activation)act};
+          tlm_conv_problem p;
+          if (tlm_conv_problem_make(&prb, lay & 1 ? TLM_LAYOUT_NHWC : TLM_LAYOUT_NCHW,
+                                    lay & 2 ? TLM_WEIGHTS_HWIO : TLM_WEIGHTS_OIHW, &epi, 7, &p))
+            continue;
+          snprintf(what, sizeof what, "%s %s act %d layouts %d", tlm_isa_name(isa), k_descs[i],
+                   act, lay);
+          tlm_task task;
+          tlm_conv_args args;
+          tlm_status st = tlm_validate_conv(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err,
+                                            sizeof err);
+          CHECK(st == TLM_OK, "%s: validate: %s", what, err);
+          if (st == TLM_OK) {
+            int64_t rows = tlm_generic_conv_rows(&args), half = rows / 2;
+            fn(&task.u.conv, &args, 0, half); /* two chunks, as two threads */
+            fn(&task.u.conv, &args, half, rows);
+            double e = tlm_conv_problem_check(&p, -1, 1);
+            CHECK(e >= 0 && e <= tol_of(&task), "%s: max rel err %.3g", what, e);
+            cases++;
+          }
+          tlm_conv_problem_free(&p);
+        }
+    }
+    printf("%-7s %d convolutions checked\n", tlm_isa_name(isa), cases);
+  }
+}
+
+static void through_runtime(void) {
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.cache_dir = "none";
+  cfg.async_compile = 1;
+  cfg.num_threads = 2;
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt) != TLM_OK) {
+    CHECK(0, "tlm_create: %s", tlm_last_error(NULL));
+    return;
+  }
+  const char *descs[] = {"g32mb1ic32ih12oc32oh12kh3ph1", "mb1ic8ih9oc12oh9kh3ph1"};
+  for (int i = 0; i < 2; i++) {
+    char err[256];
+    tlm_conv_prb prb;
+    CHECK(tlm_conv_prb_parse(descs[i], &prb, err, sizeof err) == 1, "%s: %s", descs[i], err);
+    tlm_conv_epi epi = {1, 0, 0, TLM_ACT_RELU};
+    tlm_conv_problem p;
+    if (tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO, &epi, 3, &p)) continue;
+    tlm_stats before, after;
+    tlm_get_stats(rt, &before);
+    tlm_status st = tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
+    tlm_get_stats(rt, &after);
+    CHECK(st == TLM_OK, "%s: tlm_run: %s", descs[i], tlm_last_error(rt));
+    CHECK(after.provisional == before.provisional + 1 && after.compiles == before.compiles,
+          "%s: first call: %llu provisional, %llu compiles (want the tier-0 kernel, no compile)",
+          descs[i], (unsigned long long)(after.provisional - before.provisional),
+          (unsigned long long)(after.compiles - before.compiles));
+    double e = tlm_conv_problem_check(&p, -1, 1);
+    CHECK(e >= 0 && e <= 1e-4, "%s: tier-0 answer: max rel err %.3g", descs[i], e);
+    tlm_wait_background(rt);
+    memset(p.out.data, 0xff, tlm_tensor_span_bytes(&p.out));
+    st = tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
+    tlm_get_stats(rt, &after);
+    CHECK(st == TLM_OK && after.compiles > before.compiles, "%s: own kernel: %s, %llu compiles",
+          descs[i], tlm_last_error(rt), (unsigned long long)(after.compiles - before.compiles));
+    e = tlm_conv_problem_check(&p, -1, 1);
+    CHECK(e >= 0 && e <= 1e-4, "%s: own kernel: max rel err %.3g", descs[i], e);
+    tlm_conv_problem_free(&p);
+  }
+  tlm_destroy(rt);
+}
+
+int main(void) {
+  tlm_target t;
+  tlm_target_detect(&t);
+  direct(t.host_isa);
+  through_runtime();
+  return check_report("generic");
+}
