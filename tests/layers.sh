@@ -1,13 +1,15 @@
 #!/bin/sh
 # layers.sh SRCDIR - the library's folders depend one way (issue #19):
 #
-#   api/ -> engine/ -> lm/ -> jit/, cache/ -> runtime/
+#   api/ -> engine/ -> lm/ -> jit/, cache/, generic/ -> runtime/
+#
+# (generic/: the tier-0 kernels compiled with the library, engine/ runs them)
 #
 # and outside the library: tools/ (command line) -> train/ (the offline
 # pipeline) -> the library's internal headers.
 #
 # Every #include of a library file names a folder below its own (or its own
-# folder); jit/ and cache/ do not include each other; nothing in the library
+# folder); jit/, cache/ and generic/ do not include each other; nothing in the library
 # includes train/, tools/, samples/ or bench/, and train/ is not compiled
 # into libtlm. The public header tlm.h is the vocabulary of every layer and
 # may be included anywhere, but no function it declares is called from
@@ -20,7 +22,7 @@ cd "$src" || exit 2
 rank() {
   case $1 in
   runtime) echo 0 ;;
-  jit | cache) echo 1 ;;
+  jit | cache | generic) echo 1 ;;
   lm) echo 2 ;;
   engine) echo 3 ;;
   api) echo 4 ;;
@@ -34,7 +36,7 @@ fail() {
   bad=1
 }
 
-for dir in runtime jit cache lm engine api; do
+for dir in runtime jit cache generic lm engine api; do
   r=$(rank "$dir")
   for f in "$dir"/*.c "$dir"/*.h; do
     [ -e "$f" ] || continue
@@ -74,7 +76,7 @@ fi
 api_fns=$(grep -o '^[a-z][a-z_ ]*[ *]tlm_[a-z0-9_]*(' api/tlm.h | sed 's/.*[ *]\(tlm_[a-z0-9_]*\)(/\1/' | sort -u)
 [ -n "$api_fns" ] || fail "no function declarations found in api/tlm.h"
 pattern=$(echo "$api_fns" | paste -sd'|' -)
-for dir in runtime jit cache lm engine; do
+for dir in runtime jit cache generic lm engine; do
   for f in "$dir"/*.c "$dir"/*.h; do
     [ -e "$f" ] || continue
     # drop comment lines (" * ...", "/* ...", "// ...") before looking for calls

@@ -53,7 +53,7 @@ LD_LIBRARY_PATH="$libdir/.." "$tmp/cm/embed_cmake"
 # and loads the installed model, which nothing else could provide now
 root=$(cd "$src/../.." && pwd)
 mkdir "$tmp/src2"
-for f in CMakeLists.txt api engine runtime jit cache lm train tools samples tests fuzz cmake models; do
+for f in CMakeLists.txt api engine runtime jit cache generic lm train tools samples tests fuzz cmake models; do
   cp -R "$root/$f" "$tmp/src2/"
 done
 cmake -S "$tmp/src2" -B "$tmp/b2" -DCMAKE_BUILD_TYPE=Release -DTLM_BUILD_BENCH=OFF \
