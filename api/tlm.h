@@ -172,9 +172,10 @@ typedef struct tlm_config {
    * and the shape's own kernel is scheduled and compiled on a background
    * thread, replacing it for that shape when ready (the caller's first
    * call costs no compile; results are correct either way, every kernel
-   * passing the same reference checks). A convolution with no such kernel
-   * runs on the tier-0 convolution meanwhile (disable_generic); other
-   * shapes with none are compiled before tlm_run returns. Schedules stay deterministic once
+   * passing the same reference checks). A convolution or matmul with no
+   * such kernel runs on its family's tier-0 kernel meanwhile
+   * (disable_generic); other shapes with none are compiled before tlm_run
+   * returns. Schedules stay deterministic once
    * tlm_wait_background() has returned, but which kernel served a call
    * before that depends on timing. Environment: TLM_ASYNC=1 sets it. */
   int async_compile;
@@ -223,12 +224,13 @@ typedef struct tlm_config {
    * default 0. The driver (libcuda.so.1, opened at run time) is touched
    * only by the first call with GPU tensors. Environment: TLM_CUDA_DEVICE. */
   int cuda_device;
-  /* 0 (default): with async_compile, a new convolution that has no kernel
-   * of its operator to answer with runs on the tier-0 convolution (built
-   * with the library for each ISA, every extent at run time, no compile)
-   * until its own kernel is ready. 1: such a shape is compiled before
-   * tlm_run returns. No effect without async_compile. Environment:
-   * TLM_GENERIC=0 sets it to 1. */
+  /* 0 (default): with async_compile, a new convolution or matmul that has
+   * no kernel of its operator to answer with runs on the tier-0 kernel of
+   * its family (plain C built with the library for each ISA, every extent
+   * at run time, no compile; slower than a scheduled kernel, checked
+   * against the same reference) until its own kernel is ready. 1: such a
+   * shape is compiled before tlm_run returns. No effect without
+   * async_compile. Environment: TLM_GENERIC=0 sets it to 1. */
   int disable_generic;
 } tlm_config;
 
@@ -745,7 +747,7 @@ typedef struct tlm_stats {
   double disk_load_ms;       /* total wall time loading kernels from the disk cache (read,
                                 verify, link); a warm start's cost */
   uint64_t provisional;      /* new shapes answered at once by another shape's kernel
-                                or the tier-0 convolution (tlm_config.async_compile) */
+                                or a tier-0 kernel (tlm_config.async_compile) */
   uint64_t upgrades;         /* of which given their own kernel by the background thread */
   /* compile_ms by phase: building the LLVM IR from the loop nest, the
    * optimization passes (with the target machine's creation), object

@@ -149,7 +149,9 @@ static void generic_sched(tlm_schedule *s) {
 static int is_generic_sched(const tlm_schedule *s) { return s->v[0] == -1; }
 
 /* the operator families with a tier-0 kernel */
-static int has_generic(const tlm_task *t) { return t->kind == TLM_OP_CONV; }
+static int has_generic(const tlm_task *t) {
+  return t->kind == TLM_OP_CONV || t->kind == TLM_OP_MATMUL;
+}
 
 static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, int cached, char *err,
                                int errcap) {
@@ -160,7 +162,8 @@ static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, int cached, char 
       return TLM_ERR_INTERNAL;
     }
     k->generic = 1;
-    k->fn = (void *)tlm_generic_conv(rt->target.isa);
+    k->fn = k->task.kind == TLM_OP_CONV ? (void *)tlm_generic_conv(rt->target.isa)
+                                        : (void *)tlm_generic_matmul(rt->target.isa);
     k->scratch_bytes = 0;
     k->code_bytes = 0;
     k->from_disk = 0;
@@ -786,6 +789,10 @@ typedef struct exec_ctx {
 /* one chunk of the kernel's parallel loop, per kernel ABI (kernel_abi.h) */
 static void exec_mm_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
   exec_ctx *e = ctx;
+  if (e->k->generic) {
+    ((tlm_generic_matmul_fn)e->k->fn)(&e->k->task.u.mm, e->args, begin, end);
+    return;
+  }
   ((tlm_mm_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
 }
 
@@ -823,6 +830,8 @@ static void (*const k_exec_chunk[])(void *, int64_t, int64_t, int) = {
 
 /* iterations of the kernel's parallel loop for this task */
 static int64_t parallel_count(const tlm_kernel *k, const tlm_task *task) {
+  if (k->generic && task->kind == TLM_OP_MATMUL)
+    return tlm_generic_matmul_iters(tlm_task_batch_total(task), task->u.mm.M, task->u.mm.N);
   if (k->generic) { /* rows (n, od, oh) */
     const tlm_conv_task *c = &task->u.conv;
     return c->N * c->OD * c->OH;

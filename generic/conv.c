@@ -13,39 +13,12 @@
  * whose window position falls outside the input reads a block of zeros
  * (stride 0), so the inner loops have no branch. Sums in float, in the
  * order kd, kh, kw, input channel. */
-#include <math.h>
 #include <stddef.h>
 
+#include "block.h"
 #include "generic.h"
 
-#ifndef TLM_GENERIC_SUFFIX
-#error "build with -DTLM_GENERIC_SUFFIX=<isa>"
-#endif
-#define CAT2(a, b) a##_##b
-#define CAT(a, b) CAT2(a, b)
-#define FN(name) CAT(name, TLM_GENERIC_SUFFIX)
-
-#if defined(__AVX512F__)
-#define OCB 32
-#elif defined(__AVX__)
-#define OCB 16
-#else
-#define OCB 8
-#endif
-#define PB 4
-
 static const float k_zeros[OCB] __attribute__((aligned(64)));
-
-static inline float act_f(int act, float x) {
-  switch (act) {
-  case TLM_ACT_RELU: return x < 0.0f ? 0.0f : x;
-  case TLM_ACT_GELU_TANH:
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-  case TLM_ACT_SILU: return x / (1.0f + expf(-x));
-  case TLM_ACT_RELU6: return x < 0.0f ? 0.0f : (x > 6.0f ? 6.0f : x);
-  default: return x;
-  }
-}
 
 /* [lo, hi) of window positions k in [0, K) with 0 <= o*s - p + k*d < I */
 static void window(int64_t o, int32_t s, int32_t p, int32_t d, int32_t K, int64_t I, int64_t *lo,
@@ -71,7 +44,7 @@ static void store_block(const tlm_conv_task *t, const tlm_conv_args *a, float ac
       if (t->has_bias) v += a->bias[c * a->sbias];
       if (t->has_ss) v = v * a->scale[c * a->sscale] + a->shift[c * a->sshift];
       if (res) v += res[c * a->sr[1]];
-      dst[c * a->sd[1]] = act_f(t->act, v);
+      dst[c * a->sd[1]] = tlm_generic_act(t->act, v);
     }
   }
 }

@@ -5,8 +5,9 @@
  * its scheduled kernel compiles on the background thread (TLM_ASYNC=1),
  * so a new operator costs no compile on the caller's thread. They are
  * plain C whose inner loops the C compiler vectorizes (register blocks of
- * fixed size, see conv.c); correct for every task of their family, as fast
- * as a first answer needs to be, not as the scheduled kernels.
+ * fixed size, block.h); correct for every task of their family (matmul,
+ * convolution), as fast as a first answer needs to be, not as the
+ * scheduled kernels.
  *
  * Layering: runtime/ below, engine/ above (engine/engine.c dispatches). */
 #ifndef TLM_GENERIC_GENERIC_H
@@ -32,6 +33,23 @@ typedef void (*tlm_generic_conv_fn)(const tlm_conv_task *t, const tlm_conv_args 
  * for SSE and scalar; the caller guarantees the host runs that ISA (the
  * runtime's target ISA never exceeds the host's). Never NULL. */
 tlm_generic_conv_fn tlm_generic_conv(int isa);
+
+/* Iterations [begin, end) of a matmul's parallel loop (see
+ * tlm_generic_matmul_iters): every batch, row and column of C, epilogue
+ * included (bias, activation, residual, in the order of tlm_ref_matmul).
+ * t: the task's static fields (batch dims and extents, epilogue); a: the
+ * call's pointers, M, N, K and strides (bpk is not read). Thread-safe as
+ * above. */
+typedef void (*tlm_generic_matmul_fn)(const tlm_matmul_task *t, const tlm_mm_args *a,
+                                      int64_t begin, int64_t end);
+/* The matmul kernel for a target ISA, as tlm_generic_conv. Never NULL. */
+tlm_generic_matmul_fn tlm_generic_matmul(int isa);
+
+/* A generic matmul's iterations: batches x ceil(M / 4) row blocks x
+ * ceil(N / 256) column chunks (generic/matmul.c). */
+static inline int64_t tlm_generic_matmul_iters(int64_t batches, int64_t M, int64_t N) {
+  return batches * ((M + 3) / 4) * ((N + 255) / 256);
+}
 
 /* The iterations of a generic convolution's parallel loop: N * OD * OH. */
 static inline int64_t tlm_generic_conv_rows(const tlm_conv_args *a) {

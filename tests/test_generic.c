@@ -1,9 +1,11 @@
-/* The tier-0 convolution (generic/, issue #17) against the reference:
+/* The tier-0 kernels (generic/, issue #17) against the reference; the
+ * convolution:
  * every ISA build the host runs, on odd shapes (1, primes, channel counts
  * and widths that fill no register block), groups and depthwise, padding,
  * strides, dilation, 1-D and 3-D, every activation with bias, scale and
  * shift and residual, NCHW and NHWC with OIHW and HWIO weights, the rows
- * split among calls as the thread pool splits them. Then through the
+ * split among calls as the thread pool splits them; the matmul on odd
+ * shapes, batches and transposes with random epilogues. Then through the
  * runtime: with TLM_ASYNC a new convolution with no kernel of its operator
  * is answered by the tier-0 kernel (stats.provisional) and by its own
  * kernel once the background build is done, both correct. */
@@ -14,6 +16,7 @@
 #include "api/validate.h"
 #include "check.h"
 #include "generic/generic.h"
+#include "runtime/space.h"
 #include "runtime/target.h"
 #include "train/conv_problem.h"
 #include "train/problem.h"
@@ -70,6 +73,52 @@ static void direct(int host_isa) {
   }
 }
 
+/* matmuls: 1, primes, tails of every block, batch dims and broadcasting,
+ * transposed operands, each with a random epilogue */
+static void direct_matmul(int host_isa) {
+  static const char *descs[] = {"1x1:1x1",          "1x768:768x768",     "7x13:13x37",
+                                "5x3:3x300",        "33x65:65x257",      "2x3x17:2x17x19",
+                                "4x2x5x7:4x2x7x33", "3x1x9x11:1x4x11x5", "64x1:1x64"};
+  char err[256];
+  for (int isa = TLM_ISA_SCALAR; isa <= host_isa; isa++) {
+    tlm_generic_matmul_fn fn = tlm_generic_matmul(isa);
+    uint64_t rng = 99;
+    int cases = 0;
+    for (size_t i = 0; i < sizeof descs / sizeof descs[0]; i++)
+      for (int v = 0; v < 6; v++) {
+        tlm_mm_desc d;
+        CHECK(tlm_mm_desc_parse(descs[i], &d, err, sizeof err) == 1, "%s: %s", descs[i], err);
+        tlm_matmul_desc epi;
+        uint64_t x = tlm_rng_next(&rng);
+        tlm_mm_random_variant(x, &epi, &d);
+        tlm_problem p;
+        if (tlm_problem_make(&d, &epi, x, &p)) {
+          CHECK(0, "%s: no problem", descs[i]);
+          continue;
+        }
+        tlm_task task;
+        tlm_mm_args args;
+        tlm_status st = tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err,
+                                            sizeof err);
+        CHECK(st == TLM_OK, "%s: validate: %s", descs[i], err);
+        if (st == TLM_OK) {
+          const tlm_matmul_task *t = &task.u.mm;
+          int64_t n = tlm_generic_matmul_iters(tlm_task_batch_total(&task), t->M, t->N);
+          fn(t, &args, 0, n / 2);
+          fn(t, &args, n / 2, n);
+          double e = tlm_problem_check(&p);
+          CHECK(e >= 0 && e <= tlm_problem_tolerance(t->K),
+                "%s %s variant %d (tA%d tB%d bias%d act%d res%d): error %g", tlm_isa_name(isa),
+                descs[i], v, d.transpose_a, d.transpose_b, epi.has_bias, (int)epi.activation,
+                epi.has_residual, e);
+          cases++;
+        }
+        tlm_problem_free(&p);
+      }
+    printf("%-7s %d matmuls checked\n", tlm_isa_name(isa), cases);
+  }
+}
+
 static void through_runtime(void) {
   tlm_config cfg;
   tlm_config_init(&cfg);
@@ -117,6 +166,7 @@ int main(void) {
   tlm_target t;
   tlm_target_detect(&t);
   direct(t.host_isa);
+  direct_matmul(t.host_isa);
   through_runtime();
   return check_report("generic");
 }
