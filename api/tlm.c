@@ -70,7 +70,7 @@ static const struct env_var {
     {"TLM_KERNEL_REUSE", 0, 1, offsetof(tlm_config, disable_kernel_reuse), FIELD_FLAG_OFF},
     {"TLM_CONV_AS_MATMUL", 0, 1, offsetof(tlm_config, disable_conv_as_matmul), FIELD_FLAG_OFF},
     {"TLM_ASYNC", 0, 1, offsetof(tlm_config, async_compile), FIELD_INT},
-    {"TLM_GENERIC", 0, 1, offsetof(tlm_config, disable_generic), FIELD_FLAG_OFF},
+    {"TLM_TIER0", -1, 1, offsetof(tlm_config, tier0), FIELD_INT},
     {"TLM_TUNE", 0, TLM_TUNE_MAX, offsetof(tlm_config, tune_k), FIELD_INT},
     {"TLM_CUDA_DEVICE", 0, 1023, offsetof(tlm_config, cuda_device), FIELD_INT},
     {"TLM_PREPACK_BYTES", 0, (long long)1 << 50, offsetof(tlm_config, prepack_bytes), FIELD_SIZE},

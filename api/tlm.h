@@ -172,10 +172,11 @@ typedef struct tlm_config {
    * and the shape's own kernel is scheduled and compiled on a background
    * thread, replacing it for that shape when ready (the caller's first
    * call costs no compile; results are correct either way, every kernel
-   * passing the same reference checks). A convolution or matmul with no
-   * such kernel runs on its family's tier-0 kernel meanwhile
-   * (disable_generic); other shapes with none are compiled before tlm_run
-   * returns. Schedules stay deterministic once
+   * passing the same reference checks). A convolution with no such kernel
+   * runs on its family's tier-0 kernel meanwhile (tier0); other shapes
+   * with none are compiled before tlm_run returns. The background thread
+   * runs at nice 10 (Linux), so it takes little from the application's
+   * busy threads. Schedules stay deterministic once
    * tlm_wait_background() has returned, but which kernel served a call
    * before that depends on timing. Environment: TLM_ASYNC=1 sets it. */
   int async_compile;
@@ -224,14 +225,18 @@ typedef struct tlm_config {
    * default 0. The driver (libcuda.so.1, opened at run time) is touched
    * only by the first call with GPU tensors. Environment: TLM_CUDA_DEVICE. */
   int cuda_device;
-  /* 0 (default): with async_compile, a new convolution or matmul that has
-   * no kernel of its operator to answer with runs on the tier-0 kernel of
-   * its family (plain C built with the library for each ISA, every extent
-   * at run time, no compile; slower than a scheduled kernel, checked
-   * against the same reference) until its own kernel is ready. 1: such a
-   * shape is compiled before tlm_run returns. No effect without
-   * async_compile. Environment: TLM_GENERIC=0 sets it to 1. */
-  int disable_generic;
+  /* Tier-0 kernels under async_compile: a new shape with no kernel of its
+   * operator to answer with runs on its family's tier-0 kernel (plain C
+   * built with the library for each ISA, every extent at run time, no
+   * compile; slower than a scheduled kernel, checked against the same
+   * reference) until its own kernel is ready. 0 (default): convolutions
+   * (one kernel per layer otherwise compiled before its first call);
+   * 1: convolutions and matmuls (a matmul's first kernel serves later
+   * shapes as a sibling, so by default it is compiled before its first
+   * call); -1: none, every shape with no sibling is compiled before
+   * tlm_run returns. No effect without async_compile. Environment:
+   * TLM_TIER0 = -1 | 0 | 1. */
+  int tier0;
 } tlm_config;
 
 /* Largest tlm_config.tune_k. */

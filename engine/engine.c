@@ -19,6 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "../cache/disk.h"
 #include "../cache/key.h"
@@ -151,6 +156,20 @@ static int is_generic_sched(const tlm_schedule *s) { return s->v[0] == -1; }
 /* the operator families with a tier-0 kernel */
 static int has_generic(const tlm_task *t) {
   return t->kind == TLM_OP_CONV || t->kind == TLM_OP_MATMUL;
+}
+
+/* whether a new shape with no sibling runs on its family's tier-0 kernel
+ * (tlm_config.tier0): convolutions by default, whose kernels are one per
+ * layer (channels and window are compiled in), so a network's first pass
+ * would otherwise compile before nearly every layer; matmuls only when
+ * asked, as their first kernel serves every later shape of its epilogue
+ * as a sibling and the unpacked tier-0 matmul runs at a fraction of it
+ * (vision cold, MobileNet: 0.45x oneDNN with tier-0 convolutions, 0.29x
+ * with both; docs/design.md) */
+static int uses_generic(const tlm_runtime *rt, const tlm_task *t) {
+  int tier = rt->cfg.tier0;
+  if (tier < 0 || !has_generic(t)) return 0;
+  return t->kind == TLM_OP_CONV || tier >= 1;
 }
 
 static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, int cached, char *err,
@@ -567,8 +586,17 @@ static void bg_build(tlm_runtime *rt, const tlm_bg_job *j) {
   pthread_rwlock_unlock(&rt->map_lock);
 }
 
+#define BG_NICE 10
+
 static void *bg_main(void *arg) {
   tlm_runtime *rt = arg;
+#ifdef __linux__
+  /* the application's threads first: under Linux's CFS a nice-10 thread
+   * weighs 110 against 1024, so a compile takes about a tenth of a core
+   * the application keeps busy and any core it leaves idle (vision cold,
+   * MobileNet: 0.45x -> 0.58x oneDNN; docs/design.md) */
+  setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), BG_NICE);
+#endif
   pthread_mutex_lock(&rt->bg_mu);
   for (;;) {
     while (!rt->bg_stop && !rt->bg_head) pthread_cond_wait(&rt->bg_cv, &rt->bg_mu);
@@ -706,7 +734,7 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
     tlm_key sib_key;
     int has_sib = rt->cfg.async_compile && tlm_space_init(&space, task, &rt->target) == 0 &&
                   nearest_sibling(rt, &space, 1, NULL, &sib_key);
-    if (!has_sib && rt->cfg.async_compile && !rt->cfg.disable_generic && has_generic(task)) {
+    if (!has_sib && rt->cfg.async_compile && uses_generic(rt, task)) {
       /* no sibling: the family's tier-0 kernel (generic/), ready at once */
       tlm_schedule gs;
       generic_sched(&gs);

@@ -18,13 +18,52 @@
  * rows x 2 vectors = 8 accumulators with 2 operand vectors and a broadcast
  * fit AVX2's and SSE's 16 registers */
 #if defined(__AVX512F__)
-#define OCB 32
+#define VL 16
 #elif defined(__AVX__)
-#define OCB 16
+#define VL 8
 #else
-#define OCB 8
+#define VL 4
 #endif
+#define OCB (2 * VL)
 #define PB 4 /* rows (output pixels, matmul rows) of a register block */
+
+/* one vector of the build (GCC vector extensions: the accumulators are
+ * explicit vector values, so they stay in registers whatever the
+ * auto-vectorizer's cost model says; with -ffp-contract=fast, GNU C's
+ * default, a * b + c is one FMA) */
+typedef float tlm_gvec __attribute__((vector_size(VL * 4)));
+
+static inline tlm_gvec tlm_gload(const float *p) {
+  tlm_gvec v;
+  __builtin_memcpy(&v, p, sizeof v); /* unaligned load */
+  return v;
+}
+
+static inline tlm_gvec tlm_gsplat(float x) { return (tlm_gvec){0} + x; }
+
+/* the activations that are a select per lane (none, ReLU, ReLU6; NaN
+ * stays NaN as in tlm_ref_activation: x < 0 is false for it) */
+static inline tlm_gvec tlm_gact(int act, tlm_gvec x) {
+  typedef int ivec __attribute__((vector_size(VL * 4)));
+  if (act == TLM_ACT_RELU || act == TLM_ACT_RELU6) {
+    ivec neg = x < tlm_gsplat(0.0f); /* all ones where x < 0 */
+    x = (tlm_gvec)((ivec)x & ~neg);
+    if (act == TLM_ACT_RELU6) {
+      tlm_gvec six = tlm_gsplat(6.0f);
+      ivec big = x > six;
+      x = (tlm_gvec)(((ivec)x & ~big) | ((ivec)six & big));
+    }
+  }
+  return x;
+}
+
+/* PB x 2 vector accumulators, stored to a PB x OCB array for the epilogue */
+static inline void tlm_gspill(tlm_gvec acc[PB][2], float out[PB][OCB]) {
+  for (int p = 0; p < PB; p++) {
+    __builtin_memcpy(out[p], &acc[p][0], sizeof acc[p][0]);
+    __builtin_memcpy(out[p] + VL, &acc[p][1], sizeof acc[p][1]);
+  }
+}
 
 /* the activations of tlm_ref_activation, in float */
 static inline float tlm_generic_act(int act, float x) {

@@ -33,7 +33,26 @@ static void window(int64_t o, int32_t s, int32_t p, int32_t d, int32_t K, int64_
 static void store_block(const tlm_conv_task *t, const tlm_conv_args *a, float acc[PB][OCB],
                         int np, int ocn, int64_t n, int64_t oc, int64_t od, int64_t oh,
                         int64_t ow) {
-  for (int p = 0; p < np; p++) {
+  int vec = ocn == OCB && a->sd[1] == 1 && (!t->has_bias || a->sbias == 1) &&
+            (!t->has_ss || (a->sscale == 1 && a->sshift == 1)) &&
+            (!t->has_residual || a->sr[1] == 1) &&
+            (t->act == TLM_ACT_NONE || t->act == TLM_ACT_RELU || t->act == TLM_ACT_RELU6);
+  for (int p = 0; p < np && vec; p++) { /* channels-last: whole vectors */
+    float *dst = a->dst + n * a->sd[0] + od * a->sd[2] + oh * a->sd[3] + (ow + p) * a->sd[4];
+    const float *res = t->has_residual ? a->res + n * a->sr[0] + od * a->sr[2] + oh * a->sr[3] +
+                                             (ow + p) * a->sr[4]
+                                       : NULL;
+    for (int j = 0; j < 2; j++) {
+      int64_t c = oc + j * VL;
+      tlm_gvec v = tlm_gload(acc[p] + j * VL);
+      if (t->has_bias) v += tlm_gload(a->bias + c);
+      if (t->has_ss) v = v * tlm_gload(a->scale + c) + tlm_gload(a->shift + c);
+      if (res) v += tlm_gload(res + c);
+      v = tlm_gact(t->act, v);
+      __builtin_memcpy(dst + c, &v, sizeof v);
+    }
+  }
+  for (int p = 0; p < np && !vec; p++) {
     float *dst = a->dst + n * a->sd[0] + od * a->sd[2] + oh * a->sd[3] + (ow + p) * a->sd[4];
     const float *res = t->has_residual ? a->res + n * a->sr[0] + od * a->sr[2] + oh * a->sr[3] +
                                              (ow + p) * a->sr[4]
@@ -58,8 +77,11 @@ dense_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t o
             int64_t ow, int np, int64_t g, int64_t oc, int ocn, const int64_t kdr[2],
             const int64_t khr[2], const int full) {
   float acc[PB][OCB];
-  for (int p = 0; p < PB; p++)
+  tlm_gvec va[PB][2];
+  for (int p = 0; p < PB; p++) {
+    va[p][0] = va[p][1] = tlm_gsplat(0.0f);
     for (int o = 0; o < OCB; o++) acc[p][o] = 0.0f;
+  }
   const int64_t icg_stride = a->ss[1];
   for (int64_t kd = kdr[0]; kd < kdr[1]; kd++) {
     int64_t id = od * t->sd - t->pd + kd * t->dd;
@@ -82,8 +104,12 @@ dense_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t o
           float x[PB];
           for (int p = 0; p < PB; p++) x[p] = xp[p][i * xs[p]];
           if (full) {
-            for (int p = 0; p < PB; p++)
-              for (int o = 0; o < OCB; o++) acc[p][o] += x[p] * w[o];
+            tlm_gvec w0 = tlm_gload(w), w1 = tlm_gload(w + VL);
+            for (int p = 0; p < PB; p++) {
+              tlm_gvec xb = tlm_gsplat(x[p]);
+              va[p][0] += xb * w0;
+              va[p][1] += xb * w1;
+            }
           } else {
             for (int p = 0; p < PB; p++)
               for (int o = 0; o < ocn; o++) acc[p][o] += x[p] * w[o * a->sw[0]];
@@ -92,6 +118,7 @@ dense_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t o
       }
     }
   }
+  if (full) tlm_gspill(va, acc);
   store_block(t, a, acc, np, ocn, n, oc, od, oh, ow);
 }
 
@@ -103,8 +130,11 @@ dw_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t od, 
          int64_t ow, int np, int64_t c, int cn, const int64_t kdr[2], const int64_t khr[2],
          const int full) {
   float acc[PB][OCB];
-  for (int p = 0; p < PB; p++)
+  tlm_gvec va[PB][2];
+  for (int p = 0; p < PB; p++) {
+    va[p][0] = va[p][1] = tlm_gsplat(0.0f);
     for (int o = 0; o < OCB; o++) acc[p][o] = 0.0f;
+  }
   for (int64_t kd = kdr[0]; kd < kdr[1]; kd++) {
     int64_t id = od * t->sd - t->pd + kd * t->dd;
     for (int64_t kh = khr[0]; kh < khr[1]; kh++) {
@@ -121,8 +151,11 @@ dw_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t od, 
         }
         const float *w = a->wei + c * a->sw[0] + kd * a->sw[2] + kh * a->sw[3] + kw * a->sw[4];
         if (full) {
-          for (int p = 0; p < PB; p++)
-            for (int o = 0; o < OCB; o++) acc[p][o] += xp[p][o] * w[o];
+          tlm_gvec w0 = tlm_gload(w), w1 = tlm_gload(w + VL);
+          for (int p = 0; p < PB; p++) {
+            va[p][0] += tlm_gload(xp[p]) * w0;
+            va[p][1] += tlm_gload(xp[p] + VL) * w1;
+          }
         } else {
           for (int p = 0; p < PB; p++)
             for (int o = 0; o < cn; o++) acc[p][o] += xp[p][o * xs[p]] * w[o * a->sw[0]];
@@ -130,6 +163,7 @@ dw_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t od, 
       }
     }
   }
+  if (full) tlm_gspill(va, acc);
   store_block(t, a, acc, np, cn, n, c, od, oh, ow);
 }
 

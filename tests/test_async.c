@@ -28,12 +28,12 @@ static const shape k_shapes[] = {{17, 64, 48}, {33, 40, 7},  {5, 101, 129}, {1, 
                                  {64, 7, 300}, {3, 257, 16}, {29, 31, 37}};
 #define NSHAPES ((int)(sizeof k_shapes / sizeof k_shapes[0]))
 
-static int g_no_generic; /* 1: tlm_config.disable_generic (the sibling-only tier) */
+static int g_tier0; /* tlm_config.tier0: 0 default (no tier-0 matmul), 1 with it */
 
 static tlm_runtime *make_rt_dir(int async, size_t capacity, const char *dir) {
   tlm_config cfg;
   tlm_config_init(&cfg);
-  cfg.disable_generic = g_no_generic;
+  cfg.tier0 = g_tier0;
   cfg.cache_dir = dir;
   cfg.model_path = "none";
   cfg.num_threads = 2;
@@ -85,9 +85,9 @@ static void provisional_then_own(void) {
   CHECK(wrong == 0, "%d wrong results from provisional kernels", wrong);
   tlm_stats s;
   tlm_get_stats(rt, &s);
-  /* the first shape has no sibling: the tier-0 matmul answers it, or
-   * (disable_generic) it is built before tlm_run returns */
-  CHECK(g_no_generic ? s.provisional >= 1 && s.provisional <= (uint64_t)NSHAPES - 1
+  /* the first shape has no sibling: built before tlm_run returned, or
+   * (tier0 = 1) answered by the tier-0 matmul */
+  CHECK(g_tier0 == 0 ? s.provisional >= 1 && s.provisional <= (uint64_t)NSHAPES - 1
                      : s.provisional == (uint64_t)NSHAPES,
         "%llu of %d new shapes provisional", (unsigned long long)s.provisional, NSHAPES);
   CHECK(tlm_wait_background(rt) == TLM_OK, "tlm_wait_background");
@@ -184,7 +184,7 @@ static void with_disk(void) {
 }
 
 int main(void) {
-  for (g_no_generic = 0; g_no_generic < 2; g_no_generic++) {
+  for (g_tier0 = 0; g_tier0 < 2; g_tier0++) {
     provisional_then_own();
     with_disk();
     destroy_races_builds();
