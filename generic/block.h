@@ -57,6 +57,33 @@ static inline tlm_gvec tlm_gact(int act, tlm_gvec x) {
   return x;
 }
 
+/* zeroed accumulators: the vectors of a full block, the floats of a tail */
+static inline void tlm_gzero(tlm_gvec va[PB][2], float acc[PB][OCB]) {
+  for (int p = 0; p < PB; p++) {
+    va[p][0] = va[p][1] = tlm_gsplat(0.0f);
+    for (int o = 0; o < OCB; o++) acc[p][o] = 0.0f;
+  }
+}
+
+/* one step of the outer product: x[p] times the row w of the block's
+ * columns, into va (full: OCB unit-stride columns) or into acc (nn columns
+ * of stride ws) */
+static inline __attribute__((always_inline)) void
+tlm_gstep(tlm_gvec va[PB][2], float acc[PB][OCB], const float x[PB], const float *w, int64_t ws,
+          int nn, const int full) {
+  if (full) {
+    tlm_gvec w0 = tlm_gload(w), w1 = tlm_gload(w + VL);
+    for (int p = 0; p < PB; p++) {
+      tlm_gvec xb = tlm_gsplat(x[p]);
+      va[p][0] += xb * w0;
+      va[p][1] += xb * w1;
+    }
+  } else {
+    for (int p = 0; p < PB; p++)
+      for (int o = 0; o < nn; o++) acc[p][o] += x[p] * w[o * ws];
+  }
+}
+
 /* PB x 2 vector accumulators, stored to a PB x OCB array for the epilogue */
 static inline void tlm_gspill(tlm_gvec acc[PB][2], float out[PB][OCB]) {
   for (int p = 0; p < PB; p++) {

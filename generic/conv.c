@@ -78,10 +78,7 @@ dense_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t o
             const int64_t khr[2], const int full) {
   float acc[PB][OCB];
   tlm_gvec va[PB][2];
-  for (int p = 0; p < PB; p++) {
-    va[p][0] = va[p][1] = tlm_gsplat(0.0f);
-    for (int o = 0; o < OCB; o++) acc[p][o] = 0.0f;
-  }
+  tlm_gzero(va, acc);
   const int64_t icg_stride = a->ss[1];
   for (int64_t kd = kdr[0]; kd < kdr[1]; kd++) {
     int64_t id = od * t->sd - t->pd + kd * t->dd;
@@ -103,17 +100,7 @@ dense_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t o
           const float *w = wb + i * a->sw[1];
           float x[PB];
           for (int p = 0; p < PB; p++) x[p] = xp[p][i * xs[p]];
-          if (full) {
-            tlm_gvec w0 = tlm_gload(w), w1 = tlm_gload(w + VL);
-            for (int p = 0; p < PB; p++) {
-              tlm_gvec xb = tlm_gsplat(x[p]);
-              va[p][0] += xb * w0;
-              va[p][1] += xb * w1;
-            }
-          } else {
-            for (int p = 0; p < PB; p++)
-              for (int o = 0; o < ocn; o++) acc[p][o] += x[p] * w[o * a->sw[0]];
-          }
+          tlm_gstep(va, acc, x, w, a->sw[0], ocn, full);
         }
       }
     }
@@ -131,10 +118,7 @@ dw_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t od, 
          const int full) {
   float acc[PB][OCB];
   tlm_gvec va[PB][2];
-  for (int p = 0; p < PB; p++) {
-    va[p][0] = va[p][1] = tlm_gsplat(0.0f);
-    for (int o = 0; o < OCB; o++) acc[p][o] = 0.0f;
-  }
+  tlm_gzero(va, acc);
   for (int64_t kd = kdr[0]; kd < kdr[1]; kd++) {
     int64_t id = od * t->sd - t->pd + kd * t->dd;
     for (int64_t kh = khr[0]; kh < khr[1]; kh++) {

@@ -22,10 +22,7 @@ mm_block(const tlm_matmul_task *t, const tlm_mm_args *a, int64_t ao, int64_t bo,
          int64_t ro, int64_t m0, int np, int64_t n0, int nn, const int full) {
   float acc[PB][OCB];
   tlm_gvec va[PB][2];
-  for (int p = 0; p < PB; p++) {
-    va[p][0] = va[p][1] = tlm_gsplat(0.0f);
-    for (int o = 0; o < OCB; o++) acc[p][o] = 0.0f;
-  }
+  tlm_gzero(va, acc);
   const float *ap[PB];
   int64_t as[PB];
   for (int p = 0; p < PB; p++) {
@@ -37,17 +34,7 @@ mm_block(const tlm_matmul_task *t, const tlm_mm_args *a, int64_t ao, int64_t bo,
     const float *w = bb + k * a->sb[4];
     float x[PB];
     for (int p = 0; p < PB; p++) x[p] = ap[p][k * as[p]];
-    if (full) {
-      tlm_gvec w0 = tlm_gload(w), w1 = tlm_gload(w + VL);
-      for (int p = 0; p < PB; p++) {
-        tlm_gvec xb = tlm_gsplat(x[p]);
-        va[p][0] += xb * w0;
-        va[p][1] += xb * w1;
-      }
-    } else {
-      for (int p = 0; p < PB; p++)
-        for (int o = 0; o < nn; o++) acc[p][o] += x[p] * w[o * a->sb[5]];
-    }
+    tlm_gstep(va, acc, x, w, a->sb[5], nn, full);
   }
   if (full) tlm_gspill(va, acc);
   for (int p = 0; p < np; p++) {
