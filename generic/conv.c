@@ -29,6 +29,20 @@ static void window(int64_t o, int32_t s, int32_t p, int32_t d, int32_t K, int64_
   while (*hi > *lo && base + (*hi - 1) * d >= I) (*hi)--;
 }
 
+/* the input of window column kw for PB output pixels from ow of the row
+ * `row` (src at n, the block's first channel, id, ih): each pixel's
+ * address and channel stride, or the zero block with stride 0 for a
+ * pixel in the padding or past the np real ones */
+static inline void pixels(const tlm_conv_task *t, const tlm_conv_args *a, const float *row,
+                          int64_t ow, int np, int64_t kw, const float *xp[PB], int64_t xs[PB]) {
+  for (int p = 0; p < PB; p++) {
+    int64_t iw = (ow + p) * t->sw - t->pw + kw * t->dw;
+    int in = p < np && iw >= 0 && iw < a->IW;
+    xp[p] = in ? row + iw * a->ss[4] : k_zeros;
+    xs[p] = in ? a->ss[1] : 0;
+  }
+}
+
 /* the epilogue of np pixels x ocn channels from oc, then the store */
 static void store_block(const tlm_conv_task *t, const tlm_conv_args *a, float acc[PB][OCB],
                         int np, int ocn, int64_t n, int64_t oc, int64_t od, int64_t oh,
@@ -89,12 +103,7 @@ dense_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t o
       for (int64_t kw = 0; kw < t->KW; kw++) {
         const float *xp[PB];
         int64_t xs[PB];
-        for (int p = 0; p < PB; p++) {
-          int64_t iw = (ow + p) * t->sw - t->pw + kw * t->dw;
-          int in = p < np && iw >= 0 && iw < a->IW;
-          xp[p] = in ? row + iw * a->ss[4] : k_zeros;
-          xs[p] = in ? icg_stride : 0;
-        }
+        pixels(t, a, row, ow, np, kw, xp, xs);
         const float *wb = a->wei + oc * a->sw[0] + kd * a->sw[2] + kh * a->sw[3] + kw * a->sw[4];
         for (int64_t i = 0; i < t->ICg; i++) {
           const float *w = wb + i * a->sw[1];
@@ -127,12 +136,7 @@ dw_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t od, 
       for (int64_t kw = 0; kw < t->KW; kw++) {
         const float *xp[PB];
         int64_t xs[PB];
-        for (int p = 0; p < PB; p++) {
-          int64_t iw = (ow + p) * t->sw - t->pw + kw * t->dw;
-          int in = p < np && iw >= 0 && iw < a->IW;
-          xp[p] = in ? row + iw * a->ss[4] : k_zeros;
-          xs[p] = in ? a->ss[1] : 0;
-        }
+        pixels(t, a, row, ow, np, kw, xp, xs);
         const float *w = a->wei + c * a->sw[0] + kd * a->sw[2] + kh * a->sw[3] + kw * a->sw[4];
         if (full) {
           tlm_gvec w0 = tlm_gload(w), w1 = tlm_gload(w + VL);
