@@ -22,11 +22,13 @@
 #include "bench_kernels.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <xxhash.h>
 
 #include "lm/model.h"
@@ -257,6 +259,7 @@ static int write_plots(const char *dir, const tlm_task_spec *specs, int n, doubl
                        double *const *cmake, const double *flop, const double *bytes, int trials,
                        double peak, double bw_gbs) {
   char path[1024];
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) return -1; /* the folder, not its parents */
   snprintf(path, sizeof path, "%s/kernels_speed.dat", dir);
   FILE *f = fopen(path, "w");
   if (!f) return -1;
@@ -365,7 +368,7 @@ static void usage(void) {
           "  in R rounds (default 7): median time, GFLOPS, fraction of the measured\n"
           "  FMA peak, time to a runnable kernel. --quick: 1 task per file (of at\n"
           "  most 0.25 GFLOP), the same search. Threads default 1 (the other core\n"
-          "  compiles the search's trials). --plot DIR: data files and a gnuplot\n"
+          "  compiles the search's trials). --plot DIR (made if missing): data files and a gnuplot\n"
           "  script there (speed per task relative to the search; speed against time\n"
           "  to kernel; a roofline under the measured FMA peak and read bandwidth),\n"
           "  drawn as PNG and SVG when gnuplot is installed.\n");
