@@ -536,6 +536,8 @@ typedef struct tlm_bg_job {
   tlm_task task;
   tlm_key key; /* the shape's plan key */
   int tune;    /* 0: build the shape's own kernel (async); 1: measured top-k */
+  int urgent;  /* the shape runs on a tier-0 kernel meanwhile: queued before
+                  the shapes that run on a compiled sibling */
   tlm_any_args args; /* tuning: into private copies of the operands */
   int nbufs;
   void *bufs[TUNE_MAX_BUFS];
@@ -626,21 +628,36 @@ static int bg_push(tlm_runtime *rt, tlm_bg_job *j) {
     return -1;
   }
   rt->bg_started = 1;
-  if (rt->bg_tail) rt->bg_tail->next = j;
-  else rt->bg_head = j;
-  rt->bg_tail = j;
+  if (j->urgent && rt->bg_head && !rt->bg_head->urgent) { /* first */
+    j->next = rt->bg_head;
+    rt->bg_head = j;
+  } else if (j->urgent && rt->bg_head) { /* after the urgent ones, in order */
+    tlm_bg_job *q = rt->bg_head;
+    while (q->next && q->next->urgent) q = q->next;
+    j->next = q->next;
+    q->next = j;
+    if (!j->next) rt->bg_tail = j;
+  } else {
+    if (rt->bg_tail) rt->bg_tail->next = j;
+    else rt->bg_head = j;
+    rt->bg_tail = j;
+  }
   pthread_cond_broadcast(&rt->bg_cv);
   pthread_mutex_unlock(&rt->bg_mu);
   return 0;
 }
 
 /* Queues the shape's build; 0, or -1 (no memory, no thread, stopping):
- * then the caller builds it itself. */
-static int bg_enqueue(tlm_runtime *rt, const tlm_task *task, const tlm_key *key) {
+ * then the caller builds it itself. urgent: the shape runs on a tier-0
+ * kernel meanwhile (several times slower than a compiled sibling), so its
+ * build goes before those of shapes that have one, first come first
+ * served within each class. */
+static int bg_enqueue(tlm_runtime *rt, const tlm_task *task, const tlm_key *key, int urgent) {
   tlm_bg_job *j = calloc(1, sizeof *j);
   if (!j) return -1;
   j->task = *task;
   j->key = *key;
+  j->urgent = urgent;
   if (bg_push(rt, j)) {
     free(j);
     return -1;
@@ -764,7 +781,7 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
       p->provisional = 1;
       atomic_store(&p->used, 1);
       atomic_store(&p->state, TLM_ENTRY_READY);
-      int queued = bg_enqueue(rt, task, key) == 0;
+      int queued = bg_enqueue(rt, task, key, sib->generic) == 0;
       if (!queued) { /* no thread or memory: build it here */
         p->provisional = 0;
         atomic_store(&p->state, TLM_ENTRY_BUILDING);

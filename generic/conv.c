@@ -128,11 +128,27 @@ dw_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t od, 
   float acc[PB][OCB];
   tlm_gvec va[PB][2];
   tlm_gzero(va, acc);
+  /* all PB pixels' windows inside the input row: first and last columns */
+  const int interior = np == PB && ow * t->sw - t->pw >= 0 &&
+                       (ow + PB - 1) * t->sw - t->pw + (t->KW - 1) * t->dw < a->IW;
   for (int64_t kd = kdr[0]; kd < kdr[1]; kd++) {
     int64_t id = od * t->sd - t->pd + kd * t->dd;
     for (int64_t kh = khr[0]; kh < khr[1]; kh++) {
       int64_t ih = oh * t->sh - t->ph + kh * t->dh;
       const float *row = a->src + n * a->ss[0] + c * a->ss[1] + id * a->ss[2] + ih * a->ss[3];
+      if (full && interior) { /* every pixel's window inside the row: addresses by adds */
+        const float *x0 = row + (ow * t->sw - t->pw) * a->ss[4];
+        const int64_t px = t->sw * a->ss[4], kx = t->dw * a->ss[4];
+        const float *w = a->wei + c * a->sw[0] + kd * a->sw[2] + kh * a->sw[3];
+        for (int64_t kw = 0; kw < t->KW; kw++, x0 += kx, w += a->sw[4]) {
+          tlm_gvec w0 = tlm_gload(w), w1 = tlm_gload(w + VL);
+          for (int p = 0; p < PB; p++) {
+            va[p][0] += tlm_gload(x0 + p * px) * w0;
+            va[p][1] += tlm_gload(x0 + p * px + VL) * w1;
+          }
+        }
+        continue;
+      }
       for (int64_t kw = 0; kw < t->KW; kw++) {
         const float *xp[PB];
         int64_t xs[PB];
