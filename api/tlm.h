@@ -172,8 +172,8 @@ typedef struct tlm_config {
    * and the shape's own kernel is scheduled and compiled on a background
    * thread, replacing it for that shape when ready (the caller's first
    * call costs no compile; results are correct either way, every kernel
-   * passing the same reference checks). A convolution with no such kernel
-   * runs on its family's tier-0 kernel meanwhile (tier0); other shapes
+   * passing the same reference checks). A convolution or pooling with no
+   * such kernel runs on its family's tier-0 kernel meanwhile (tier0); other shapes
    * with none are compiled before tlm_run returns. The background thread
    * runs at nice 10 (Linux), so it takes little from the application's
    * busy threads. Schedules stay deterministic once
@@ -230,8 +230,8 @@ typedef struct tlm_config {
    * built with the library for each ISA, every extent at run time, no
    * compile; slower than a scheduled kernel, checked against the same
    * reference) until its own kernel is ready. 0 (default): convolutions
-   * (one kernel per layer otherwise compiled before its first call);
-   * 1: convolutions and matmuls (a matmul's first kernel serves later
+   * and poolings (one kernel per layer otherwise compiled before its first
+   * call); 1: also matmuls (a matmul's first kernel serves later
    * shapes as a sibling, so by default it is compiled before its first
    * call); -1: none, every shape with no sibling is compiled before
    * tlm_run returns. No effect without async_compile. Environment:

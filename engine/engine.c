@@ -155,13 +155,14 @@ static int is_generic_sched(const tlm_schedule *s) { return s->v[0] == -1; }
 
 /* the operator families with a tier-0 kernel */
 static int has_generic(const tlm_task *t) {
-  return t->kind == TLM_OP_CONV || t->kind == TLM_OP_MATMUL;
+  return t->kind == TLM_OP_CONV || t->kind == TLM_OP_MATMUL || t->kind == TLM_OP_POOL;
 }
 
 /* whether a new shape with no sibling runs on its family's tier-0 kernel
- * (tlm_config.tier0): convolutions by default, whose kernels are one per
- * layer (channels and window are compiled in), so a network's first pass
- * would otherwise compile before nearly every layer; matmuls only when
+ * (tlm_config.tier0): convolutions and poolings by default, whose kernels
+ * are one per layer (channels and window are compiled in), so a network's
+ * first pass would otherwise compile before nearly every layer; matmuls
+ * only when
  * asked, as their first kernel serves every later shape of its epilogue
  * as a sibling and the unpacked tier-0 matmul runs at a fraction of it
  * (vision cold, MobileNet: 0.45x oneDNN with tier-0 convolutions, 0.29x
@@ -169,7 +170,7 @@ static int has_generic(const tlm_task *t) {
 static int uses_generic(const tlm_runtime *rt, const tlm_task *t) {
   int tier = rt->cfg.tier0;
   if (tier < 0 || !has_generic(t)) return 0;
-  return t->kind == TLM_OP_CONV || tier >= 1;
+  return t->kind != TLM_OP_MATMUL || tier >= 1;
 }
 
 static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, int cached, char *err,
@@ -181,8 +182,9 @@ static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, int cached, char 
       return TLM_ERR_INTERNAL;
     }
     k->generic = 1;
-    k->fn = k->task.kind == TLM_OP_CONV ? (void *)tlm_generic_conv(rt->target.isa)
-                                        : (void *)tlm_generic_matmul(rt->target.isa);
+    k->fn = k->task.kind == TLM_OP_CONV   ? (void *)tlm_generic_conv(rt->target.isa)
+            : k->task.kind == TLM_OP_POOL ? (void *)tlm_generic_pool(rt->target.isa)
+                                          : (void *)tlm_generic_matmul(rt->target.isa);
     k->scratch_bytes = 0;
     k->code_bytes = 0;
     k->from_disk = 0;
@@ -848,6 +850,10 @@ static void exec_row_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
 
 static void exec_pool_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
   exec_ctx *e = ctx;
+  if (e->k->generic) {
+    ((tlm_generic_pool_fn)e->k->fn)(&e->k->task.u.pool, e->args, begin, end);
+    return;
+  }
   ((tlm_pool_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
 }
 
@@ -877,6 +883,8 @@ static void (*const k_exec_chunk[])(void *, int64_t, int64_t, int) = {
 static int64_t parallel_count(const tlm_kernel *k, const tlm_task *task) {
   if (k->generic && task->kind == TLM_OP_MATMUL)
     return tlm_generic_matmul_iters(tlm_task_batch_total(task), task->u.mm.M, task->u.mm.N);
+  if (k->generic && task->kind == TLM_OP_POOL) /* rows (n, od, oh) */
+    return task->u.pool.N * task->u.pool.OD * task->u.pool.OH;
   if (k->generic) { /* rows (n, od, oh) */
     const tlm_conv_task *c = &task->u.conv;
     return c->N * c->OD * c->OH;

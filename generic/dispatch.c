@@ -17,6 +17,11 @@ ISA_BUILDS(tlm_generic_conv, (const tlm_conv_task *t, const tlm_conv_args *a, in
 ISA_BUILDS(tlm_generic_matmul, (const tlm_matmul_task *t, const tlm_mm_args *a, int64_t begin,
                                 int64_t end))
 
+ISA_BUILDS(tlm_generic_pool, (const tlm_pool_task *t, const tlm_pool_args *a, int64_t begin,
+                              int64_t end))
+
+tlm_generic_pool_fn tlm_generic_pool(int isa) { return PICK(tlm_generic_pool, isa); }
+
 tlm_generic_matmul_fn tlm_generic_matmul(int isa) { return PICK(tlm_generic_matmul, isa); }
 
 tlm_generic_conv_fn tlm_generic_conv(int isa) { return PICK(tlm_generic_conv, isa); }

@@ -6,7 +6,7 @@
  * so a new operator costs no compile on the caller's thread. They are
  * plain C whose inner loops the C compiler vectorizes (register blocks of
  * fixed size, block.h); correct for every task of their family (matmul,
- * convolution), as fast as a first answer needs to be, not as the
+ * convolution, pooling), as fast as a first answer needs to be, not as the
  * scheduled kernels.
  *
  * Layering: runtime/ below, engine/ above (engine/engine.c dispatches). */
@@ -51,7 +51,16 @@ static inline int64_t tlm_generic_matmul_iters(int64_t batches, int64_t M, int64
   return batches * ((M + 3) / 4) * ((N + 255) / 256);
 }
 
-/* The iterations of a generic convolution's parallel loop: N * OD * OH. */
+/* Rows [begin, end) of a pooling, (n, od, oh) as for a convolution: max
+ * (NaN propagates) or average (positions inside the input only, summed in
+ * double), as tlm_ref_pool; a window extent of 0 is the whole input
+ * extent. Thread-safe as above. Never NULL. */
+typedef void (*tlm_generic_pool_fn)(const tlm_pool_task *t, const tlm_pool_args *a, int64_t begin,
+                                    int64_t end);
+tlm_generic_pool_fn tlm_generic_pool(int isa);
+
+/* The iterations of a generic convolution's or pooling's parallel loop:
+ * N * OD * OH. */
 static inline int64_t tlm_generic_conv_rows(const tlm_conv_args *a) {
   return a->N * a->OD * a->OH;
 }

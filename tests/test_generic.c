@@ -5,10 +5,13 @@
  * strides, dilation, 1-D and 3-D, every activation with bias, scale and
  * shift and residual, NCHW and NHWC with OIHW and HWIO weights, the rows
  * split among calls as the thread pool splits them; the matmul on odd
- * shapes, batches and transposes with random epilogues. Then through the
+ * shapes, batches and transposes with random epilogues; the pooling,
+ * max and average, padded, global, 1-D to 3-D, NaN through max. Then
+ * through the
  * runtime: with TLM_ASYNC a new convolution with no kernel of its operator
  * is answered by the tier-0 kernel (stats.provisional) and by its own
  * kernel once the background build is done, both correct. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +19,7 @@
 #include "api/validate.h"
 #include "check.h"
 #include "generic/generic.h"
+#include "runtime/reference.h"
 #include "runtime/space.h"
 #include "runtime/target.h"
 #include "train/conv_problem.h"
@@ -119,6 +123,82 @@ static void direct_matmul(int host_isa) {
   }
 }
 
+/* poolings: max and average, NCHW and NHWC, padded, strided, global,
+ * 1-D to 3-D, 1 channel to more than a block; NaN propagates through max */
+static void direct_pool(int host_isa) {
+  static const struct {
+    int nd;
+    int64_t n, c, i[3], k[3], s[3], p[3];
+  } cases[] = {
+      {4, 1, 64, {1, 30, 30}, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}},
+      {4, 2, 5, {1, 13, 11}, {1, 2, 3}, {1, 2, 1}, {0, 1, 0}},
+      {4, 1, 300, {1, 7, 7}, {1, 0, 0}, {1, 1, 1}, {0, 0, 0}},
+      {5, 1, 33, {5, 6, 7}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}},
+      {3, 2, 7, {1, 1, 29}, {1, 1, 4}, {1, 1, 3}, {0, 0, 2}},
+      {4, 1, 1, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}},
+  };
+  uint64_t rng = 5;
+  char err[256];
+  for (int isa = TLM_ISA_SCALAR; isa <= host_isa; isa++) {
+    tlm_generic_pool_fn fn = tlm_generic_pool(isa);
+    int checked = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+      for (int alg = 0; alg < 2; alg++)
+        for (int lay = 0; lay < 2; lay++) {
+          int nd = cases[ci].nd, S = nd - 2, q = 0;
+          int64_t o[3], xs[5], ys[5], nx = 1, ny = 1;
+          for (int j = 0; j < 3; j++) {
+            int64_t k = cases[ci].k[j] ? cases[ci].k[j] : cases[ci].i[j];
+            o[j] = cases[ci].k[j] ? (cases[ci].i[j] + 2 * cases[ci].p[j] - k) / cases[ci].s[j] + 1 : 1;
+          }
+          xs[q] = ys[q] = cases[ci].n, q++;
+          if (!lay) xs[q] = ys[q] = cases[ci].c, q++;
+          for (int j = 0; j < S; j++) xs[q] = cases[ci].i[3 - S + j], ys[q] = o[3 - S + j], q++;
+          if (lay) xs[q] = ys[q] = cases[ci].c, q++;
+          for (int j = 0; j < nd; j++) nx *= xs[j], ny *= ys[j];
+          float *x = malloc(sizeof(float) * (size_t)nx), *y = malloc(sizeof(float) * (size_t)ny);
+          float *ref = malloc(sizeof(float) * (size_t)ny);
+          for (int64_t i = 0; i < nx; i++)
+            x[i] = (float)((tlm_rng_next(&rng) >> 40) % 1000) / 100.0f - 5.0f;
+          if (nx > 3) x[nx / 3] = NAN;
+          tlm_op op = tlm_op_pool(lay ? TLM_LAYOUT_NHWC : TLM_LAYOUT_NCHW,
+                                  alg ? TLM_POOL_AVG : TLM_POOL_MAX);
+          for (int j = 0; j < 3; j++) {
+            op.u.pool.kernel[j] = (int)cases[ci].k[j];
+            op.u.pool.stride[j] = (int)cases[ci].s[j];
+            op.u.pool.pad[j] = (int)cases[ci].p[j];
+          }
+          tlm_tensor X, Y;
+          tlm_tensor_dense(&X, TLM_F32, nd, xs, x);
+          tlm_tensor_dense(&Y, TLM_F32, nd, ys, y);
+          tlm_task task;
+          tlm_pool_args args;
+          tlm_status st = tlm_validate_pool(&op, &X, 1, &Y, 1, &task, &args, err, sizeof err);
+          CHECK(st == TLM_OK, "pool case %zu: %s", ci, err);
+          if (st == TLM_OK) {
+            args.dst = ref;
+            tlm_ref_pool(&task, &args);
+            args.dst = y;
+            const tlm_pool_task *t = &task.u.pool;
+            int64_t rows = t->N * t->OD * t->OH;
+            fn(t, &args, 0, rows / 2);
+            fn(t, &args, rows / 2, rows);
+            int bad = 0;
+            for (int64_t i = 0; i < ny; i++) {
+              if (isnan(ref[i]) != isnan(y[i])) bad++;
+              else if (!isnan(ref[i]) && fabs((double)y[i] - ref[i]) > 1e-5 * (1.0 + fabs((double)ref[i])))
+                bad++;
+            }
+            CHECK(bad == 0, "%s pool case %zu alg %d layout %d: %d wrong of %lld", tlm_isa_name(isa),
+                  ci, alg, lay, bad, (long long)ny);
+            checked++;
+          }
+          free(x), free(y), free(ref);
+        }
+    printf("%-7s %d poolings checked\n", tlm_isa_name(isa), checked);
+  }
+}
+
 static void through_runtime(void) {
   tlm_config cfg;
   tlm_config_init(&cfg);
@@ -167,6 +247,7 @@ int main(void) {
   tlm_target_detect(&t);
   direct(t.host_isa);
   direct_matmul(t.host_isa);
+  direct_pool(t.host_isa);
   through_runtime();
   return check_report("generic");
 }
