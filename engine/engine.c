@@ -162,9 +162,9 @@ static int has_generic(const tlm_task *t) {
  * (tlm_config.tier0): convolutions and poolings by default, whose kernels
  * are one per layer (channels and window are compiled in), so a network's
  * first pass would otherwise compile before nearly every layer; matmuls
- * only when
- * asked, as their first kernel serves every later shape of its epilogue
- * as a sibling and the unpacked tier-0 matmul runs at a fraction of it
+ * only when asked, as their first kernel serves every later shape of its
+ * epilogue as a sibling and the unpacked tier-0 matmul runs at a fraction
+ * of it
  * (vision cold, MobileNet: 0.45x oneDNN with tier-0 convolutions, 0.29x
  * with both; docs/design.md) */
 static int uses_generic(const tlm_runtime *rt, const tlm_task *t) {
@@ -883,12 +883,9 @@ static void (*const k_exec_chunk[])(void *, int64_t, int64_t, int) = {
 static int64_t parallel_count(const tlm_kernel *k, const tlm_task *task) {
   if (k->generic && task->kind == TLM_OP_MATMUL)
     return tlm_generic_matmul_iters(tlm_task_batch_total(task), task->u.mm.M, task->u.mm.N);
-  if (k->generic && task->kind == TLM_OP_POOL) /* rows (n, od, oh) */
-    return task->u.pool.N * task->u.pool.OD * task->u.pool.OH;
-  if (k->generic) { /* rows (n, od, oh) */
-    const tlm_conv_task *c = &task->u.conv;
-    return c->N * c->OD * c->OH;
-  }
+  if (k->generic) /* convolution and pooling: rows (n, od, oh) */
+    return task->kind == TLM_OP_POOL ? task->u.pool.N * task->u.pool.OD * task->u.pool.OH
+                                     : task->u.conv.N * task->u.conv.OD * task->u.conv.OH;
   const tlm_family *f = tlm_family_of(task);
   return f ? f->parallel_count(task, &k->sched, &k->nest) : 1;
 }

@@ -58,9 +58,13 @@ static void mm_level0_blocks(const tlm_space *s, const int32_t *d, int upto, int
  * least min(threads, the most level-0 blocks) blocks, the points after p
  * counted as 1; the most blocks are those of the smallest candidate, so the
  * result is never empty when c[0] is 1 or the smallest. */
+static int64_t mm_workers(const tlm_space *s) {
+  return s->target.threads > 0 ? s->target.threads : 1;
+}
+
 static int mm_keep_parallel(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int m,
                             int32_t *out) {
-  int64_t workers = s->target.threads > 0 ? s->target.threads : 1;
+  int64_t workers = mm_workers(s);
   int32_t dd[MM_NPOINTS];
   memcpy(dd, d, sizeof(int32_t) * (size_t)p);
   int64_t cnt[3], most = 0;
@@ -89,7 +93,7 @@ static int64_t mm_parallel_floor(const tlm_space *s, const int32_t *d) {
   int64_t cnt[3];
   mm_level0_blocks(s, d, MM_N1, cnt);
   int64_t most = cnt[0] * cnt[1] * cnt[2];
-  int64_t workers = s->target.threads > 0 ? s->target.threads : 1;
+  int64_t workers = mm_workers(s);
   return most < workers ? most : workers;
 }
 
@@ -203,7 +207,7 @@ static int mm_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c
             : p == MM_M1 ? tile_candidates(t->M, (int64_t)d[MM_M3] * d[MM_M2], c)
                          : tile_candidates(btot, (int64_t)d[MM_B3] * d[MM_B2], c);
     int64_t floor_blocks = mm_parallel_floor(s, d);
-    int64_t workers = s->target.threads > 0 ? s->target.threads : 1;
+    int64_t workers = mm_workers(s);
     int32_t dd[MM_NPOINTS];
     memcpy(dd, d, sizeof(int32_t) * (size_t)p);
     int kept = 0;
@@ -218,8 +222,7 @@ static int mm_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c
       /* balanced: the threads' last round of blocks at least 4/5 full
        * (3 blocks on 2 threads idle one a third of the time: 0.75-0.8x
        * of the rule's 2 or 4 on 35-60x1024:1024x4096, candidate 35) */
-      int64_t rounds = (b + workers - 1) / workers;
-      if (b >= floor_blocks && 5 * b >= 4 * rounds * workers) bal[n++] = c[i];
+      if (b >= floor_blocks && 5 * b >= 4 * ceil_div(b, workers) * workers) bal[n++] = c[i];
     }
     /* none balanced (e.g. 3 blocks at most): what passes the floor */
     if (n > 0) memcpy(c, bal, sizeof(int32_t) * (size_t)n);
@@ -252,7 +255,7 @@ static int mm_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c
      * core for nothing */
     int loops = (btot > 1 ? 1 : 0) + 2;
     int64_t all = mm_fused_blocks(s, d, loops);
-    int64_t workers = s->target.threads > 0 ? s->target.threads : 1;
+    int64_t workers = mm_workers(s);
     int64_t want = all < workers ? all : workers;
     c[n++] = 0;
     for (int i = 1; i <= loops; i++)
