@@ -16,6 +16,7 @@
 #include "api/conv_as_matmul.h"
 #include "api/validate.h"
 #include "check.h"
+#include "pool_case.h"
 #include "engine/engine.h"
 #include "runtime/reference.h"
 #include "train/conv_problem.h"
@@ -409,10 +410,7 @@ static void bad(tlm_runtime *rt) {
  * extents and channel tails, both layouts, default and random schedules,
  * against tlm_ref_pool */
 static void pooling(tlm_runtime *rt) {
-  static const struct {
-    int nd;
-    int64_t n, c, i[3], k[3], s[3], p[3];
-  } cases[] = {
+  static const pool_case cases[] = {
       {4, 1, 64, {1, 112, 112}, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}}, /* ResNet's stem pool */
       {4, 2, 5, {1, 13, 11}, {1, 2, 3}, {1, 2, 1}, {0, 1, 0}},
       {4, 1, 2048, {1, 7, 7}, {1, 0, 0}, {1, 1, 1}, {0, 0, 0}}, /* global average */
@@ -426,30 +424,12 @@ static void pooling(tlm_runtime *rt) {
     for (int alg = 0; alg < 2; alg++)
       for (int lay = 0; lay < 2; lay++)
         for (int rep = 0; rep < 3; rep++) {
-          int nd = cases[ci].nd, S = nd - 2;
-          int64_t o[3];
-          for (int j = 0; j < 3; j++) {
-            int64_t k = cases[ci].k[j] ? cases[ci].k[j] : cases[ci].i[j];
-            o[j] = cases[ci].k[j] ? (cases[ci].i[j] + 2 * cases[ci].p[j] - k) / cases[ci].s[j] + 1 : 1;
-          }
-          int64_t xs[5], ys[5];
-          int q = 0;
-          xs[q] = ys[q] = cases[ci].n, q++;
-          if (!lay) xs[q] = ys[q] = cases[ci].c, q++;
-          for (int j = 0; j < S; j++) xs[q] = cases[ci].i[3 - S + j], ys[q] = o[3 - S + j], q++;
-          if (lay) xs[q] = ys[q] = cases[ci].c, q++;
-          int64_t nx = 1, ny = 1;
-          for (int j = 0; j < nd; j++) nx *= xs[j], ny *= ys[j];
+          int nd = cases[ci].nd;
+          int64_t xs[5], ys[5], nx, ny;
+          tlm_op op = pool_case_shapes(&cases[ci], alg, lay, xs, ys, &nx, &ny);
           float *x = malloc(sizeof(float) * (size_t)nx), *y = malloc(sizeof(float) * (size_t)ny);
           float *ref = malloc(sizeof(float) * (size_t)ny);
           for (int64_t i = 0; i < nx; i++) x[i] = (float)((tlm_rng_next(&g_rng) >> 40) % 1000) / 100.0f - 5.0f;
-          tlm_op op = tlm_op_pool(lay ? TLM_LAYOUT_NHWC : TLM_LAYOUT_NCHW,
-                                  alg ? TLM_POOL_AVG : TLM_POOL_MAX);
-          for (int j = 0; j < 3; j++) {
-            op.u.pool.kernel[j] = (int)cases[ci].k[j];
-            op.u.pool.stride[j] = (int)cases[ci].s[j];
-            op.u.pool.pad[j] = (int)cases[ci].p[j];
-          }
           tlm_tensor X, Y;
           tlm_tensor_dense(&X, TLM_F32, nd, xs, x);
           tlm_tensor_dense(&Y, TLM_F32, nd, ys, y);

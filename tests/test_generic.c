@@ -18,6 +18,7 @@
 
 #include "api/validate.h"
 #include "check.h"
+#include "pool_case.h"
 #include "generic/generic.h"
 #include "runtime/reference.h"
 #include "runtime/space.h"
@@ -126,10 +127,7 @@ static void direct_matmul(int host_isa) {
 /* poolings: max and average, NCHW and NHWC, padded, strided, global,
  * 1-D to 3-D, 1 channel to more than a block; NaN propagates through max */
 static void direct_pool(int host_isa) {
-  static const struct {
-    int nd;
-    int64_t n, c, i[3], k[3], s[3], p[3];
-  } cases[] = {
+  static const pool_case cases[] = {
       {4, 1, 64, {1, 30, 30}, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}},
       {4, 2, 5, {1, 13, 11}, {1, 2, 3}, {1, 2, 1}, {0, 1, 0}},
       {4, 1, 300, {1, 7, 7}, {1, 0, 0}, {1, 1, 1}, {0, 0, 0}},
@@ -145,29 +143,14 @@ static void direct_pool(int host_isa) {
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
       for (int alg = 0; alg < 2; alg++)
         for (int lay = 0; lay < 2; lay++) {
-          int nd = cases[ci].nd, S = nd - 2, q = 0;
-          int64_t o[3], xs[5], ys[5], nx = 1, ny = 1;
-          for (int j = 0; j < 3; j++) {
-            int64_t k = cases[ci].k[j] ? cases[ci].k[j] : cases[ci].i[j];
-            o[j] = cases[ci].k[j] ? (cases[ci].i[j] + 2 * cases[ci].p[j] - k) / cases[ci].s[j] + 1 : 1;
-          }
-          xs[q] = ys[q] = cases[ci].n, q++;
-          if (!lay) xs[q] = ys[q] = cases[ci].c, q++;
-          for (int j = 0; j < S; j++) xs[q] = cases[ci].i[3 - S + j], ys[q] = o[3 - S + j], q++;
-          if (lay) xs[q] = ys[q] = cases[ci].c, q++;
-          for (int j = 0; j < nd; j++) nx *= xs[j], ny *= ys[j];
+          int nd = cases[ci].nd;
+          int64_t xs[5], ys[5], nx, ny;
+          tlm_op op = pool_case_shapes(&cases[ci], alg, lay, xs, ys, &nx, &ny);
           float *x = malloc(sizeof(float) * (size_t)nx), *y = malloc(sizeof(float) * (size_t)ny);
           float *ref = malloc(sizeof(float) * (size_t)ny);
           for (int64_t i = 0; i < nx; i++)
             x[i] = (float)((tlm_rng_next(&rng) >> 40) % 1000) / 100.0f - 5.0f;
           if (nx > 3) x[nx / 3] = NAN;
-          tlm_op op = tlm_op_pool(lay ? TLM_LAYOUT_NHWC : TLM_LAYOUT_NCHW,
-                                  alg ? TLM_POOL_AVG : TLM_POOL_MAX);
-          for (int j = 0; j < 3; j++) {
-            op.u.pool.kernel[j] = (int)cases[ci].k[j];
-            op.u.pool.stride[j] = (int)cases[ci].s[j];
-            op.u.pool.pad[j] = (int)cases[ci].p[j];
-          }
           tlm_tensor X, Y;
           tlm_tensor_dense(&X, TLM_F32, nd, xs, x);
           tlm_tensor_dense(&Y, TLM_F32, nd, ys, y);
