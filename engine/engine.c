@@ -37,15 +37,29 @@
  * the default: the generated code is already tiled, unrolled and
  * vectorized, so it needs SROA (accumulators into registers), CSE,
  * combining, CFG cleanup and hoisting; measured on GPT-2 layer kernels it
- * compiles 30-40% faster than default<O1> at the same GFLOPS. Only these
- * fixed texts reach LLVM (it aborts on some malformed pipelines). */
-static const char *pipeline(const tlm_runtime *rt) {
-  static const char *const texts[] = {
-      ("function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
-       "loop-mssa(licm),instcombine<no-verify-fixpoint>)"),
-      "default<O1>", "default<O2>", "default<O3>"};
-  int p = rt->target.passes;
-  return texts[p >= 0 && p < 4 ? p : 0];
+ * compiles 30-40% faster than default<O1> at the same GFLOPS. Loop
+ * strength reduction (taken out of the code generator,
+ * tlm_jit_llvm_options) runs where the innermost loops walk a window:
+ * convolutions with fewer than 8 input channels per group (the RGB stem,
+ * depthwise), whose channel loop is too short to carry the addressing
+ * (without LSR they ran at 0.42-0.75x), pooling, attention. Matmul, row
+ * and dense convolution kernels skip it: a third of a matmul's object
+ * emission and a fifth of a 3x3 convolution's, no GFLOPS changed
+ * (docs/design.md, "Compile time"). Only these fixed texts reach LLVM (it
+ * aborts on some malformed pipelines). */
+#define FAST_PASSES                                                                  \
+  "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"             \
+  "loop-mssa(licm),instcombine<no-verify-fixpoint>)"
+static const char *pipeline(const tlm_runtime *rt, const tlm_task *task) {
+  static const char *const texts[2][4] = {
+      {FAST_PASSES, "default<O1>", "default<O2>", "default<O3>"},
+      {FAST_PASSES "," TLM_PIPELINE_LSR, "default<O1>," TLM_PIPELINE_LSR,
+       "default<O2>," TLM_PIPELINE_LSR, "default<O3>," TLM_PIPELINE_LSR}};
+  int p = rt->target.passes & ~TLM_PASSES_CODEGEN_LSR;
+  int lsr = !(rt->target.passes & TLM_PASSES_CODEGEN_LSR) &&
+            ((task->kind == TLM_OP_CONV && task->u.conv.ICg < 8) || task->kind == TLM_OP_POOL ||
+             task->kind == TLM_OP_ATTENTION);
+  return texts[lsr][p >= 0 && p < 4 ? p : 0];
 }
 
 static double now_ms(void) { return tlm_clock_ms(); }
@@ -132,7 +146,7 @@ static tlm_jit_request jit_request(const tlm_runtime *rt, const tlm_task *task,
                            .nest = nest,
                            .fma_chains = rt->target.fma_chains,
                            .name = name,
-                           .pipeline = pipeline(rt)};
+                           .pipeline = pipeline(rt, task)};
 }
 
 static void kernel_name(const tlm_key *key, char *buf, size_t cap) {

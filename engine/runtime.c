@@ -239,6 +239,7 @@ tlm_status tlm_engine_create(const tlm_config *config, int64_t disk_cap_bytes, t
     st = TLM_ERR_JIT;
     goto fail;
   }
+  if (!tlm_jit_llvm_options()) rt->target.passes |= TLM_PASSES_CODEGEN_LSR; /* in every key */
   if ((st = load_model(rt, err, errcap)) != TLM_OK) goto fail;
   open_disk(rt, disk_cap_bytes);
   *out = rt;

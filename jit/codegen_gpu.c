@@ -21,6 +21,7 @@
 #include "codegen_gpu.h"
 
 #include "activation.h"
+#include "jit.h"
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Target.h>
@@ -651,6 +652,7 @@ int tlm_gpu_emit_ptx(LLVMModuleRef mod, int sm, char **ptx, char *err, int errca
   for (size_t i = 0; i < sizeof known / sizeof *known; i++)
     if (known[i] <= sm) use = known[i];
   sm = use;
+  int lsr_in_pipeline = tlm_jit_llvm_options(); /* else the code generator runs it */
   pthread_once(&g_nvptx_once, nvptx_init);
   const char *triple = "nvptx64-nvidia-cuda";
   LLVMTargetRef target;
@@ -673,7 +675,8 @@ int tlm_gpu_emit_ptx(LLVMModuleRef mod, int sm, char **ptx, char *err, int errca
   LLVMSetModuleDataLayout(mod, td);
   LLVMDisposeTargetData(td);
   LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
-  LLVMErrorRef e = LLVMRunPasses(mod, "default<O3>", tm, opts);
+  LLVMErrorRef e = LLVMRunPasses(
+      mod, lsr_in_pipeline ? "default<O3>," TLM_PIPELINE_LSR : "default<O3>", tm, opts);
   LLVMDisposePassBuilderOptions(opts);
   int rc = 0;
   if (e) {

@@ -5,6 +5,7 @@
 
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
+#include <llvm-c/Support.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
@@ -34,7 +35,25 @@ struct tlm_jit {
 static pthread_once_t g_llvm_once = PTHREAD_ONCE_INIT;
 static int g_llvm_ok;
 
+static pthread_once_t g_options_once = PTHREAD_ONCE_INIT;
+
+static int g_lsr_off;
+
+static void set_options(void) {
+  const char *e = getenv("TLM_LLVM_OPTIONS");
+  if (e && !strcmp(e, "0")) return;
+  const char *argv[] = {"tlm", "-disable-lsr"};
+  LLVMParseCommandLineOptions(2, argv, NULL);
+  g_lsr_off = 1;
+}
+
+int tlm_jit_llvm_options(void) {
+  pthread_once(&g_options_once, set_options);
+  return g_lsr_off;
+}
+
 static void llvm_init(void) {
+  tlm_jit_llvm_options();
   g_llvm_ok = !LLVMInitializeNativeTarget() && !LLVMInitializeNativeAsmPrinter();
 }
 

@@ -7,6 +7,25 @@
 
 typedef struct tlm_jit tlm_jit;
 
+/* LLVM's process-wide code generation options, set once before any
+ * codegen (every path that creates a target machine calls it first):
+ * loop strength reduction is taken out of the code generator's fixed
+ * pipeline (-disable-lsr) so that each kernel's pass pipeline text decides
+ * it (TLM_PIPELINE_LSR appended where it pays). On matmul kernels, whose
+ * addresses are already a base plus a stride per loop, LSR was a third of
+ * object emission and changed no GFLOPS; on convolutions that gather a
+ * window it is worth up to 2x (docs/design.md, "Compile time"). This is
+ * LLVM's command-line state, shared with any other LLVM user in the
+ * process: the environment variable TLM_LLVM_OPTIONS=0, read at the first
+ * call, leaves it alone (the code generator then runs LSR on every
+ * kernel, and compiles are slower). Returns 1 when the code generator's
+ * LSR is off, 0 when it was left on. Thread-safe; the first call decides. */
+int tlm_jit_llvm_options(void);
+
+/* The new pass manager's loop strength reduction, as pipeline text to
+ * append after a function pipeline (with a comma). */
+#define TLM_PIPELINE_LSR "function(loop(loop-reduce))"
+
 /* Sets up LLVM's native target, a target machine for the host CPU and its
  * features, and an LLJIT that resolves libc/libm symbols from the process.
  * isa (a tlm_isa, or -1 for every host feature) turns off the host features

@@ -52,11 +52,15 @@ typedef struct tlm_target {
   /* tlm_passes: the LLVM pass pipeline the kernels are optimized with
    * (tlm_config.passes; 0, "fast", until a runtime sets it). It changes
    * the object code, so it is in every cache key; also keeps cpu_id
-   * 8-byte aligned without a padding hole. */
+   * 8-byte aligned without a padding hole. TLM_PASSES_CODEGEN_LSR is or'ed
+   * in when LLVM's code generator still runs loop strength reduction
+   * itself (TLM_LLVM_OPTIONS=0, jit/jit.h): other object code again. */
   int32_t passes;
   uint64_t cpu_id;      /* XXH3 of vendor, brand string, family, model, stepping */
   char brand[48];       /* CPUID brand string, NUL-padded */
 } tlm_target;
+
+#define TLM_PASSES_CODEGEN_LSR 0x100
 
 /* Detects the host: ISA and registers from CPUID, per-core cache sizes from
  * CPUID leaf 4 (Intel) or 0x8000001D (AMD), with sysfs and sysconf as
