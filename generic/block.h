@@ -57,11 +57,12 @@ static inline tlm_gvec tlm_gact(int act, tlm_gvec x) {
   return x;
 }
 
-/* zeroed accumulators: the vectors of a full block, the floats of a tail */
-static inline void tlm_gzero(tlm_gvec va[PB][2], float acc[PB][OCB]) {
+/* zeroed accumulators: the vectors of a full block, the floats of a tail
+ * (full: acc is not read before tlm_gspill writes it) */
+static inline void tlm_gzero(tlm_gvec va[PB][2], float acc[PB][OCB], const int full) {
   for (int p = 0; p < PB; p++) {
     va[p][0] = va[p][1] = tlm_gsplat(0.0f);
-    for (int o = 0; o < OCB; o++) acc[p][o] = 0.0f;
+    for (int o = 0; o < OCB && !full; o++) acc[p][o] = 0.0f;
   }
 }
 

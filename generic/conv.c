@@ -43,14 +43,44 @@ static inline void pixels(const tlm_conv_task *t, const tlm_conv_args *a, const 
   }
 }
 
+/* whether a full block's epilogue is vector code straight from the
+ * accumulators: channels-last output, unit-stride epilogue operands, an
+ * activation that is a select per lane */
+static int vec_epilogue(const tlm_conv_task *t, const tlm_conv_args *a) {
+  return a->sd[1] == 1 && (!t->has_bias || a->sbias == 1) &&
+         (!t->has_ss || (a->sscale == 1 && a->sshift == 1)) && (!t->has_residual || a->sr[1] == 1) &&
+         (t->act == TLM_ACT_NONE || t->act == TLM_ACT_RELU || t->act == TLM_ACT_RELU6);
+}
+
+/* vec_epilogue's store of a full block (PB pixels x OCB channels from oc)
+ * from its accumulator vectors */
+static inline __attribute__((always_inline)) void
+store_vec(const tlm_conv_task *t, const tlm_conv_args *a, tlm_gvec va[PB][2], int64_t n, int64_t oc,
+          int64_t od, int64_t oh, int64_t ow) {
+  float *dst = a->dst + n * a->sd[0] + od * a->sd[2] + oh * a->sd[3] + ow * a->sd[4] + oc;
+  const float *res =
+      t->has_residual ? a->res + n * a->sr[0] + od * a->sr[2] + oh * a->sr[3] + ow * a->sr[4] + oc
+                      : NULL;
+  for (int j = 0; j < 2; j++) {
+    tlm_gvec bias = t->has_bias ? tlm_gload(a->bias + oc + j * VL) : tlm_gsplat(0.0f);
+    tlm_gvec scale = t->has_ss ? tlm_gload(a->scale + oc + j * VL) : tlm_gsplat(1.0f);
+    tlm_gvec shift = t->has_ss ? tlm_gload(a->shift + oc + j * VL) : tlm_gsplat(0.0f);
+    for (int p = 0; p < PB; p++) {
+      tlm_gvec v = va[p][j];
+      if (t->has_bias) v += bias;
+      if (t->has_ss) v = v * scale + shift;
+      if (res) v += tlm_gload(res + p * a->sr[4] + j * VL);
+      v = tlm_gact(t->act, v);
+      __builtin_memcpy(dst + p * a->sd[4] + j * VL, &v, sizeof v);
+    }
+  }
+}
+
 /* the epilogue of np pixels x ocn channels from oc, then the store */
 static void store_block(const tlm_conv_task *t, const tlm_conv_args *a, float acc[PB][OCB],
                         int np, int ocn, int64_t n, int64_t oc, int64_t od, int64_t oh,
                         int64_t ow) {
-  int vec = ocn == OCB && a->sd[1] == 1 && (!t->has_bias || a->sbias == 1) &&
-            (!t->has_ss || (a->sscale == 1 && a->sshift == 1)) &&
-            (!t->has_residual || a->sr[1] == 1) &&
-            (t->act == TLM_ACT_NONE || t->act == TLM_ACT_RELU || t->act == TLM_ACT_RELU6);
+  int vec = ocn == OCB && vec_epilogue(t, a);
   for (int p = 0; p < np && vec; p++) { /* channels-last: whole vectors */
     float *dst = a->dst + n * a->sd[0] + od * a->sd[2] + oh * a->sd[3] + (ow + p) * a->sd[4];
     const float *res = t->has_residual ? a->res + n * a->sr[0] + od * a->sr[2] + oh * a->sr[3] +
@@ -92,7 +122,7 @@ dense_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t o
             const int64_t khr[2], const int full) {
   float acc[PB][OCB];
   tlm_gvec va[PB][2];
-  tlm_gzero(va, acc);
+  tlm_gzero(va, acc, full);
   const int64_t icg_stride = a->ss[1];
   for (int64_t kd = kdr[0]; kd < kdr[1]; kd++) {
     int64_t id = od * t->sd - t->pd + kd * t->dd;
@@ -114,6 +144,10 @@ dense_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t o
       }
     }
   }
+  if (full && np == PB && vec_epilogue(t, a)) {
+    store_vec(t, a, va, n, oc, od, oh, ow);
+    return;
+  }
   if (full) tlm_gspill(va, acc);
   store_block(t, a, acc, np, ocn, n, oc, od, oh, ow);
 }
@@ -127,7 +161,7 @@ dw_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t od, 
          const int full) {
   float acc[PB][OCB];
   tlm_gvec va[PB][2];
-  tlm_gzero(va, acc);
+  tlm_gzero(va, acc, full);
   /* all PB pixels' windows inside the input row: first and last columns */
   const int interior = np == PB && ow * t->sw - t->pw >= 0 &&
                        (ow + PB - 1) * t->sw - t->pw + (t->KW - 1) * t->dw < a->IW;
@@ -137,14 +171,17 @@ dw_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t od, 
       int64_t ih = oh * t->sh - t->ph + kh * t->dh;
       const float *row = a->src + n * a->ss[0] + c * a->ss[1] + id * a->ss[2] + ih * a->ss[3];
       if (full && interior) { /* every pixel's window inside the row: addresses by adds */
-        const float *x0 = row + (ow * t->sw - t->pw) * a->ss[4];
         const int64_t px = t->sw * a->ss[4], kx = t->dw * a->ss[4];
+        const float *xq[PB]; /* one pointer per pixel, stepped by adds */
+        xq[0] = row + (ow * t->sw - t->pw) * a->ss[4];
+        for (int p = 1; p < PB; p++) xq[p] = xq[p - 1] + px;
         const float *w = a->wei + c * a->sw[0] + kd * a->sw[2] + kh * a->sw[3];
-        for (int64_t kw = 0; kw < t->KW; kw++, x0 += kx, w += a->sw[4]) {
+        for (int64_t kw = 0; kw < t->KW; kw++, w += a->sw[4]) {
           tlm_gvec w0 = tlm_gload(w), w1 = tlm_gload(w + VL);
           for (int p = 0; p < PB; p++) {
-            va[p][0] += tlm_gload(x0 + p * px) * w0;
-            va[p][1] += tlm_gload(x0 + p * px + VL) * w1;
+            va[p][0] += tlm_gload(xq[p]) * w0;
+            va[p][1] += tlm_gload(xq[p] + VL) * w1;
+            xq[p] += kx;
           }
         }
         continue;
@@ -166,6 +203,10 @@ dw_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t od, 
         }
       }
     }
+  }
+  if (full && np == PB && vec_epilogue(t, a)) {
+    store_vec(t, a, va, n, c, od, oh, ow);
+    return;
   }
   if (full) tlm_gspill(va, acc);
   store_block(t, a, acc, np, cn, n, c, od, oh, ow);

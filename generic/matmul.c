@@ -22,7 +22,7 @@ mm_block(const tlm_matmul_task *t, const tlm_mm_args *a, int64_t ao, int64_t bo,
          int64_t ro, int64_t m0, int np, int64_t n0, int nn, const int full) {
   float acc[PB][OCB];
   tlm_gvec va[PB][2];
-  tlm_gzero(va, acc);
+  tlm_gzero(va, acc, full);
   const float *ap[PB];
   int64_t as[PB];
   for (int p = 0; p < PB; p++) {
