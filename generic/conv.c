@@ -170,6 +170,27 @@ dw_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t od, 
     for (int64_t kh = khr[0]; kh < khr[1]; kh++) {
       int64_t ih = oh * t->sh - t->ph + kh * t->dh;
       const float *row = a->src + n * a->ss[0] + c * a->ss[1] + id * a->ss[2] + ih * a->ss[3];
+      if (full && interior && t->KW == 3 && t->sw == t->dw) {
+        /* the 3-wide window with the pixel step equal to the window's
+         * (stride 1, no dilation): pixel p at kw reads input column p + kw,
+         * so the row needs PB + 2 loads per vector column, not 3 PB */
+        const int64_t px = t->sw * a->ss[4];
+        const float *x = row + (ow * t->sw - t->pw) * a->ss[4];
+        const float *w = a->wei + c * a->sw[0] + kd * a->sw[2] + kh * a->sw[3];
+        const tlm_gvec wa[3] = {tlm_gload(w), tlm_gload(w + a->sw[4]), tlm_gload(w + 2 * a->sw[4])};
+        const tlm_gvec wb[3] = {tlm_gload(w + VL), tlm_gload(w + a->sw[4] + VL),
+                                tlm_gload(w + 2 * a->sw[4] + VL)};
+        for (int j = 0; j < PB + 2; j++, x += px) {
+          tlm_gvec xa = tlm_gload(x), xb = tlm_gload(x + VL);
+          for (int k = 0; k < 3; k++) {
+            int p = j - k;
+            if (p < 0 || p >= PB) continue; /* constant after unrolling */
+            va[p][0] += xa * wa[k];
+            va[p][1] += xb * wb[k];
+          }
+        }
+        continue;
+      }
       if (full && interior) { /* every pixel's window inside the row: addresses by adds */
         const int64_t px = t->sw * a->ss[4], kx = t->dw * a->ss[4];
         const float *xq[PB]; /* one pointer per pixel, stepped by adds */
