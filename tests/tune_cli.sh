@@ -3,8 +3,9 @@
 # convolution) are tuned into a private disk cache; every task is stored as
 # a measured plan; `tlm run --check` of a tuned shape then takes its plan
 # from that cache and passes the reference check; bad usage exits 2 and a
-# missing disk cache is refused.
-# Usage: tune_cli.sh TLM_BINARY
+# missing disk cache is refused; --heldout tunes the held-out families'
+# tasks (a sample of 2, measured only).
+# Usage: tune_cli.sh TLM_BINARY SHARED_DIR
 set -eu
 tlm=$1
 tmp=$(mktemp -d)
@@ -40,6 +41,10 @@ grep -q "2 measured already" "$tmp/out3" || { cat "$tmp/out3"; echo "tune --from
 # are never taken for this runtime's
 "$tlm" tune --from-cache --k 3 --threads 2 --rounds 2 --dry-run > "$tmp/out4"
 grep -q "2 of another target" "$tmp/out4" || { cat "$tmp/out4"; echo "tune --from-cache took another target's plans"; exit 1; }
+TLM_CACHE_DIR=none "$tlm" tune --heldout --shared "$2" --max-tasks 2 --k 2 --threads 1 --rounds 1 \
+  --dry-run --json "$tmp/h.json" > "$tmp/out5"
+grep -q '"tasks_tuned":[[:space:]]*2' "$tmp/h.json" || { cat "$tmp/out5"; echo "tune --heldout: not 2 tasks"; exit 1; }
+grep -q '"changed_percent"' "$tmp/h.json" || { echo "tune --heldout: no changed_percent"; exit 1; }
 export TLM_CACHE_DIR="$tmp/cache"
 set +e
 "$tlm" tune --k 0 "$tmp/shapes" > /dev/null 2>&1

@@ -27,6 +27,7 @@
 #include "train/measure.h"
 #include "engine/engine.h"
 #include "runtime/clock.h"
+#include "train/records.h"
 #include "train/tasks.h"
 #include "tlm.h"
 
@@ -37,7 +38,7 @@ static double now_ms(void) { return tlm_clock_ms(); }
 static void usage(void) {
   fprintf(stderr,
           "usage: tlm tune [--k K] [--threads T] [--rounds R] [--dry-run] [--json F]\n"
-          "                [--from-cache] [FILE...]\n"
+          "                [--from-cache] [--heldout [--shared DIR] [--max-tasks N]] [FILE...]\n"
           "  Measured tuning of every shape of benchdnn matmul or convolution files\n"
           "  (convolutions as NHWC with bias and ReLU, minibatch 1; shapes at their\n"
           "  own extents): K candidates a task (default 10, at most %d: the pick of\n"
@@ -50,6 +51,10 @@ static void usage(void) {
           "  user's own shapes, at their own strides; plans of this target, versions\n"
           "  and scheduler not measured yet), with the cached plan as the pick and\n"
           "  the candidates checked against its output on random operands.\n"
+          "  --heldout: also the held-out families of the collection's task list\n"
+          "  (as tlm eval --heldout: M reduced above 4 GFLOP; families in turn, so\n"
+          "  --max-tasks N samples them all; workloads under DIR, default ../shared):\n"
+          "  the measured top-k mode's figure against tlm_run's pick.\n"
           "  --dry-run measures and reports without storing.\n",
           TUNE_MAX_K);
 }
@@ -242,9 +247,50 @@ static void tune_from_cache(tlm_runtime *rt, const tlm_config *cfg, int k, int r
          seen, dir, other, measured);
 }
 
+/* The specs of the tasks of the held-out families (tlm eval --heldout's),
+ * at most max_tasks; -1 with a message */
+static int heldout_specs(const char *shared, int max_tasks, tlm_task_spec **out) {
+  char err[512];
+  tlm_task_spec *all;
+  int na = tlm_tasks_build(shared, 1, &all, err, sizeof err);
+  if (na < 0) {
+    fprintf(stderr, "tlm tune: %s\n", err);
+    return -1;
+  }
+  int n = 0;
+  *out = malloc(sizeof **out * (size_t)(na > 0 ? na : 1));
+  for (int i = 0; i < na && *out; i++)
+    if (tlm_family_heldout(all[i].family)) (*out)[n++] = all[i];
+  free(all);
+  if (!*out || tlm_tasks_interleave(*out, n)) {
+    fprintf(stderr, "tlm tune: out of memory\n");
+    free(*out);
+    return -1;
+  }
+  return n < max_tasks ? n : max_tasks;
+}
+
+/* Tunes every task of specs[0..n) */
+static void tune_specs(const tlm_config *cfg, int k, int rounds, int dry, cJSON *jf,
+                       tlm_task_spec *specs, int n, tune_totals *tt) {
+  for (int t = 0; t < n; t++) {
+    tlm_spec_problem p;
+    if (tlm_spec_problem_make(&specs[t], 3, &p)) {
+      fprintf(stderr, "tlm tune: %s: cannot build (too large or out of memory)\n", specs[t].text);
+      tt->failed++;
+      continue;
+    }
+    tune_check chk = {&p, NULL, NULL};
+    tune_task(cfg, k, rounds, dry, jf, specs[t].text, &p.task, p.args, &chk, NULL,
+              0x74756e65ull ^ (uint64_t)t, tt);
+    tlm_spec_problem_free(&p);
+  }
+}
+
 int tlm_cmd_tune(int argc, char **argv) {
-  int k = 10, threads = 0, rounds = 5, dry = 0, nfiles = 0, from_cache = 0;
-  const char *json = NULL;
+  int k = 10, threads = 0, rounds = 5, dry = 0, nfiles = 0, from_cache = 0, heldout = 0;
+  int max_tasks = 1 << 30;
+  const char *json = NULL, *shared = "../shared";
   const char **files = calloc((size_t)(argc > 0 ? argc : 1), sizeof *files);
   if (!files) return 1;
   for (int i = 0; i < argc; i++) {
@@ -255,14 +301,17 @@ int tlm_cmd_tune(int argc, char **argv) {
     else if (!strcmp(a, "--json") && i + 1 < argc) json = argv[++i];
     else if (!strcmp(a, "--dry-run")) dry = 1;
     else if (!strcmp(a, "--from-cache")) from_cache = 1;
+    else if (!strcmp(a, "--heldout")) heldout = 1;
+    else if (!strcmp(a, "--shared") && i + 1 < argc) shared = argv[++i];
+    else if (!strcmp(a, "--max-tasks") && i + 1 < argc) max_tasks = atoi(argv[++i]);
     else if (a[0] == '-') {
       usage();
       free(files);
       return 2;
     } else files[nfiles++] = a;
   }
-  if ((nfiles == 0 && !from_cache) || k < 1 || k > TUNE_MAX_K || threads < 0 || rounds < 1 ||
-      rounds > TLM_SIDE_ROUNDS) {
+  if ((nfiles == 0 && !from_cache && !heldout) || k < 1 || k > TUNE_MAX_K || threads < 0 ||
+      rounds < 1 || rounds > TLM_SIDE_ROUNDS || max_tasks < 1) {
     usage();
     free(files);
     return 2;
@@ -315,6 +364,13 @@ int tlm_cmd_tune(int argc, char **argv) {
   tune_totals tt;
   memset(&tt, 0, sizeof tt);
   if (from_cache) tune_from_cache(rt, &cfg, k, rounds, dry, jf, &tt);
+  if (heldout) {
+    tlm_task_spec *hs = NULL;
+    int nh = heldout_specs(shared, max_tasks, &hs);
+    if (nh < 0) tt.failed++;
+    else tune_specs(&cfg, k, rounds, dry, jf, hs, nh, &tt);
+    free(hs);
+  }
   tlm_tasks_set_exact(1);
   for (int f = 0; f < nfiles; f++) {
     tlm_task_spec *specs = NULL;
@@ -325,29 +381,21 @@ int tlm_cmd_tune(int argc, char **argv) {
       tt.failed++;
       continue;
     }
-    for (int t = 0; t < n; t++) {
-      tlm_spec_problem p;
-      if (tlm_spec_problem_make(&specs[t], 3, &p)) {
-        fprintf(stderr, "tlm tune: %s: cannot build (too large or out of memory)\n", specs[t].text);
-        tt.failed++;
-        continue;
-      }
-      tune_check chk = {&p, NULL, NULL};
-      tune_task(&cfg, k, rounds, dry, jf, specs[t].text, &p.task, p.args, &chk, NULL,
-                0x74756e65ull ^ (uint64_t)t, &tt);
-      tlm_spec_problem_free(&p);
-    }
+    tune_specs(&cfg, k, rounds, dry, jf, specs, n, &tt);
     free(specs);
   }
   double gm = tt.counted ? exp(tt.logsum / tt.counted) : 1.0;
-  printf("tuned %d tasks: geometric-mean speedup over the pick %.3fx, %d changed, %.0f ms a task; "
-         "%d skipped, %d wrong candidates dropped\n",
-         tt.counted, gm, tt.improved, tt.counted ? tt.tune_total / tt.counted : 0.0, tt.failed,
-         tt.wrong);
+  printf("tuned %d tasks: geometric-mean speedup over the pick %.3fx, %d changed (%.1f%%: a "
+         "candidate over 2%% faster than the pick), %.0f ms a task; %d skipped, %d wrong "
+         "candidates dropped\n",
+         tt.counted, gm, tt.improved, tt.counted ? 100.0 * tt.improved / tt.counted : 0.0,
+         tt.counted ? tt.tune_total / tt.counted : 0.0, tt.failed, tt.wrong);
   if (jroot) {
     cJSON_AddNumberToObject(jroot, "tasks_tuned", tt.counted);
     cJSON_AddNumberToObject(jroot, "geomean_speedup", gm);
     cJSON_AddNumberToObject(jroot, "changed", tt.improved);
+    cJSON_AddNumberToObject(jroot, "changed_percent",
+                            tt.counted ? 100.0 * tt.improved / tt.counted : 0.0);
     cJSON_AddNumberToObject(jroot, "tune_ms_mean", tt.counted ? tt.tune_total / tt.counted : 0.0);
     cJSON_AddNumberToObject(jroot, "skipped", tt.failed);
     cJSON_AddNumberToObject(jroot, "wrong_dropped", tt.wrong);
