@@ -6,6 +6,7 @@
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Support.h>
+#include <llvm/Config/llvm-config.h> /* LLVM_VERSION_MAJOR (plain C) */
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
@@ -42,9 +43,14 @@ static int g_lsr_off;
 static void set_options(void) {
   const char *e = getenv("TLM_LLVM_OPTIONS");
   if (e && !strcmp(e, "0")) return;
+  /* LLVM's parser exits the process on an option it does not know: only
+   * the majors whose -disable-lsr this code was tested with get it (the
+   * others keep the code generator's LSR: slower compiles, same code) */
+#if LLVM_VERSION_MAJOR == 19
   const char *argv[] = {"tlm", "-disable-lsr"};
   LLVMParseCommandLineOptions(2, argv, NULL);
   g_lsr_off = 1;
+#endif
 }
 
 int tlm_jit_llvm_options(void) {

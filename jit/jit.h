@@ -18,8 +18,10 @@ typedef struct tlm_jit tlm_jit;
  * LLVM's command-line state, shared with any other LLVM user in the
  * process: the environment variable TLM_LLVM_OPTIONS=0, read at the first
  * call, leaves it alone (the code generator then runs LSR on every
- * kernel, and compiles are slower). Returns 1 when the code generator's
- * LSR is off, 0 when it was left on. Thread-safe; the first call decides. */
+ * kernel, and compiles are slower), as does an LLVM major other than the
+ * one this was tested with (19: LLVM's parser exits the process on an
+ * option it does not know). Returns 1 when the code generator's LSR is
+ * off, 0 when it was left on. Thread-safe; the first call decides. */
 int tlm_jit_llvm_options(void);
 
 /* The new pass manager's loop strength reduction, as pipeline text to
