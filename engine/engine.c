@@ -39,26 +39,36 @@
  * combining, CFG cleanup and hoisting; measured on GPT-2 layer kernels it
  * compiles 30-40% faster than default<O1> at the same GFLOPS. Loop
  * strength reduction (taken out of the code generator,
- * tlm_jit_llvm_options) runs where the innermost loops walk a window:
- * convolutions with fewer than 8 input channels per group (the RGB stem,
- * depthwise), whose channel loop is too short to carry the addressing
- * (without LSR they ran at 0.42-0.75x), pooling, attention. Matmul, row
- * and dense convolution kernels skip it: a third of a matmul's object
- * emission and a fifth of a 3x3 convolution's, no GFLOPS changed
+ * tlm_jit_llvm_options) runs where the addressing needs it: convolutions
+ * with vectors along the output pixels (NCHW: without LSR 0.37-0.55x on
+ * the held-out 1x1 layers) or along groups (depthwise), with fewer than 8
+ * input channels per group (the RGB stems: 0.42-0.75x), or with a channel
+ * tail (a masked tile version: 0.65-0.75x at 36 and 40 channels);
+ * pooling; attention. Matmul, row and channels-last dense convolution
+ * kernels in whole channel tiles skip it: a third of a matmul's object
+ * emission and a fifth of a 3x3 convolution's, no GFLOPS lost
  * (docs/design.md, "Compile time"). Only these fixed texts reach LLVM (it
  * aborts on some malformed pipelines). */
+static int conv_needs_lsr(const tlm_task *task, const tlm_schedule *sched) {
+  if (sched->v[CV_AXIS] != 0 || task->u.conv.ICg < 8) return 1;
+  int64_t c_t, w_t, c_ext;
+  tlm_conv_tile_dims(task, sched->v, &c_t, &w_t, &c_ext);
+  return c_t <= 0 || c_ext % c_t != 0;
+}
+
 #define FAST_PASSES                                                                  \
   "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"             \
   "loop-mssa(licm),instcombine<no-verify-fixpoint>)"
-static const char *pipeline(const tlm_runtime *rt, const tlm_task *task) {
+static const char *pipeline(const tlm_runtime *rt, const tlm_task *task,
+                            const tlm_schedule *sched) {
   static const char *const texts[2][4] = {
       {FAST_PASSES, "default<O1>", "default<O2>", "default<O3>"},
       {FAST_PASSES "," TLM_PIPELINE_LSR, "default<O1>," TLM_PIPELINE_LSR,
        "default<O2>," TLM_PIPELINE_LSR, "default<O3>," TLM_PIPELINE_LSR}};
   int p = rt->target.passes & ~TLM_PASSES_CODEGEN_LSR;
   int lsr = !(rt->target.passes & TLM_PASSES_CODEGEN_LSR) &&
-            ((task->kind == TLM_OP_CONV && task->u.conv.ICg < 8) || task->kind == TLM_OP_POOL ||
-             task->kind == TLM_OP_ATTENTION);
+            ((task->kind == TLM_OP_CONV && conv_needs_lsr(task, sched)) ||
+             task->kind == TLM_OP_POOL || task->kind == TLM_OP_ATTENTION);
   return texts[lsr][p >= 0 && p < 4 ? p : 0];
 }
 
@@ -146,7 +156,7 @@ static tlm_jit_request jit_request(const tlm_runtime *rt, const tlm_task *task,
                            .nest = nest,
                            .fma_chains = rt->target.fma_chains,
                            .name = name,
-                           .pipeline = pipeline(rt, task)};
+                           .pipeline = pipeline(rt, task, sched)};
 }
 
 static void kernel_name(const tlm_key *key, char *buf, size_t cap) {
