@@ -52,11 +52,11 @@ static int vec_epilogue(const tlm_conv_task *t, const tlm_conv_args *a) {
          (t->act == TLM_ACT_NONE || t->act == TLM_ACT_RELU || t->act == TLM_ACT_RELU6);
 }
 
-/* vec_epilogue's store of a full block (PB pixels x OCB channels from oc)
- * from its accumulator vectors */
+/* vec_epilogue's store of np pixels x OCB channels from oc from their
+ * accumulator vectors */
 static inline __attribute__((always_inline)) void
-store_vec(const tlm_conv_task *t, const tlm_conv_args *a, tlm_gvec va[PB][2], int64_t n, int64_t oc,
-          int64_t od, int64_t oh, int64_t ow) {
+store_vec(const tlm_conv_task *t, const tlm_conv_args *a, tlm_gvec va[PB][2], int np, int64_t n,
+          int64_t oc, int64_t od, int64_t oh, int64_t ow) {
   float *dst = a->dst + n * a->sd[0] + od * a->sd[2] + oh * a->sd[3] + ow * a->sd[4] + oc;
   const float *res =
       t->has_residual ? a->res + n * a->sr[0] + od * a->sr[2] + oh * a->sr[3] + ow * a->sr[4] + oc
@@ -65,7 +65,7 @@ store_vec(const tlm_conv_task *t, const tlm_conv_args *a, tlm_gvec va[PB][2], in
     tlm_gvec bias = t->has_bias ? tlm_gload(a->bias + oc + j * VL) : tlm_gsplat(0.0f);
     tlm_gvec scale = t->has_ss ? tlm_gload(a->scale + oc + j * VL) : tlm_gsplat(1.0f);
     tlm_gvec shift = t->has_ss ? tlm_gload(a->shift + oc + j * VL) : tlm_gsplat(0.0f);
-    for (int p = 0; p < PB; p++) {
+    for (int p = 0; p < np; p++) {
       tlm_gvec v = va[p][j];
       if (t->has_bias) v += bias;
       if (t->has_ss) v = v * scale + shift;
@@ -80,23 +80,13 @@ store_vec(const tlm_conv_task *t, const tlm_conv_args *a, tlm_gvec va[PB][2], in
 static void store_block(const tlm_conv_task *t, const tlm_conv_args *a, float acc[PB][OCB],
                         int np, int ocn, int64_t n, int64_t oc, int64_t od, int64_t oh,
                         int64_t ow) {
-  int vec = ocn == OCB && vec_epilogue(t, a);
-  for (int p = 0; p < np && vec; p++) { /* channels-last: whole vectors */
-    float *dst = a->dst + n * a->sd[0] + od * a->sd[2] + oh * a->sd[3] + (ow + p) * a->sd[4];
-    const float *res = t->has_residual ? a->res + n * a->sr[0] + od * a->sr[2] + oh * a->sr[3] +
-                                             (ow + p) * a->sr[4]
-                                       : NULL;
-    for (int j = 0; j < 2; j++) {
-      int64_t c = oc + j * VL;
-      tlm_gvec v = tlm_gload(acc[p] + j * VL);
-      if (t->has_bias) v += tlm_gload(a->bias + c);
-      if (t->has_ss) v = v * tlm_gload(a->scale + c) + tlm_gload(a->shift + c);
-      if (res) v += tlm_gload(res + c);
-      v = tlm_gact(t->act, v);
-      __builtin_memcpy(dst + c, &v, sizeof v);
-    }
+  if (ocn == OCB && vec_epilogue(t, a)) { /* channels-last: whole vectors */
+    tlm_gvec va[PB][2];
+    for (int p = 0; p < np; p++) va[p][0] = tlm_gload(acc[p]), va[p][1] = tlm_gload(acc[p] + VL);
+    store_vec(t, a, va, np, n, oc, od, oh, ow);
+    return;
   }
-  for (int p = 0; p < np && !vec; p++) {
+  for (int p = 0; p < np; p++) {
     float *dst = a->dst + n * a->sd[0] + od * a->sd[2] + oh * a->sd[3] + (ow + p) * a->sd[4];
     const float *res = t->has_residual ? a->res + n * a->sr[0] + od * a->sr[2] + oh * a->sr[3] +
                                              (ow + p) * a->sr[4]
@@ -145,7 +135,7 @@ dense_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t o
     }
   }
   if (full && np == PB && vec_epilogue(t, a)) {
-    store_vec(t, a, va, n, oc, od, oh, ow);
+    store_vec(t, a, va, PB, n, oc, od, oh, ow);
     return;
   }
   if (full) tlm_gspill(va, acc);
@@ -226,7 +216,7 @@ dw_block(const tlm_conv_task *t, const tlm_conv_args *a, int64_t n, int64_t od, 
     }
   }
   if (full && np == PB && vec_epilogue(t, a)) {
-    store_vec(t, a, va, n, c, od, oh, ow);
+    store_vec(t, a, va, PB, n, c, od, oh, ow);
     return;
   }
   if (full) tlm_gspill(va, acc);

@@ -27,7 +27,6 @@
 #include "train/measure.h"
 #include "engine/engine.h"
 #include "runtime/clock.h"
-#include "train/records.h"
 #include "train/tasks.h"
 #include "tlm.h"
 
@@ -247,29 +246,6 @@ static void tune_from_cache(tlm_runtime *rt, const tlm_config *cfg, int k, int r
          seen, dir, other, measured);
 }
 
-/* The specs of the tasks of the held-out families (tlm eval --heldout's),
- * at most max_tasks; -1 with a message */
-static int heldout_specs(const char *shared, int max_tasks, tlm_task_spec **out) {
-  char err[512];
-  tlm_task_spec *all;
-  int na = tlm_tasks_build(shared, 1, &all, err, sizeof err);
-  if (na < 0) {
-    fprintf(stderr, "tlm tune: %s\n", err);
-    return -1;
-  }
-  int n = 0;
-  *out = malloc(sizeof **out * (size_t)(na > 0 ? na : 1));
-  for (int i = 0; i < na && *out; i++)
-    if (tlm_family_heldout(all[i].family)) (*out)[n++] = all[i];
-  free(all);
-  if (!*out || tlm_tasks_interleave(*out, n)) {
-    fprintf(stderr, "tlm tune: out of memory\n");
-    free(*out);
-    return -1;
-  }
-  return n < max_tasks ? n : max_tasks;
-}
-
 /* Tunes every task of specs[0..n) */
 static void tune_specs(const tlm_config *cfg, int k, int rounds, int dry, cJSON *jf,
                        tlm_task_spec *specs, int n, tune_totals *tt) {
@@ -366,9 +342,14 @@ int tlm_cmd_tune(int argc, char **argv) {
   if (from_cache) tune_from_cache(rt, &cfg, k, rounds, dry, jf, &tt);
   if (heldout) {
     tlm_task_spec *hs = NULL;
-    int nh = heldout_specs(shared, max_tasks, &hs);
-    if (nh < 0) tt.failed++;
-    else tune_specs(&cfg, k, rounds, dry, jf, hs, nh, &tt);
+    char err[512];
+    int nh = tlm_tasks_heldout(shared, &hs, err, sizeof err);
+    if (nh < 0) {
+      fprintf(stderr, "tlm tune: %s\n", err);
+      tt.failed++;
+    } else {
+      tune_specs(&cfg, k, rounds, dry, jf, hs, nh < max_tasks ? nh : max_tasks, &tt);
+    }
     free(hs);
   }
   tlm_tasks_set_exact(1);

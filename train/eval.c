@@ -268,19 +268,9 @@ int tlm_eval_run(const tlm_eval_opts *o) {
   tlm_task_spec *specs = NULL;
   int n = 0;
   char err[512];
-  if (heldout) {
-    tlm_task_spec *all;
-    int na = tlm_tasks_build(shared, 1, &all, err, sizeof err);
-    if (na < 0) {
-      fprintf(stderr, "tlm eval: %s\n", err);
-      return 1;
-    }
-    /* held-out tasks, families round-robin so --max-tasks samples them all */
-    specs = malloc(sizeof *specs * (size_t)na);
-    for (int i = 0; i < na && specs; i++)
-      if (tlm_family_heldout(all[i].family)) specs[n++] = all[i];
-    if (specs && tlm_tasks_interleave(specs, n)) n = 0;
-    free(all);
+  if (heldout && (n = tlm_tasks_heldout(shared, &specs, err, sizeof err)) < 0) {
+    fprintf(stderr, "tlm eval: %s\n", err);
+    return 1;
   }
   for (int f = 0; f < nfiles; f++) {
     tlm_task_spec *fs;

@@ -11,6 +11,7 @@
 #include "api/validate.h"
 #include "runtime/reference.h"
 #include "runtime/space.h"
+#include "train/records.h"
 
 void tlm_task_spec_text(tlm_task_spec *s) {
   if (s->op == TLM_OP_POOL) {
@@ -808,4 +809,22 @@ double tlm_spec_problem_tolerance(const tlm_spec_problem *p) {
     return tlm_problem_tolerance((int64_t)t->ICg * t->KD * t->KH * t->KW);
   }
   return tlm_problem_tolerance(p->task.u.mm.K);
+}
+
+int tlm_tasks_heldout(const char *shared_dir, tlm_task_spec **out, char *err, int errcap) {
+  tlm_task_spec *all;
+  int na = tlm_tasks_build(shared_dir, 1, &all, err, errcap);
+  if (na < 0) return -1;
+  int n = 0;
+  *out = malloc(sizeof **out * (size_t)(na > 0 ? na : 1));
+  for (int i = 0; i < na && *out; i++)
+    if (tlm_family_heldout(all[i].family)) (*out)[n++] = all[i];
+  free(all);
+  if (!*out || tlm_tasks_interleave(*out, n)) {
+    snprintf(err, (size_t)errcap, "out of memory");
+    free(*out);
+    *out = NULL;
+    return -1;
+  }
+  return n;
 }

@@ -101,6 +101,13 @@ void tlm_tasks_set_exact(int on);
  * Returns 0, -1 out of memory. */
 int tlm_tasks_interleave(tlm_task_spec *tasks, int n);
 
+/* The held-out split (tlm eval --heldout, tlm tune --heldout): the tasks of
+ * tlm_tasks_build(shared_dir, 1) whose family is held out
+ * (tlm_family_heldout), families in turn (tlm_tasks_interleave) so a prefix
+ * samples them all. *out malloc'd. Returns the count, or -1 with a message
+ * in err. */
+int tlm_tasks_heldout(const char *shared_dir, tlm_task_spec **out, char *err, int errcap);
+
 /* Canonical text of a spec into spec->text. */
 void tlm_task_spec_text(tlm_task_spec *s);
 
