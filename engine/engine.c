@@ -1028,8 +1028,9 @@ tlm_status tlm_engine_ir(tlm_runtime *rt, const tlm_task *task, const tlm_schedu
 
 tlm_status tlm_engine_kernel_variant(tlm_runtime *rt, const tlm_task *task,
                                      const tlm_schedule *sched, int static_m, tlm_kernel **out,
-                                     char *err, int errcap) {
+                                     double phase_ms[4], char *err, int errcap) {
   static atomic_int serial;
+  double t0 = now_ms();
   tlm_kernel *k = calloc(1, sizeof *k);
   if (!k) return TLM_ERR_OUT_OF_MEMORY;
   k->task = *task;
@@ -1040,18 +1041,29 @@ tlm_status tlm_engine_kernel_variant(tlm_runtime *rt, const tlm_task *task,
   req.static_m = static_m;
   void *obj = NULL, *fn = NULL;
   size_t len = 0;
-  tlm_status st = tlm_jit_build(rt->jit, &req, &obj, &len, NULL, 0, NULL, err, errcap);
+  tlm_jit_build_times bt;
+  tlm_status st = tlm_jit_build(rt->jit, &req, &obj, &len, NULL, 0, &bt, err, errcap);
   if (st != TLM_OK) {
     free(k);
     return st;
   }
+  double t_link = now_ms();
   int bad = tlm_jit_load(rt->jit, obj, len, k->name, &fn, &k->code, err, errcap);
+  t_link = now_ms() - t_link;
   free(obj);
+  if (phase_ms) {
+    phase_ms[0] = bt.ir_ms;
+    phase_ms[1] = bt.jit.tm_ms + bt.jit.opt_ms;
+    phase_ms[2] = bt.jit.emit_ms;
+    phase_ms[3] = t_link;
+  }
   if (bad) {
     free(k);
     return TLM_ERR_JIT;
   }
   k->fn = fn;
+  k->code_bytes = len;
+  k->compile_ms = now_ms() - t0;
   atomic_store(&k->entry.state, TLM_ENTRY_READY);
   *out = k;
   return TLM_OK;

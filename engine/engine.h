@@ -222,10 +222,12 @@ tlm_status tlm_engine_store_measured_plan(tlm_runtime *rt, const tlm_task *task,
 
 /* Compiles a standalone kernel (not cached; the caller frees it with
  * tlm_engine_kernel_free) with M a run-time argument (static_m 0, what the
- * runtime uses) or a constant (1), for benchmarks. */
+ * runtime uses) or a constant (1), for benchmarks. phase_ms (NULL: not
+ * wanted) receives where the compile went, ms: IR, passes (with the target
+ * machine), object emission, linking; (*out)->compile_ms is the whole. */
 tlm_status tlm_engine_kernel_variant(tlm_runtime *rt, const tlm_task *task,
                                      const tlm_schedule *sched, int static_m, tlm_kernel **out,
-                                     char *err, int errcap);
+                                     double phase_ms[4], char *err, int errcap);
 void tlm_engine_kernel_free(tlm_runtime *rt, tlm_kernel *k);
 
 /* The scheduler's identity in shape keys: the model's checksum (with the

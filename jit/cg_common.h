@@ -99,14 +99,22 @@ static inline LLVMValueRef lane_ids(cg *g, int64_t lane0, int w) {
   return LLVMConstVector(e, (unsigned)w);
 }
 
-/* mask of lanes lane0+l < limit (limit an i64 value) */
+/* mask of lanes lane0+l < limit (limit an i64 value). The count of valid
+ * lanes is clamped to [0, w] in scalar code and compared as i32 lanes: a
+ * <16 x i64> compare is two registers wide on AVX-512 (four on AVX2), and
+ * splitting it cost instruction selection time in every tail version. */
 static inline LLVMValueRef lane_mask(cg *g, int64_t lane0, int w, LLVMValueRef limit) {
-  LLVMValueRef lim = LLVMBuildInsertElement(g->b, LLVMGetUndef(LLVMVectorType(g->i64, (unsigned)w)),
-                                            limit, c32(g, 0), "");
+  LLVMValueRef n = LLVMBuildSub(g->b, limit, c64(g, lane0), "");
+  n = smin(g, n, c64(g, w));
+  n = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, n, c64(g, 0), ""), c64(g, 0), n, "");
+  n = LLVMBuildTrunc(g->b, n, g->i32, "");
+  LLVMTypeRef vi = LLVMVectorType(g->i32, (unsigned)w);
+  LLVMValueRef lim = LLVMBuildInsertElement(g->b, LLVMGetUndef(vi), n, c32(g, 0), "");
   if (w > 1)
-    lim = LLVMBuildShuffleVector(g->b, lim, LLVMGetUndef(LLVMVectorType(g->i64, (unsigned)w)),
-                                 LLVMConstNull(LLVMVectorType(g->i32, (unsigned)w)), "");
-  return LLVMBuildICmp(g->b, LLVMIntSLT, lane_ids(g, lane0, w), lim, "");
+    lim = LLVMBuildShuffleVector(g->b, lim, LLVMGetUndef(vi), LLVMConstNull(vi), "");
+  LLVMValueRef e[16];
+  for (int i = 0; i < w; i++) e[i] = c32(g, i);
+  return LLVMBuildICmp(g->b, LLVMIntSLT, LLVMConstVector(e, (unsigned)w), lim, "");
 }
 
 /* ---- loops --------------------------------------------------------------- */

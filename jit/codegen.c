@@ -3,10 +3,11 @@
  * The emitted code keeps every loop variable and accumulator in an alloca of
  * the entry block; SROA/mem2reg in the optimization pipeline turns them into
  * SSA registers, so the register tile's accumulators live in vector
- * registers across the k loop. Tails: a register tile whose block is full
- * runs a branch with constant sizes and no masks; a partial one clamps its
- * row indices to valid rows, masks its column lanes, and stores only the
- * valid rows and lanes, so no out-of-bounds address is ever touched.
+ * registers across the k loop. Tails: one copy of the register tile serves
+ * every block: it clamps its row and batch indices to valid ones (a
+ * clamped row recomputes and rewrites the block's last row) and masks its
+ * column lanes, so no out-of-bounds address is ever touched; the k loop's
+ * plain-load copy runs only where every column is valid.
  */
 #include "codegen.h"
 
@@ -212,18 +213,22 @@ static tile_span span_of(const blk *bk) {
                      bk->start[LN_N], bk->size[LN_N], bk->start[LN_K], bk->size[LN_K]};
 }
 
-/* One version of the register tile: full (partial 0: constant sizes, no
- * masks), partial (1: clamped rows, masked lanes, guarded stores), or
- * partial in rows and batches only (2: clamped rows and guarded stores,
- * but whole vectors: the tile's columns are all valid, so B and C move with
- * plain vector loads; masked loads, vmaskmov on AVX2, would slow every k
- * step of an M tail), or, for packed B, any tile (3: clamped rows, guarded
- * stores, the k loop on whole zero-padded vectors, and C loaded and stored
- * whole or masked by a branch on the tile's columns, once a tile).
- * Versions 2 and 3 also serve full tiles: clamping costs a few integer
- * operations a tile, outside the k loop, while a second copy of the k loop
- * cost about a fifth of each kernel's compile time. */
-static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
+/* The register tile (vectors along n), one copy of it for every block:
+ * rows and batches clamped to the block (a clamped row repeats the block's
+ * last row: it computes and stores that row's values again, the same
+ * values, so no store needs a guard), column lanes masked below the
+ * block's width. B in place: the k loop unrolled with plain loads runs
+ * over the whole-column tiles' k block (a multiple of the unroll), and one
+ * masked k loop runs the rest: the unroll's remainder there, all of k for
+ * a column tail (masked loads, vmaskmov on AVX2, on every k step of a
+ * whole tile would slow it). B packed: whole zero-padded vectors, no masks
+ * in the k loops. C is loaded masked once a k block, and stored whole or
+ * masked by a branch on the tile's columns (a masked store is slow on
+ * AVX2). Code size matters here: object emission time grows with the IR
+ * (about 16 us an instruction on the Zen 5 VM), and the two versions this
+ * replaced (whole columns, column tail, each with its own remainder loop,
+ * C loads and epilogue) were a third of a matmul kernel's IR. */
+static void emit_tile_version(cg *g, const ln_node *n, blk *bk) {
   const tlm_matmul_task *mm = g->mm;
   const int TB = n->tile_b, TM = n->tile_m, NV = n->nvec, W = n->vec;
   LLVMTypeRef vt = vtype(g, W);
@@ -232,29 +237,26 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
   LLVMValueRef acc[MAX_ACC];
   LLVMValueRef aoff[MAX_TB], boff[MAX_TB], coff[MAX_TB], roff[MAX_TB], bidx[MAX_TB];
   LLVMValueRef arow[MAX_ACC], crow[MAX_ACC], rowv[MAX_ACC];
-  LLVMValueRef mask[8] = {0};
+  LLVMValueRef mask[8] = {0}, nomask[8] = {0};
   int unit_b = (mm->unit & TLM_UNIT_B_N) != 0, unit_c = (mm->unit & TLM_UNIT_C_N) != 0;
-  const int dual = partial == 3, nvar = dual ? 2 : 1; /* C moved whole (variant 0) or masked (1) */
-  LLVMValueRef nomask[8] = {0};
-  LLVMValueRef nfull = dual ? LLVMBuildICmp(g->b, LLVMIntEQ, sp.ns, c64(g, (int64_t)W * NV), "") : NULL;
+  LLVMValueRef whole = LLVMBuildICmp(g->b, LLVMIntEQ, sp.ns, c64(g, (int64_t)W * NV), "");
 
   for (int i = 0; i < TB * TM * NV; i++) acc[i] = alloca_of(g, vt);
   for (int ib = 0; ib < TB; ib++) {
-    LLVMValueRef bi = add(g, sp.b0, partial ? smin(g, c64(g, ib), sub(g, sp.bs, c64(g, 1))) : c64(g, ib));
+    LLVMValueRef bi = add(g, sp.b0, smin(g, c64(g, ib), sub(g, sp.bs, c64(g, 1))));
     bidx[ib] = bi;
     aoff[ib] = batch_offset(g, bi, g->sa);
     boff[ib] = batch_offset(g, bi, g->sb);
     coff[ib] = batch_offset(g, bi, g->sc);
     roff[ib] = mm->has_residual ? batch_offset(g, bi, g->sr) : c64(g, 0);
     for (int im = 0; im < TM; im++) {
-      LLVMValueRef r = add(g, sp.m0, partial ? smin(g, c64(g, im), sub(g, sp.ms, c64(g, 1))) : c64(g, im));
+      LLVMValueRef r = add(g, sp.m0, smin(g, c64(g, im), sub(g, sp.ms, c64(g, 1))));
       rowv[ib * TM + im] = r;
       arow[ib * TM + im] = gep(g, g->pa, add(g, aoff[ib], mul(g, r, g->sa[4])));
       crow[ib * TM + im] = gep(g, g->pc, add(g, coff[ib], mul(g, r, g->sc[4])));
     }
   }
-  if (partial == 1 || dual)
-    for (int v = 0; v < NV; v++) mask[v] = lane_mask(g, (int64_t)v * W, W, sp.ns);
+  for (int v = 0; v < NV; v++) mask[v] = lane_mask(g, (int64_t)v * W, W, sp.ns);
   /* packed B: batch bl's panel of this tile's columns, less sp.k0's rows */
   LLVMValueRef pbase[MAX_TB] = {0};
   if (g->packed)
@@ -267,42 +269,30 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
 
   /* accumulators: zero on the first k block, else the partial sums in C */
   LLVMValueRef zero = LLVMConstNull(vt);
-  LLVMBasicBlockRef join;
   LLVMValueRef first = LLVMBuildICmp(g->b, LLVMIntEQ, sp.k0, c64(g, 0), "");
   LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_zero");
   LLVMBasicBlockRef other = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_load");
-  join = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_ready");
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_ready");
   LLVMBuildCondBr(g->b, first, then, other);
   LLVMPositionBuilderAtEnd(g->b, then);
   for (int i = 0; i < TB * TM * NV; i++) LLVMBuildStore(g->b, zero, acc[i]);
   LLVMBuildBr(g->b, join);
   LLVMPositionBuilderAtEnd(g->b, other);
-  LLVMBasicBlockRef var_bb[2];
-  if (dual) {
-    var_bb[0] = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_load_whole");
-    var_bb[1] = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_load_masked");
-    LLVMBuildCondBr(g->b, nfull, var_bb[0], var_bb[1]);
-  }
-  for (int var = 0; var < nvar; var++) {
-    const LLVMValueRef *mk = dual && var == 0 ? nomask : mask;
-    if (dual) LLVMPositionBuilderAtEnd(g->b, var_bb[var]);
-    for (int r = 0; r < TB * TM; r++)
-      for (int v = 0; v < NV; v++) {
-        LLVMValueRef ns0 = add(g, sp.n0, c64(g, (int64_t)v * W));
-        LLVMBuildStore(g->b, load_lanes(g, crow[r], ns0, unit_c, g->sc[5], W, mk[v], nlast),
-                       acc[r * NV + v]);
-      }
-    LLVMBuildBr(g->b, join);
-  }
+  for (int r = 0; r < TB * TM; r++)
+    for (int v = 0; v < NV; v++) {
+      LLVMValueRef ns0 = add(g, sp.n0, c64(g, (int64_t)v * W));
+      LLVMBuildStore(g->b, load_lanes(g, crow[r], ns0, unit_c, g->sc[5], W, mask[v], nlast),
+                     acc[r * NV + v]);
+    }
+  LLVMBuildBr(g->b, join);
   LLVMPositionBuilderAtEnd(g->b, join);
 
-  /* k loop: main part unrolled, then the remainder one step at a time */
+  /* k loops: the unrolled one, then one step at a time (masked B loads
+   * unless B is packed) */
   LLVMValueRef kend = add(g, sp.k0, sp.ks);
-  /* N tails are rare: the smallest code, unless B is packed (whole zero-
-   * padded vectors, no masks: a product narrower than one tile, N = 5, is
-   * all tail) */
-  int U = partial == 1 && !g->packed ? 1 : n->unroll;
+  const int U = n->unroll;
   LLVMValueRef kmain = add(g, sp.k0, mul(g, LLVMBuildSDiv(g->b, sp.ks, c64(g, U), ""), c64(g, U)));
+  if (!g->packed) kmain = LLVMBuildSelect(g->b, whole, kmain, sp.k0, "");
   /* a tile of fewer accumulators than the FMA unit has chains in flight
    * would wait on FMA latency (a matrix-vector product with N = 5: one
    * chain): unrolled step u adds into set u % S, the sets summed below */
@@ -317,7 +307,9 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
     LLVMBuildStore(g->b, zero, accx[i]);
   }
   for (int part = 0; part < 2; part++) {
-    if (part == 1 && U == 1) break;
+    /* packed and not unrolled: the first loop is all of k */
+    if (part == 1 && U == 1 && g->packed) break;
+    const LLVMValueRef *mk = part == 1 && !g->packed ? mask : nomask;
     loop L;
     /* SSA counters here: one in memory cost 2-4% even on 6x64 tiles */
     LLVMValueRef kk = part == 0 ? loop_begin(g, &L, sp.k0, kmain, c64(g, U))
@@ -336,7 +328,7 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
           } else {
             LLVMValueRef row = gep(g, g->pb, add(g, boff[ib], mul(g, k, g->sb[4])));
             bvec[v] = load_lanes(g, row, add(g, sp.n0, c64(g, (int64_t)v * W)), unit_b, g->sb[5], W,
-                                 mask[v], nlast);
+                                 mk[v], nlast);
           }
         }
         for (int im = 0; im < TM; im++) {
@@ -361,18 +353,7 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
     LLVMBuildStore(g->b, x, acc[i]);
   }
 
-  /* epilogue in registers after the last k block, then the stores; with
-   * dual, once for whole and once for masked columns */
-  LLVMBasicBlockRef c_done = NULL;
-  if (dual) {
-    var_bb[0] = LLVMAppendBasicBlockInContext(g->C, g->fn, "c_whole");
-    var_bb[1] = LLVMAppendBasicBlockInContext(g->C, g->fn, "c_masked");
-    c_done = LLVMAppendBasicBlockInContext(g->C, g->fn, "c_done");
-    LLVMBuildCondBr(g->b, nfull, var_bb[0], var_bb[1]);
-  }
-  for (int var = 0; var < nvar; var++) {
-  const LLVMValueRef *mk = dual && var == 0 ? nomask : mask;
-  if (dual) LLVMPositionBuilderAtEnd(g->b, var_bb[var]);
+  /* epilogue in registers after the last k block */
   if (n->epilogue) {
     LLVMBasicBlockRef ej = if_begin(g, LLVMBuildICmp(g->b, LLVMIntEQ, kend, g->K, ""));
     for (int ib = 0; ib < TB; ib++)
@@ -381,31 +362,28 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int partial) {
           LLVMValueRef slot = acc[(ib * TM + im) * NV + v];
           LLVMValueRef x = LLVMBuildLoad2(g->b, vt, slot, "");
           x = epilogue(g, x, roff[ib], rowv[ib * TM + im], add(g, sp.n0, c64(g, (int64_t)v * W)), W,
-                       mk[v], nlast);
+                       mask[v], nlast);
           LLVMBuildStore(g->b, x, slot);
         }
     if_end(g, ej);
   }
 
-  /* store the valid rows and lanes */
-  for (int ib = 0; ib < TB; ib++)
-    for (int im = 0; im < TM; im++) {
-      LLVMBasicBlockRef sj = NULL;
-      if (partial) {
-        LLVMValueRef ok = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, ib), sp.bs, ""),
-                                       LLVMBuildICmp(g->b, LLVMIntSLT, c64(g, im), sp.ms, ""), "");
-        sj = if_begin(g, ok);
-      }
+  /* the stores: whole vectors, or masked lanes for a column tail */
+  LLVMBasicBlockRef var_bb[2] = {LLVMAppendBasicBlockInContext(g->C, g->fn, "c_whole"),
+                                 LLVMAppendBasicBlockInContext(g->C, g->fn, "c_masked")};
+  LLVMBasicBlockRef c_done = LLVMAppendBasicBlockInContext(g->C, g->fn, "c_done");
+  LLVMBuildCondBr(g->b, whole, var_bb[0], var_bb[1]);
+  for (int var = 0; var < 2; var++) {
+    const LLVMValueRef *mk = var == 0 ? nomask : mask;
+    LLVMPositionBuilderAtEnd(g->b, var_bb[var]);
+    for (int r = 0; r < TB * TM; r++)
       for (int v = 0; v < NV; v++) {
-        LLVMValueRef x = LLVMBuildLoad2(g->b, vt, acc[(ib * TM + im) * NV + v], "");
-        store_lanes(g, x, crow[ib * TM + im], add(g, sp.n0, c64(g, (int64_t)v * W)), unit_c, g->sc[5], W,
-                    mk[v]);
+        LLVMValueRef x = LLVMBuildLoad2(g->b, vt, acc[r * NV + v], "");
+        store_lanes(g, x, crow[r], add(g, sp.n0, c64(g, (int64_t)v * W)), unit_c, g->sc[5], W, mk[v]);
       }
-      if (partial) if_end(g, sj);
-    }
-  if (dual) LLVMBuildBr(g->b, c_done);
+    LLVMBuildBr(g->b, c_done);
   }
-  if (dual) LLVMPositionBuilderAtEnd(g->b, c_done);
+  LLVMPositionBuilderAtEnd(g->b, c_done);
 }
 
 /* Dot-product register tile (vectors along k): tile_b x tile_m x nvec
@@ -522,29 +500,22 @@ static void emit_two_versions(cg *g, const ln_node *n, blk *bk, LLVMValueRef con
   LLVMPositionBuilderAtEnd(g->b, done);
 }
 
-/* Emits the register tile's versions, chosen at run time by the block's
- * size: B packed, one (3); B in place, one for whole columns (2, full
- * tiles and M or batch tails) and one for a column tail (1); dot-product
- * tiles, a full one (0) and a partial one (1). */
+/* Emits the register tile: one version (vectors along n, emit_tile_version)
+ * or, for dot-product tiles, a full one (0) and a partial one (1) chosen at
+ * run time by the block's size. */
 static int emit_tile(cg *g, const ln_node *n, blk *bk) {
   if (n->tile_b * n->tile_m * n->nvec > MAX_ACC || n->tile_b > MAX_TB || n->nvec > 8) return -1;
-  int64_t ncols = n->kvec ? n->nvec : (int64_t)n->vec * n->nvec;
-  if (!n->kvec && g->packed) {
+  if (!n->kvec) {
     blk copy = *bk;
-    emit_tile_version(g, n, &copy, 3);
+    emit_tile_version(g, n, &copy);
     return 0;
   }
-  LLVMValueRef whole_n = LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_N], c64(g, ncols), "");
-  if (!n->kvec) {
-    emit_two_versions(g, n, bk, whole_n, emit_tile_version, 2, 1);
-  } else {
-    LLVMValueRef full = LLVMBuildAnd(
-        g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_B], c64(g, n->tile_b), ""),
-        LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_M], c64(g, n->tile_m), ""),
-                     whole_n, ""),
-        "");
-    emit_two_versions(g, n, bk, full, emit_tile_kvec, 0, 1);
-  }
+  LLVMValueRef full = LLVMBuildAnd(
+      g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_B], c64(g, n->tile_b), ""),
+      LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_M], c64(g, n->tile_m), ""),
+                   LLVMBuildICmp(g->b, LLVMIntEQ, bk->size[LN_N], c64(g, n->nvec), ""), ""),
+      "");
+  emit_two_versions(g, n, bk, full, emit_tile_kvec, 0, 1);
   return 0;
 }
 

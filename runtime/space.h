@@ -38,7 +38,7 @@
 /* Version of what schedules mean: bump it whenever a decision's meaning or
  * the code generated for a schedule changes, so cached plans and kernels
  * (cache/key.c puts it in every key) from older builds are never reused. */
-#define TLM_CODEGEN_VERSION 27 /* 27: LSR by family (engine.c pipeline) */
+#define TLM_CODEGEN_VERSION 28 /* 28: one matmul register tile version (codegen.c) */
 
 /* Version of the default rule (tlm_space_default): bump it whenever the
  * rule's decisions change. The rule's schedule is part of the language

@@ -20,7 +20,7 @@
 
 typedef struct run_opts {
   const char *sched_text, *json_path, *ir_path, *vs_text;
-  int check, threads, mb, points;
+  int check, threads, mb, points, compile_repeats;
   double min_time;
   tlm_layout layout;
   int wlayout; /* -1: the layout's natural one */
@@ -96,6 +96,9 @@ static int run_one(tlm_runtime *rt, const tlm_conv_prb *prb, const run_opts *o, 
   res->reps = reps;
   res->gflops = tlm_task_flops(&task) / res->med_ns;
   res->compile_ms = k->compile_ms;
+  if (o->compile_repeats > 0 &&
+      tlm_run_compile_repeats(rt, &task, &sched, o->compile_repeats, NULL))
+    goto out;
   tlm_task_str(&task, res->problem, sizeof res->problem);
   tlm_schedule_str(&space, &sched, res->schedule, sizeof res->schedule);
   res->ok = !o->check || (res->max_err >= 0 && res->max_err <= res->tol);
@@ -153,6 +156,7 @@ int tlm_cmd_run_conv(int argc, char **argv) {
     else if (!strcmp(a, "--vs") && i + 1 < argc) o.vs_text = argv[++i];
     else if (!strcmp(a, "--json") && i + 1 < argc) o.json_path = argv[++i];
     else if (!strcmp(a, "--emit-ir") && i + 1 < argc) o.ir_path = argv[++i];
+    else if (!strcmp(a, "--compile-repeats") && i + 1 < argc) o.compile_repeats = atoi(argv[++i]);
     else if (!strcmp(a, "--threads") && i + 1 < argc) o.threads = atoi(argv[++i]);
     else if (!strcmp(a, "--min-time") && i + 1 < argc) o.min_time = atof(argv[++i]);
     else if (!strcmp(a, "--mb") && i + 1 < argc) o.mb = atoi(argv[++i]);

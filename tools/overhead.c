@@ -324,8 +324,8 @@ int tlm_cmd_bench_overhead(int argc, char **argv) {
     tlm_schedule sched;
     tlm_engine_schedule(rt, &space, &sched);
     tlm_kernel *kd = NULL, *ks = NULL;
-    tlm_engine_kernel_variant(rt, &task, &sched, 0, &kd, err, sizeof err);
-    tlm_engine_kernel_variant(rt, &task, &sched, 1, &ks, err, sizeof err);
+    tlm_engine_kernel_variant(rt, &task, &sched, 0, &kd, NULL, err, sizeof err);
+    tlm_engine_kernel_variant(rt, &task, &sched, 1, &ks, NULL, err, sizeof err);
     double r[15];
     for (int b = -2; b < 15; b++) {
       double flop_ns = 2e9 * 0.02; /* ~20 ms of work per batch at 100 GFLOPS */

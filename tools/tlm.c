@@ -65,6 +65,8 @@ static void usage(FILE *f) {
           "      --min-time S  seconds of timed repeats (default 0.3)\n"
           "      --json FILE   also write the results as JSON\n"
           "      --emit-ir F   write the kernel's optimized LLVM IR to F\n"
+          "      --compile-repeats N  also compile the schedule N more times in this\n"
+          "                    warm process: median compile time and its phases\n"
           "  collect ...       measure schedules for training (tlm collect --help)\n"
           "  train ...         train the tensor language model (tlm train --help)\n"
           "  quantize C M      fp32 checkpoint C -> int8 model M\n"
@@ -305,10 +307,11 @@ static int cmd_run(int argc, char **argv) {
   float scale = 0;
   tlm_matmul_desc epi;
   memset(&epi, 0, sizeof epi);
-  int ta = 0, tb = 0, const_b = 0;
+  int ta = 0, tb = 0, const_b = 0, compile_repeats = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--check")) check = 1;
+    else if (!strcmp(a, "--compile-repeats") && i + 1 < argc) compile_repeats = atoi(argv[++i]);
     else if (!strcmp(a, "--const-b")) const_b = 1;
     else if (!strcmp(a, "--transpose-a")) ta = 1;
     else if (!strcmp(a, "--causal")) causal = 1;
@@ -431,6 +434,9 @@ static int cmd_run(int argc, char **argv) {
   printf("loop nest\n%s", ln_print(&k->nest, nest, sizeof nest));
   printf("schedule_ms  %.3f\n", schedule_ms);
   printf("compile_ms   %.2f%s\n", k->compile_ms, k->from_disk ? " (loaded from the disk cache)" : "");
+  double warm_ms = -1;
+  if (compile_repeats > 0 && tlm_run_compile_repeats(rt, &task, &sched, compile_repeats, &warm_ms))
+    goto out;
   printf("kernel_ms    %.4f (median of %d, min %.4f, max %.4f)\n", med * 1e-6, reps, lo * 1e-6,
          hi * 1e-6);
   printf("gflops       %.1f\n", gflops);
@@ -443,6 +449,7 @@ static int cmd_run(int argc, char **argv) {
     cJSON_AddStringToObject(o, "schedule", ss);
     cJSON_AddNumberToObject(o, "schedule_ms", schedule_ms);
     cJSON_AddNumberToObject(o, "compile_ms", k->compile_ms);
+    if (warm_ms >= 0) cJSON_AddNumberToObject(o, "compile_warm_ms_median", warm_ms);
     cJSON_AddNumberToObject(o, "kernel_ms_median", med * 1e-6);
     cJSON_AddNumberToObject(o, "kernel_ms_min", lo * 1e-6);
     cJSON_AddNumberToObject(o, "kernel_ms_max", hi * 1e-6);

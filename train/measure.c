@@ -162,6 +162,41 @@ tlm_status tlm_run_validated_kernel(tlm_runtime *rt, tlm_status validated, const
   return tlm_run_pick_kernel(rt, task, space, sched_text, sched, k, schedule_ms);
 }
 
+static double median_of(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, tlm_cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int tlm_run_compile_repeats(tlm_runtime *rt, const tlm_task *task, const tlm_schedule *sched,
+                            int n, double *med_ms) {
+  if (n < 1) return 0;
+  double *all = calloc((size_t)n * 5, sizeof *all);
+  if (!all) return 1;
+  char err[256];
+  for (int i = 0; i < n; i++) {
+    tlm_kernel *k = NULL;
+    double ph[4];
+    tlm_status st = tlm_engine_kernel_variant(rt, task, sched, 0, &k, ph, err, sizeof err);
+    if (st) {
+      fprintf(stderr, "tlm run: compile %d: %s: %s\n", i + 1, tlm_status_str(st), err);
+      free(all);
+      return 1;
+    }
+    all[i] = k->compile_ms;
+    for (int p = 0; p < 4; p++) all[(size_t)(p + 1) * n + i] = ph[p];
+    tlm_engine_kernel_free(rt, k);
+  }
+  double lo = all[0], hi = all[0];
+  for (int i = 1; i < n; i++) lo = all[i] < lo ? all[i] : lo, hi = all[i] > hi ? all[i] : hi;
+  double med = median_of(all, n), p[4];
+  for (int q = 0; q < 4; q++) p[q] = median_of(all + (size_t)(q + 1) * n, n);
+  printf("compile_warm_ms %.2f (median of %d, min %.2f, max %.2f; IR %.2f, passes %.2f, "
+         "object emission %.2f, link %.2f)\n", med, n, lo, hi, p[0], p[1], p[2], p[3]);
+  if (med_ms) *med_ms = med;
+  free(all);
+  return 0;
+}
+
 /* --vs: the picked kernel (A) and a second schedule's (B) timed side by
  * side in one process, in alternating batches of about 20 ms each, so a
  * machine whose speed drifts (a shared host) slows both alike. Prints each

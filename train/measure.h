@@ -80,6 +80,14 @@ tlm_status tlm_run_validated_kernel(tlm_runtime *rt, tlm_status validated, const
 int tlm_run_vs(tlm_runtime *rt, const tlm_task *task, const tlm_space *space, const void *args,
                const tlm_schedule *sa, const tlm_kernel *ka, const char *vs_text, double min_time);
 
+/* `tlm run ... --compile-repeats N`: compiles the schedule N more times in
+ * this (warm) process, private kernels neither cached nor run, and prints
+ * the median, minimum and maximum compile time and the median of each
+ * phase (IR, passes, object emission, linking), ms. med_ms (may be NULL)
+ * receives the median. Returns 0, or 1 when a compile fails. */
+int tlm_run_compile_repeats(tlm_runtime *rt, const tlm_task *task, const tlm_schedule *sched,
+                            int n, double *med_ms);
+
 /* Operands for a task alone (a task read back from a cache key: no
  * tensors, only its extents and strides): one buffer per operand spanning
  * what the task's strides reach, filled with values in [-1, 1) from
