@@ -7,9 +7,10 @@
  * and dst are read through their run-time strides, and the unit-stride
  * class of the task decides where vector loads and stores are contiguous.
  *
- * Tails and padding: each register tile exists in two versions. The fast
+ * Tails and padding: a register tile exists in two versions. The fast
  * one runs when the tile is full in both axes and every input column it
- * reads lies inside the input row; it has no masks and no bounds checks.
+ * reads lies inside the input row; it has no masks and no bounds checks
+ * (tiles of 2048 FMAs or more have no fast version: emit_tile).
  * The safe one clamps row indices to valid rows, masks lanes outside the
  * block, reads 0 for input positions in the padding (never touching their
  * addresses) and stores only valid rows and lanes; with the lanes along C
@@ -42,6 +43,7 @@ typedef struct conv_cg {
   LLVMValueRef c0, w0, c_end, w_end;
   LLVMValueRef ohr[CONV_ACC_MAX], owr[CONV_ACC_MAX];
   LLVMValueRef ohu[CONV_ACC_MAX], owu[CONV_ACC_MAX]; /* unclamped (emit_tile) */
+  LLVMValueRef oh_last, ow_last; /* the block's last pixel (emit_block; flat) */
   int safe;
   /* a window of at most CONV_UNROLL_FMAS FMAs per tile (KH x KW x ICg
    * steps of R x NV): its kh, kw and icg loops emitted unrolled */
@@ -450,17 +452,24 @@ static void tile_version(conv_cg *cc, int safe) {
   cc->safe = safe;
   LLVMTypeRef vt = vtype(g, cc->W);
   for (int i = 0; i < cc->R * cc->NV; i++) LLVMBuildStore(g->b, LLVMConstNull(vt), cc->acc[i]);
-  if (cc->flat && !cc->plane) /* output row and column of each tile row */
+  if (cc->flat && !cc->plane) { /* output row and column of each tile row */
+    /* rows past the block's end repeat its last pixel (emit_block's
+     * oh_last, ow_last), the others are emit_tile's unclamped row and
+     * column (a division per row cost 6% of a 1x1 convolution with 32
+     * input channels) */
+    LLVMValueRef oh_last = NULL, ow_last = NULL;
+    if (safe && !cc->rows_given) oh_last = cc->oh_last, ow_last = cc->ow_last;
     for (int r = 0; r < cc->R; r++) {
-      if (!safe || cc->rows_given) { /* full tile: emit_tile's unclamped ones */
+      if (!oh_last) { /* full tile: emit_tile's unclamped ones */
         cc->ohr[r] = cc->ohu[r];
         cc->owr[r] = cc->owu[r];
         continue;
       }
-      LLVMValueRef p = smin(g, add(g, cc->w0, c64(g, r)), sub(g, cc->w_end, c64(g, 1)));
-      cc->ohr[r] = LLVMBuildSDiv(g->b, p, cc->OW, "");
-      cc->owr[r] = LLVMBuildSRem(g->b, p, cc->OW, "");
+      LLVMValueRef in = LLVMBuildICmp(g->b, LLVMIntSLT, add(g, cc->w0, c64(g, r)), cc->w_end, "");
+      cc->ohr[r] = LLVMBuildSelect(g->b, in, cc->ohu[r], oh_last, "");
+      cc->owr[r] = LLVMBuildSelect(g->b, in, cc->owu[r], ow_last, "");
     }
+  }
   loop Ld;
   LLVMValueRef kd = loop_begin(g, &Ld, c64(g, 0), c64(g, t->KD), c64(g, 1));
   LLVMValueRef id = add(g, sub(g, mul(g, cc->od, c64(g, t->sd)), c64(g, t->pd)),
@@ -550,11 +559,25 @@ static void emit_tile(conv_cg *cc) {
    * tile that wraps to the next output row takes the safe path (one
    * unrolled version less to compile) */
   if (one_row) fast = LLVMBuildAnd(g->b, fast, in_one_row, "");
-  LLVMBuildCondBr(g->b, fast, bf, bs);
-  LLVMPositionBuilderAtEnd(g->b, bf);
-  if (one_row) one_row_version(cc, 0);
-  else tile_version(cc, 0);
-  LLVMBuildBr(g->b, join);
+  /* A tile with a long reduction has no fast version: the safe one's
+   * per-tile work (clamped rows, the zero page's selects, guarded row
+   * stores; about 20 cycles for 6 rows) is under 2% of 2048 vector FMAs at
+   * two a cycle, and a second copy of the unrolled reduction cost a third
+   * of the kernel's compile time (3x3 64 -> 64: 32 -> 20 ms, the same
+   * GFLOPS within 1%; 1x1 32 -> 64, 768 FMAs a tile, lost 6% without it:
+   * tlm run --compile-repeats, Zen 5 VM, AVX-512 and AVX2) */
+  int64_t tile_fmas = (int64_t)t->ICg * t->KD * t->KH * t->KW * cc->R * cc->NV;
+  int only_safe = !cc->window_unrolled && tile_fmas >= 2048;
+  if (only_safe) {
+    LLVMBuildBr(g->b, bs);
+    LLVMDeleteBasicBlock(bf);
+  } else {
+    LLVMBuildCondBr(g->b, fast, bf, bs);
+    LLVMPositionBuilderAtEnd(g->b, bf);
+    if (one_row) one_row_version(cc, 0);
+    else tile_version(cc, 0);
+    LLVMBuildBr(g->b, join);
+  }
   LLVMPositionBuilderAtEnd(g->b, bs);
   /* the C extent and its blocks are whole tiles (channels are static; a
    * block is tile_c2 tiles): no tile has a lane tail, so the masked
@@ -602,6 +625,10 @@ static void emit_block(conv_cg *cc, LLVMValueRef cb, LLVMValueRef wb) {
   cc->c_end = smin(g, add(g, cs, c64(g, cc->cblk)), c64(g, cc->c_ext));
   cc->w_end = smin(g, add(g, ws, c64(g, cc->wblk)), cc->wext);
   LLVMValueRef c_end = cc->c_end, w_end = cc->w_end;
+  if (cc->flat && !cc->plane) { /* the block's last pixel, for the safe tiles' clamped rows */
+    cc->oh_last = LLVMBuildSDiv(g->b, sub(g, w_end, c64(g, 1)), cc->OW, "");
+    cc->ow_last = LLVMBuildSRem(g->b, sub(g, w_end, c64(g, 1)), cc->OW, "");
+  }
   loop Lc, Lw;
   LLVMValueRef c0 = loop_begin_outer(g, &Lc, cs, c_end, c64(g, cc->c_t));
   LLVMValueRef w0 = loop_begin_outer(g, &Lw, ws, w_end, c64(g, cc->w_t));

@@ -145,7 +145,10 @@ static void epilogues(tlm_runtime *rt) {
                          "mb1ic32ih5oc7oh5kh3ph1", "mb2ic16iw9oc5ow5kw5",
                          "mb1ic8id3ih4iw4oc3od3oh4ow4kd3kh3kw3pd1ph1pw1",
                          "mb1ic24ih9oc11oh4kh3sh2", "mb1ic24ih9oc6oh7kh3ph1dh1",
-                         "mb1ic9ih6iw5oc4oh6ow5kh3kw5ph1pw2", "mb1ic16ih5oc1oh5kh3ph1"};
+                         "mb1ic9ih6iw5oc4oh6ow5kh3kw5ph1pw2", "mb1ic16ih5oc1oh5kh3ph1",
+                         /* tiles of 2048 FMAs or more (no fast version): padding,
+                          * a channel tail, odd rows, stride 2 with a batch */
+                         "mb1ic72ih13oc40oh13kh3ph1", "mb2ic96ih15oc24oh8kh3sh2ph1"};
   char err[256], what[256];
   for (size_t i = 0; i < sizeof descs / sizeof descs[0]; i++) {
     tlm_conv_prb prb;
