@@ -10,7 +10,7 @@
  * Tails and padding: a register tile exists in two versions. The fast
  * one runs when the tile is full in both axes and every input column it
  * reads lies inside the input row; it has no masks and no bounds checks
- * (tiles of 2048 FMAs or more have no fast version: emit_tile).
+ * (tiles with a long reduction have no fast version: emit_tile).
  * The safe one clamps row indices to valid rows, masks lanes outside the
  * block, reads 0 for input positions in the padding (never touching their
  * addresses) and stores only valid rows and lanes; with the lanes along C
@@ -560,14 +560,18 @@ static void emit_tile(conv_cg *cc) {
    * unrolled version less to compile) */
   if (one_row) fast = LLVMBuildAnd(g->b, fast, in_one_row, "");
   /* A tile with a long reduction has no fast version: the safe one's
-   * per-tile work (clamped rows, the zero page's selects, guarded row
-   * stores; about 20 cycles for 6 rows) is under 2% of 2048 vector FMAs at
-   * two a cycle, and a second copy of the unrolled reduction cost a third
-   * of the kernel's compile time (3x3 64 -> 64: 32 -> 20 ms, the same
-   * GFLOPS within 1%; 1x1 32 -> 64, 768 FMAs a tile, lost 6% without it:
-   * tlm run --compile-repeats, Zen 5 VM, AVX-512 and AVX2) */
+   * per-tile work (clamped rows, guarded row stores; about 20 cycles for 6
+   * rows) is under 2% of 2048 vector FMAs at two a cycle, and its
+   * per-window-position work (each row's bounds check and zero-page
+   * select, a few operations a row) under 3% of ICg x NV >= 128 FMAs a
+   * row; a second copy of the unrolled reduction cost a third of the
+   * kernel's compile time (3x3 64 -> 64: 33 -> 22 ms AVX-512, 27 -> 18 ms
+   * AVX2, the same GFLOPS within noise; tlm run --compile-repeats, four
+   * alternations, Zen 5 VM). Below either bound the fast version stays:
+   * 1x1 32 -> 64 (768 FMAs a tile) lost 6% without it, the 7x7 RGB stem
+   * (ICg 3) 38%. */
   int64_t tile_fmas = (int64_t)t->ICg * t->KD * t->KH * t->KW * cc->R * cc->NV;
-  int only_safe = !cc->window_unrolled && tile_fmas >= 2048;
+  int only_safe = !cc->window_unrolled && tile_fmas >= 2048 && (int64_t)t->ICg * cc->NV >= 128;
   if (only_safe) {
     LLVMBuildBr(g->b, bs);
     LLVMDeleteBasicBlock(bf);
