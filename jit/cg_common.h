@@ -38,9 +38,6 @@ typedef struct cg {
   LLVMValueRef pk_base;    /* the packed block: scratch, or in args->bpk */
   LLVMValueRef pk_bstride; /* floats from one batch's packed block to the next */
   int64_t pk_kb, pk_width;
-  /* masked vector stores cost a plain store's time (AVX-512: 16 lanes
-   * with F, narrower vectors with VL); on AVX2 vmaskmov stores are slow */
-  int fast_mask16, fast_mask8;
 } cg;
 
 typedef struct blk {
@@ -326,8 +323,6 @@ static inline LLVMBasicBlockRef begin_kernel(cg *g, LLVMContextRef ctx, const ch
   if (cpu && *cpu)
     LLVMAddAttributeAtIndex(g->fn, LLVMAttributeFunctionIndex,
                             LLVMCreateStringAttribute(ctx, "target-cpu", 10, cpu, (unsigned)strlen(cpu)));
-  g->fast_mask16 = features && strstr(features, "+avx512f") != NULL;
-  g->fast_mask8 = g->fast_mask16 && strstr(features, "+avx512vl") != NULL;
   if (features && *features)
     LLVMAddAttributeAtIndex(g->fn, LLVMAttributeFunctionIndex,
                             LLVMCreateStringAttribute(ctx, "target-features", 15, features,

@@ -368,15 +368,12 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk) {
     if_end(g, ej);
   }
 
-  /* the stores: masked (AVX-512), or whole vectors and masked lanes for a
-   * column tail by a branch (AVX2; a strided C stores lane by lane) */
-  int one = unit_c && (W == 16 ? g->fast_mask16 : g->fast_mask8);
+  /* the stores: whole vectors, or masked lanes for a column tail */
   LLVMBasicBlockRef var_bb[2] = {LLVMAppendBasicBlockInContext(g->C, g->fn, "c_whole"),
                                  LLVMAppendBasicBlockInContext(g->C, g->fn, "c_masked")};
   LLVMBasicBlockRef c_done = LLVMAppendBasicBlockInContext(g->C, g->fn, "c_done");
-  if (one) LLVMBuildBr(g->b, var_bb[1]);
-  else LLVMBuildCondBr(g->b, whole, var_bb[0], var_bb[1]);
-  for (int var = one; var < 2; var++) {
+  LLVMBuildCondBr(g->b, whole, var_bb[0], var_bb[1]);
+  for (int var = 0; var < 2; var++) {
     const LLVMValueRef *mk = var == 0 ? nomask : mask;
     LLVMPositionBuilderAtEnd(g->b, var_bb[var]);
     for (int r = 0; r < TB * TM; r++)
@@ -386,7 +383,6 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk) {
       }
     LLVMBuildBr(g->b, c_done);
   }
-  if (one) LLVMDeleteBasicBlock(var_bb[0]);
   LLVMPositionBuilderAtEnd(g->b, c_done);
 }
 
