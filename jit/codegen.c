@@ -256,7 +256,27 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk) {
       crow[ib * TM + im] = gep(g, g->pc, add(g, coff[ib], mul(g, r, g->sc[4])));
     }
   }
-  for (int v = 0; v < NV; v++) mask[v] = lane_mask(g, (int64_t)v * W, W, sp.ns);
+  /* lane masks: all lanes for a whole-column tile, computed only for a
+   * column tail (a tile visit of a matrix-vector product's short k block
+   * is 16 steps: eight masks built at each cost it 5%) */
+  {
+    LLVMBasicBlockRef from = LLVMGetInsertBlock(g->b);
+    LLVMBasicBlockRef bm = LLVMAppendBasicBlockInContext(g->C, g->fn, "tail_masks");
+    LLVMBasicBlockRef bj = LLVMAppendBasicBlockInContext(g->C, g->fn, "masks_ready");
+    LLVMBuildCondBr(g->b, whole, bj, bm);
+    LLVMPositionBuilderAtEnd(g->b, bm);
+    LLVMValueRef tail[8];
+    for (int v = 0; v < NV; v++) tail[v] = lane_mask(g, (int64_t)v * W, W, sp.ns);
+    LLVMBuildBr(g->b, bj);
+    LLVMPositionBuilderAtEnd(g->b, bj);
+    LLVMTypeRef mt = LLVMVectorType(g->i1, (unsigned)W);
+    for (int v = 0; v < NV; v++) {
+      mask[v] = LLVMBuildPhi(g->b, mt, "");
+      LLVMValueRef in[2] = {LLVMConstAllOnes(mt), tail[v]};
+      LLVMBasicBlockRef bb[2] = {from, bm};
+      LLVMAddIncoming(mask[v], in, bb, 2);
+    }
+  }
   /* packed B: batch bl's panel of this tile's columns, less sp.k0's rows */
   LLVMValueRef pbase[MAX_TB] = {0};
   if (g->packed)
