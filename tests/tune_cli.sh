@@ -4,7 +4,8 @@
 # a measured plan; `tlm run --check` of a tuned shape then takes its plan
 # from that cache and passes the reference check; bad usage exits 2 and a
 # missing disk cache is refused; --heldout tunes the held-out families'
-# tasks (a sample of 2, measured only).
+# tasks (a sample of 2, measured only); `tlm run --compile-repeats` prints
+# the warm compile time.
 # Usage: tune_cli.sh TLM_BINARY SHARED_DIR
 set -eu
 tlm=$1
@@ -45,6 +46,13 @@ TLM_CACHE_DIR=none "$tlm" tune --heldout --shared "$2" --max-tasks 2 --k 2 --thr
   --dry-run --json "$tmp/h.json" > "$tmp/out5"
 grep -q '"tasks_tuned":[[:space:]]*2' "$tmp/h.json" || { cat "$tmp/out5"; echo "tune --heldout: not 2 tasks"; exit 1; }
 grep -q '"changed_percent"' "$tmp/h.json" || { echo "tune --heldout: no changed_percent"; exit 1; }
+# tlm run --compile-repeats: the warm compiles' median and phases, for a
+# matmul and a convolution
+for d in 7x33:33x129 mb1ic3ih11oc8oh11kh3ph1; do
+  TLM_CACHE_DIR=none "$tlm" run "$d" --threads 1 --min-time 0.01 --compile-repeats 2 > "$tmp/rep" 2>&1 &&
+    grep -q 'compile_warm_ms [0-9.]* (median of 2, .*object emission' "$tmp/rep" ||
+    { cat "$tmp/rep"; echo "run --compile-repeats: no warm compile line for $d"; exit 1; }
+done
 export TLM_CACHE_DIR="$tmp/cache"
 set +e
 "$tlm" tune --k 0 "$tmp/shapes" > /dev/null 2>&1
