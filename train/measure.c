@@ -186,9 +186,7 @@ int tlm_run_compile_repeats(tlm_runtime *rt, const tlm_task *task, const tlm_sch
     for (int p = 0; p < 4; p++) all[(size_t)(p + 1) * n + i] = ph[p];
     tlm_engine_kernel_free(rt, k);
   }
-  double lo = all[0], hi = all[0];
-  for (int i = 1; i < n; i++) lo = all[i] < lo ? all[i] : lo, hi = all[i] > hi ? all[i] : hi;
-  double med = median_of(all, n), p[4];
+  double med = median_of(all, n), lo = all[0], hi = all[n - 1], p[4]; /* all[0..n) sorted */
   for (int q = 0; q < 4; q++) p[q] = median_of(all + (size_t)(q + 1) * n, n);
   printf("compile_warm_ms %.2f (median of %d, min %.2f, max %.2f; IR %.2f, passes %.2f, "
          "object emission %.2f, link %.2f)\n", med, n, lo, hi, p[0], p[1], p[2], p[3]);
