@@ -220,8 +220,8 @@ def time_ms(torch, fn, repeats, inner):
 
 
 def triton_matmul():
-    """An fp32 Triton matmul (blocked, K loop, IEEE products) for 2-D and
-    batched row-major operands; None when triton does not import."""
+    """An fp32 Triton matmul (blocked, K loop, IEEE products, 64-bit offsets)
+    for 2-D and batched row-major operands; None when triton does not import."""
     try:
         import triton
         import triton.language as tl
@@ -236,10 +236,12 @@ def triton_matmul():
     @triton.jit
     def kernel(a, b, c, M, N, K, sab, sam, sak, sbb, sbk, sbn, scb, scm, scn,
                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-        pm, pn, z = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-        rm = pm * BM + tl.arange(0, BM)
-        rn = pn * BN + tl.arange(0, BN)
-        rk = tl.arange(0, BK)
+        # 64-bit offsets: row x stride passes 2^31 when C has more elements
+        # than that (48384x4096:4096x50400), and int32 offsets then wrap
+        pm, pn, z = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64), tl.program_id(2).to(tl.int64)
+        rm = pm * BM + tl.arange(0, BM).to(tl.int64)
+        rn = pn * BN + tl.arange(0, BN).to(tl.int64)
+        rk = tl.arange(0, BK).to(tl.int64)
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for k0 in range(0, K, BK):
             ka = k0 + rk
@@ -301,7 +303,7 @@ def main():
         print("gpu_check: triton does not import: no Triton contender")
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1)
-    results, failures, t0 = [], 0, time.time()
+    results, failures, t0, lost = [], 0, time.time(), None
     stream = torch.cuda.current_stream().cuda_stream
     for k in m["kernels"]:
         # the kernel's sentence in the tensor language: with a time, a GPU record
@@ -358,6 +360,10 @@ def main():
                         r.update(triton_ms=xm, triton_gflops=flops / xm / 1e6, tlm_over_triton=xm / tm)
                     except Exception as e:  # a contender failing does not fail the check
                         r["triton_error"] = str(e)[:300]
+                        try:  # ... unless it took the CUDA context with it
+                            torch.cuda.synchronize()
+                        except Exception:
+                            lost = "Triton on " + k["desc"]
         except Exception as e:
             r["ok"] = False
             r["error"] = str(e)[:500]
@@ -372,6 +378,14 @@ def main():
         if "error" in r:
             line += "  " + r["error"]
         print(line, flush=True)
+        if lost is None and not r["ok"] and "illegal" in r.get("error", ""):
+            lost = "tlm's kernel for " + k["desc"]
+        if lost is not None:
+            # every later launch would report this error again: stop, and
+            # say which launch lost the context instead of failing the rest
+            print("gpu_check: the CUDA context was lost after %s: %d kernels not run" %
+                  (lost, len(m["kernels"]) - len(results)), flush=True)
+            break
 
     def geomean(xs):
         return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
@@ -379,7 +393,7 @@ def main():
     timed = [r for r in results if "tlm_over_cublas" in r]
     summary = {
         "device": dev.name, "sm": cc, "kernels": len(results), "wrong_or_failed": failures,
-        "timed": len(timed),
+        "timed": len(timed), "not_run": len(m["kernels"]) - len(results), "context_lost_after": lost,
         "geomean_tlm_over_cublas": geomean([r["tlm_over_cublas"] for r in timed]),
         "geomean_tlm_over_triton": geomean([r["tlm_over_triton"] for r in timed if "tlm_over_triton" in r]),
     }
@@ -398,7 +412,7 @@ def main():
         with open(tmp, "w") as f:
             json.dump({"summary": summary, "kernels": results}, f, indent=1)
         os.replace(tmp, a.json)
-    return 1 if failures else 0
+    return 1 if failures or lost is not None else 0
 
 
 if __name__ == "__main__":
