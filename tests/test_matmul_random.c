@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api/validate.h"
+#include "cache/key.h"
 #include "check.h"
 #include "engine/engine.h"
 #include "runtime/loopnest.h"
@@ -37,6 +38,48 @@ static int load_shapes(const char *dir, tlm_mm_desc *out, int max) {
   return n;
 }
 
+/* A kernel compiled for one shape run on other M, N and K of its family
+ * (the same static parts: what an asynchronous first call does with a
+ * sibling whose schedule the new shape's space would not offer, engine.c
+ * nearest_sibling): extents from 1 and primes to past the tiles. Returns 1
+ * when it ran (0: the redrawn shape fell into another static class). */
+static int cross_extents(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *t0,
+                         const tlm_mm_desc *d0, const tlm_matmul_desc *epi, uint64_t *rng,
+                         const char *ss) {
+  static const int64_t ext[] = {1, 2, 3, 5, 7, 13, 16, 17, 31, 64, 97, 130, 257, 300};
+  const int n_ext = (int)(sizeof ext / sizeof ext[0]);
+  tlm_mm_desc d = *d0;
+  uint64_t x = tlm_rng_next(rng);
+  int64_t M = ext[x % (uint64_t)n_ext], N = ext[(x >> 8) % (uint64_t)n_ext];
+  int64_t K = ext[(x >> 16) % (uint64_t)n_ext];
+  d.a[d.nda - 2] = M, d.a[d.nda - 1] = K, d.b[d.ndb - 2] = K, d.b[d.ndb - 1] = N;
+  tlm_problem p;
+  if (tlm_problem_make(&d, epi, x, &p)) return 0;
+  tlm_task task;
+  tlm_mm_args args;
+  char err[512], ds[128];
+  int ran = 0;
+  if (tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err) ==
+      TLM_OK) {
+    tlm_schedule none;
+    memset(&none, 0, sizeof none);
+    tlm_key a, b;
+    tlm_key_schedule(&a, t0, &rt->target, &none);
+    tlm_key_schedule(&b, &task, &rt->target, &none);
+    if (tlm_key_equal(&a, &b)) {
+      memset(p.out.data, 0xff, tlm_tensor_span_bytes(&p.out)); /* NaN: every element written */
+      tlm_status st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
+      double e = st == TLM_OK ? tlm_problem_check(&p) : -1;
+      tlm_mm_desc_str(&d, ds, sizeof ds);
+      CHECK(e >= 0 && e <= tlm_problem_tolerance(K), "%s on a kernel of another shape [%s]: "
+            "error %g", ds, ss, e);
+      ran = 1;
+    }
+  }
+  tlm_problem_free(&p);
+  return ran;
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : NULL;
   if (check_isa_unsupported()) return CHECK_SKIP;
@@ -54,7 +97,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   uint64_t rng = 12345;
-  int schedules = 0, epilogues_seen = 0, prepacked = 0;
+  int schedules = 0, epilogues_seen = 0, prepacked = 0, crossed = 0;
   /* a sample of the files' shapes under TLM_TEST_STRIDE; the built-in
    * odd shapes (the last ones) always */
   const int stride = check_sample_stride();
@@ -128,6 +171,7 @@ int main(int argc, char **argv) {
                   "%s tA%d tB%d bias%d act%d res%d [%s]: error %g", ds, d.transpose_a,
                   d.transpose_b, epi.has_bias, (int)epi.activation, epi.has_residual, ss, e);
             schedules++;
+            if (st == TLM_OK) crossed += cross_extents(rt, k, &task, &d, &epi, &rng, ss);
             if (k->scratch_bytes > 0 && st == TLM_OK) {
               /* B declared constant: the same kernel reads B packed ahead */
               size_t bbytes = tlm_tensor_span_bytes(&p.in[1]), cbytes = tlm_tensor_span_bytes(&p.out);
@@ -201,8 +245,10 @@ int main(int argc, char **argv) {
   }
   CHECK(schedules >= 500 || per_shape < 7, "only %d random schedules checked", schedules);
   CHECK(prepacked >= 50 || per_shape < 7, "only %d schedules with B packed ahead", prepacked);
-  printf("shapes %d, random schedules %d (%d with B packed ahead), epilogue combinations %d\n",
-         nshapes, schedules, prepacked, __builtin_popcount((unsigned)epilogues_seen));
+  CHECK(crossed >= schedules / 2, "only %d of %d kernels run on other extents", crossed, schedules);
+  printf("shapes %d, random schedules %d (%d with B packed ahead, %d run on other extents), "
+         "epilogue combinations %d\n", nshapes, schedules, prepacked, crossed,
+         __builtin_popcount((unsigned)epilogues_seen));
   tlm_destroy(rt);
   return check_report("test_matmul_random");
 }
