@@ -18,7 +18,12 @@
  * creation for oneDNN (its first call, untimed otherwise).
  *
  * Fraction of peak: GFLOPS over the measured FMA peak of the threads used
- * (as `tlm bench peak`, at the same ISA). */
+ * (as `tlm bench peak`, at the same ISA).
+ *
+ * A full run is hours, so the report (--json) is its state: rewritten after
+ * every task, continued by --resume when its parameters are this run's, and
+ * the summary and plots are computed from its entries, the tasks of earlier
+ * sessions with this one's. A task that several lines give runs once. */
 #include "bench_kernels.h"
 
 #include <cjson/cJSON.h>
@@ -443,6 +448,7 @@ static int measure_task(const bench_env *env, const tlm_task_spec *spec, cJSON *
 #ifdef TLM_HAVE_LIBXSMM
   const char *xarch = env->xarch;
 #endif
+  double start = tlm_now_ns();
   tlm_runtime *rt;
   if (tlm_create(&env->cfg, &rt)) return -1;
   tlm_spec_problem p;
@@ -707,6 +713,8 @@ static int measure_task(const bench_env *env, const tlm_task_spec *spec, cJSON *
   fflush(stdout);
   cJSON_AddBoolToObject(o, "tlm1_is_rule", !covered);
   cJSON_AddNumberToObject(o, "wrong_kernels", wrong);
+  /* the whole task, contenders, checks and all: what a run of the rest costs */
+  cJSON_AddNumberToObject(o, "wall_s", (tlm_now_ns() - start) * 1e-9);
   free(sr.curve);
   tlm_spec_problem_free(&p);
   tlm_destroy(rt);
@@ -1135,7 +1143,8 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
   uint64_t seed = 1;
   const char *json = NULL, *plot = NULL;
   const char *files[MAX_FILES];
-  int nfiles = 0, bad = 0;
+  int nfiles = 0;
+  const char *bad = NULL; /* what is wrong with the command line */
   for (int i = 0; i < argc && !bad; i++) {
     const char *a = argv[i];
     int more = i + 1 < argc;
@@ -1147,21 +1156,23 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
     else if (!strcmp(a, "--trials") && more) trials = atoi(argv[++i]);
     else if (!strcmp(a, "--rounds") && more) rounds = atoi(argv[++i]);
     else if (!strcmp(a, "--max-tasks") && more) max_tasks = atoi(argv[++i]);
-    else if (!strcmp(a, "--max-gflop") && more) bad = arg_num(argv[++i], 1e-9, 1e12, &max_gflop);
-    else if (!strcmp(a, "--search-budget-s") && more)
-      bad = arg_num(argv[++i], 1e-3, 1e9, &budget_s);
-    else if (!strcmp(a, "--seed") && more) seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(a, "--max-gflop") && more) {
+      if (arg_num(argv[++i], 1e-9, 1e12, &max_gflop)) bad = "--max-gflop: not a positive number";
+    } else if (!strcmp(a, "--search-budget-s") && more) {
+      if (arg_num(argv[++i], 1e-3, 1e9, &budget_s))
+        bad = "--search-budget-s: not a number of seconds (>= 0.001)";
+    } else if (!strcmp(a, "--seed") && more) seed = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(a, "--json") && more) json = argv[++i];
     else if (a[0] == '-') {
       usage();
       return !strcmp(a, "--help") ? 0 : 2;
     } else if (nfiles < MAX_FILES) files[nfiles++] = a;
-    else bad = 1;
+    else bad = "more than 64 files";
   }
+  if (!bad && resume && !json) bad = "--resume needs --json F";
   if (bad || threads < 1 || threads > 256 || trials < 1 || trials > 100000 || rounds < 1 ||
-      rounds > TLM_SIDE_ROUNDS || max_tasks < 1 || nfiles == 0 || (resume && !json)) {
-    if (resume && !json) fprintf(stderr, "tlm bench kernels: --resume needs --json F\n");
-    if (nfiles == MAX_FILES && bad) fprintf(stderr, "tlm bench kernels: at most %d files\n", MAX_FILES);
+      rounds > TLM_SIDE_ROUNDS || max_tasks < 1 || nfiles == 0) {
+    if (bad) fprintf(stderr, "tlm bench kernels: %s\n", bad);
     usage();
     return 2;
   }
