@@ -4,7 +4,8 @@
  * factors, smooth in the log of each value, as kernel times mostly are,
  * with a deterministic +-10% per-schedule jitter), and the search, given a
  * quarter of the space as its budget, must find the true optimum; given
- * the whole space it must measure every schedule once. The target is fixed
+ * the whole space it must measure every schedule once; given a wall-time
+ * budget it must stop early and say so. The target is fixed
  * (an AVX2 core with Zen 3's caches), not the host's, so the spaces are the
  * same on every machine. */
 #include <math.h>
@@ -15,6 +16,7 @@
 
 #include "api/validate.h"
 #include "check.h"
+#include "runtime/clock.h"
 #include "train/problem.h"
 #include "train/search.h"
 
@@ -79,6 +81,14 @@ static void measure(void *ctx, const tlm_schedule *b, int n, double *ns) {
       if (m->seen[j] == h) m->dup++;
     if (m->nseen < MAX_ALL) m->seen[m->nseen++] = h;
     ns[i] = synth_ns(&b[i]);
+  }
+}
+
+/* as measure, each batch taking 20 ms of wall time */
+static void measure_slow(void *ctx, const tlm_schedule *b, int n, double *ns) {
+  double until = tlm_clock_ms() + 20;
+  measure(ctx, b, n, ns);
+  while (tlm_clock_ms() < until) {
   }
 }
 
@@ -158,6 +168,22 @@ static void one_space(const char *name, const tlm_task *task, const tlm_target *
     free(r3.curve);
     free(m3.seen);
   }
+
+  /* a wall-time budget of 0.1 s over 20 ms batches: the first generation,
+   * then a few more, far short of the whole space; without a budget the
+   * same search reports none hit */
+  CHECK(!r.budget_hit, "%s: a budget hit without a budget", name);
+  meas m4 = {0, 0, 0, &s, malloc(sizeof(uint64_t) * MAX_ALL), 0, 0};
+  tlm_search_opts_init(&o, e.n, 7);
+  o.budget_s = 0.1;
+  tlm_search_result r4;
+  CHECK(tlm_search_run(&s, &o, measure_slow, &m4, &r4) == 0, "%s: budgeted search failed", name);
+  CHECK(r4.budget_hit && r4.measured >= o.init && r4.measured <= o.init + 8 * o.batch &&
+            r4.measured == m4.schedules && m4.dup == 0,
+        "%s: budget of 0.1 s: hit %d, %d measured (%d calls)", name, r4.budget_hit, r4.measured,
+        m4.calls);
+  free(r4.curve);
+  free(m4.seen);
   free(m.seen);
   free(e.all);
 }

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "runtime/clock.h"
+
 /* features: log2(1 + v) per point, then (point, value) one-hot hashed into
  * SEARCH_BUCKETS, then a constant */
 enum { SEARCH_BUCKETS = 128, SEARCH_D = TLM_MAX_POINTS + SEARCH_BUCKETS + 1 };
@@ -187,6 +189,7 @@ void tlm_search_opts_init(tlm_search_opts *o, int trials, uint64_t seed) {
   o->init = 16;
   o->batch = 8;
   o->children = 256;
+  o->budget_s = 0;
 }
 
 /* measures the batch, records it, updates the curve and the model */
@@ -220,6 +223,8 @@ int tlm_search_run(const tlm_space *s, const tlm_search_opts *o, tlm_search_meas
   if (init > 64) init = 64;
   int nchild = o->children > batch ? o->children : batch;
   uint64_t rng = o->seed;
+  /* the clock is read only under a budget: without one nothing depends on it */
+  double t_end = o->budget_s > 0 ? tlm_clock_ms() + 1e3 * o->budget_s : 0;
   trials t = {0};
   model m = {0};
   t.cap = budget;
@@ -258,6 +263,10 @@ int tlm_search_run(const tlm_space *s, const tlm_search_opts *o, tlm_search_meas
   }
   int idle = 0; /* generations that found no new schedule */
   while (t.n < budget && idle < 3) {
+    if (t_end > 0 && tlm_clock_ms() >= t_end) {
+      r->budget_hit = 1;
+      break;
+    }
     int fitted = m.n >= 4 && model_fit(&m, L) == 0;
     int par[8];
     int np = fastest(&t, 8, par);

@@ -12,7 +12,8 @@
  * time on the decisions: log2 of each value and a one-hot of each (point,
  * value) pair, hashed) ranks the children; the best predicted of each
  * generation are measured, plus one drawn at random (exploration). Nothing
- * is measured twice. Deterministic for a seed and a measurement sequence.
+ * is measured twice. Deterministic for a seed and a measurement sequence
+ * (and no wall-time budget).
  */
 #ifndef TLM_TRAIN_SEARCH_H
 #define TLM_TRAIN_SEARCH_H
@@ -32,6 +33,9 @@ typedef struct tlm_search_opts {
   int init;       /* first generation: the rule plus init - 1 random (default 16) */
   int batch;      /* schedules measured per later generation (default 8) */
   int children;   /* children ranked by the model per generation (default 256) */
+  double budget_s; /* wall time: no generation starts after this many seconds
+                      from the first (0: none, the default; the first always
+                      runs). Without one the search is deterministic. */
 } tlm_search_opts;
 
 /* Defaults above for a budget of `trials`. */
@@ -43,6 +47,7 @@ typedef struct tlm_search_result {
   int measured;       /* distinct schedules measured (< trials when the space
                          has fewer, or when no new child could be made) */
   int best_trial;     /* the trial (1-based) that measured `best` */
+  int budget_hit;     /* 1: stopped by budget_s before `trials` */
   double *curve;      /* curve[i]: best time after i + 1 trials; `measured`
                          entries, malloc'd, owned by the caller (free) */
 } tlm_search_result;

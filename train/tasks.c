@@ -113,6 +113,8 @@ int tlm_task_spec_parse(const char *text, tlm_task_spec *s) {
 
 typedef struct list {
   tlm_task_spec *v;
+  int *count; /* inputs that gave each task, when counting */
+  int counting; /* tlm_tasks_from_file_counted */
   int n, cap;
 } list;
 
@@ -190,14 +192,23 @@ static int add(list *l, tlm_task_spec *s) {
 
 static int add_unique(list *l, tlm_task_spec *s) {
   for (int i = 0; i < l->n; i++)
-    if (!strcmp(l->v[i].text, s->text)) return 0;
+    if (!strcmp(l->v[i].text, s->text)) {
+      if (l->counting) l->count[i]++;
+      return 0;
+    }
   if (l->n == l->cap) {
     int cap = l->cap ? l->cap * 2 : 256;
     tlm_task_spec *v = realloc(l->v, (size_t)cap * sizeof *v);
     if (!v) return -1;
     l->v = v;
+    if (l->counting) {
+      int *c = realloc(l->count, (size_t)cap * sizeof *c);
+      if (!c) return -1;
+      l->count = c;
+    }
     l->cap = cap;
   }
+  if (l->counting) l->count[l->n] = 1;
   l->v[l->n++] = *s;
   return 0;
 }
@@ -400,11 +411,19 @@ static int pool_tasks(list *l) {
 }
 
 int tlm_tasks_from_file(const char *path, tlm_task_spec **out, char *err, int errcap) {
+  return tlm_tasks_from_file_counted(path, out, NULL, err, errcap);
+}
+
+int tlm_tasks_from_file_counted(const char *path, tlm_task_spec **out, int **count, char *err,
+                                int errcap) {
   list l = {0};
   *out = NULL;
+  l.counting = count != NULL;
+  if (count) *count = NULL;
   FILE *fp = fopen(path, "r");
   if (!fp) {
     snprintf(err, (size_t)errcap, "cannot open %s", path);
+    free(l.count);
     return -1;
   }
   const char *base = strrchr(path, '/');
@@ -430,6 +449,7 @@ int tlm_tasks_from_file(const char *path, tlm_task_spec **out, char *err, int er
       snprintf(err, (size_t)errcap, "%s:%d: %s", path, lineno, perr);
       fclose(fp);
       free(l.v);
+      free(l.count);
       return -1;
     }
     if (r == 0) continue;
@@ -438,6 +458,7 @@ int tlm_tasks_from_file(const char *path, tlm_task_spec **out, char *err, int er
   }
   fclose(fp);
   *out = l.v;
+  if (count) *count = l.count;
   return l.n;
 }
 

@@ -91,6 +91,11 @@ int tlm_tasks_build(const char *shared_dir, uint64_t seed, tlm_task_spec **out, 
  * "file:<name>"; convolutions in NHWC with bias and ReLU at minibatch 1),
  * reduced and deduplicated like tlm_tasks_build. Returns the count or -1. */
 int tlm_tasks_from_file(const char *path, tlm_task_spec **out, char *err, int errcap);
+/* The same, and (count non-NULL) *count malloc'd: how many lines of the
+ * file gave each task (a repeated line, or lines equal once reduced, give
+ * one task). */
+int tlm_tasks_from_file_counted(const char *path, tlm_task_spec **out, int **count, char *err,
+                                int errcap);
 /* With tlm_tasks_set_exact(1) before, tlm_tasks_from_file keeps every
  * task at its extents (no reduction of batch or M: `tlm tune` must tune
  * the shapes applications run). Not thread-safe. */
