@@ -796,7 +796,7 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
     tlm_space space;
     tlm_key sib_key;
     int has_sib = rt->cfg.async_compile && tlm_space_init(&space, task, &rt->target) == 0 &&
-                  nearest_sibling(rt, &space, 1, !getenv("TLM_X_STRICT"), NULL, &sib_key);
+                  nearest_sibling(rt, &space, 1, 1, NULL, &sib_key);
     if (!has_sib && rt->cfg.async_compile && uses_generic(rt, task)) {
       /* no sibling: the family's tier-0 kernel (generic/), ready at once */
       tlm_schedule gs;
