@@ -471,8 +471,11 @@ static void tile_version(conv_cg *cc, int safe) {
       cc->owr[r] = LLVMBuildSelect(g->b, in, cc->owu[r], ow_last, "");
     }
   }
+  /* a kernel depth of 1 (every 2-D convolution) without a loop: its
+   * accumulator phis were a tenth of a depthwise kernel's IR */
   loop Ld;
-  LLVMValueRef kd = loop_begin(g, &Ld, c64(g, 0), c64(g, t->KD), c64(g, 1));
+  memset(&Ld, 0, sizeof Ld);
+  LLVMValueRef kd = t->KD == 1 ? c64(g, 0) : loop_begin(g, &Ld, c64(g, 0), c64(g, t->KD), c64(g, 1));
   LLVMValueRef id = add(g, sub(g, mul(g, cc->od, c64(g, t->sd)), c64(g, t->pd)),
                         mul(g, kd, c64(g, t->dd)));
   LLVMBasicBlockRef jd = if_begin(g, in_range(g, id, cc->ID));
@@ -484,7 +487,7 @@ static void tile_version(conv_cg *cc, int safe) {
   kernel_row(cc, kd, id, loop_begin(g, &Lh, c64(g, 0), c64(g, t->KH), c64(g, 1)));
   loop_end(g, &Lh);
   if_end(g, jd);
-  loop_end(g, &Ld);
+  if (t->KD != 1) loop_end(g, &Ld);
   epilogue_store(cc);
 }
 
