@@ -39,8 +39,10 @@
  *
  * Usage: vision [--model resnet50|mobilenet|both] [--sizes 160,192,...]
  *               [--images N] [--mb N] [--threads N] [--json FILE]
- *               [--no-baseline] [--no-prepack]
+ *               [--no-baseline] [--no-prepack] [--profile]
  *
+ * --profile: the warm passes time every layer (summed over the pass) and
+ * the report lists the layers where tlm loses most time to oneDNN.
  * The weights are declared constant to tlm (tlm_constant_add), as
  * oneDNN's are reordered once: tlm packs those its matmul kernels read in
  * panels once, on first use. --no-prepack reads them as given every call.
@@ -242,9 +244,13 @@ static tlm_tensor dense(float *data, int nd, const int64_t *shape) {
   return t;
 }
 
+/* --profile: each layer's time summed over a pass (NULL: not timed) */
+static double *g_layer_ms;
+
 static int forward_tlm(tlm_runtime *rt, net *n, int mb) {
   for (int i = 0; i < n->n; i++) {
     const layer *L = &n->l[i];
+    double t0 = g_layer_ms ? now_ms() : 0;
     float *x = n->buf[L->src], *y = n->buf[L->dst];
     int64_t xs[4] = {mb, L->ih, L->iw, L->ic}, ys[4] = {mb, L->oh, L->ow, L->oc};
     tlm_op op;
@@ -282,6 +288,7 @@ static int forward_tlm(tlm_runtime *rt, net *n, int mb) {
               L->ih, L->iw, tlm_last_error(rt));
       return -1;
     }
+    if (g_layer_ms) g_layer_ms[i] += now_ms() - t0;
   }
   return 0;
 }
@@ -292,6 +299,7 @@ static int forward_tlm(tlm_runtime *rt, net *n, int mb) {
 static int forward_dnnl(dnnl_baseline *db, net *n, int mb) {
   for (int i = 0; i < n->n; i++) {
     const layer *L = &n->l[i];
+    double t0 = g_layer_ms ? now_ms() : 0;
     float *x = n->buf[L->src], *y = n->buf[L->dst];
     baseline_window win = {mb, L->ic, L->ih, L->iw, L->oc, L->oh, L->ow, L->k, L->k,
                            L->stride, L->stride, L->pad, L->pad, L->groups, 0, 0};
@@ -318,6 +326,7 @@ static int forward_dnnl(dnnl_baseline *db, net *n, int mb) {
               L->iw);
       return -1;
     }
+    if (g_layer_ms) g_layer_ms[i] += now_ms() - t0;
   }
   return 0;
 }
@@ -348,6 +357,7 @@ typedef struct pass {
   tlm_stats st;          /* tlm's counters over the pass */
   int prims;             /* baseline: primitives created in the pass */
   double prim_ms;        /* and the time creating them */
+  double layer_ms[MAX_LAYERS]; /* --profile: each layer's time summed */
   int failed;
 } pass;
 
@@ -431,7 +441,7 @@ static void print_pass(const char *what, const pass *p) {
          percentile(p->lat, p->batches, 99), p->flops / (p->wall_ms * 1e6));
 }
 
-static void report(const result *r, int batches, int mb) {
+static void report(const result *r, int batches, int mb, int profile) {
   const net *n = r->n;
   const pass *t = r->t, *d = r->d;
   printf("\n%s (benchdnn %s): %d images in %d minibatches per pass\n", n->name, n->shapes,
@@ -473,6 +483,25 @@ static void report(const result *r, int batches, int mb) {
   printf("  logits vs oneDNN       max rel diff %.2g on %d images (the first minibatch of every "
          "size): %s\n",
          r->diff, r->compared, r->diff <= 1e-3 ? "PASS" : "FAIL");
+  if (!profile) return;
+  /* --profile: the warm pass's layers by time lost to oneDNN (time tlm
+   * takes over oneDNN's), most first */
+  int order[MAX_LAYERS];
+  for (int i = 0; i < n->n; i++) order[i] = i;
+  for (int i = 1; i < n->n; i++) /* insertion sort: at most MAX_LAYERS layers */
+    for (int j = i; j > 0; j--) {
+      int a = order[j - 1], b = order[j];
+      if (t[1].layer_ms[a] - d[1].layer_ms[a] >= t[1].layer_ms[b] - d[1].layer_ms[b]) break;
+      order[j - 1] = b, order[j] = a;
+    }
+  printf("  warm pass by layer     (ms summed over the pass; tlm, oneDNN, oneDNN / tlm)\n");
+  for (int k = 0; k < n->n; k++) {
+    const layer *L = &n->l[order[k]];
+    double a = t[1].layer_ms[order[k]], b = d[1].layer_ms[order[k]];
+    printf("    %-22s %-9s %4d -> %-4d k%d s%d g%-4d %8.2f %8.2f  %5.2fx\n", L->name,
+           L->kind == CONV ? "conv" : L->kind == FC ? "fc" : "pool", L->ic, L->oc, L->k, L->stride,
+           L->groups, a, b, a > 0 ? b / a : 0.0);
+  }
 }
 
 static void json_pass(cJSON *parent, const char *key, const pass *p, int tlm) {
@@ -555,7 +584,7 @@ static int parse_sizes(const char *s, int *sizes) {
 int main(int argc, char **argv) {
   const char *model = "both", *json = NULL;
   int sizes[MAX_SIZES] = {160, 192, 224, 256, 288}, nsizes = 5;
-  int batches = 20, mb = 1, threads = -1, baseline = 1, prepack = 1;
+  int batches = 20, mb = 1, threads = -1, baseline = 1, prepack = 1, profile = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int more = i + 1 < argc;
@@ -567,10 +596,12 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--json") && more) json = argv[++i];
     else if (!strcmp(a, "--no-baseline")) baseline = 0;
     else if (!strcmp(a, "--no-prepack")) prepack = 0;
+    else if (!strcmp(a, "--profile")) profile = 1;
     else {
       fprintf(stderr,
               "usage: %s [--model resnet50|mobilenet|both] [--sizes 160,192,...] [--images N]\n"
-              "          [--mb N] [--threads N] [--json FILE] [--no-baseline] [--no-prepack]\n",
+              "          [--mb N] [--threads N] [--json FILE] [--no-baseline] [--no-prepack]\n"
+              "          [--profile]\n",
               argv[0]);
       return 2;
     }
@@ -639,8 +670,10 @@ int main(int argc, char **argv) {
     /* warm = steady state: with TLM_ASYNC=1 the shapes' own kernels, once
      * the background builds the cold pass queued are done */
     tlm_wait_background(rt);
+    g_layer_ms = profile ? res[i].t[1].layer_ms : NULL;
     if (!res[i].t[0].failed)
       replay(rt, NULL, &nets[i], sizes, nsizes, batches, mb, &res[i].t[1], NULL);
+    g_layer_ms = NULL;
     if (res[i].t[0].failed || res[i].t[1].failed) ok = 0;
   }
 #ifdef TLM_HAVE_DNNL
@@ -650,7 +683,9 @@ int main(int argc, char **argv) {
     result *r = &res[i];
     if (r->t[0].failed) continue;
     replay(rt, db, &nets[i], sizes, nsizes, batches, mb, &r->d[0], sampled[i][1]);
+    g_layer_ms = profile ? r->d[1].layer_ms : NULL;
     if (!r->d[0].failed) replay(rt, db, &nets[i], sizes, nsizes, batches, mb, &r->d[1], NULL);
+    g_layer_ms = NULL;
     r->have_baseline = !r->d[0].failed && !r->d[1].failed;
     if (!r->have_baseline) ok = 0;
     if (r->have_baseline) {
@@ -679,7 +714,7 @@ int main(int argc, char **argv) {
     printf("  baseline: oneDNN %s\n", dnnl_baseline_isa());
 #endif
   }
-  for (int i = 0; i < nres; i++) report(&res[i], batches, mb);
+  for (int i = 0; i < nres; i++) report(&res[i], batches, mb, profile);
   if (json && write_json(json, res, nres, sizes, nsizes, batches, mb, nthreads)) ok = 0;
   tlm_destroy(rt); /* first: the weights are declared constant */
   for (int i = 0; i < nres; i++) {
