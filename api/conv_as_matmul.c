@@ -200,44 +200,43 @@ static int im2col_plan(const tlm_task *task, const tlm_op *op, const tlm_tensor 
 }
 
 /* the im2col copy: row m = (n, od, oh, ow), columns in the weights' order,
- * zeros where the window lies in the padding */
-static void im2col_fill(const tlm_conv_task *t, const conv_im2col *c, const float *x, float *buf) {
+ * zeros where the window lies in the padding; rows [m0, m1) of it */
+static void im2col_fill(const tlm_conv_task *t, const conv_im2col *c, const float *x, float *buf,
+                        int64_t m0, int64_t m1) {
   const int64_t *xe = c->xe, *xs = c->xs;
   int64_t IC = c->IC, OD = t->OD, OH = t->OH, OW = t->OW;
-  float *o = buf;
-  for (int64_t n = 0; n < xe[0]; n++)
-    for (int64_t od = 0; od < OD; od++)
-      for (int64_t oh = 0; oh < OH; oh++)
-        for (int64_t ow = 0; ow < OW; ow++) {
-          const float *xn = x + n * xs[0];
-          if (!c->ic_major) {
-            for (int64_t kd = 0; kd < t->KD; kd++)
-              for (int64_t kh = 0; kh < t->KH; kh++)
-                for (int64_t kw = 0; kw < t->KW; kw++, o += IC) {
-                  int64_t id = od * t->sd - t->pd + kd * t->dd, ih = oh * t->sh - t->ph + kh * t->dh,
-                          iw = ow * t->sw - t->pw + kw * t->dw;
-                  if (id < 0 || id >= xe[2] || ih < 0 || ih >= xe[3] || iw < 0 || iw >= xe[4]) {
-                    memset(o, 0, sizeof(float) * (size_t)IC);
-                    continue;
-                  }
-                  const float *p = xn + id * xs[2] + ih * xs[3] + iw * xs[4];
-                  if (xs[1] == 1 || IC == 1) memcpy(o, p, sizeof(float) * (size_t)IC);
-                  else
-                    for (int64_t ic = 0; ic < IC; ic++) o[ic] = p[ic * xs[1]];
-                }
-          } else {
-            for (int64_t ic = 0; ic < IC; ic++)
-              for (int64_t kd = 0; kd < t->KD; kd++)
-                for (int64_t kh = 0; kh < t->KH; kh++)
-                  for (int64_t kw = 0; kw < t->KW; kw++) {
-                    int64_t id = od * t->sd - t->pd + kd * t->dd,
-                            ih = oh * t->sh - t->ph + kh * t->dh, iw = ow * t->sw - t->pw + kw * t->dw;
-                    *o++ = (id < 0 || id >= xe[2] || ih < 0 || ih >= xe[3] || iw < 0 || iw >= xe[4])
-                               ? 0.0f
-                               : xn[ic * xs[1] + id * xs[2] + ih * xs[3] + iw * xs[4]];
-                  }
+  float *o = buf + m0 * c->K;
+  for (int64_t m = m0; m < m1; m++) {
+    int64_t ow = m % OW, oh = m / OW % OH, od = m / (OW * OH) % OD, n = m / (OW * OH * OD);
+    const float *xn = x + n * xs[0];
+    if (!c->ic_major) {
+      for (int64_t kd = 0; kd < t->KD; kd++)
+        for (int64_t kh = 0; kh < t->KH; kh++)
+          for (int64_t kw = 0; kw < t->KW; kw++, o += IC) {
+            int64_t id = od * t->sd - t->pd + kd * t->dd, ih = oh * t->sh - t->ph + kh * t->dh,
+                    iw = ow * t->sw - t->pw + kw * t->dw;
+            if (id < 0 || id >= xe[2] || ih < 0 || ih >= xe[3] || iw < 0 || iw >= xe[4]) {
+              memset(o, 0, sizeof(float) * (size_t)IC);
+              continue;
+            }
+            const float *p = xn + id * xs[2] + ih * xs[3] + iw * xs[4];
+            if (xs[1] == 1 || IC == 1) memcpy(o, p, sizeof(float) * (size_t)IC);
+            else
+              for (int64_t ic = 0; ic < IC; ic++) o[ic] = p[ic * xs[1]];
           }
-        }
+    } else {
+      for (int64_t ic = 0; ic < IC; ic++)
+        for (int64_t kd = 0; kd < t->KD; kd++)
+          for (int64_t kh = 0; kh < t->KH; kh++)
+            for (int64_t kw = 0; kw < t->KW; kw++) {
+              int64_t id = od * t->sd - t->pd + kd * t->dd, ih = oh * t->sh - t->ph + kh * t->dh,
+                      iw = ow * t->sw - t->pw + kw * t->dw;
+              *o++ = (id < 0 || id >= xe[2] || ih < 0 || ih >= xe[3] || iw < 0 || iw >= xe[4])
+                         ? 0.0f
+                         : xn[ic * xs[1] + id * xs[2] + ih * xs[3] + iw * xs[4]];
+            }
+    }
+  }
 }
 
 size_t tlm_conv_gather_bytes(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
@@ -260,7 +259,7 @@ void tlm_conv_gather(const tlm_task *task, const tlm_op *op, const tlm_tensor *i
   const tlm_conv_task *t = &task->u.conv;
   conv_im2col icp;
   if (im2col_plan(task, op, in, out, &icp)) {
-    im2col_fill(t, &icp, in[0].data, buf);
+    im2col_fill(t, &icp, in[0].data, buf, 0, icp.M);
     return;
   }
   conv_mm c;
@@ -289,6 +288,21 @@ void tlm_conv_gather(const tlm_task *task, const tlm_op *op, const tlm_tensor *i
           }
         }
       }
+}
+
+int64_t tlm_conv_im2col_rows(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
+                             const tlm_tensor *out) {
+  conv_im2col icp;
+  return im2col_plan(task, op, in, out, &icp) ? icp.M : 0;
+}
+
+void tlm_conv_im2col_range(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
+                           const tlm_tensor *out, float *buf, int64_t begin, int64_t end) {
+  conv_im2col icp;
+  if (!im2col_plan(task, op, in, out, &icp)) return;
+  if (begin < 0) begin = 0;
+  if (end > icp.M) end = icp.M;
+  if (begin < end) im2col_fill(&task->u.conv, &icp, in[0].data, buf, begin, end);
 }
 
 int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
