@@ -254,12 +254,23 @@ size_t tlm_conv_gather_bytes(const tlm_task *task, const tlm_op *op, const tlm_t
   return (size_t)n * sizeof(float);
 }
 
-void tlm_conv_gather(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
-                     const tlm_tensor *out, float *buf) {
+int64_t tlm_conv_gather_rows(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
+                             const tlm_tensor *out) {
+  conv_im2col icp;
+  if (im2col_plan(task, op, in, out, &icp)) return icp.M;
+  conv_mm c;
+  if (!conv_mm_plan(task, op, in, out, 1, &c)) return 0;
+  return c.ye[0] * c.ye[2] * c.ye[3]; /* (n, od, oh) output rows */
+}
+
+void tlm_conv_gather_range(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
+                           const tlm_tensor *out, float *buf, int64_t begin, int64_t end) {
   const tlm_conv_task *t = &task->u.conv;
+  if (begin < 0) begin = 0;
   conv_im2col icp;
   if (im2col_plan(task, op, in, out, &icp)) {
-    im2col_fill(t, &icp, in[0].data, buf, 0, icp.M);
+    if (end > icp.M) end = icp.M;
+    if (begin < end) im2col_fill(t, &icp, in[0].data, buf, begin, end);
     return;
   }
   conv_mm c;
@@ -268,41 +279,31 @@ void tlm_conv_gather(const tlm_task *task, const tlm_op *op, const tlm_tensor *i
   tlm_act_view(&in[0], op->u.conv.layout, xe, xs);
   const float *x = in[0].data;
   int64_t N = xe[0], IC = xe[1], OD = c.ye[2], OH = c.ye[3], OW = c.ye[4];
-  for (int64_t n = 0; n < N; n++)
-    for (int64_t od = 0; od < OD; od++)
-      for (int64_t oh = 0; oh < OH; oh++) {
-        const float *row = x + n * xs[0] + od * t->sd * xs[2] + oh * t->sh * xs[3];
-        if (c.form == 1) { /* (n, od, oh, ow, ic) */
-          float *o = buf + ((n * OD + od) * OH + oh) * OW * IC;
-          for (int64_t ow = 0; ow < OW; ow++, o += IC) {
-            const float *p = row + ow * t->sw * xs[4];
-            if (xs[1] == 1 || IC == 1) memcpy(o, p, sizeof(float) * (size_t)IC);
-            else
-              for (int64_t ic = 0; ic < IC; ic++) o[ic] = p[ic * xs[1]];
-          }
-        } else { /* (n, ic, od, oh, ow) */
-          for (int64_t ic = 0; ic < IC; ic++) {
-            float *o = buf + ((n * IC + ic) * OD + od) * OH * OW + oh * OW;
-            const float *p = row + ic * xs[1];
-            for (int64_t ow = 0; ow < OW; ow++) o[ow] = p[ow * t->sw * xs[4]];
-          }
-        }
+  if (end > N * OD * OH) end = N * OD * OH;
+  for (int64_t r = begin; r < end; r++) { /* r = (n, od, oh) */
+    int64_t oh = r % OH, od = r / OH % OD, n = r / (OH * OD);
+    const float *row = x + n * xs[0] + od * t->sd * xs[2] + oh * t->sh * xs[3];
+    if (c.form == 1) { /* (n, od, oh, ow, ic) */
+      float *o = buf + r * OW * IC;
+      for (int64_t ow = 0; ow < OW; ow++, o += IC) {
+        const float *p = row + ow * t->sw * xs[4];
+        if (xs[1] == 1 || IC == 1) memcpy(o, p, sizeof(float) * (size_t)IC);
+        else
+          for (int64_t ic = 0; ic < IC; ic++) o[ic] = p[ic * xs[1]];
       }
+    } else { /* (n, ic, od, oh, ow) */
+      for (int64_t ic = 0; ic < IC; ic++) {
+        float *o = buf + ((n * IC + ic) * OD + od) * OH * OW + oh * OW;
+        const float *p = row + ic * xs[1];
+        for (int64_t ow = 0; ow < OW; ow++) o[ow] = p[ow * t->sw * xs[4]];
+      }
+    }
+  }
 }
 
-int64_t tlm_conv_im2col_rows(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
-                             const tlm_tensor *out) {
-  conv_im2col icp;
-  return im2col_plan(task, op, in, out, &icp) ? icp.M : 0;
-}
-
-void tlm_conv_im2col_range(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
-                           const tlm_tensor *out, float *buf, int64_t begin, int64_t end) {
-  conv_im2col icp;
-  if (!im2col_plan(task, op, in, out, &icp)) return;
-  if (begin < 0) begin = 0;
-  if (end > icp.M) end = icp.M;
-  if (begin < end) im2col_fill(&task->u.conv, &icp, in[0].data, buf, begin, end);
+void tlm_conv_gather(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
+                     const tlm_tensor *out, float *buf) {
+  tlm_conv_gather_range(task, op, in, out, buf, 0, tlm_conv_gather_rows(task, op, in, out));
 }
 
 int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,

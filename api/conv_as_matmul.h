@@ -54,12 +54,13 @@ size_t tlm_conv_gather_bytes(const tlm_task *task, const tlm_op *op, const tlm_t
 void tlm_conv_gather(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
                      const tlm_tensor *out, float *buf);
 
-/* When the copy is an im2col matrix: its rows (output pixels), else 0; and
- * rows [begin, end) of it written into buf (the whole copy's buffer), so
- * that threads can write it in parts (tlm_conv_gather writes it all). */
-int64_t tlm_conv_im2col_rows(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
+/* The copy in parts, for threads: its rows (im2col: output pixels; a
+ * strided 1x1: output rows (n, od, oh)), 0 when there is no copy; and rows
+ * [begin, end) of it written into buf (the whole copy's buffer).
+ * tlm_conv_gather writes all of them. */
+int64_t tlm_conv_gather_rows(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
                              const tlm_tensor *out);
-void tlm_conv_im2col_range(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
+void tlm_conv_gather_range(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
                            const tlm_tensor *out, float *buf, int64_t begin, int64_t end);
 
 #endif

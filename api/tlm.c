@@ -499,7 +499,7 @@ tlm_status tlm_run_on_stream(tlm_runtime *rt, const tlm_op *op, const tlm_tensor
   return run_gpu(rt, op, inputs, n_inputs, outputs, n_outputs, cuda_stream, 0);
 }
 
-/* rows [begin, end) of a convolution's im2col copy (tlm_run's pool job) */
+/* rows [begin, end) of a convolution's copy for a matmul (tlm_run's pool job) */
 typedef struct gather_ctx {
   const tlm_task *task;
   const tlm_op *op;
@@ -510,7 +510,7 @@ typedef struct gather_ctx {
 static void gather_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
   (void)tid;
   const gather_ctx *g = ctx;
-  tlm_conv_im2col_range(g->task, g->op, g->in, g->out, g->buf, begin, end);
+  tlm_conv_gather_range(g->task, g->op, g->in, g->out, g->buf, begin, end);
 }
 
 tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, int n_inputs,
@@ -565,10 +565,10 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
     if (!rt->cfg.disable_conv_as_matmul) {
       size_t gb = tlm_conv_gather_bytes(&task, op, inputs, outputs);
       if (gb && (gathered = malloc(gb)) != NULL) {
-        int64_t rows = tlm_conv_im2col_rows(&task, op, inputs, outputs);
-        /* an im2col copy in parts on the runtime's threads: written by
-         * the caller alone, it held the other threads up before every 3x3
-         * product it feeds (ResNet-50's res4 layers, 2 threads) */
+        int64_t rows = tlm_conv_gather_rows(&task, op, inputs, outputs);
+        /* the copy in parts on the runtime's threads: written by the
+         * caller alone, it held the other threads up before every product
+         * it feeds (ResNet-50's res4 3x3 layers, 2 threads) */
         if (rt->nthreads > 1 && rows >= 4 * (int64_t)rt->nthreads) {
           gather_ctx gc = {&task, op, inputs, outputs, gathered};
           tlm_pool_run(rt->pool, rows, gather_chunk, &gc);
