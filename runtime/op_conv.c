@@ -180,7 +180,7 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
      * vectors, the most contiguous src reads per pixel) */
     if (d[CV_AXIS] == 2) return pick_at_most(c, n, most * d[CV_VEC]);
     int rows, nv;
-    tlm_reg_tile(tg, rext, (int)most, &rows, &nv);
+    tlm_reg_tile(tg, rext, (int)most, 0, &rows, &nv);
     return pick_at_most(c, n, (int64_t)nv * d[CV_VEC]);
   }
   case CV_ROWS: {
@@ -203,7 +203,7 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
       int64_t r = tg->vec_regs / 2 / nv;
       return pick_at_most(c, n, r < 1 ? 1 : r);
     }
-    tlm_reg_tile(tg, rext, -nv, &rows, &nv);
+    tlm_reg_tile(tg, rext, -nv, 0, &rows, &nv);
     return pick_at_most(c, n, rows);
   }
   case CV_UNROLL: {

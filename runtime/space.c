@@ -125,10 +125,21 @@ void tlm_space_sample(const tlm_space *s, uint64_t *rng, tlm_schedule *out) {
  *   among those, the fewest loads per FMA, (rows + nv) / (rows * nv), then
  *   the most accumulators.
  * nv is a power of two, so a full tile's columns (nv * lanes) divide the
- * power-of-two extents of most models and leave no tail. With 32 registers
- * this gives 6 rows x 4 vectors, with 16 registers 6 x 2 (BLIS's Haswell
- * sgemm kernel is 6 x 16 floats); fewer rows when M is smaller. A negative
- * max_nv fixes nv at -max_nv (any count) and picks the rows only. */
+ * power-of-two extents of most models and leave no tail, or 3 when the
+ * caller gives the extent of the vector axis (ncols > 0) and the register
+ * file makes 3 vectors the fewer loads per FMA: then each tile's loads per
+ * FMA are divided by the fraction of its columns that hold data (ncols
+ * over ncols rounded up to whole tiles, and for rows the slots a tail tile
+ * waits out: reg_tile_used), so a tail costs what it wastes.
+ * With 32 registers this gives 6 rows x 4 vectors (3 vectors
+ * need 8 rows, 11 loads per 24 FMAs against 10), with 16 registers 4 x 3
+ * (7 loads per 12 FMAs against 6 x 2's 8; oneDNN's AVX2 sgemm kernel is
+ * 24 x 4 floats, the transposed form; BLIS's Haswell kernel is 6 x 16)
+ * unless the tail of the axis wastes more than that saves; fewer rows when
+ * M is smaller. Measured on an Intel Xeon under AVX2 (tlm run --schedule,
+ * packed B): 4 x 24 over 6 x 16 1.18-1.41x at M = 24-128, N = 768 and
+ * 1024. A negative max_nv fixes nv at -max_nv (any count) and picks the
+ * rows only. */
 typedef struct reg_tile_pick {
   int rows, nv, ok; /* ok: at least fma_chains accumulators */
   double cost;      /* loads per FMA */
@@ -149,13 +160,39 @@ static void reg_tile_rows(const tlm_target *tg, int64_t max_rows, int v, reg_til
   }
 }
 
-void tlm_reg_tile(const tlm_target *tg, int64_t max_rows, int max_nv, int *rows_out,
-                  int *nv_out) {
+/* The fraction of the tiles' work that is useful over the whole extent:
+ * columns, the part of whole tiles of nv vectors that hold data when the
+ * vector axis has ncols; rows (when max_rows is the extent M, not a
+ * bound), likewise, as a tail tile of fewer rows costs about what a full
+ * one does: it waits out the same FMA latency and streams the same B
+ * panel. Measured on an Intel Xeon under AVX2 (tlm run --vs, N = K = 768):
+ * M = 6 in one 6 x 16 tile 57 GFLOPS, as 4 x 24 plus a 2-row tail 33; M = 7
+ * as 6 x 16 plus a 1-row tail 33, as 4 x 24 plus 3 rows 40. */
+static double reg_tile_used(const tlm_target *tg, int rows, int nv, int64_t max_rows,
+                            int64_t ncols) {
+  int64_t w = (int64_t)nv * (tg->vec_lanes > 0 ? tg->vec_lanes : 1);
+  double used = (double)ncols / (double)(((ncols + w - 1) / w) * w);
+  if (max_rows > 0 && max_rows < ((int64_t)1 << 20))
+    used *= (double)max_rows / (double)(((max_rows + rows - 1) / rows) * rows);
+  return used;
+}
+
+void tlm_reg_tile(const tlm_target *tg, int64_t max_rows, int max_nv, int64_t ncols,
+                  int *rows_out, int *nv_out) {
   reg_tile_pick best = {1, 1, 0, 1e30};
   if (max_nv < 0)
     reg_tile_rows(tg, max_rows, -max_nv, &best);
-  else
+  else {
     for (int v = 1; v <= max_nv && v <= 8; v *= 2) reg_tile_rows(tg, max_rows, v, &best);
+    reg_tile_pick three = {1, 1, 0, 1e30};
+    if (ncols > 0 && max_nv >= 3) reg_tile_rows(tg, max_rows, 3, &three);
+    /* 3 vectors where the register file makes them the better tile (16
+     * registers; not 32), and the axis' tail does not undo it */
+    if (three.ok >= best.ok && three.cost < best.cost &&
+        three.cost / reg_tile_used(tg, three.rows, 3, max_rows, ncols) <
+            best.cost / reg_tile_used(tg, best.rows, best.nv, max_rows, ncols))
+      best = three;
+  }
   *rows_out = best.rows;
   *nv_out = best.nv;
 }

@@ -254,11 +254,13 @@ void tlm_space_sample(const tlm_space *s, uint64_t *rng, tlm_schedule *out);
 void tlm_space_default(const tlm_space *s, tlm_schedule *out);
 
 /* The rule's register tile for a target: rows x nv vectors (nv a power of
- * two <= max_nv, or exactly -max_nv when max_nv < 0; rows <= max_rows
- * unless 1), from the register file and the FMA chains (space.c documents
- * the derivation). */
-void tlm_reg_tile(const tlm_target *tg, int64_t max_rows, int max_nv, int *rows_out,
-                  int *nv_out);
+ * two <= max_nv, or 3 when ncols > 0, or exactly -max_nv when max_nv < 0;
+ * rows <= max_rows unless 1), from the register file and the FMA chains.
+ * ncols: the extent of the vector axis (matmul N), whose tail the choice
+ * weighs; 0 when unknown (powers of two only). space.c documents the
+ * derivation. */
+void tlm_reg_tile(const tlm_target *tg, int64_t max_rows, int max_nv, int64_t ncols,
+                  int *rows_out, int *nv_out);
 
 /* "vec=16 n3=32 m3=8 ..." into buf. Returns buf. */
 char *tlm_schedule_str(const tlm_space *s, const tlm_schedule *sched, char *buf,

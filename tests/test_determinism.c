@@ -164,35 +164,50 @@ int main(void) {
     }
     CHECK(!memcmp(&sch[0], &sch[1], sizeof sch[0]), "300 and 512 rows: different rule schedules");
   }
-  /* B rows further apart than the L1 stride prefetcher's reach
-   * (tlm_target.pf_stride_bytes, Intel's 2 KiB) are packed from the
-   * lone-line reuse on when two pages or more apart, and only over more
-   * than 8 register tiles between the reach and two pages; a target whose
-   * prefetcher names no reach keeps the lone-line test (AVX2 6 x 16
-   * tiles, so the check runs on any AVX2 host). */
-  if (r1->target.host_isa >= TLM_ISA_AVX2) {
+  /* Packed B (mm_rule_packs_b). Under AVX2 the rule's tile is 4 x 24
+   * (3 vectors: a 96-byte row, not whole cache lines), packed over more
+   * than two register tiles of rows whatever the prefetcher. With AVX-512's
+   * 6 x 64 (256-byte rows), B rows further apart than the L1 stride
+   * prefetcher's reach (tlm_target.pf_stride_bytes, Intel's 2 KiB) are
+   * packed over more than two tiles when two pages or more apart and over
+   * more than 8 between the reach and two pages; a target whose prefetcher
+   * names no reach keeps the lone-line test (wide rows: never). */
+  for (int isa = TLM_ISA_AVX2; isa <= TLM_ISA_AVX512 && isa <= r1->target.host_isa; isa++) {
     tlm_target intel = r1->target, amd;
-    tlm_target_restrict(&intel, TLM_ISA_AVX2);
+    tlm_target_restrict(&intel, (tlm_isa)isa);
     intel.pf_stride_bytes = 2048;
     amd = intel;
     amd.pf_stride_bytes = 0;
     static const struct {
       const char *shape;
       int intel, amd;
-    } k_pack[] = {{"24x768:768x3072", 1, 1},  /* 12 KiB rows: past two pages */
-                  {"32x768:768x768", 0, 1},   /* 3 KiB rows, 5 tiles: not on Intel */
-                  {"128x768:768x768", 1, 1},  /* 21 tiles */
-                  {"32x768:768x1024", 0, 1},  /* 4 KiB rows, 5 tiles */
-                  {"64x512:512x512", 1, 1},   /* 2 KiB rows: within the reach */
-                  {"12x768:768x3072", 0, 0}}; /* 2 tiles: never */
-    for (size_t i = 0; i < sizeof k_pack / sizeof k_pack[0]; i++) {
+    } k_avx2[] = {{"24x768:768x3072", 1, 1}, /* 6 tiles of 4 rows */
+                  {"32x768:768x768", 1, 1},
+                  {"128x768:768x768", 1, 1},
+                  {"32x768:768x1024", 1, 1},
+                  {"64x512:512x512", 1, 1},
+                  {"8x768:768x3072", 0, 0}}, /* 2 tiles: never */
+      k_avx512[] = {{"24x768:768x3072", 1, 0}, /* 12 KiB rows: past two pages */
+                    {"32x768:768x768", 0, 0},  /* 3 KiB rows, 6 tiles */
+                    {"128x768:768x768", 1, 0}, /* 22 tiles */
+                    {"32x768:768x1024", 0, 0}, /* 4 KiB rows */
+                    {"64x512:512x512", 0, 0},  /* 2 KiB rows: within the reach */
+                    {"12x768:768x3072", 0, 0}}; /* 2 tiles: never */
+    const int avx2 = isa == TLM_ISA_AVX2;
+    const int want_n3 = avx2 ? 24 : 64;
+    for (size_t i = 0; i < sizeof k_avx2 / sizeof k_avx2[0]; i++) {
+      const char *shape = avx2 ? k_avx2[i].shape : k_avx512[i].shape;
+      int wi = avx2 ? k_avx2[i].intel : k_avx512[i].intel;
+      int wa = avx2 ? k_avx2[i].amd : k_avx512[i].amd;
       tlm_schedule si, sa;
-      if (rule_schedule(k_pack[i].shape, &intel, &si) || rule_schedule(k_pack[i].shape, &amd, &sa))
+      if (rule_schedule(shape, &intel, &si) || rule_schedule(shape, &amd, &sa))
         return check_report("test_determinism");
-      CHECK(si.v[MM_PACK_B] == k_pack[i].intel, "%s: pack_b=%d with a 2 KiB prefetch reach",
-            k_pack[i].shape, si.v[MM_PACK_B]);
-      CHECK(sa.v[MM_PACK_B] == k_pack[i].amd, "%s: pack_b=%d with no prefetch reach",
-            k_pack[i].shape, sa.v[MM_PACK_B]);
+      CHECK(si.v[MM_N3] == want_n3, "%s, %s: tile_n3=%d", shape, tlm_isa_name((tlm_isa)isa),
+            si.v[MM_N3]);
+      CHECK(si.v[MM_PACK_B] == wi, "%s, %s: pack_b=%d with a 2 KiB prefetch reach", shape,
+            tlm_isa_name((tlm_isa)isa), si.v[MM_PACK_B]);
+      CHECK(sa.v[MM_PACK_B] == wa, "%s, %s: pack_b=%d with no prefetch reach", shape,
+            tlm_isa_name((tlm_isa)isa), sa.v[MM_PACK_B]);
     }
   }
   /* Small M shares one kernel too: prompt lengths 13 and 42 of one layer
