@@ -161,17 +161,22 @@ static void reg_tile_rows(const tlm_target *tg, int64_t max_rows, int v, reg_til
 }
 
 /* The fraction of the tiles' work that is useful over the whole extent:
- * columns, the part of whole tiles of nv vectors that hold data when the
- * vector axis has ncols; rows (when max_rows is the extent M, not a
- * bound), likewise, as a tail tile of fewer rows costs about what a full
- * one does: it waits out the same FMA latency and streams the same B
- * panel. Measured on an Intel Xeon under AVX2 (tlm run --vs, N = K = 768):
- * M = 6 in one 6 x 16 tile 57 GFLOPS, as 4 x 24 plus a 2-row tail 33; M = 7
- * as 6 x 16 plus a 1-row tail 33, as 4 x 24 plus 3 rows 40. */
+ * columns, ncols over the columns of the tiles of nv vectors that cover
+ * it, a partial last tile counted twice (its masked or zero-padded panel
+ * costs more than a full tile: 64 columns as two 24-column tiles and a
+ * 16-column tail ran at 98 GFLOPS against 115 as four 16-column tiles,
+ * B packed, Intel Xeon AVX2); rows (when max_rows is the extent M, not a
+ * bound), M over the rows of the tiles that cover it, as a tail tile of
+ * fewer rows costs about what a full one does: it waits out the same FMA
+ * latency and streams the same B panel. Measured on that Xeon (tlm run
+ * --vs, N = K = 768): M = 6 in one 6 x 16 tile 57 GFLOPS, as 4 x 24 plus a
+ * 2-row tail 33; M = 7 as 6 x 16 plus a 1-row tail 33, as 4 x 24 plus 3
+ * rows 40. */
 static double reg_tile_used(const tlm_target *tg, int rows, int nv, int64_t max_rows,
                             int64_t ncols) {
   int64_t w = (int64_t)nv * (tg->vec_lanes > 0 ? tg->vec_lanes : 1);
-  double used = (double)ncols / (double)(((ncols + w - 1) / w) * w);
+  int64_t tiles = (ncols + w - 1) / w + (ncols % w ? 1 : 0);
+  double used = (double)ncols / (double)(tiles * w);
   if (max_rows > 0 && max_rows < ((int64_t)1 << 20))
     used *= (double)max_rows / (double)(((max_rows + rows - 1) / rows) * rows);
   return used;
