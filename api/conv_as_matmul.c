@@ -74,9 +74,11 @@ static int conv_mm_plan(const tlm_task *task, const tlm_op *op, const tlm_tensor
                         const tlm_tensor *out, int dense_src, conv_mm *c) {
   const tlm_conv_task *t = &task->u.conv;
   memset(c, 0, sizeof *c);
+  /* (a residual before the activation, as a convolution adds it, is the
+   * internal matmul epilogue has_residual = 2: tlm_conv_mm_residual) */
   if (task->kind != TLM_OP_CONV || t->G != 1 || t->KD != 1 || t->KH != 1 || t->KW != 1 ||
-      t->pd || t->ph || t->pw || t->has_ss || (t->has_residual && t->act != TLM_ACT_NONE))
-    return 0; /* (the matmul epilogue adds the residual after the activation) */
+      t->pd || t->ph || t->pw || t->has_ss)
+    return 0;
   const tlm_conv_desc *d = &op->u.conv;
   const tlm_tensor *R = d->has_residual ? &in[2 + d->has_bias] : NULL;
   tlm_act_view(&in[0], d->layout, c->xe, c->xs);
@@ -118,7 +120,7 @@ static int conv_mm_plan(const tlm_task *task, const tlm_op *op, const tlm_tensor
 /* ---- KxK convolutions as im2col + matmul ---- */
 
 /* A convolution with a KxK window (one group, no scale/shift, not a
- * residual after an activation) whose output has few pixels M for its
+ * scale and shift) whose output has few pixels M for its
  * reduction length K = KD*KH*KW*IC (M <= K / TLM_IM2COL_K_PER_M) runs as a
  * matmul over an im2col copy: (M, K) x W(K, OC). The direct kernels
  * stream the weights (a lone line every k step when OC is wide) once per
@@ -149,7 +151,7 @@ static int im2col_plan(const tlm_task *task, const tlm_op *op, const tlm_tensor 
   const tlm_conv_task *t = &task->u.conv;
   memset(c, 0, sizeof *c);
   if (task->kind != TLM_OP_CONV || t->G != 1 || (t->KD == 1 && t->KH == 1 && t->KW == 1) ||
-      t->has_ss || (t->has_residual && t->act != TLM_ACT_NONE))
+      t->has_ss)
     return 0;
   const tlm_conv_desc *d = &op->u.conv;
   const tlm_tensor *Wt = &in[1], *R = d->has_residual ? &in[2 + d->has_bias] : NULL;

@@ -9,12 +9,14 @@
 #include "tlm.h"
 
 /* A validated convolution (task from tlm_validate_conv) that is a matrix
- * product: one group, a 1x1 kernel, no padding, no scale/shift, and not
- * both a residual and an activation (the two epilogues differ in their
- * order there). With dst's channels unit-stride (NHWC) it is
- *   dst (pixels, OC) = src (pixels, IC) x W (IC, OC) + bias, act, + residual
+ * product: one group, a 1x1 kernel, no padding, no scale/shift. With dst's
+ * channels unit-stride (NHWC) it is
+ *   dst (pixels, OC) = act(src (pixels, IC) x W (IC, OC) + bias + residual)
  * and with dst's pixels unit-stride and no bias (NCHW)
- *   dst (OC, pixels) = W (OC, IC) x src (IC, pixels), act, + residual;
+ *   dst (OC, pixels) = act(W (OC, IC) x src (IC, pixels) + residual);
+ * the public matmul adds its residual after the activation, so with both
+ * the caller runs the validated matmul task with has_residual = 2 (the
+ * residual before the activation, runtime/task.h).
  * "pixels" is (n, d, h, w) as one row axis where the strides allow (a
  * dense plane: one matmul of N*OH*OW rows), the outer pixel dims as batch
  * dims otherwise (a strided 1x1: rows are one output row, src's row

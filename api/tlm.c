@@ -402,7 +402,10 @@ static void tune_request(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in
   tlm_any_args a;
   char err[TLM_ERRMSG];
   if (validate_any(op, t, n_in, &t[n_in], 1, &t2, &a, err, sizeof err) != TLM_OK) goto drop;
-  if (t2.kind == TLM_OP_MATMUL) t2.u.mm.b_const = task->u.mm.b_const;
+  if (t2.kind == TLM_OP_MATMUL) {
+    t2.u.mm.b_const = task->u.mm.b_const;
+    if (t2.u.mm.has_residual) t2.u.mm.has_residual = task->u.mm.has_residual; /* a conv's order */
+  }
   if (memcmp(&t2, task, sizeof t2)) goto drop; /* the copies' layout is the caller's */
   if (tlm_engine_tune_enqueue(rt, &t2, &a, sizeof a, bufs, sizes, is_in, is_out, nb) == 0) return;
 drop:
@@ -582,6 +585,9 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
                   TLM_OK;
     }
     if (as_mm) {
+      /* a convolution adds its residual before the activation (ResNet's
+       * relu(conv + bias + shortcut)); the public matmul after it */
+      if (task.u.conv.has_residual && task.u.conv.act != TLM_ACT_NONE) mtask.u.mm.has_residual = 2;
       mtask.u.mm.b_const = tlm_prepack_b_constant(rt, &mtask, &margs);
       st = tlm_engine_run(rt, &mtask, &margs, &plan, &epoch, &tune, err, sizeof err);
       if (st == TLM_OK && tune) tune_request(rt, &mop, min, mn, &mout, &mtask);

@@ -41,7 +41,9 @@ static LLVMValueRef batch_offset(cg *g, LLVMValueRef bi, LLVMValueRef *s) {
 
 /* ---- epilogue ------------------------------------------------------------ */
 
-/* bias, activation, residual on W lanes of row `row` of batch offset roff */
+/* bias, activation, residual on W lanes of row `row` of batch offset roff
+ * (has_residual 2: the residual before the activation, a convolution's
+ * order) */
 static LLVMValueRef epilogue(cg *g, LLVMValueRef x, LLVMValueRef roff, LLVMValueRef row,
                              LLVMValueRef nstart, int w, LLVMValueRef mask,
                              LLVMValueRef nlast) {
@@ -51,12 +53,14 @@ static LLVMValueRef epilogue(cg *g, LLVMValueRef x, LLVMValueRef roff, LLVMValue
                                  g->sbias, w, mask, nlast);
     x = LLVMBuildFAdd(g->b, x, bv, "");
   }
-  x = apply_activation(g, x, mm->act, w);
-  if (mm->has_residual) {
-    LLVMValueRef base = gep(g, g->pres, add(g, roff, mul(g, row, g->sr[4])));
-    LLVMValueRef rv = load_lanes(g, base, nstart, (mm->unit & TLM_UNIT_R_N) != 0, g->sr[5], w,
-                                 mask, nlast);
-    x = LLVMBuildFAdd(g->b, x, rv, "");
+  for (int pre = 1; pre >= 0; pre--) {
+    if (mm->has_residual && pre == (mm->has_residual == 2)) {
+      LLVMValueRef base = gep(g, g->pres, add(g, roff, mul(g, row, g->sr[4])));
+      LLVMValueRef rv = load_lanes(g, base, nstart, (mm->unit & TLM_UNIT_R_N) != 0, g->sr[5], w,
+                                   mask, nlast);
+      x = LLVMBuildFAdd(g->b, x, rv, "");
+    }
+    if (pre) x = apply_activation(g, x, mm->act, w);
   }
   return x;
 }

@@ -421,10 +421,14 @@ int tlm_codegen_gpu_matmul(LLVMContextRef ctx, const tlm_task *task, const tlm_s
         LLVMValueRef sb = (t->unit & TLM_UNIT_BIAS) ? c64(g, 1) : g->argv[GA_SBIAS];
         x = LLVMBuildFAdd(g->b, x, gload(g, pbias, mul(g, n, sb)), "");
       }
-      x = activation(g, t->act, x);
-      if (pr) {
-        LLVMValueRef srn = (t->unit & TLM_UNIT_R_N) ? c64(g, 1) : g->argv[GA_SRN];
-        x = LLVMBuildFAdd(g->b, x, gload(g, pr, add(g, mul(g, m, g->argv[GA_SRM]), mul(g, n, srn))), "");
+      /* the residual after the activation, or before it (has_residual 2) */
+      for (int pre = 1; pre >= 0; pre--) {
+        if (pr && pre == (t->has_residual == 2)) {
+          LLVMValueRef srn = (t->unit & TLM_UNIT_R_N) ? c64(g, 1) : g->argv[GA_SRN];
+          x = LLVMBuildFAdd(g->b, x,
+                            gload(g, pr, add(g, mul(g, m, g->argv[GA_SRM]), mul(g, n, srn))), "");
+        }
+        if (pre) x = activation(g, t->act, x);
       }
       gstore(g, x, pc, add(g, mul(g, m, scm), mul(g, n, scn)));
       LLVMBuildBr(g->b, next);

@@ -57,7 +57,7 @@ char *tlm_gpu_sentence(const tlm_task *task, const tlm_gpu_target *tg, const tlm
     word(&o, "op:matmul");
     word(&o, "bias:%d", t->has_bias);
     word(&o, "act:%s", t->act >= 0 && t->act < 5 ? acts[t->act] : "none");
-    word(&o, "res:%d", t->has_residual);
+    word(&o, "res:%d", t->has_residual != 0);
     word(&o, "uA:%d", (t->unit & TLM_UNIT_A_K) != 0);
     word(&o, "uB:%d", (t->unit & TLM_UNIT_B_N) != 0);
     word(&o, "uC:%d", (t->unit & TLM_UNIT_C_N) != 0);

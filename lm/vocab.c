@@ -235,7 +235,7 @@ static int matmul_words(const tlm_vocab *v, const tlm_task *task, int32_t *out) 
   const tlm_matmul_task *m = &task->u.mm;
   out[n++] = tok(v, "bias:%lld", m->has_bias);
   out[n++] = tlm_vocab_find(v, k_act_words[m->act >= 0 && m->act < 5 ? m->act : 0]);
-  out[n++] = tok(v, "res:%lld", m->has_residual);
+  out[n++] = tok(v, "res:%lld", m->has_residual != 0);
   n += shape_words(v, m->unit & TLM_UNIT_A_K, m->unit & TLM_UNIT_B_N, m->unit & TLM_UNIT_C_N,
                    tlm_task_batch_total(task), m->M, m->N, m->K, out + n);
   return n;

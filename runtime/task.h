@@ -32,7 +32,10 @@ enum {
 typedef struct tlm_matmul_task {
   int32_t nbatch;                 /* 0..TLM_MAX_BATCH batch dims of C */
   int32_t act;                    /* tlm_activation */
-  int32_t has_bias, has_residual; /* 0/1 */
+  int32_t has_bias;               /* 0/1 */
+  int32_t has_residual;           /* 0; 1: added after the activation (the
+                                     public matmul's order); 2: before it, as
+                                     a convolution's (conv-as-matmul) */
   int32_t unit;                   /* TLM_UNIT_* bits */
   int32_t b_const;                /* 1: B lies in memory declared constant
                                      (tlm_constant_add), so packing it is

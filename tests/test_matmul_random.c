@@ -61,6 +61,10 @@ static int cross_extents(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *t
   int ran = 0;
   if (tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err) ==
       TLM_OK) {
+    if (t0->u.mm.has_residual == 2 && task.u.mm.has_residual) {
+      task.u.mm.has_residual = 2;
+      p.residual_before_act = 1;
+    }
     tlm_schedule none;
     memset(&none, 0, sizeof none);
     tlm_key a, b;
@@ -97,7 +101,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   uint64_t rng = 12345;
-  int schedules = 0, epilogues_seen = 0, prepacked = 0, crossed = 0;
+  int schedules = 0, epilogues_seen = 0, prepacked = 0, crossed = 0, preact = 0;
   /* a sample of the files' shapes under TLM_TEST_STRIDE; the built-in
    * odd shapes (the last ones) always */
   const int stride = check_sample_stride();
@@ -138,6 +142,13 @@ int main(int argc, char **argv) {
         tlm_status st = tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err,
                                             sizeof err);
         CHECK(st == TLM_OK, "%s: validate: %s", ds, err);
+        /* every other residual with an activation in a convolution's order
+         * (the residual inside the activation: conv-as-matmul's epilogue) */
+        if (st == TLM_OK && task.u.mm.has_residual && task.u.mm.act != TLM_ACT_NONE && (x >> 40 & 1)) {
+          task.u.mm.has_residual = 2;
+          p.residual_before_act = 1;
+          preact++;
+        }
         if (st == TLM_OK) {
           tlm_space space;
           tlm_space_init(&space, &task, &rt->target);
@@ -246,9 +257,10 @@ int main(int argc, char **argv) {
   CHECK(schedules >= 500 || per_shape < 7, "only %d random schedules checked", schedules);
   CHECK(prepacked >= 50 || per_shape < 7, "only %d schedules with B packed ahead", prepacked);
   CHECK(crossed >= schedules / 2, "only %d of %d kernels run on other extents", crossed, schedules);
-  printf("shapes %d, random schedules %d (%d with B packed ahead, %d run on other extents), "
-         "epilogue combinations %d\n", nshapes, schedules, prepacked, crossed,
-         __builtin_popcount((unsigned)epilogues_seen));
+  CHECK(preact > 0, "no residual in a convolution's order");
+  printf("shapes %d, random schedules %d (%d with B packed ahead, %d run on other extents, %d "
+         "with the residual inside the activation), epilogue combinations %d\n",
+         nshapes, schedules, prepacked, crossed, preact, __builtin_popcount((unsigned)epilogues_seen));
   tlm_destroy(rt);
   return check_report("test_matmul_random");
 }

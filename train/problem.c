@@ -238,12 +238,11 @@ static double check_point(const tlm_matmul_task *t, const tlm_mm_args *args, int
     r += args->bias[n * args->sbias];
     mag += fabs(args->bias[n * args->sbias]);
   }
+  float rv = t->has_residual ? args->res[ro + m * args->sr[4] + n * args->sr[5]] : 0.0f;
+  if (t->has_residual == 2) r += rv;
   r = tlm_ref_activation(t->act, r);
-  if (t->has_residual) {
-    float rv = args->res[ro + m * args->sr[4] + n * args->sr[5]];
-    r += rv;
-    mag += fabs(rv);
-  }
+  if (t->has_residual == 1) r += rv;
+  mag += fabs(rv);
   double c = args->c[co + m * args->sc[4] + n * args->sc[5]];
   double e = fabs(c - (double)r) / (mag + 1e-3);
   return isnan(e) ? INFINITY : e;
@@ -255,6 +254,7 @@ double tlm_problem_check_sampled(const tlm_problem *p, int points, uint64_t seed
   char err[256];
   if (tlm_validate_matmul(&p->op, p->in, p->n_in, &p->out, 1, &task, &args, err, sizeof err))
     return -1;
+  if (p->residual_before_act && task.u.mm.has_residual) task.u.mm.has_residual = 2;
   const tlm_matmul_task *t = &task.u.mm;
   int64_t btot = tlm_task_batch_total(&task);
   double worst = 0;

@@ -71,6 +71,9 @@ typedef struct tlm_problem {
   tlm_tensor in[4];
   tlm_tensor out;
   float *bufs[5];
+  int residual_before_act; /* 1: checked with the residual inside the
+                              activation (the internal has_residual = 2 of
+                              a convolution run as a matmul); 0 from make */
 } tlm_problem;
 
 /* Builds the problem of a descriptor with the epilogue of `epi` (NULL = none;
