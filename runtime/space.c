@@ -126,20 +126,21 @@ void tlm_space_sample(const tlm_space *s, uint64_t *rng, tlm_schedule *out) {
  *   the most accumulators.
  * nv is a power of two, so a full tile's columns (nv * lanes) divide the
  * power-of-two extents of most models and leave no tail, or 3 when the
- * caller gives the extent of the vector axis (ncols > 0) and the register
- * file makes 3 vectors the fewer loads per FMA: then each tile's loads per
- * FMA are divided by the fraction of its columns that hold data (ncols
- * over ncols rounded up to whole tiles, and for rows the slots a tail tile
- * waits out: reg_tile_used), so a tail costs what it wastes.
- * With 32 registers this gives 6 rows x 4 vectors (3 vectors
- * need 8 rows, 11 loads per 24 FMAs against 10), with 16 registers 4 x 3
- * (7 loads per 12 FMAs against 6 x 2's 8; oneDNN's AVX2 sgemm kernel is
- * 24 x 4 floats, the transposed form; BLIS's Haswell kernel is 6 x 16)
- * unless the tail of the axis wastes more than that saves; fewer rows when
- * M is smaller. Measured on an Intel Xeon under AVX2 (tlm run --schedule,
- * packed B): 4 x 24 over 6 x 16 1.18-1.41x at M = 24-128, N = 768 and
- * 1024. A negative max_nv fixes nv at -max_nv (any count) and picks the
- * rows only. */
+ * caller gives the extent of the vector axis (ncols > 0), 3 vectors divide
+ * it, the register file makes them the fewer loads per FMA, and M's tail
+ * does not undo it (each tile's loads per FMA divided by the fraction of
+ * its rows and columns that hold data: reg_tile_used). With 32 registers
+ * this gives 6 rows x 4 vectors (3 vectors need 8 rows: 11 loads per 24
+ * FMAs against 10); with 16 registers 6 x 2 (BLIS's Haswell sgemm kernel
+ * is 6 x 16 floats), or 4 x 3 where 24 columns divide N (7 loads per 12
+ * FMAs against 8; oneDNN's AVX2 sgemm kernel has that shape, transposed):
+ * the GPT-2 widths 768, 2304 and 3072, and M = 7-8 and 13-16 rows, which 4
+ * rows cover with less waste than 6 (5 and 6 rows stay one 5 x 16 or 6 x 16
+ * tile). Measured on an Intel Xeon under AVX2: 200 serving requests 1.13x
+ * -> 1.20x oneDNN (decode 0.87 -> 1.04x), 3x768:768x768 31 -> 46 GFLOPS,
+ * 24-64 rows of 768x768 0.96-1.12x (tlm run --vs, B packed); fewer rows
+ * when M is smaller. A negative max_nv fixes nv at -max_nv (any count) and
+ * picks the rows only. */
 typedef struct reg_tile_pick {
   int rows, nv, ok; /* ok: at least fma_chains accumulators */
   double cost;      /* loads per FMA */
@@ -190,9 +191,14 @@ void tlm_reg_tile(const tlm_target *tg, int64_t max_rows, int max_nv, int64_t nc
   else {
     for (int v = 1; v <= max_nv && v <= 8; v *= 2) reg_tile_rows(tg, max_rows, v, &best);
     reg_tile_pick three = {1, 1, 0, 1e30};
-    if (ncols > 0 && max_nv >= 3) reg_tile_rows(tg, max_rows, 3, &three);
-    /* 3 vectors where the register file makes them the better tile (16
-     * registers; not 32), and the axis' tail does not undo it */
+    int64_t w3 = 3 * (int64_t)(tg->vec_lanes > 0 ? tg->vec_lanes : 1);
+    if (ncols > 0 && ncols % w3 == 0 && max_nv >= 3) reg_tile_rows(tg, max_rows, 3, &three);
+    /* 3 vectors where they cover the axis exactly (B packed, 24- and
+     * 16-column tiles ran at the same speed without tails, 120 GFLOPS at
+     * 3136x64:64x96 on the Xeon's AVX2, and a 24-column tile's tail cost
+     * 6-15%: 64, 256 and 512 output channels of ResNet-50's 1x1 layers),
+     * where the register file makes them the better tile (16 registers;
+     * not 32), and the rows' tail does not undo it */
     if (three.ok >= best.ok && three.cost < best.cost &&
         three.cost / reg_tile_used(tg, three.rows, 3, max_rows, ncols) <
             best.cost / reg_tile_used(tg, best.rows, best.nv, max_rows, ncols))

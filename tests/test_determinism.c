@@ -164,9 +164,11 @@ int main(void) {
     }
     CHECK(!memcmp(&sch[0], &sch[1], sizeof sch[0]), "300 and 512 rows: different rule schedules");
   }
-  /* Packed B (mm_rule_packs_b). Under AVX2 the rule's tile is 4 x 24
-   * (3 vectors: a 96-byte row, not whole cache lines), packed over more
-   * than two register tiles of rows whatever the prefetcher. With AVX-512's
+  /* Packed B (mm_rule_packs_b). Under AVX2 the rule's tile is 4 x 24 where
+   * 24 columns divide N (3 vectors: a 96-byte row, not whole cache lines),
+   * packed over more than two register tiles of rows whatever the
+   * prefetcher; else 6 x 16 (one 64-byte line a row: the prefetch reach and
+   * the lone-line test below). With AVX-512's
    * 6 x 64 (256-byte rows), B rows further apart than the L1 stride
    * prefetcher's reach (tlm_target.pf_stride_bytes, Intel's 2 KiB) are
    * packed over more than two tiles when two pages or more apart and over
@@ -180,25 +182,25 @@ int main(void) {
     amd.pf_stride_bytes = 0;
     static const struct {
       const char *shape;
-      int intel, amd;
-    } k_avx2[] = {{"24x768:768x3072", 1, 1}, /* 6 tiles of 4 rows */
-                  {"32x768:768x768", 1, 1},
-                  {"128x768:768x768", 1, 1},
-                  {"32x768:768x1024", 1, 1},
-                  {"64x512:512x512", 1, 1},
-                  {"8x768:768x3072", 0, 0}}, /* 2 tiles: never */
-      k_avx512[] = {{"24x768:768x3072", 1, 0}, /* 12 KiB rows: past two pages */
-                    {"32x768:768x768", 0, 0},  /* 3 KiB rows, 6 tiles */
-                    {"128x768:768x768", 1, 0}, /* 22 tiles */
-                    {"32x768:768x1024", 0, 0}, /* 4 KiB rows */
-                    {"64x512:512x512", 0, 0},  /* 2 KiB rows: within the reach */
-                    {"12x768:768x3072", 0, 0}}; /* 2 tiles: never */
+      int intel, amd, n3;
+    } k_avx2[] = {{"24x768:768x3072", 1, 1, 24}, /* 6 tiles of 4 rows */
+                  {"32x768:768x768", 1, 1, 24},
+                  {"128x768:768x768", 1, 1, 24},
+                  {"32x768:768x1024", 0, 1, 16},  /* 4 KiB rows, 5 tiles of 6 */
+                  {"64x512:512x512", 1, 1, 16},   /* 2 KiB rows: within the reach */
+                  {"8x768:768x3072", 0, 0, 24}},  /* 2 tiles: never */
+      k_avx512[] = {{"24x768:768x3072", 1, 0, 64}, /* 12 KiB rows: past two pages */
+                    {"32x768:768x768", 0, 0, 64},  /* 3 KiB rows, 6 tiles */
+                    {"128x768:768x768", 1, 0, 64}, /* 22 tiles */
+                    {"32x768:768x1024", 0, 0, 64}, /* 4 KiB rows */
+                    {"64x512:512x512", 0, 0, 64},  /* 2 KiB rows: within the reach */
+                    {"12x768:768x3072", 0, 0, 64}}; /* 2 tiles: never */
     const int avx2 = isa == TLM_ISA_AVX2;
-    const int want_n3 = avx2 ? 24 : 64;
     for (size_t i = 0; i < sizeof k_avx2 / sizeof k_avx2[0]; i++) {
       const char *shape = avx2 ? k_avx2[i].shape : k_avx512[i].shape;
       int wi = avx2 ? k_avx2[i].intel : k_avx512[i].intel;
       int wa = avx2 ? k_avx2[i].amd : k_avx512[i].amd;
+      int want_n3 = avx2 ? k_avx2[i].n3 : k_avx512[i].n3;
       tlm_schedule si, sa;
       if (rule_schedule(shape, &intel, &si) || rule_schedule(shape, &amd, &sa))
         return check_report("test_determinism");
