@@ -119,6 +119,25 @@ static int emit_for(cg *g, const ln_node *n, blk *bk) {
   return 0;
 }
 
+/* One k row of one panel of B's block into the packed copy: nr floats
+ * from row (B's row k0 + kk of batch ib), columns n0 + poff on, in vectors
+ * of w; masked lanes past lim when lim is not NULL (an N tail's panel). */
+static void pack_row(cg *g, const ln_node *n, LLVMValueRef ib, LLVMValueRef poff, LLVMValueRef kk,
+                     LLVMValueRef row, LLVMValueRef n0, int w, int unit, LLVMValueRef lim,
+                     LLVMValueRef nlast) {
+  int64_t nr = n->pack_width;
+  LLVMValueRef panel = LLVMBuildSDiv(g->b, poff, c64(g, nr), "");
+  LLVMValueRef dst_idx = mul(
+      g, add(g, mul(g, add(g, mul(g, ib, c64(g, n->pack_panels)), panel), c64(g, n->pack_kblock)), kk),
+      c64(g, nr));
+  for (int64_t v = 0; v < nr / w; v++) {
+    LLVMValueRef mask = lim ? lane_mask(g, v * w, w, lim) : NULL;
+    LLVMValueRef nstart = add(g, add(g, n0, poff), c64(g, v * w));
+    LLVMValueRef vals = load_lanes(g, row, nstart, unit, g->sb[5], w, mask, nlast);
+    store(g, vals, gep(g, g->scratch, add(g, dst_idx, c64(g, v * w))), 4);
+  }
+}
+
 static int emit_pack(cg *g, const ln_node *n, blk *bk) {
   const tlm_matmul_task *mm = g->mm;
   int64_t nr = n->pack_width;
@@ -186,16 +205,7 @@ static int emit_pack(cg *g, const ln_node *n, blk *bk) {
         poff = nwhole;
         lim = sub(g, ns, poff);
       }
-      LLVMValueRef panel = LLVMBuildSDiv(g->b, poff, c64(g, nr), "");
-      LLVMValueRef dst_idx = mul(
-          g, add(g, mul(g, add(g, mul(g, ib, c64(g, n->pack_panels)), panel), c64(g, n->pack_kblock)), kk),
-          c64(g, nr));
-      for (int64_t v = 0; v < nr / w; v++) {
-        LLVMValueRef mask = tail ? lane_mask(g, v * w, w, lim) : NULL;
-        LLVMValueRef nstart = add(g, add(g, n0, poff), c64(g, v * w));
-        LLVMValueRef vals = load_lanes(g, row, nstart, unit, g->sb[5], w, mask, nlast);
-        store(g, vals, gep(g, g->scratch, add(g, dst_idx, c64(g, v * w))), 4);
-      }
+      pack_row(g, n, ib, poff, kk, row, n0, w, unit, tail ? lim : NULL, nlast);
       if (!tail) {
         loop_end(g, &Lp);
       } else {
@@ -208,7 +218,6 @@ static int emit_pack(cg *g, const ln_node *n, blk *bk) {
     /* panel by panel (B stored (N, K): a panel's gathers along k reuse the
      * lines of its nr rows) */
     LLVMValueRef poff = loop_begin_outer(g, &Lp, c64(g, 0), ns, c64(g, nr));
-    LLVMValueRef panel = LLVMBuildSDiv(g->b, poff, c64(g, nr), "");
     LLVMValueRef lim = sub(g, ns, poff);
     /* two copies of the k loop: whole panels with plain loads, and the last,
      * partial panel of an N tail with masked ones (vmaskmov on AVX2 and the
@@ -223,15 +232,7 @@ static int emit_pack(cg *g, const ln_node *n, blk *bk) {
       /* a counter in memory too once a row's copy hides its store and load */
       LLVMValueRef kk = loop_begin_ex(g, &Lk, c64(g, 0), ks, c64(g, 1), nr >= 32);
       LLVMValueRef row = gep(g, g->pb, add(g, boff, mul(g, add(g, k0, kk), g->sb[4])));
-      LLVMValueRef dst_idx = mul(
-          g, add(g, mul(g, add(g, mul(g, ib, c64(g, n->pack_panels)), panel), c64(g, n->pack_kblock)), kk),
-          c64(g, nr));
-      for (int64_t v = 0; v < nr / w; v++) {
-        LLVMValueRef mask = tail ? lane_mask(g, v * w, w, lim) : NULL;
-        LLVMValueRef nstart = add(g, add(g, n0, poff), c64(g, v * w));
-        LLVMValueRef vals = load_lanes(g, row, nstart, unit, g->sb[5], w, mask, nlast);
-        store(g, vals, gep(g, g->scratch, add(g, dst_idx, c64(g, v * w))), 4);
-      }
+      pack_row(g, n, ib, poff, kk, row, n0, w, unit, tail ? lim : NULL, nlast);
       loop_end(g, &Lk);
       LLVMBuildBr(g->b, bj);
     }
