@@ -511,11 +511,11 @@ static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
 }
 
 /* version 8: tile_n1 (level-0 blocks of N, about one per worker);
- * 9: 3-vector register tiles on 16 registers, packed B for rows that are
- * not whole cache lines */
+ * 10: 3-vector register tiles on 16 registers, packed B for rows that are
+ * not whole cache lines (space.h) */
 static int mm_rule_version(const tlm_task *task) {
   (void)task;
-  return 9;
+  return 10;
 }
 
 static double mm_flops(const tlm_task *t) {

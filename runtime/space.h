@@ -70,8 +70,13 @@
  * moves to 8: models trained before schedule its tasks no more.
  * Version 9: fused attention offers tiles of 16-64 rows kept in L1 where
  * a K/V head serves that many rows (a prefill), and the rule takes them;
- * the attention family moves to 9. */
-#define TLM_RULE_VERSION 9
+ * the attention family moves to 9.
+ * Version 10 (session 31): matmul register tiles of 3 vectors on 16
+ * registers where they divide N, B packed for rows that are not whole
+ * lines; convolutions of 3 channels per group with a window (RGB stems)
+ * take the channels inner (red_order 0): the matmul family and those
+ * convolutions move to 10. */
+#define TLM_RULE_VERSION 10
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows

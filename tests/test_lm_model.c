@@ -620,6 +620,9 @@ int main(void) {
       tlm_task pwt = dwt; /* a dense convolution: family at version 2 */
       pwt.u.conv.G = 1, pwt.u.conv.ICg = pwt.u.conv.OCg = 32;
       CHECK(tlm_lm_covers_task(&lm, &pwt), "a rule-2 model schedules dense convs");
+      tlm_task stem = pwt; /* an RGB stem: red_order changed in rule 10 */
+      stem.u.conv.ICg = 3, stem.u.conv.KW = stem.u.conv.KH = 3;
+      CHECK(!tlm_lm_covers_task(&lm, &stem), "a rule-2 model does not schedule RGB stems");
       CHECK(!tlm_lm_covers_task(&lm, &mmt), "a rule-2 model does not schedule matmuls (rule 8)");
       CHECK(!tlm_lm_covers_task(&lm, &dwt), "a rule-2 model does not schedule depthwise convs");
       lm.rule_version = 7;
