@@ -348,8 +348,12 @@ static int mm_rule_packs_b(const tlm_target *tg, const tlm_matmul_task *t, const
    * Under AVX2 (6 x 16) on the same core, N = 768 and 1024 ran 1.01-1.25x
    * faster unpacked at M = 24-64, against the lone-line test below, which
    * was measured on a Zen 3 (whose prefetcher names no reach). */
+  /* Lone-line rows (16 floats: AVX2's 6 x 16) past the reach: packed over
+   * more than one register tile, since B is packed row by row (codegen 30;
+   * Intel Xeon, AVX2, packed over unpacked: 7x1024:1024x4096 1.26x,
+   * 24x1024:1024x1024 1.28x, 48x1024:1024x1024 1.34x). */
   if (tg->pf_stride_bytes > 0 && stride_bytes > tg->pf_stride_bytes)
-    return t->M > (stride_bytes >= 2 * page ? 2 : 8) * m3;
+    return t->M > (row_bytes < 2 * line ? 1 : stride_bytes >= 2 * page ? 2 : 8) * m3;
   int lone_lines = row_bytes < 2 * line && 2 * stride_bytes >= page;
   return lone_lines && t->M > 2 * m3;
 }

@@ -167,8 +167,8 @@ int main(void) {
   /* Packed B (mm_rule_packs_b). Under AVX2 the rule's tile is 4 x 24 where
    * 24 columns divide N (3 vectors: a 96-byte row, not whole cache lines),
    * packed over more than two register tiles of rows whatever the
-   * prefetcher; else 6 x 16 (one 64-byte line a row: the prefetch reach and
-   * the lone-line test below). With AVX-512's
+   * prefetcher; else 6 x 16 (one 64-byte line a row: past the prefetch reach
+   * packed over more than one tile, else the lone-line test). With AVX-512's
    * 6 x 64 (256-byte rows), B rows further apart than the L1 stride
    * prefetcher's reach (tlm_target.pf_stride_bytes, Intel's 2 KiB) are
    * packed over more than two tiles when two pages or more apart and over
@@ -186,7 +186,7 @@ int main(void) {
     } k_avx2[] = {{"24x768:768x3072", 1, 1, 24}, /* 6 tiles of 4 rows */
                   {"32x768:768x768", 1, 1, 24},
                   {"128x768:768x768", 1, 1, 24},
-                  {"32x768:768x1024", 0, 1, 16},  /* 4 KiB rows, 5 tiles of 6 */
+                  {"32x768:768x1024", 1, 1, 16},  /* 4 KiB lone-line rows, 5 tiles of 6 */
                   {"64x512:512x512", 1, 1, 16},   /* 2 KiB rows: within the reach */
                   {"8x768:768x3072", 0, 0, 24}},  /* 2 tiles: never */
       k_avx512[] = {{"24x768:768x3072", 1, 0, 64}, /* 12 KiB rows: past two pages */
