@@ -346,8 +346,10 @@ static int mm_rule_packs_b(const tlm_target *tg, const tlm_matmul_task *t, const
    * at 512; N = 2048 and 4096 at M = 128 1.47x and 1.65x; N = 768 and
    * 1024 (3-4 KiB) 0.81-0.97x at M = 24-48, 1.0 at 64, 1.12-1.18x at 128.
    * Under AVX2 (6 x 16) on the same core, N = 768 and 1024 ran 1.01-1.25x
-   * faster unpacked at M = 24-64, against the lone-line test below, which
-   * was measured on a Zen 3 (whose prefetcher names no reach). */
+   * faster unpacked at M = 24-64 with the copy then made panel by panel;
+   * the row-by-row copy (codegen 30) reverses that (below). The lone-line
+   * test further down was measured on a Zen 3 (whose prefetcher names no
+   * reach). */
   /* Lone-line rows (16 floats: AVX2's 6 x 16) past the reach: packed over
    * more than one register tile, since B is packed row by row (codegen 30;
    * Intel Xeon, AVX2, packed over unpacked: 7x1024:1024x4096 1.26x,
