@@ -478,7 +478,14 @@ static int nearest_sibling(tlm_runtime *rt, const tlm_space *space, int ready, i
  * file checksum) and whether kernel reuse anchors its decoding */
 static uint64_t scheduler_id(const tlm_runtime *rt) {
   if (!rt->model) return 0;
-  return rt->model->checksum ^ (rt->cfg.disable_kernel_reuse ? 0x9e3779b97f4a7c15ull : 0);
+  uint64_t id = rt->model->checksum ^ (rt->cfg.disable_kernel_reuse ? 0x9e3779b97f4a7c15ull : 0);
+  if (rt->model->sentence_margin > 0) { /* selective decoding, by its margin's bits */
+    uint64_t bits;
+    double margin = rt->model->sentence_margin;
+    memcpy(&bits, &margin, sizeof bits);
+    id ^= (bits * 0xff51afd7ed558ccdull) | 1;
+  }
+  return id;
 }
 
 uint64_t tlm_engine_scheduler_id(const tlm_runtime *rt) { return scheduler_id(rt); }

@@ -887,6 +887,9 @@ static const float *feed_prompt(tlm_lm_state *st, const tlm_space *s) {
   return step(st, prompt, TLM_LM_PROMPT_LEN, NULL, -1); /* all at once */
 }
 
+static tlm_status score(const tlm_lm_model *m, const tlm_space *s, const tlm_schedule *sched,
+                        double *logp, double *per_point);
+
 tlm_status tlm_lm_decode(const tlm_lm_model *m, const tlm_space *s, tlm_schedule *out,
                          float *prob) {
   return tlm_lm_decode_anchored(m, s, NULL, 0, out, prob);
@@ -916,7 +919,7 @@ tlm_status tlm_lm_decode_anchored(const tlm_lm_model *m, const tlm_space *s,
   tlm_space_default(s, &rule);
   int32_t cands[TLM_MAX_CANDIDATES];
   int toks[TLM_MAX_CANDIDATES];
-  double lp[TLM_MAX_CANDIDATES];
+  double lp[TLM_MAX_CANDIDATES], lp_rule[TLM_MAX_POINTS], sentence = 0;
   for (int p = 0; p < s->npoints && status == TLM_OK; p++) {
     int n = tlm_space_candidates(s, p, out->v, cands);
     if (n < 1) status = TLM_ERR_INTERNAL;
@@ -944,18 +947,32 @@ tlm_status tlm_lm_decode_anchored(const tlm_lm_model *m, const tlm_space *s,
     }
     out->v[p] = cands[best];
     int anchored = follow && cands[best] == anchor->v[p];
-    if (prob)
-      prob[p] = (float)exp(lp[best] - (cands[best] == rule.v[p] ? m->rule_bonus : 0.0) -
-                           (anchored ? anchor_bonus : 0.0));
+    double plain = lp[best] - (cands[best] == rule.v[p] ? m->rule_bonus : 0.0) -
+                   (anchored ? anchor_bonus : 0.0);
+    sentence += plain;
+    if (prob) prob[p] = (float)exp(plain);
     follow = anchored;
     pend[npend++] = toks[best];
   }
   tlm_lm_state_free(&st);
+  /* selective decoding (model.h): the rule's schedule unless the model is
+   * sure enough of its own; a result equal to the anchor is kept */
+  if (status == TLM_OK && m->sentence_margin > 0 && !follow &&
+      memcmp(out->v, rule.v, sizeof rule.v[0] * (size_t)s->npoints)) {
+    double rule_lp;
+    status = score(m, s, &rule, &rule_lp, prob ? lp_rule : NULL);
+    if (status == TLM_OK && sentence - rule_lp < m->sentence_margin) {
+      *out = rule;
+      if (prob)
+        for (int p = 0; p < s->npoints; p++) prob[p] = (float)exp(lp_rule[p]);
+    }
+  }
   return status;
 }
 
-tlm_status tlm_lm_score(const tlm_lm_model *m, const tlm_space *s, const tlm_schedule *sched,
-                        double *logp) {
+/* log-probability of sched (sum; each decision's in per_point when not NULL) */
+static tlm_status score(const tlm_lm_model *m, const tlm_space *s, const tlm_schedule *sched,
+                        double *logp, double *per_point) {
   *logp = -INFINITY;
   if (sched->n != s->npoints) return TLM_ERR_INVALID_ARGUMENT;
   tlm_lm_state st;
@@ -983,11 +1000,17 @@ tlm_status tlm_lm_score(const tlm_lm_model *m, const tlm_space *s, const tlm_sch
     }
     candidate_logp(lg, toks, cands, n, -1, 0.0, lp);
     sum += lp[at];
+    if (per_point) per_point[p] = lp[at];
     if (p + 1 < s->npoints) lg = tlm_lm_step(&st, toks[at]);
   }
   tlm_lm_state_free(&st);
   if (status == TLM_OK) *logp = sum;
   return status;
+}
+
+tlm_status tlm_lm_score(const tlm_lm_model *m, const tlm_space *s, const tlm_schedule *sched,
+                        double *logp) {
+  return score(m, s, sched, logp, NULL);
 }
 
 typedef struct beam {

@@ -96,6 +96,12 @@ typedef struct tlm_lm_model {
    * sibling kernel's values (TLM_LM_REUSE_BONUS when loaded; 0 = none).
    * Same caveat as rule_bonus. */
   double reuse_bonus;
+  /* selective decoding: the greedy schedule replaces the rule's only when
+   * the model ranks the whole sentence at least e^sentence_margin times as
+   * probable as the rule's sentence (TLM_LM_SENTENCE_MARGIN when loaded;
+   * 0 = plain greedy). Same caveat as rule_bonus; the engine's plan keys
+   * carry it (tlm_engine_scheduler_id). */
+  double sentence_margin;
   /* The hardware the model was trained on, as a bit per tlm_isa whose
    * prompts its training sentences held, and the TLM_RULE_VERSION of the
    * rule whose schedule those prompts held. A target or rule outside them
@@ -151,6 +157,18 @@ int tlm_lm_covers_task(const tlm_lm_model *m, const tlm_task *task);
  * B = ln 2, at the same geometric-mean speed (models/README.md). Models
  * 5-8 were better with ln 2. */
 #define TLM_LM_RULE_BONUS 0.0
+
+/* Sentence margin of selective decoding, in nats (model.sentence_margin):
+ * a model's greedy schedule is used only where the model finds it at
+ * least e^2 (7.4) times as probable as the rule's schedule; elsewhere the
+ * rule's stands. A model is unsure where its training sentences
+ * disagreed or never reached, and there its picks lose to the rule as
+ * often as they win. The value comes from another model on another
+ * machine than the ones it is used with: candidate 28's held-out split on
+ * the Zen 5 VM (session 22, models/README.md), where 2 nats kept every
+ * family >= 0.978 of the rule against 0.903 greedy; not fitted to the
+ * split a model is gated on. */
+#define TLM_LM_SENTENCE_MARGIN 2.0
 
 /* Builds m->packed from the row-major blocks (tlm_lm_load does; a model
  * already packed is left as it is). Returns 0, -1 (out of memory). */
@@ -238,10 +256,14 @@ const float *tlm_lm_feed(tlm_lm_state *s, const int32_t *tokens, int n);
 /* Greedy constrained decoding: at each decision point only its candidates
  * may be chosen (logits of all other tokens masked); the most probable
  * candidate wins (the rule's value with m->rule_bonus added to its
- * log-probability), ties to the earlier candidate. Writes the schedule and,
- * if prob is not NULL, the probability of each decision under the masked
- * softmax. Deterministic. Returns TLM_OK or TLM_ERR_INTERNAL (a candidate
- * without a token, context too short). */
+ * log-probability), ties to the earlier candidate. Then selective
+ * decoding: when m->sentence_margin > 0 and the greedy schedule is not
+ * the rule's, the rule's schedule is written instead unless the greedy
+ * sentence's log-probability exceeds the rule's by at least the margin
+ * (no bonuses in either sum). Writes the schedule and, if prob is not
+ * NULL, the probability of each of its decisions under the masked
+ * softmax. Deterministic. Returns TLM_OK, TLM_ERR_OUT_OF_MEMORY or
+ * TLM_ERR_INTERNAL (a candidate without a token, context too short). */
 tlm_status tlm_lm_decode(const tlm_lm_model *m, const tlm_space *s, tlm_schedule *out,
                          float *prob);
 
@@ -257,6 +279,8 @@ tlm_status tlm_lm_decode(const tlm_lm_model *m, const tlm_space *s, tlm_schedule
 /* Greedy decoding as tlm_lm_decode, with `anchor_bonus` added to the
  * log-probability of anchor's value at each decision while the schedule
  * decoded so far equals anchor's prefix (anchor NULL: tlm_lm_decode).
+ * A result equal to the anchor is kept whatever the sentence margin (the
+ * anchor's kernel exists; it passed the margin when it was decoded).
  * Same statuses. */
 tlm_status tlm_lm_decode_anchored(const tlm_lm_model *m, const tlm_space *s,
                                   const tlm_schedule *anchor, double anchor_bonus,

@@ -245,6 +245,7 @@ tlm_status tlm_lm_load(tlm_lm_model *q, const char *path, char *err, int errcap)
   memset(q, 0, sizeof *q);
   q->rule_bonus = TLM_LM_RULE_BONUS;
   q->reuse_bonus = TLM_LM_REUSE_BONUS;
+  q->sentence_margin = TLM_LM_SENTENCE_MARGIN;
   uint8_t *d;
   rbuf r;
   uint32_t prov[2];

@@ -480,6 +480,40 @@ int main(void) {
             "a large anchor bonus does not keep the anchor");
       CHECK(tlm_lm_decode_anchored(&qm, &s, &greedy, TLM_LM_REUSE_BONUS, &got, NULL) == TLM_OK &&
                 !memcmp(&got, &greedy, sizeof got), "greedy as anchor changed");
+      /* selective decoding: the greedy schedule only where its sentence is
+       * at least e^margin times as probable as the rule's, else the rule's;
+       * the probabilities written are those of the schedule returned; a
+       * result equal to the anchor is kept whatever the margin */
+      {
+        tlm_schedule rule_s, sel;
+        tlm_space_default(&s, &rule_s);
+        double lgr = 0, lru = 0;
+        CHECK(qm.sentence_margin == 0, "a model built in memory has a sentence margin");
+        CHECK(tlm_lm_score(&qm, &s, &greedy, &lgr) == TLM_OK &&
+                  tlm_lm_score(&qm, &s, &rule_s, &lru) == TLM_OK,
+              "scores of greedy and rule");
+        int is_rule = !memcmp(greedy.v, rule_s.v, sizeof rule_s.v[0] * (size_t)rule_s.n);
+        printf("selective decoding: greedy %s the rule, log-probability margin %.3f\n",
+               is_rule ? "is" : "is not", lgr - lru);
+        static const double margins[] = {1e-6, 0.5, 2, 1e3};
+        for (int mi = 0; mi < 4; mi++) {
+          qm.sentence_margin = margins[mi];
+          float pr[TLM_MAX_POINTS];
+          CHECK(tlm_lm_decode(&qm, &s, &sel, pr) == TLM_OK, "selective decode");
+          const tlm_schedule *want = is_rule || lgr - lru >= margins[mi] ? &greedy : &rule_s;
+          CHECK(!memcmp(sel.v, want->v, sizeof sel.v[0] * (size_t)sel.n),
+                "margin %g: greedy logp %g, rule %g, got the %s", margins[mi], lgr, lru,
+                want == &greedy ? "rule" : "greedy schedule");
+          double sum = 0, sc = 0;
+          for (int q = 0; q < sel.n; q++) sum += log(pr[q]);
+          CHECK(tlm_lm_score(&qm, &s, &sel, &sc) == TLM_OK && fabs(sum - sc) <= 1e-4 * (1 + fabs(sc)),
+                "margin %g: decision probabilities %g against the score %g", margins[mi], sum, sc);
+          CHECK(tlm_lm_decode_anchored(&qm, &s, &greedy, TLM_LM_REUSE_BONUS, &got, NULL) == TLM_OK &&
+                    !memcmp(&got, &greedy, sizeof got),
+                "margin %g: the anchor was not kept", margins[mi]);
+        }
+        qm.sentence_margin = 0;
+      }
       for (int i = 0; i < n; i++) {
         CHECK(tlm_space_accepts(&s, &top[i]), "top-k %d invalid", i);
         for (int j = 0; j < i; j++) CHECK(memcmp(&top[i], &top[j], sizeof top[i]), "dup %d %d", i, j);

@@ -258,7 +258,8 @@ static void usage_eval(void) {
   fprintf(stderr,
           "usage: tlm eval [--k K] [--random N] [--model MODEL] [--threads T] [--json FILE]\n"
           "                [--max-tasks N] [--max-gflop G] [--heldout] [--shared DIR]\n"
-          "                [--random-cache F] [--rule-bonus B] [--skip N] [--rounds R]\n"
+          "                [--random-cache F] [--rule-bonus B] [--margin T] [--skip N]\n"
+          "                [--rounds R]\n"
           "                [--family TEXT] [FILE...]\n"
           "  FILE: benchdnn matmul or convolution shape files (convolutions in NHWC at\n"
           "  minibatch 1). --heldout: the held-out families of the\n"
@@ -269,7 +270,10 @@ static void usage_eval(void) {
           "  run that measured them, not from this one. --max-gflop G: leave out tasks\n"
           "  above G GFLOP (before --max-tasks). --rule-bonus B: decode with B added to\n"
           "  the log-probability of the rule's value (default TLM_LM_RULE_BONUS, 0: plain greedy,\n"
-          "  < 0: a penalty on the rule's values).\n"
+          "  < 0: a penalty on the rule's values). --margin T: TLM-1 is the greedy\n"
+          "  schedule only where the model finds it at least e^T times as probable\n"
+          "  as the rule's (default TLM_LM_SENTENCE_MARGIN; 0: plain greedy, whose\n"
+          "  tlm1_logp and default_logp in --json then tell any margin's result).\n"
           "  --random 0: no random search; speeds are then relative to the rule (a\n"
           "  head-to-head of TLM-1 and the rule that affords every held-out task).\n"
           "  --k 0: no TLM-k. --skip N: leave out the first N tasks (after\n"
@@ -297,6 +301,7 @@ int tlm_cmd_eval(int argc, char **argv) {
     else if (!strcmp(a, "--random-cache") && more) o.rcache_path = argv[++i];
     else if (!strcmp(a, "--max-gflop") && more) o.max_gflop = atof(argv[++i]);
     else if (!strcmp(a, "--rule-bonus") && more) o.rule_bonus = atof(argv[++i]);
+    else if (!strcmp(a, "--margin") && more) o.margin = atof(argv[++i]);
     else if (a[0] == '-') {
       usage_eval();
       return !strcmp(a, "--help") ? 0 : 2;

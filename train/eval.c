@@ -247,12 +247,12 @@ static void finalist_add(finalist *f, int *n, const tlm_schedule *s, int method)
 
 void tlm_eval_opts_init(tlm_eval_opts *o) {
   *o = (tlm_eval_opts){.k = 10, .nrand = 64, .threads = 2, .max_tasks = 1 << 30, .rounds = 7,
-                       .rule_bonus = NAN, .shared = "../shared"};
+                       .rule_bonus = NAN, .margin = NAN, .shared = "../shared"};
 }
 
 int tlm_eval_opts_check(const tlm_eval_opts *o) {
   int bad = o->k < 0 || o->nrand < 0 || o->threads < 1 || o->skip < 0 || o->rounds < 1 ||
-            o->rounds > TLM_SIDE_ROUNDS || isinf(o->rule_bonus) || (!o->heldout && !o->nfiles) ||
+            o->rounds > TLM_SIDE_ROUNDS || isinf(o->rule_bonus) || o->margin < 0 || isinf(o->margin) || (!o->heldout && !o->nfiles) ||
             o->nfiles < 0 || o->nfiles > TLM_EVAL_MAX_FILES;
   return bad ? -1 : 0;
 }
@@ -324,11 +324,12 @@ int tlm_eval_run(const tlm_eval_opts *o) {
   cJSON *jroot = json ? cJSON_CreateObject() : NULL, *jtasks = NULL;
   if (jroot) {
     static const char *const setup[] = {"k", "random", "threads", "final_rounds", "skipped_tasks",
-                                        "rule_bonus"};
+                                        "rule_bonus", "sentence_margin"};
     tlm_json_numbers(jroot, setup,
                      (const double[]){k, nrand, threads, rounds, skip,
-                                      !isnan(rule_bonus) ? rule_bonus : TLM_LM_RULE_BONUS},
-                     6);
+                                      !isnan(rule_bonus) ? rule_bonus : TLM_LM_RULE_BONUS,
+                                      !isnan(o->margin) ? o->margin : TLM_LM_SENTENCE_MARGIN},
+                     7);
     jtasks = cJSON_AddArrayToObject(jroot, "tasks");
   }
   double logsum[M_COUNT] = {0}, make_sum[M_COUNT] = {0};
@@ -363,6 +364,7 @@ int tlm_eval_run(const tlm_eval_opts *o) {
       k = 0;
     }
     if (rt->model && !isnan(rule_bonus)) rt->model->rule_bonus = rule_bonus;
+    if (rt->model && !isnan(o->margin)) rt->model->sentence_margin = o->margin;
     tlm_spec_problem p;
     if (tlm_spec_problem_make(&specs[t], 3, &p)) {
       tlm_destroy(rt);

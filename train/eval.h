@@ -16,6 +16,7 @@ typedef struct tlm_eval_opts {
   int rounds;              /* side-by-side timing rounds of the finalists */
   double max_gflop;        /* leave out tasks above this many GFLOP (0: no limit) */
   double rule_bonus;       /* the rule's logit bonus; NAN: the model's own */
+  double margin;           /* sentence margin (nats, >= 0; 0: plain greedy); NAN: the model's */
   const char *model;       /* the model file (NULL: the runtime's default) */
   const char *json;        /* the report written (NULL: none) */
   const char *shared;      /* the shared/ folder */
