@@ -90,6 +90,20 @@ int tlm_cmd_explain(int argc, char **argv) {
     tlm_lm_free(&m);
     return 1;
   }
+  /* selective decoding: how sure the model is of its greedy schedule */
+  tlm_schedule greedy, rule;
+  double margin = m.sentence_margin, lg = 0, lr = 0;
+  m.sentence_margin = 0;
+  tlm_space_default(&s, &rule);
+  if (tlm_lm_decode(&m, &s, &greedy, NULL) == TLM_OK && tlm_lm_score(&m, &s, &greedy, &lg) == TLM_OK &&
+      tlm_lm_score(&m, &s, &rule, &lr) == TLM_OK) {
+    if (!memcmp(greedy.v, rule.v, sizeof rule.v[0] * (size_t)rule.n))
+      printf("greedy schedule: the rule's\n");
+    else
+      printf("greedy schedule: %.2f nats more probable than the rule's (margin %.2f): %s\n", lg - lr,
+             margin, margin > 0 && lg - lr < margin ? "the rule's schedule is kept" : "used");
+  }
+  m.sentence_margin = margin;
   int32_t cands[TLM_MAX_CANDIDATES];
   printf("decisions (decoded in %.2f ms, int8 path %s):\n", ms, tlm_lm_isa());
   for (int p = 0; p < s.npoints; p++) {
