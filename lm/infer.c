@@ -887,9 +887,6 @@ static const float *feed_prompt(tlm_lm_state *st, const tlm_space *s) {
   return step(st, prompt, TLM_LM_PROMPT_LEN, NULL, -1); /* all at once */
 }
 
-static tlm_status score(const tlm_lm_model *m, const tlm_space *s, const tlm_schedule *sched,
-                        double *logp, double *per_point);
-
 tlm_status tlm_lm_decode(const tlm_lm_model *m, const tlm_space *s, tlm_schedule *out,
                          float *prob) {
   return tlm_lm_decode_anchored(m, s, NULL, 0, out, prob);
@@ -907,7 +904,7 @@ tlm_status tlm_lm_decode_anchored(const tlm_lm_model *m, const tlm_space *s,
                                   const tlm_schedule *anchor, double anchor_bonus,
                                   tlm_schedule *out, float *prob) {
   int follow = anchor && anchor->n == s->npoints; /* prefix equal to the anchor's so far */
-  tlm_lm_state st;
+  tlm_lm_state st, rst = {0}; /* rst: the rule's sentence, forked where greedy leaves it */
   if (tlm_lm_state_init(&st, m)) return TLM_ERR_OUT_OF_MEMORY;
   memset(out, 0, sizeof *out);
   out->n = s->npoints;
@@ -919,7 +916,11 @@ tlm_status tlm_lm_decode_anchored(const tlm_lm_model *m, const tlm_space *s,
   tlm_space_default(s, &rule);
   int32_t cands[TLM_MAX_CANDIDATES];
   int toks[TLM_MAX_CANDIDATES];
-  double lp[TLM_MAX_CANDIDATES], lp_rule[TLM_MAX_POINTS], sentence = 0;
+  double lp[TLM_MAX_CANDIDATES], pl[TLM_MAX_CANDIDATES];
+  /* plain (no bonus) log-probabilities: the greedy sentence's sum, the
+   * rule's per decision and sum; fork: where greedy left the rule (-1) */
+  double sentence = 0, lp_rule[TLM_MAX_POINTS], rule_sentence = 0;
+  int fork = -1, fork_tok = -1, selective = m->sentence_margin > 0;
   for (int p = 0; p < s->npoints && status == TLM_OK; p++) {
     int n = tlm_space_candidates(s, p, out->v, cands);
     if (n < 1) status = TLM_ERR_INTERNAL;
@@ -928,7 +929,6 @@ tlm_status tlm_lm_decode_anchored(const tlm_lm_model *m, const tlm_space *s,
       if (toks[i] < 0) status = TLM_ERR_INTERNAL;
     }
     if (status) break;
-    int best = 0;
     if (n > 1) {
       const float *lg = step(&st, pend, npend, toks, n);
       npend = 0;
@@ -936,43 +936,83 @@ tlm_status tlm_lm_decode_anchored(const tlm_lm_model *m, const tlm_space *s,
         status = TLM_ERR_INTERNAL;
         break;
       }
-      candidate_logp(lg, toks, cands, n, rule.v[p], m->rule_bonus, lp);
-      for (int i = 0; i < n && follow; i++)
-        if (cands[i] == anchor->v[p]) lp[i] += anchor_bonus;
-      for (int i = 1; i < n; i++)
-        if (lp[i] > lp[best]) best = i;
+      candidate_logp(lg, toks, cands, n, -1, 0.0, pl);
     } else {
-      lp[0] = 0.0 + (cands[0] == rule.v[p] ? m->rule_bonus : 0.0) +
-              (follow && cands[0] == anchor->v[p] ? anchor_bonus : 0.0);
+      pl[0] = 0.0;
+    }
+    int best = 0, at_rule = -1;
+    for (int i = 0; i < n; i++) {
+      lp[i] = pl[i] + (cands[i] == rule.v[p] ? m->rule_bonus : 0.0);
+      if (follow && cands[i] == anchor->v[p]) lp[i] += anchor_bonus;
+      if (cands[i] == rule.v[p]) at_rule = i;
+      if (i && lp[i] > lp[best]) best = i;
     }
     out->v[p] = cands[best];
-    int anchored = follow && cands[best] == anchor->v[p];
-    double plain = lp[best] - (cands[best] == rule.v[p] ? m->rule_bonus : 0.0) -
-                   (anchored ? anchor_bonus : 0.0);
-    sentence += plain;
-    if (prob) prob[p] = (float)exp(plain);
-    follow = anchored;
+    follow = follow && cands[best] == anchor->v[p];
+    if (fork < 0) { /* the prefix so far is the rule's */
+      lp_rule[p] = at_rule >= 0 ? pl[at_rule] : -INFINITY;
+      rule_sentence += lp_rule[p];
+      if (best != at_rule) {
+        fork = p;
+        fork_tok = at_rule >= 0 ? toks[at_rule] : -1;
+        /* st has consumed everything before point p's token */
+        if (selective && fork_tok >= 0 && tlm_lm_state_copy(&rst, &st))
+          status = TLM_ERR_OUT_OF_MEMORY;
+      }
+    }
+    sentence += pl[best];
+    if (prob) prob[p] = (float)exp(pl[best]);
     pend[npend++] = toks[best];
   }
   tlm_lm_state_free(&st);
   /* selective decoding (model.h): the rule's schedule unless the model is
-   * sure enough of its own; a result equal to the anchor is kept */
-  if (status == TLM_OK && m->sentence_margin > 0 && !follow &&
-      memcmp(out->v, rule.v, sizeof rule.v[0] * (size_t)s->npoints)) {
-    double rule_lp;
-    status = score(m, s, &rule, &rule_lp, prob ? lp_rule : NULL);
-    if (status == TLM_OK && sentence - rule_lp < m->sentence_margin) {
+   * sure enough of its own; a result equal to the anchor is kept. The
+   * rule's sentence goes on from the fork, its tokens fed lazily as above */
+  if (status == TLM_OK && selective && !follow && fork >= 0) {
+    int32_t rpend[TLM_MAX_POINTS];
+    int nr = 0;
+    if (fork_tok < 0) status = TLM_ERR_INTERNAL; /* the rule is not a point of s */
+    else rpend[nr++] = fork_tok;
+    /* the rule's sum only falls as it goes on: stop once greedy is sure */
+    for (int p = fork + 1; p < s->npoints && status == TLM_OK &&
+                           sentence - rule_sentence < m->sentence_margin;
+         p++) {
+      int n = tlm_space_candidates(s, p, rule.v, cands), at = -1;
+      for (int i = 0; i < n; i++) {
+        toks[i] = tlm_lm_decision_token(&m->vocab, s, p, cands[i]);
+        if (toks[i] < 0) status = TLM_ERR_INTERNAL;
+        if (cands[i] == rule.v[p]) at = i;
+      }
+      if (status || at < 0) {
+        status = TLM_ERR_INTERNAL;
+        break;
+      }
+      lp_rule[p] = 0.0;
+      if (n > 1) {
+        const float *lg = step(&rst, rpend, nr, toks, n);
+        nr = 0;
+        if (!lg) {
+          status = TLM_ERR_INTERNAL;
+          break;
+        }
+        candidate_logp(lg, toks, cands, n, -1, 0.0, pl);
+        lp_rule[p] = pl[at];
+      }
+      rule_sentence += lp_rule[p];
+      rpend[nr++] = toks[at];
+    }
+    if (status == TLM_OK && sentence - rule_sentence < m->sentence_margin) {
       *out = rule;
       if (prob)
         for (int p = 0; p < s->npoints; p++) prob[p] = (float)exp(lp_rule[p]);
     }
   }
+  if (rst.k) tlm_lm_state_free(&rst);
   return status;
 }
 
-/* log-probability of sched (sum; each decision's in per_point when not NULL) */
-static tlm_status score(const tlm_lm_model *m, const tlm_space *s, const tlm_schedule *sched,
-                        double *logp, double *per_point) {
+tlm_status tlm_lm_score(const tlm_lm_model *m, const tlm_space *s, const tlm_schedule *sched,
+                        double *logp) {
   *logp = -INFINITY;
   if (sched->n != s->npoints) return TLM_ERR_INVALID_ARGUMENT;
   tlm_lm_state st;
@@ -1000,17 +1040,11 @@ static tlm_status score(const tlm_lm_model *m, const tlm_space *s, const tlm_sch
     }
     candidate_logp(lg, toks, cands, n, -1, 0.0, lp);
     sum += lp[at];
-    if (per_point) per_point[p] = lp[at];
     if (p + 1 < s->npoints) lg = tlm_lm_step(&st, toks[at]);
   }
   tlm_lm_state_free(&st);
   if (status == TLM_OK) *logp = sum;
   return status;
-}
-
-tlm_status tlm_lm_score(const tlm_lm_model *m, const tlm_space *s, const tlm_schedule *sched,
-                        double *logp) {
-  return score(m, s, sched, logp, NULL);
 }
 
 typedef struct beam {
