@@ -340,6 +340,11 @@ int tlm_eval_run(const tlm_eval_opts *o) {
   rcache_load(&rc, rcache_path);
   /* per family: sums of log speed vs random-N and counts */
   enum { MAX_FAM = 64 };
+  /* plain greedy decoding (--margin 0): what selective decoding at the
+   * default margin would give, from the two schedules' log-probabilities
+   * (a task under the margin runs the rule's kernel: speed 1) */
+  double sel_margin = TLM_LM_SENTENCE_MARGIN, sel_logsum = 0, sel_fam_log[MAX_FAM] = {0};
+  int sel_on = 0, sel_used = 0;
   char fam_name[MAX_FAM][48]; /* as tlm_task_spec.family */
   double fam_log[MAX_FAM][M_COUNT];
   int fam_n[MAX_FAM], fam_beats[MAX_FAM], nfam = 0;
@@ -389,6 +394,11 @@ int tlm_eval_run(const tlm_eval_opts *o) {
     int covered = rt->model && tlm_lm_covers_task(rt->model, &task);
     if (covered) tlm_lm_decode(rt->model, &s, &sched, NULL);
     r[M_TLM1].make_ms = now_ms() - t0;
+    double sel_lp1 = 0, sel_lp0 = 0;
+    int sel_task = covered && rt->model->sentence_margin == 0 &&
+                   tlm_lm_score(rt->model, &s, &sched, &sel_lp1) == TLM_OK &&
+                   tlm_lm_score(rt->model, &s, &rule, &sel_lp0) == TLM_OK;
+    sel_on |= sel_task;
     int same = !memcmp(sched.v, rule.v, sizeof rule.v[0] * (size_t)rule.n);
     if (same) r[M_TLM1].ns = r[M_DEFAULT].ns;
     else r[M_TLM1].ns = measure(rt, &task, p.args, &p, &sched, INFINITY, &r[M_TLM1].make_ms, &wrong);
@@ -514,8 +524,13 @@ int tlm_eval_run(const tlm_eval_opts *o) {
         fam_n[f] = fam_beats[f] = 0;
         nfam++;
       }
+      double sel_log =
+          sel_task && sel_lp1 - sel_lp0 >= sel_margin ? log(r[M_DEFAULT].ns / r[M_TLM1].ns) : 0.0;
+      sel_used += sel_task && !same && sel_lp1 - sel_lp0 >= sel_margin;
+      sel_logsum += sel_log;
       if (f < nfam) {
         fam_n[f]++;
+        sel_fam_log[f] += sel_log;
         fam_beats[f] += r[M_TLM1].ns < r[M_DEFAULT].ns;
         for (int m = 0; m < M_COUNT; m++)
           if (used[m]) fam_log[f][m] += log(ref / r[m].ns);
@@ -577,6 +592,14 @@ int tlm_eval_run(const tlm_eval_opts *o) {
       else printf(" %7s", "-");
     printf(" %d/%d\n", fam_beats[f], fam_n[f]);
   }
+  int sel_low = -1;
+  for (int f = 0; f < nfam; f++)
+    if (sel_low < 0 || sel_fam_log[f] / fam_n[f] < sel_fam_log[sel_low] / fam_n[sel_low]) sel_low = f;
+  if (sel_on && counted && sel_low >= 0)
+    printf("\nselective decoding at margin %.2f (from the log-probabilities): TLM-1 / rule %.3f,\n"
+           "  greedy used on %d tasks, lowest family %s %.3f\n",
+           sel_margin, exp(sel_logsum / counted), sel_used, fam_name[sel_low],
+           exp(sel_fam_log[sel_low] / fam_n[sel_low]));
   if (cached) printf("  (random search of %d tasks reused from %s)\n", cached, rcache_path);
   if (wrong) printf("  WARNING: %d kernels failed the reference check\n", wrong);
   int rc_json = 0;
@@ -600,6 +623,15 @@ int tlm_eval_run(const tlm_eval_opts *o) {
                      (const double[]){wrong, tlm_same_default, tlm_near_default, tlm_win2,
                                       tlm_loss2, cached},
                      6);
+    if (sel_on && counted && sel_low >= 0) {
+      cJSON *o = cJSON_AddObjectToObject(jroot, "selective_from_logp");
+      cJSON_AddNumberToObject(o, "sentence_margin", sel_margin);
+      cJSON_AddNumberToObject(o, "tlm1_geomean_speed_vs_default", exp(sel_logsum / counted));
+      cJSON_AddNumberToObject(o, "greedy_used", sel_used);
+      cJSON_AddStringToObject(o, "lowest_family", fam_name[sel_low]);
+      cJSON_AddNumberToObject(o, "lowest_family_speed_vs_default",
+                              exp(sel_fam_log[sel_low] / fam_n[sel_low]));
+    }
     cJSON *fams = cJSON_AddArrayToObject(jroot, "families");
     for (int f = 0; f < nfam; f++) {
       cJSON *o = cJSON_CreateObject();
@@ -611,6 +643,8 @@ int tlm_eval_run(const tlm_eval_opts *o) {
           snprintf(key, sizeof key, "%s_geomean_speed_vs_%s", k_names[m], ref_key);
           cJSON_AddNumberToObject(o, key, exp(fam_log[f][m] / fam_n[f]));
         }
+      if (sel_on) cJSON_AddNumberToObject(o, "selective_tlm1_speed_vs_default",
+                                          exp(sel_fam_log[f] / fam_n[f]));
       cJSON_AddItemToArray(fams, o);
     }
     if (tlm_json_save(jroot, json)) {
