@@ -7,12 +7,17 @@
 #               and under TLM_ISA=avx2 (known: data/records_avx2.jsonl.gz)
 #               into data/records_${TAG}_avx2.jsonl.gz when the host runs
 #               AVX-512
+#   1b. reverify  after a rule change: the current rule and the 5 fastest
+#               of this CPU's own records re-timed side by side (round
+#               $ROUND, default 2), both ISAs as above
 #   2. train    one checkpoint on every data/records*.jsonl.gz: each record
 #               trains under the hardware prompt of the machine it was
 #               measured on (its "hw" text), and the model lists them all
 #   3. quantize -> models/candidate.tlmq
 #   4. gate     held-out head-to-head with the rule (tlm eval) natively and
-#               under avx2, with the candidate (TLM_MODEL)
+#               under avx2, with the candidate (TLM_MODEL), decoding plain
+#               greedy (--margin 0): the summary also gives selective
+#               decoding at the default margin (what tlm_run does)
 #
 # Usage: TAG=xeon scripts/cpu_model.sh [STEP...]   (default: every step)
 # TAG names this CPU in the records' file names (the records themselves
@@ -25,6 +30,7 @@ shared=${SHARED:-../shared}
 tag=${TAG:?TAG must name this CPU, e.g. TAG=xeon}
 ckpt=${CKPT:-/tmp/tlm_cpu_model.ckpt}
 cand=models/candidate.tlmq
+round=${ROUND:-2}
 steps=${*:-verify train quantize gate}
 for step in $steps; do
   case $step in
@@ -34,6 +40,12 @@ for step in $steps; do
     if grep -q avx512f /proc/cpuinfo; then
       TLM_ISA=avx2 nice -n 10 "$tlm" collect --shared "$shared" --known data/records_avx2.jsonl.gz \
         --out "data/records_${tag}_avx2.jsonl.gz" --verify 7 --round 1
+    fi ;;
+  reverify)
+    nice -n 10 "$tlm" collect --shared "$shared" --out "data/records_$tag.jsonl.gz" --verify 5 --round "$round"
+    if grep -q avx512f /proc/cpuinfo; then
+      TLM_ISA=avx2 nice -n 10 "$tlm" collect --shared "$shared" \
+        --out "data/records_${tag}_avx2.jsonl.gz" --verify 5 --round "$round"
     fi ;;
   train)
     recs=$(ls data/records*.jsonl.gz | paste -sd, -)
@@ -45,10 +57,10 @@ for step in $steps; do
     for isa in native avx2; do
       echo "== $isa, model $cand against the rule"
       TLM_CACHE_DIR=none TLM_MODEL="$cand" TLM_ISA=$isa "$tlm" eval --heldout --k 0 --random 0 \
-        --shared "$shared" --json "/tmp/tlm_gate_$isa.json" 2>&1 | tail -16
+        --margin 0 --shared "$shared" --json "/tmp/tlm_gate_$isa.json" 2>&1 | tail -24
     done ;;
   *)
-    echo "unknown step '$step' (verify train quantize gate)" >&2
+    echo "unknown step '$step' (verify reverify train quantize gate)" >&2
     exit 2 ;;
   esac
 done
