@@ -83,6 +83,24 @@ static int mm_keep_parallel(const tlm_space *s, int p, const int32_t *d, const i
   return n;
 }
 
+/* 1 when the level-0 blocks of d (points from `upto` on counted as 1),
+ * b of them claimed by `workers` threads (the pool's dynamic chunks), keep
+ * the busiest thread within 5/4 of the mean work: ceil(b / workers)
+ * blocks of the mean block's work, and never one block larger than that
+ * (a few blocks whose last is a sliver: 3072 + 1024 columns of 4096 on two
+ * threads is 1.5x the mean) */
+static int mm_balanced(const tlm_space *s, const int32_t *d, int upto, int64_t b, int64_t workers) {
+  const tlm_matmul_task *t = &s->task.u.mm;
+  int64_t bt = tlm_task_batch_total(&s->task);
+  int64_t b1 = upto > MM_B1 ? d[MM_B1] : 1, m1 = upto > MM_M1 ? d[MM_M1] : 1;
+  int64_t n1 = upto > MM_N1 ? d[MM_N1] : 1;
+  double bb = (double)(int64_t)d[MM_B3] * d[MM_B2] * b1, bm = (double)(int64_t)d[MM_M3] * d[MM_M2] * m1;
+  double bn = (double)(int64_t)d[MM_N3] * d[MM_N2] * n1;
+  double block = (bb < bt ? bb : bt) * (bm < t->M ? bm : t->M) * (bn < t->N ? bn : t->N);
+  double all = (double)bt * t->M * t->N;
+  return 5 * b >= 4 * ceil_div(b, workers) * workers && 5.0 * all >= 4.0 * (double)workers * block;
+}
+
 /* The parallel work a matmul schedule may leave: at least min(threads, the
  * level-0 blocks its level-2 tiles allow) blocks, so no schedule puts a
  * core-sized problem on one core by an outer tile as large as the problem.
@@ -219,10 +237,13 @@ static int mm_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c
       int64_t b = cnt[0] * cnt[1] * cnt[2];
       if (c[i] != 1 && b < floor_blocks) continue;
       c[kept++] = c[i];
-      /* balanced: the threads' last round of blocks at least 4/5 full
-       * (3 blocks on 2 threads idle one a third of the time: 0.75-0.8x
-       * of the rule's 2 or 4 on 35-60x1024:1024x4096, candidate 35) */
-      if (b >= floor_blocks && 5 * b >= 4 * ceil_div(b, workers) * workers) bal[n++] = c[i];
+      /* balanced: the busiest thread's blocks (ceil(b / workers) of them,
+       * each of the whole block's work) at most 5/4 of the mean work (3
+       * blocks on 2 threads idle one a third of the time: 0.75-0.8x of the
+       * rule's 2 or 4 on 35-60x1024:1024x4096, candidate 35; and a last
+       * block that is a sliver, 3072 + 1024 columns of 4096 from 24-wide
+       * tiles: 0.6x, candidate 36) */
+      if (b >= floor_blocks && mm_balanced(s, dd, p + 1, b, workers)) bal[n++] = c[i];
     }
     /* none balanced (e.g. 3 blocks at most): what passes the floor */
     if (n > 0) memcpy(c, bal, sizeof(int32_t) * (size_t)n);
@@ -518,10 +539,10 @@ static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
 
 /* version 8: tile_n1 (level-0 blocks of N, about one per worker);
  * 10: 3-vector register tiles on 16 registers, packed B for rows that are
- * not whole cache lines (space.h) */
+ * not whole cache lines; 11: level-1 tiles balanced by work (space.h) */
 static int mm_rule_version(const tlm_task *task) {
   (void)task;
-  return 10;
+  return 11;
 }
 
 static double mm_flops(const tlm_task *t) {

@@ -75,8 +75,14 @@
  * registers where they divide N, B packed for rows that are not whole
  * lines; convolutions of 3 channels per group with a window (RGB stems)
  * take the channels inner (red_order 0): the matmul family and those
- * convolutions move to 10. */
-#define TLM_RULE_VERSION 10
+ * convolutions move to 10.
+ * Version 11 (session 32): matmul level-1 tiles whose largest level-0
+ * block is more than 5/4 of a worker's mean work are not offered when a
+ * balanced one is (a last block that is a sliver: 1536 + 768 columns of
+ * 2304 on two workers); the rule's tile_n1 of 2304-wide AVX-512 matmuls
+ * goes from 3 to 1 (1.19x at 32-405 rows on the Xeon): the matmul family
+ * moves to 11. */
+#define TLM_RULE_VERSION 11
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows
