@@ -887,6 +887,32 @@ static const float *feed_prompt(tlm_lm_state *st, const tlm_space *s) {
   return step(st, prompt, TLM_LM_PROMPT_LEN, NULL, -1); /* all at once */
 }
 
+/* the candidates of point p after the decisions v (their tokens in toks):
+ * how many, or -1 (none, or a candidate without a token) */
+static int point_tokens(const tlm_lm_model *m, const tlm_space *s, int p, const int32_t *v,
+                        int32_t *cands, int *toks) {
+  int n = tlm_space_candidates(s, p, v, cands);
+  for (int i = 0; i < n; i++)
+    if ((toks[i] = tlm_lm_decision_token(&m->vocab, s, p, cands[i])) < 0) return -1;
+  return n >= 1 ? n : -1;
+}
+
+/* plain log-probabilities pl of the n candidates of the next point: the
+ * pending tokens fed first (all at once, then none pending); a point of
+ * one candidate needs no logits. 0, or -1 (context full) */
+static int point_logp(tlm_lm_state *st, int32_t *pend, int *npend, const int32_t *cands,
+                      const int *toks, int n, double *pl) {
+  if (n == 1) {
+    pl[0] = 0.0;
+    return 0;
+  }
+  const float *lg = step(st, pend, *npend, toks, n);
+  *npend = 0;
+  if (!lg) return -1;
+  candidate_logp(lg, toks, cands, n, -1, 0.0, pl);
+  return 0;
+}
+
 tlm_status tlm_lm_decode(const tlm_lm_model *m, const tlm_space *s, tlm_schedule *out,
                          float *prob) {
   return tlm_lm_decode_anchored(m, s, NULL, 0, out, prob);
@@ -922,23 +948,10 @@ tlm_status tlm_lm_decode_anchored(const tlm_lm_model *m, const tlm_space *s,
   double sentence = 0, lp_rule[TLM_MAX_POINTS], rule_sentence = 0;
   int fork = -1, fork_tok = -1, selective = m->sentence_margin > 0;
   for (int p = 0; p < s->npoints && status == TLM_OK; p++) {
-    int n = tlm_space_candidates(s, p, out->v, cands);
-    if (n < 1) status = TLM_ERR_INTERNAL;
-    for (int i = 0; i < n; i++) {
-      toks[i] = tlm_lm_decision_token(&m->vocab, s, p, cands[i]);
-      if (toks[i] < 0) status = TLM_ERR_INTERNAL;
-    }
-    if (status) break;
-    if (n > 1) {
-      const float *lg = step(&st, pend, npend, toks, n);
-      npend = 0;
-      if (!lg) {
-        status = TLM_ERR_INTERNAL;
-        break;
-      }
-      candidate_logp(lg, toks, cands, n, -1, 0.0, pl);
-    } else {
-      pl[0] = 0.0;
+    int n = point_tokens(m, s, p, out->v, cands, toks);
+    if (n < 1 || point_logp(&st, pend, &npend, cands, toks, n, pl)) {
+      status = TLM_ERR_INTERNAL;
+      break;
     }
     int best = 0, at_rule = -1;
     for (int i = 0; i < n; i++) {
@@ -977,27 +990,14 @@ tlm_status tlm_lm_decode_anchored(const tlm_lm_model *m, const tlm_space *s,
     for (int p = fork + 1; p < s->npoints && status == TLM_OK &&
                            sentence - rule_sentence < m->sentence_margin;
          p++) {
-      int n = tlm_space_candidates(s, p, rule.v, cands), at = -1;
-      for (int i = 0; i < n; i++) {
-        toks[i] = tlm_lm_decision_token(&m->vocab, s, p, cands[i]);
-        if (toks[i] < 0) status = TLM_ERR_INTERNAL;
+      int n = point_tokens(m, s, p, rule.v, cands, toks), at = -1;
+      for (int i = 0; i < n; i++)
         if (cands[i] == rule.v[p]) at = i;
-      }
-      if (status || at < 0) {
+      if (at < 0 || point_logp(&rst, rpend, &nr, cands, toks, n, pl)) {
         status = TLM_ERR_INTERNAL;
         break;
       }
-      lp_rule[p] = 0.0;
-      if (n > 1) {
-        const float *lg = step(&rst, rpend, nr, toks, n);
-        nr = 0;
-        if (!lg) {
-          status = TLM_ERR_INTERNAL;
-          break;
-        }
-        candidate_logp(lg, toks, cands, n, -1, 0.0, pl);
-        lp_rule[p] = pl[at];
-      }
+      lp_rule[p] = pl[at];
       rule_sentence += lp_rule[p];
       rpend[nr++] = toks[at];
     }
