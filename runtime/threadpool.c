@@ -15,6 +15,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define SPIN_ITERATIONS 4000
 #define YIELD_ITERATIONS 50
@@ -26,14 +27,19 @@ struct tlm_pool {
   pthread_mutex_t run_lock; /* serializes tlm_pool_run callers */
   pthread_mutex_t lock;
   pthread_cond_t wake;
-  atomic_uint_fast32_t generation;
-  atomic_uint_fast64_t claim; /* generation << 32 | next chunk */
-  atomic_int_fast64_t done;   /* chunks finished in this run */
   atomic_int stop;
+  /* Each on its own cache line: spinning workers read `generation`, so a
+   * line that the caller also writes the job into would travel between
+   * the cores at every one of those writes (2.5 us a run of 0.45 us of
+   * work on two threads of the Xeon, 0.9 us apart); the claims and the
+   * finished count have their own writers too. */
+  _Alignas(64) atomic_uint_fast32_t generation;
+  _Alignas(64) atomic_uint_fast64_t claim; /* generation << 32 | next chunk */
+  _Alignas(64) atomic_int_fast64_t done;   /* chunks finished in this run */
   /* the job; written before the run opens. Atomic (relaxed) because a
    * late worker may read them while the next job is being written; its
    * claim then fails, so the values it read are never used */
-  _Atomic(tlm_pool_fn) fn;
+  _Alignas(64) _Atomic(tlm_pool_fn) fn;
   _Atomic(void *) ctx;
   atomic_int_fast64_t n, chunks;
 };
@@ -101,8 +107,9 @@ static void *worker(void *arg) {
 int tlm_pool_create(int threads, tlm_pool **out) {
   *out = NULL;
   if (threads < 1) threads = 1;
-  tlm_pool *p = calloc(1, sizeof *p);
+  tlm_pool *p = aligned_alloc(64, sizeof *p); /* a multiple of 64: the struct's alignment */
   if (!p) return -1;
+  memset(p, 0, sizeof *p);
   p->threads = threads;
   atomic_store(&p->claim, 0xffffffffu); /* no run open */
   pthread_mutex_init(&p->run_lock, NULL);
