@@ -40,18 +40,28 @@ static int has_epilogue(const tlm_matmul_task *t) {
   return t->has_bias || t->has_residual || t->act != TLM_ACT_NONE;
 }
 
-/* Level-0 block counts (b, m, n) of a matmul schedule whose points before
- * `upto` are decided; the level-1 factors not decided yet count as 1 (the
- * most blocks they can leave). */
-static void mm_level0_blocks(const tlm_space *s, const int32_t *d, int upto, int64_t cnt[3]) {
-  const tlm_matmul_task *t = &s->task.u.mm;
+/* Level-0 block extents (b, m, n: batches, rows, columns, not clipped to
+ * the task) of a matmul schedule whose points before `upto` are decided;
+ * the level-2 and level-1 factors not decided yet count as 1 (the most
+ * blocks they can leave). */
+static void mm_level0_tiles(const int32_t *d, int upto, int64_t ext[3]) {
   int64_t b1 = upto > MM_B1 ? d[MM_B1] : 1, m1 = upto > MM_M1 ? d[MM_M1] : 1;
   int64_t n1 = upto > MM_N1 ? d[MM_N1] : 1;
   int64_t b2 = upto > MM_B2 ? d[MM_B2] : 1, m2 = upto > MM_M2 ? d[MM_M2] : 1;
   int64_t n2 = upto > MM_N2 ? d[MM_N2] : 1;
-  cnt[0] = ceil_div(tlm_task_batch_total(&s->task), (int64_t)d[MM_B3] * b2 * b1);
-  cnt[1] = ceil_div(t->M, (int64_t)d[MM_M3] * m2 * m1);
-  cnt[2] = ceil_div(t->N, (int64_t)d[MM_N3] * n2 * n1);
+  ext[0] = (int64_t)d[MM_B3] * b2 * b1;
+  ext[1] = (int64_t)d[MM_M3] * m2 * m1;
+  ext[2] = (int64_t)d[MM_N3] * n2 * n1;
+}
+
+/* Level-0 block counts (b, m, n) of the same */
+static void mm_level0_blocks(const tlm_space *s, const int32_t *d, int upto, int64_t cnt[3]) {
+  const tlm_matmul_task *t = &s->task.u.mm;
+  int64_t ext[3];
+  mm_level0_tiles(d, upto, ext);
+  cnt[0] = ceil_div(tlm_task_batch_total(&s->task), ext[0]);
+  cnt[1] = ceil_div(t->M, ext[1]);
+  cnt[2] = ceil_div(t->N, ext[2]);
 }
 
 /* Keeps the candidates c[0..m) of level-2 or level-1 point p that leave at
@@ -91,13 +101,11 @@ static int mm_keep_parallel(const tlm_space *s, int p, const int32_t *d, const i
  * threads is 1.5x the mean) */
 static int mm_balanced(const tlm_space *s, const int32_t *d, int upto, int64_t b, int64_t workers) {
   const tlm_matmul_task *t = &s->task.u.mm;
-  int64_t bt = tlm_task_batch_total(&s->task);
-  int64_t b1 = upto > MM_B1 ? d[MM_B1] : 1, m1 = upto > MM_M1 ? d[MM_M1] : 1;
-  int64_t n1 = upto > MM_N1 ? d[MM_N1] : 1;
-  double bb = (double)(int64_t)d[MM_B3] * d[MM_B2] * b1, bm = (double)(int64_t)d[MM_M3] * d[MM_M2] * m1;
-  double bn = (double)(int64_t)d[MM_N3] * d[MM_N2] * n1;
-  double block = (bb < bt ? bb : bt) * (bm < t->M ? bm : t->M) * (bn < t->N ? bn : t->N);
-  double all = (double)bt * t->M * t->N;
+  int64_t ext[3], bt = tlm_task_batch_total(&s->task);
+  mm_level0_tiles(d, upto, ext);
+  double block = (double)(ext[0] < bt ? ext[0] : bt) * (double)(ext[1] < t->M ? ext[1] : t->M) *
+                 (double)(ext[2] < t->N ? ext[2] : t->N);
+  double all = (double)bt * (double)t->M * (double)t->N;
   return 5 * b >= 4 * ceil_div(b, workers) * workers && 5.0 * all >= 4.0 * (double)workers * block;
 }
 

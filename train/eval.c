@@ -394,10 +394,13 @@ int tlm_eval_run(const tlm_eval_opts *o) {
     int covered = rt->model && tlm_lm_covers_task(rt->model, &task);
     if (covered) tlm_lm_decode(rt->model, &s, &sched, NULL);
     r[M_TLM1].make_ms = now_ms() - t0;
-    double sel_lp1 = 0, sel_lp0 = 0;
-    int sel_task = covered && rt->model->sentence_margin == 0 &&
-                   tlm_lm_score(rt->model, &s, &sched, &sel_lp1) == TLM_OK &&
-                   tlm_lm_score(rt->model, &s, &rule, &sel_lp0) == TLM_OK;
+    /* how sure the model is: natural-log probabilities of both schedules
+     * (for the JSON, and for selective decoding after the fact) */
+    double lp1 = 0, lp0 = 0;
+    int have_lp = rt->model && (jtasks || covered) &&
+                  tlm_lm_score(rt->model, &s, &sched, &lp1) == TLM_OK &&
+                  tlm_lm_score(rt->model, &s, &rule, &lp0) == TLM_OK;
+    int sel_task = have_lp && covered && rt->model->sentence_margin == 0;
     sel_on |= sel_task;
     int same = !memcmp(sched.v, rule.v, sizeof rule.v[0] * (size_t)rule.n);
     if (same) r[M_TLM1].ns = r[M_DEFAULT].ns;
@@ -525,8 +528,8 @@ int tlm_eval_run(const tlm_eval_opts *o) {
         nfam++;
       }
       double sel_log =
-          sel_task && sel_lp1 - sel_lp0 >= sel_margin ? log(r[M_DEFAULT].ns / r[M_TLM1].ns) : 0.0;
-      sel_used += sel_task && !same && sel_lp1 - sel_lp0 >= sel_margin;
+          sel_task && lp1 - lp0 >= sel_margin ? log(r[M_DEFAULT].ns / r[M_TLM1].ns) : 0.0;
+      sel_used += sel_task && !same && lp1 - lp0 >= sel_margin;
       sel_logsum += sel_log;
       if (f < nfam) {
         fam_n[f]++;
@@ -544,10 +547,7 @@ int tlm_eval_run(const tlm_eval_opts *o) {
       cJSON_AddBoolToObject(o, "tlm1_is_default", same);
       cJSON_AddStringToObject(o, "tlm1_schedule", tlm_schedule_str(&s, &sched, s1, sizeof s1));
       cJSON_AddStringToObject(o, "default_schedule", tlm_schedule_str(&s, &rule, s0, sizeof s0));
-      /* how sure the model is: natural-log probabilities of both schedules */
-      double lp1, lp0;
-      if (rt->model && tlm_lm_score(rt->model, &s, &sched, &lp1) == TLM_OK &&
-          tlm_lm_score(rt->model, &s, &rule, &lp0) == TLM_OK) {
+      if (have_lp) {
         cJSON_AddNumberToObject(o, "tlm1_logp", lp1);
         cJSON_AddNumberToObject(o, "default_logp", lp0);
       }
