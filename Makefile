@@ -47,7 +47,9 @@ test-asan: deps
 test-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTLM_SANITIZE=thread \
 	  -DTLM_BUILD_BENCH=OFF -DTLM_SHARED_DIR=$(SHARED) >/dev/null
-	@cmake --build $(TSAN_BUILD) -j$(JOBS) --target test_cache test_bad_input test_async test_generic test_tune test_gpu_api fake_cuda tlm_cli
+	@cmake --build $(TSAN_BUILD) -j$(JOBS) --target test_pool test_cache test_bad_input test_async test_generic test_tune test_gpu_api fake_cuda tlm_cli
+	TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" \
+	  $(TSAN_BUILD)/tests/test_pool
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" \
 	  $(TSAN_BUILD)/tests/test_cache $(TSAN_BUILD)
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" \

@@ -1,14 +1,21 @@
-/* threadpool.c - fork-join pool with dynamic chunks.
+/* threadpool.c - fork-join pool: each thread its own range, then stealing.
  *
- * A run splits [0, n) into at most 4 chunks per thread. The caller and the
- * workers claim chunks from one counter until none is left, so a worker
- * that the OS has not scheduled yet (another process on the core, say)
- * delays nothing: the others take its chunks. The claim counter carries
- * the run's generation in its high 32 bits, and a claim is a compare-and-
- * swap that fails on a newer generation, so a late worker never runs a
- * chunk of a run it did not see start. Workers spin briefly for the next
- * run (kernels of microseconds should not pay a futex wake-up), yield,
- * then sleep on a condition variable. */
+ * A run splits [0, n) into at most 4 chunks per thread, and thread t owns
+ * the t-th contiguous share of them. Each thread claims its own chunks
+ * from the front of its slot first, then claims from the other slots, so
+ * a worker that the OS has not scheduled yet (another process on the
+ * core, say) delays nothing: the others take its chunks. While no thread
+ * is late, every thread runs one contiguous part of the iteration space,
+ * the same part in every run of the same shape: its loads stream through
+ * one range of memory (a 5-row product's weights under AVX2 on two
+ * threads, 5x768:768x2304: 0.24 -> 0.19 ms against one shared claim
+ * counter, whose chunks went to whichever thread asked first), and what
+ * a thread wrote in one call it reads again in the next. Each slot's claim
+ * counter carries the run's generation in its high 32 bits, and a claim is
+ * a compare-and-swap that fails on a newer generation, so a late worker
+ * never runs a chunk of a run it did not see start. Workers spin briefly
+ * for the next run (kernels of microseconds should not pay a futex
+ * wake-up), yield, then sleep on a condition variable. */
 #include "threadpool.h"
 
 #include <pthread.h>
@@ -31,10 +38,10 @@ struct tlm_pool {
   /* Each on its own cache line: spinning workers read `generation`, so a
    * line that the caller also writes the job into would travel between
    * the cores at every one of those writes (2.5 us a run of 0.45 us of
-   * work on two threads of the Xeon, 0.9 us apart); the claims and the
-   * finished count have their own writers too. */
+   * work on two threads of the Xeon, 0.9 us apart); the claims (in the
+   * slots) and the finished count have their own writers too. */
   _Alignas(64) atomic_uint_fast32_t generation;
-  _Alignas(64) atomic_uint_fast64_t claim; /* generation << 32 | next chunk */
+  struct pool_slot *slots; /* one per thread, each on its own cache line; set at creation */
   _Alignas(64) atomic_int_fast64_t done;   /* chunks finished in this run */
   /* the job; written before the run opens. Atomic (relaxed) because a
    * late worker may read them while the next job is being written; its
@@ -43,6 +50,17 @@ struct tlm_pool {
   _Atomic(void *) ctx;
   atomic_int_fast64_t n, chunks;
 };
+
+/* A thread's share of a run: one word, generation << 32 | end << 16 |
+ * next chunk (chunks of a run < 2^16), so a claim reads the bound it
+ * claims against in the same atomic load, and a run opens by writing
+ * each slot once (no close: a late worker's compare-and-swap fails on the
+ * generation, and a share whose next reached its end has nothing left) */
+typedef struct pool_slot {
+  _Alignas(64) atomic_uint_fast64_t claim;
+} pool_slot;
+
+#define SLOT_WORD(gen, end, next) ((uint64_t)(gen) << 32 | (uint64_t)(end) << 16 | (uint64_t)(next))
 
 typedef struct worker_arg {
   tlm_pool *pool;
@@ -55,24 +73,27 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* claims and runs chunks of generation gen until none is left */
+/* claims and runs chunks of generation gen until none is left: its own
+ * slot's first, then the other slots' */
 static void work(tlm_pool *p, uint32_t gen, int tid) {
-  for (;;) {
-    uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
-    if ((uint32_t)(c >> 32) != gen) return;
-    int64_t chunk = (int64_t)(c & 0xffffffffu);
-    int64_t chunks = atomic_load_explicit(&p->chunks, memory_order_relaxed);
-    if (chunk >= chunks) return;
-    if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
-                                               memory_order_relaxed))
-      continue;
-    /* the claim succeeded for this run: its job fields are current */
-    int64_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
-    chunks = atomic_load_explicit(&p->chunks, memory_order_relaxed);
-    int64_t b = n * chunk / chunks, e = n * (chunk + 1) / chunks;
-    tlm_pool_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
-    if (b < e) fn(atomic_load_explicit(&p->ctx, memory_order_relaxed), b, e, tid);
-    atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel);
+  for (int k = 0; k < p->threads; k++) {
+    pool_slot *sl = &p->slots[(tid + k) % p->threads];
+    for (;;) {
+      uint64_t c = atomic_load_explicit(&sl->claim, memory_order_acquire);
+      if ((uint32_t)(c >> 32) != gen) return;
+      int64_t chunk = (int64_t)(c & 0xffffu);
+      if (chunk >= (int64_t)((c >> 16) & 0xffffu)) break;
+      if (!atomic_compare_exchange_weak_explicit(&sl->claim, &c, c + 1, memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        continue;
+      /* the claim succeeded for this run: its job fields are current */
+      int64_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
+      int64_t chunks = atomic_load_explicit(&p->chunks, memory_order_relaxed);
+      int64_t b = n * chunk / chunks, e = n * (chunk + 1) / chunks;
+      tlm_pool_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+      if (b < e) fn(atomic_load_explicit(&p->ctx, memory_order_relaxed), b, e, tid);
+      atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel);
+    }
   }
 }
 
@@ -111,7 +132,12 @@ int tlm_pool_create(int threads, tlm_pool **out) {
   if (!p) return -1;
   memset(p, 0, sizeof *p);
   p->threads = threads;
-  atomic_store(&p->claim, 0xffffffffu); /* no run open */
+  p->slots = aligned_alloc(64, sizeof(pool_slot) * (size_t)threads);
+  if (!p->slots) {
+    free(p);
+    return -1;
+  }
+  for (int t = 0; t < threads; t++) atomic_init(&p->slots[t].claim, 0); /* no run open: 0 of 0 */
   pthread_mutex_init(&p->run_lock, NULL);
   pthread_mutex_init(&p->lock, NULL);
   pthread_cond_init(&p->wake, NULL);
@@ -146,6 +172,7 @@ void tlm_pool_destroy(tlm_pool *p) {
   for (int t = 1; t < p->threads && p->tids; t++)
     if (p->tids[t]) pthread_join(p->tids[t], NULL);
   free(p->tids);
+  free(p->slots);
   pthread_cond_destroy(&p->wake);
   pthread_mutex_destroy(&p->lock);
   pthread_mutex_destroy(&p->run_lock);
@@ -164,21 +191,22 @@ void tlm_pool_run(tlm_pool *p, int64_t n, tlm_pool_fn fn, void *ctx) {
   }
   int64_t chunks = (int64_t)p->threads * CHUNKS_PER_THREAD;
   if (chunks > n) chunks = n;
+  if (chunks > 0xffff) chunks = 0xffff;
   atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
   atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
   atomic_store_explicit(&p->n, n, memory_order_relaxed);
   atomic_store_explicit(&p->chunks, chunks, memory_order_relaxed);
   atomic_store(&p->done, 0);
   uint32_t gen = (uint32_t)atomic_load(&p->generation) + 1;
-  atomic_store_explicit(&p->claim, (uint64_t)gen << 32, memory_order_release);
+  for (int t = 0; t < p->threads; t++)
+    atomic_store_explicit(&p->slots[t].claim,
+                          SLOT_WORD(gen, chunks * (t + 1) / p->threads, chunks * t / p->threads),
+                          memory_order_release);
   pthread_mutex_lock(&p->lock);
   atomic_store_explicit(&p->generation, gen, memory_order_release);
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->lock);
   work(p, gen, 0);
   while (atomic_load_explicit(&p->done, memory_order_acquire) < chunks) cpu_relax();
-  /* close the run before the next one rewrites the job: a late worker
-   * then sees no chunk left, whatever it reads of the next job */
-  atomic_store_explicit(&p->claim, (uint64_t)gen << 32 | 0xffffffffu, memory_order_release);
   pthread_mutex_unlock(&p->run_lock);
 }

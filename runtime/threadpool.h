@@ -15,9 +15,12 @@ int tlm_pool_create(int threads, tlm_pool **out);
 void tlm_pool_destroy(tlm_pool *p);
 int tlm_pool_threads(const tlm_pool *p);
 
-/* Splits [0, n) into contiguous, nearly equal chunks, one per thread (a
- * thread whose chunk is empty skips the call) and returns when all are
- * done. Calls from several threads are serialized. */
+/* Splits [0, n) into contiguous, nearly equal chunks (at most 4 per
+ * thread; an empty chunk is skipped), runs each once and returns when all
+ * are done. Thread t runs the chunks of the t-th contiguous share first,
+ * then any chunk still unclaimed in the other shares, so fn may be called
+ * several times per thread in one run, and which thread runs a chunk
+ * depends on timing. Calls from several threads are serialized. */
 void tlm_pool_run(tlm_pool *p, int64_t n, tlm_pool_fn fn, void *ctx);
 
 #endif

@@ -1,0 +1,110 @@
+/* test_pool.c - the fork-join pool (runtime/threadpool.c): every iteration
+ * of every run runs exactly once, on a thread id in range, for odd counts
+ * (1, primes, fewer iterations than threads, more than 2^16), on 1-5
+ * threads, thousands of runs back to back (the workers still spinning on
+ * the last run, so late workers meet the next one) and two callers at
+ * once (runs serialized). With a thread kept busy the others take its
+ * share. Run under TSan by `make test-tsan`. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/threadpool.h"
+
+static int g_fail, g_pass;
+
+#define CHECK(cond, ...)                                                  \
+  do {                                                                    \
+    if (cond) g_pass++;                                                   \
+    else {                                                                \
+      g_fail++;                                                           \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                \
+      fprintf(stderr, __VA_ARGS__);                                       \
+      fputc('\n', stderr);                                                \
+    }                                                                     \
+  } while (0)
+
+typedef struct count_ctx {
+  atomic_int *hits; /* one per iteration */
+  int threads;
+  atomic_int bad_tid, calls;
+  int64_t stall_below; /* iterations [0, stall_below) sleep (a slow thread) */
+} count_ctx;
+
+static void count_body(void *p, int64_t b, int64_t e, int tid) {
+  count_ctx *c = p;
+  if (tid < 0 || tid >= c->threads) atomic_store(&c->bad_tid, 1);
+  atomic_fetch_add(&c->calls, 1);
+  for (int64_t i = b; i < e; i++) {
+    atomic_fetch_add_explicit(&c->hits[i], 1, memory_order_relaxed);
+    if (i < c->stall_below) {
+      struct timespec ts = {0, 200000}; /* 0.2 ms */
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+/* runs [0, n) `runs` times on p; 1 when every iteration ran exactly runs times */
+static int run_counted(tlm_pool *p, int threads, int64_t n, int runs, int64_t stall_below) {
+  count_ctx c = {.threads = threads, .stall_below = stall_below};
+  c.hits = calloc((size_t)n, sizeof *c.hits);
+  if (!c.hits) return 0;
+  for (int r = 0; r < runs; r++) tlm_pool_run(p, n, count_body, &c);
+  int ok = !atomic_load(&c.bad_tid);
+  for (int64_t i = 0; i < n && ok; i++) ok = atomic_load(&c.hits[i]) == runs;
+  free(c.hits);
+  return ok;
+}
+
+typedef struct caller_arg {
+  tlm_pool *p;
+  int threads, ok;
+} caller_arg;
+
+static void *caller(void *arg) {
+  caller_arg *a = arg;
+  a->ok = run_counted(a->p, a->threads, 37, 500, 0);
+  return NULL;
+}
+
+int main(void) {
+  static const int64_t counts[] = {1, 2, 3, 5, 7, 8, 9, 13, 64, 101, 1000, 70001};
+  for (int threads = 1; threads <= 5; threads++) {
+    tlm_pool *p = NULL;
+    CHECK(tlm_pool_create(threads, &p) == 0 && p, "create %d threads", threads);
+    if (!p) continue;
+    CHECK(tlm_pool_threads(p) == threads, "threads %d", threads);
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+      int runs = counts[k] > 10000 ? 3 : 300;
+      CHECK(run_counted(p, threads, counts[k], runs, 0),
+            "%d threads, n %lld: an iteration ran other than once per run", threads,
+            (long long)counts[k]);
+    }
+    /* a slow first share: the others finish theirs and take what is left */
+    CHECK(run_counted(p, threads, 40, 3, 10), "%d threads: slow share", threads);
+    /* two callers at once */
+    caller_arg a = {p, threads, 0}, b = {p, threads, 0};
+    pthread_t ta, tb;
+    int sa = pthread_create(&ta, NULL, caller, &a), sb = pthread_create(&tb, NULL, caller, &b);
+    if (!sa) pthread_join(ta, NULL);
+    if (!sb) pthread_join(tb, NULL);
+    CHECK(!sa && !sb && a.ok && b.ok, "%d threads: two callers", threads);
+    tlm_pool_destroy(p);
+  }
+  /* n <= 0 runs nothing */
+  tlm_pool *p = NULL;
+  if (tlm_pool_create(2, &p) == 0) {
+    count_ctx c = {.threads = 2};
+    atomic_int one;
+    atomic_init(&one, 0);
+    c.hits = &one;
+    tlm_pool_run(p, 0, count_body, &c);
+    tlm_pool_run(p, -3, count_body, &c);
+    CHECK(atomic_load(&c.calls) == 0, "n <= 0 called the body");
+    tlm_pool_destroy(p);
+  }
+  printf("test_pool: %d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}
