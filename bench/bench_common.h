@@ -47,6 +47,20 @@ static inline double bench_time_batch(void (*f)(void *), void *ctx, int calls) {
   return (tlm_now_ns() - t0) / calls;
 }
 
+/* Calls per timed batch from the warm-up batch's times per call (ns) of
+ * both contenders: at least `calls`, and enough that the faster one's batch
+ * lasts BENCH_BATCH_MS (at most 20,000 calls). A short batch after the
+ * pause between batches times mostly the threads' wake-up and the other
+ * runtime's idle workers: ResNet-50's res4 3x3 layer on 2 threads (Xeon,
+ * 4 calls of 0.86 ms a batch) measured tlm at 142-221 GFLOPS in
+ * bench_conv against 269 alone (`tlm run --const-w`). */
+#define BENCH_BATCH_MS 50.0
+static inline int bench_batch_calls(double ns_a, double ns_b, int calls) {
+  double fast = ns_a < ns_b ? ns_a : ns_b;
+  if (fast > 0 && BENCH_BATCH_MS * 1e6 / fast > calls) calls = (int)(BENCH_BATCH_MS * 1e6 / fast) + 1;
+  return calls < 20000 ? calls : 20000;
+}
+
 /* The median (p = 0.5) or another quantile of v[0..n) (sorts v). */
 static inline double bench_pct(double *v, int n, double p) {
   qsort(v, (size_t)n, sizeof *v, tlm_cmp_double);

@@ -129,8 +129,9 @@ int main(int argc, char **argv) {
       int calls = (int)(2e9 / flop);
       if (calls < 2) calls = 2;
       if (calls > 20000) calls = 20000;
-      bench_time_batch(bench_tlm_run, &tc, calls);
-      bench_time_batch(bench_dnnl_run, dc, calls);
+      double warm_tlm = bench_time_batch(bench_tlm_run, &tc, calls);
+      double warm_dnnl = bench_time_batch(bench_dnnl_run, dc, calls);
+      calls = bench_batch_calls(warm_tlm, warm_dnnl, calls);
       double tt[64], td[64], ratio[64];
       for (int b = 0; b < batches && b < 64; b++) {
         usleep(30000);

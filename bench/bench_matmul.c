@@ -88,13 +88,15 @@ int main(int argc, char **argv) {
     tlm_wait_background(rt); /* TLM_ASYNC=1: time the shape's own kernel */
     double e = tlm_problem_check(&p);
     bench_dnnl_run(dm);
-    /* calls per batch: about 20 ms of work at 100 GFLOPS */
+    /* calls per batch: about 20 ms of work at 100 GFLOPS, and at least
+     * BENCH_BATCH_MS of the faster contender (bench_batch_calls) */
     double flop = 2.0 * (double)M * (double)N * (double)K;
     int calls = (int)(2e9 / flop);
     if (calls < 3) calls = 3;
     if (calls > 20000) calls = 20000;
-    bench_time_batch(bench_tlm_run, &tc, calls);
-    bench_time_batch(bench_dnnl_run, dm, calls);
+    double warm_tlm = bench_time_batch(bench_tlm_run, &tc, calls);
+    double warm_dnnl = bench_time_batch(bench_dnnl_run, dm, calls);
+    calls = bench_batch_calls(warm_tlm, warm_dnnl, calls);
     double *tt = calloc((size_t)batches, sizeof *tt), *td = calloc((size_t)batches, sizeof *td),
            *ratio = calloc((size_t)batches, sizeof *ratio);
     for (int b = 0; b < batches; b++) {
