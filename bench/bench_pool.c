@@ -16,6 +16,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/threadpool.h"
+#include "train/measure.h"
 
 #define ITERS 8
 #define RUNS 20000
@@ -33,11 +34,6 @@ static void body(void *ctx, int64_t b, int64_t e, int tid) {
   }
 }
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static double us_per_run(tlm_pool *p) {
   double t[BATCHES];
   for (int i = 0; i < RUNS / 10; i++) tlm_pool_run(p, ITERS, body, NULL); /* warm */
@@ -46,7 +42,7 @@ static double us_per_run(tlm_pool *p) {
     for (int i = 0; i < RUNS; i++) tlm_pool_run(p, ITERS, body, NULL);
     t[k] = (tlm_clock_ms() - t0) * 1e3 / RUNS;
   }
-  qsort(t, BATCHES, sizeof t[0], cmp);
+  qsort(t, BATCHES, sizeof t[0], tlm_cmp_double);
   return t[BATCHES / 2];
 }
 

@@ -64,6 +64,57 @@ static void conv_path(const tlm_task *task, const tlm_conv_problem *p, char *buf
   }
 }
 
+/* --check: the tolerance, and the problem's output against the reference */
+static void check_output(const tlm_task *task, tlm_conv_problem *p, const run_opts *o, run_result *res) {
+  const tlm_conv_task *t = &task->u.conv;
+  res->tol = tlm_problem_tolerance((int64_t)t->ICg * t->KD * t->KH * t->KW);
+  res->max_err = -1;
+  if (o->check) {
+    int pts = o->points;
+    if (pts == 0) pts = tlm_task_flops(task) <= 4e8 ? -1 : 20000;
+    res->max_err = tlm_conv_problem_check(p, pts, 7);
+  }
+}
+
+/* times call(ctx) for --min-time (at least 3 and at most 4096 calls):
+ * median, min, max and GFLOPS into res */
+static void time_calls(void (*call)(void *), void *ctx, double flops, const run_opts *o,
+                       run_result *res) {
+  double times[4096];
+  int reps = 0;
+  double start = tlm_now_ns();
+  while (reps < 4096 && (reps < 3 || tlm_now_ns() - start < o->min_time * 1e9)) {
+    double t0 = tlm_now_ns();
+    call(ctx);
+    times[reps++] = tlm_now_ns() - t0;
+  }
+  qsort(times, (size_t)reps, sizeof(double), tlm_cmp_double);
+  res->med_ns = times[reps / 2], res->lo_ns = times[0], res->hi_ns = times[reps - 1];
+  res->reps = reps;
+  res->gflops = flops / res->med_ns;
+}
+
+typedef struct public_call {
+  tlm_runtime *rt;
+  tlm_conv_problem *p;
+} public_call;
+static void call_public(void *ctx) {
+  public_call *c = ctx;
+  tlm_run(c->rt, &c->p->op, c->p->in, c->p->n_in, &c->p->out, 1);
+}
+
+typedef struct kernel_call {
+  tlm_runtime *rt;
+  const tlm_kernel *k;
+  const tlm_task *task;
+  const tlm_conv_args *args;
+} kernel_call;
+static void call_kernel(void *ctx) {
+  kernel_call *c = ctx;
+  char err[256];
+  tlm_engine_exec(c->rt, c->k, c->task, c->args, err, sizeof err);
+}
+
 /* --public: the problem through tlm_run, as an application calls it (the
  * weights declared constant with --const-w), checked and timed; the
  * compile is what the runtime's counters say the first call cost */
@@ -85,30 +136,14 @@ static int run_public(tlm_runtime *rt, tlm_conv_problem *p, const tlm_task *task
   tlm_get_stats(rt, &s1);
   if (st != TLM_OK) {
     fprintf(stderr, "tlm run: tlm_run: %s\n", tlm_last_error(rt));
+    if (o->const_w) tlm_constant_remove(rt, p->in[1].data); /* the problem's memory goes next */
     return 2;
   }
   res->compile_ms = s1.compile_ms - s0.compile_ms;
   conv_path(task, p, res->path, sizeof res->path);
-  const tlm_conv_task *t = &task->u.conv;
-  res->tol = tlm_problem_tolerance((int64_t)t->ICg * t->KD * t->KH * t->KW);
-  res->max_err = -1;
-  if (o->check) {
-    int pts = o->points;
-    if (pts == 0) pts = tlm_task_flops(task) <= 4e8 ? -1 : 20000;
-    res->max_err = tlm_conv_problem_check(p, pts, 7);
-  }
-  double times[4096];
-  int reps = 0;
-  double start = tlm_now_ns();
-  while (reps < 4096 && (reps < 3 || tlm_now_ns() - start < o->min_time * 1e9)) {
-    double a = tlm_now_ns();
-    tlm_run(rt, &p->op, p->in, p->n_in, &p->out, 1);
-    times[reps++] = tlm_now_ns() - a;
-  }
-  qsort(times, (size_t)reps, sizeof(double), tlm_cmp_double);
-  res->med_ns = times[reps / 2], res->lo_ns = times[0], res->hi_ns = times[reps - 1];
-  res->reps = reps;
-  res->gflops = tlm_task_flops(task) / res->med_ns;
+  check_output(task, p, o, res);
+  public_call pc = {rt, p};
+  time_calls(call_public, &pc, tlm_task_flops(task), o, res);
   tlm_task_str(task, res->problem, sizeof res->problem);
   snprintf(res->schedule, sizeof res->schedule, "(tlm_run's own: --public)");
   if (o->const_w) tlm_constant_remove(rt, p->in[1].data);
@@ -140,7 +175,6 @@ static int run_one(tlm_runtime *rt, const tlm_conv_prb *prb, const run_opts *o, 
     }
     goto out;
   }
-  conv_path(&task, &p, res->path, sizeof res->path);
   tlm_space space;
   tlm_schedule sched;
   const tlm_kernel *k = NULL;
@@ -167,26 +201,10 @@ static int run_one(tlm_runtime *rt, const tlm_conv_prb *prb, const run_opts *o, 
     rc = tlm_run_vs(rt, &task, &space, &args, &sched, k, o->vs_text, o->min_time) ? 2 : 3;
     goto out;
   }
-  const tlm_conv_task *t = &task.u.conv;
-  res->tol = tlm_problem_tolerance((int64_t)t->ICg * t->KD * t->KH * t->KW);
-  res->max_err = -1;
-  if (o->check) {
-    int pts = o->points;
-    if (pts == 0) pts = tlm_task_flops(&task) <= 4e8 ? -1 : 20000;
-    res->max_err = tlm_conv_problem_check(&p, pts, 7);
-  }
-  double times[4096];
-  int reps = 0;
-  double start = tlm_now_ns();
-  while (reps < 4096 && (reps < 3 || tlm_now_ns() - start < o->min_time * 1e9)) {
-    double t0 = tlm_now_ns();
-    tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
-    times[reps++] = tlm_now_ns() - t0;
-  }
-  qsort(times, (size_t)reps, sizeof(double), tlm_cmp_double);
-  res->med_ns = times[reps / 2], res->lo_ns = times[0], res->hi_ns = times[reps - 1];
-  res->reps = reps;
-  res->gflops = tlm_task_flops(&task) / res->med_ns;
+  conv_path(&task, &p, res->path, sizeof res->path);
+  check_output(&task, &p, o, res);
+  kernel_call kc = {rt, k, &task, &args};
+  time_calls(call_kernel, &kc, tlm_task_flops(&task), o, res);
   res->compile_ms = k->compile_ms;
   if (o->compile_repeats > 0 &&
       tlm_run_compile_repeats(rt, &task, &sched, o->compile_repeats, NULL))
