@@ -3,8 +3,8 @@
  * (1, primes, fewer iterations than threads, more than 2^16), on 1-5
  * threads, thousands of runs back to back (the workers still spinning on
  * the last run, so late workers meet the next one) and two callers at
- * once (runs serialized). With a thread kept busy the others take its
- * share. Run under TSan by `make test-tsan`. */
+ * once (runs serialized). With the caller's share slowed, another thread
+ * runs part of it (stealing). Run under TSan by `make test-tsan`. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -31,6 +31,7 @@ typedef struct count_ctx {
   int threads;
   atomic_int bad_tid, calls;
   int64_t stall_below; /* iterations [0, stall_below) sleep (a slow thread) */
+  atomic_int *ran_by;   /* optional: the thread that ran each iteration */
 } count_ctx;
 
 static void count_body(void *p, int64_t b, int64_t e, int tid) {
@@ -39,16 +40,19 @@ static void count_body(void *p, int64_t b, int64_t e, int tid) {
   atomic_fetch_add(&c->calls, 1);
   for (int64_t i = b; i < e; i++) {
     atomic_fetch_add_explicit(&c->hits[i], 1, memory_order_relaxed);
+    if (c->ran_by) atomic_store_explicit(&c->ran_by[i], tid, memory_order_relaxed);
     if (i < c->stall_below) {
-      struct timespec ts = {0, 200000}; /* 0.2 ms */
+      struct timespec ts = {0, 2000000}; /* 2 ms */
       nanosleep(&ts, NULL);
     }
   }
 }
 
-/* runs [0, n) `runs` times on p; 1 when every iteration ran exactly runs times */
-static int run_counted(tlm_pool *p, int threads, int64_t n, int runs, int64_t stall_below) {
-  count_ctx c = {.threads = threads, .stall_below = stall_below};
+/* runs [0, n) `runs` times on p; 1 when every iteration ran exactly runs
+ * times (ran_by, optional: who ran each iteration in the last run) */
+static int run_counted(tlm_pool *p, int threads, int64_t n, int runs, int64_t stall_below,
+                       atomic_int *ran_by) {
+  count_ctx c = {.threads = threads, .stall_below = stall_below, .ran_by = ran_by};
   c.hits = calloc((size_t)n, sizeof *c.hits);
   if (!c.hits) return 0;
   for (int r = 0; r < runs; r++) tlm_pool_run(p, n, count_body, &c);
@@ -65,7 +69,7 @@ typedef struct caller_arg {
 
 static void *caller(void *arg) {
   caller_arg *a = arg;
-  a->ok = run_counted(a->p, a->threads, 37, 500, 0);
+  a->ok = run_counted(a->p, a->threads, 37, 500, 0, NULL);
   return NULL;
 }
 
@@ -78,12 +82,19 @@ int main(void) {
     CHECK(tlm_pool_threads(p) == threads, "threads %d", threads);
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
       int runs = counts[k] > 10000 ? 3 : 300;
-      CHECK(run_counted(p, threads, counts[k], runs, 0),
+      CHECK(run_counted(p, threads, counts[k], runs, 0, NULL),
             "%d threads, n %lld: an iteration ran other than once per run", threads,
             (long long)counts[k]);
     }
-    /* a slow first share: the others finish theirs and take what is left */
-    CHECK(run_counted(p, threads, 40, 3, 10), "%d threads: slow share", threads);
+    /* a slow first share (its first 10 iterations sleep 2 ms each): the
+     * others finish theirs and take what is left of it */
+    atomic_int ran_by[40];
+    for (int i = 0; i < 40; i++) atomic_init(&ran_by[i], -1);
+    CHECK(run_counted(p, threads, 40, 1, 10, ran_by), "%d threads: slow share", threads);
+    int stolen = 0;
+    for (int i = 0; i < 40 / threads; i++) stolen |= atomic_load(&ran_by[i]) != 0;
+    CHECK(threads == 1 || stolen, "%d threads: no other thread took part of the slow share",
+          threads);
     /* two callers at once */
     caller_arg a = {p, threads, 0}, b = {p, threads, 0};
     pthread_t ta, tb;
