@@ -127,10 +127,18 @@ typedef struct tlm_config {
    * Size cap: TLM_CACHE_DISK_BYTES (default 256 MiB).
    * Environment: TLM_CACHE_DIR. Copied at tlm_create(). */
   const char *cache_dir;
-  /* Path of the int8 tensor language model that schedules new tasks.
-   * NULL = the shipped model (installed under share/tlm/models, else the
-   * source tree's models/) when present, else the default rule; "none" =
-   * always the default rule. Environment: TLM_MODEL. Copied. */
+  /* The int8 tensor language model that schedules new tasks: a model
+   * file, or a folder whose *.tlmq files (not hidden) are tried in byte
+   * order of their names, the first whose training hardware covers this
+   * runtime's target (ISA, FMA width, cores, caches, one thread per core)
+   * being used. A model named here must load (every file of a folder),
+   * else tlm_create() fails; where none covers the target, the default
+   * rule schedules and TLM_VERBOSE >= 1 says why for each. NULL = the
+   * model tlm adapt made for this machine, else the shipped folder
+   * (installed under share/tlm/models, else the source tree's models/;
+   * files there that do not load are skipped with a warning), else the
+   * default rule; "none" = always the default rule. Environment:
+   * TLM_MODEL. Copied. */
   const char *model_path;
   /* Maximum log level passed to log_fn; default TLM_LOG_NONE (silent).
    * Environment: TLM_VERBOSE (0..4). */

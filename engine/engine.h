@@ -292,6 +292,12 @@ void tlm_engine_stats(const tlm_runtime *rt, tlm_stats *out);
  * the path does not fit in cap bytes. Thread-safe. */
 char *tlm_adapted_model_path(const tlm_runtime *rt, char *buf, size_t cap);
 
+/* The shipped models' folder: the first of its places (beside the
+ * library, the install prefix, the source tree) that holds a *.tlmq file
+ * (tlm_lm_list_dir), copied into dir. Returns 1, or 0 when there is none
+ * or it does not fit in cap bytes. Thread-safe. */
+int tlm_engine_shipped_models(char *dir, size_t cap);
+
 /* Sets the calling thread's last error for rt ("<status text>: msg"), logs
  * it at TLM_LOG_ERROR when rt is not NULL, and returns st. */
 tlm_status tlm_set_error(const tlm_runtime *rt, tlm_status st, const char *msg);

@@ -31,22 +31,34 @@ static void open_disk(tlm_runtime *rt, int64_t cap) {
     tlm_log(rt, TLM_LOG_WARN, "no disk cache: %s", err);
 }
 
-/* The shipped model's places, in order: beside the library that holds
- * this code (dladdr: <libdir>/../share/tlm/models for a shared library,
- * <bindir>/../share/... for a program linked statically), the configured
- * install prefix's, the source tree's. */
-static int default_models(char paths[4][4096]) {
+/* The shipped models' folder's places, in order: beside the library that
+ * holds this code (dladdr: <libdir>/../share/tlm/models for a shared
+ * library, <bindir>/../share/... for a program linked statically), the
+ * configured install prefix's, the source tree's. */
+static int default_model_dirs(char paths[4][TLM_LM_PATH_MAX]) {
   int n = 0;
   Dl_info info;
   if (dladdr((void *)&tlm_engine_create, &info) && info.dli_fname && info.dli_fname[0] == '/') {
     const char *slash = strrchr(info.dli_fname, '/');
     int len = (int)(slash - info.dli_fname);
-    snprintf(paths[n++], 4096, "%.*s/%s", len, info.dli_fname, TLM_MODEL_FROM_LIBDIR);
-    snprintf(paths[n++], 4096, "%.*s/%s", len, info.dli_fname, TLM_MODEL_FROM_BINDIR);
+    snprintf(paths[n++], TLM_LM_PATH_MAX, "%.*s/%s", len, info.dli_fname, TLM_MODELS_FROM_LIBDIR);
+    snprintf(paths[n++], TLM_LM_PATH_MAX, "%.*s/%s", len, info.dli_fname, TLM_MODELS_FROM_BINDIR);
   }
-  snprintf(paths[n++], 4096, "%s", TLM_INSTALLED_MODEL);
-  snprintf(paths[n++], 4096, "%s", TLM_SOURCE_MODEL);
+  snprintf(paths[n++], TLM_LM_PATH_MAX, "%s", TLM_INSTALLED_MODELS);
+  snprintf(paths[n++], TLM_LM_PATH_MAX, "%s", TLM_SOURCE_MODELS);
   return n;
+}
+
+int tlm_engine_shipped_models(char *dir, size_t cap) {
+  char found[4][TLM_LM_PATH_MAX], one[1][TLM_LM_PATH_MAX];
+  int n = default_model_dirs(found);
+  for (int i = 0; i < n; i++)
+    if (tlm_lm_list_dir(found[i], one, 1) > 0) {
+      if (strlen(found[i]) >= cap) return 0;
+      memcpy(dir, found[i], strlen(found[i]) + 1);
+      return 1;
+    }
+  return 0;
 }
 
 char *tlm_adapted_model_path(const tlm_runtime *rt, char *buf, size_t cap) {
@@ -92,11 +104,80 @@ static tlm_lm_model *load_adapted(tlm_runtime *rt, char *path, size_t cap) {
   return m;
 }
 
-/* The model: config/TLM_MODEL ("none" = no model), else the shipped one
- * (default_models) when present. A model named explicitly must load; the
- * shipped one is optional. Which one schedules, or that the rule does and
- * why, is logged at TLM_LOG_ERROR level (TLM_VERBOSE >= 1) when not the
- * shipped model. */
+/* Says at TLM_LOG_ERROR level (TLM_VERBOSE >= 1) why model m, loaded from
+ * path, does not cover rt's target (tlm_lm_covers is 0). */
+static void log_not_covered(tlm_runtime *rt, const tlm_lm_model *m, const char *path) {
+  /* its hardware prompt would be one it never saw: the rule is the
+   * better guess (on an AVX2 EPYC the AVX-512 model ran at 0.39x of
+   * best-of-64 random against the rule's 0.82x, issue #16) */
+  if (m->rule_version < TLM_RULE_VERSION_MIN || m->rule_version > TLM_RULE_VERSION) {
+    tlm_log(rt, TLM_LOG_ERROR,
+            "model %s was trained against rule version %u, this build's rule is version %d "
+            "(its prompts hold the rule's schedule): new shapes are scheduled by the rule",
+            path, m->rule_version, TLM_RULE_VERSION);
+  } else if (((m->isa_seen >> rt->target.isa) & 1u) && tlm_lm_covers_hw(m, &rt->target) &&
+             !tlm_lm_covers_workers(&rt->target)) {
+    tlm_log(rt, TLM_LOG_ERROR,
+            "model %s answers for one worker per core (%d), this runtime has %d threads: new "
+            "shapes are scheduled by the rule", path, rt->target.cores, rt->target.threads);
+  } else if (((m->isa_seen >> rt->target.isa) & 1u) && !tlm_lm_covers_hw(m, &rt->target)) {
+    /* the right ISA on a machine whose cores, caches or FMA width the
+     * model never saw in a prompt */
+    int32_t words[TLM_LM_HW_WORDS];
+    char host[160], seen[TLM_LM_MAX_HW * 80] = "";
+    tlm_lm_hw_words(&m->vocab, &rt->target, words);
+    tlm_lm_hw_str(&m->vocab, words, host, sizeof host);
+    for (uint32_t i = 0, len = 0; i < m->hw_seen.n && len < sizeof seen; i++) {
+      char one[160];
+      len += (uint32_t)snprintf(seen + len, sizeof seen - len, "%s(%s)", i ? ", " : "",
+                                tlm_lm_hw_str(&m->vocab, m->hw_seen.tok[i], one, sizeof one));
+    }
+    tlm_log(rt, TLM_LOG_ERROR,
+            "model %s was trained on the hardware prompts %s only; this machine's is (%s): "
+            "new shapes are scheduled by the rule", path, seen[0] ? seen : "(none)", host);
+  } else {
+    char seen[64] = "";
+    for (int i = 0, len = 0; i <= TLM_ISA_AVX512; i++)
+      if ((m->isa_seen >> i) & 1u)
+        len += snprintf(seen + len, sizeof seen - (size_t)len, "%s%s", len ? "," : "",
+                        tlm_isa_name(i));
+    tlm_log(rt, TLM_LOG_ERROR,
+            "model %s was trained on %s hardware only; this runtime targets %s: new shapes "
+            "are scheduled by the rule", path, seen, tlm_isa_name(rt->target.isa));
+  }
+}
+
+/* Loads one model file: TLM_OK with *out set when it covers rt's target,
+ * TLM_OK with *out NULL (and the reason logged) when it does not, else
+ * tlm_lm_load's status and message. */
+static tlm_status try_model(tlm_runtime *rt, const char *path, tlm_lm_model **out, char *err,
+                            int errcap) {
+  *out = NULL;
+  tlm_lm_model *m = calloc(1, sizeof *m);
+  if (!m) return TLM_ERR_OUT_OF_MEMORY;
+  tlm_status st = tlm_lm_load(m, path, err, errcap);
+  if (st != TLM_OK) {
+    free(m);
+    return st;
+  }
+  if (!tlm_lm_covers(m, &rt->target)) {
+    log_not_covered(rt, m, path);
+    tlm_lm_free(m);
+    free(m);
+    return TLM_OK;
+  }
+  *out = m;
+  return TLM_OK;
+}
+
+/* The model: config/TLM_MODEL ("none" = no model; a file; or a folder,
+ * whose *.tlmq files are tried in name order), else the adapted model of
+ * this machine (tlm adapt), else the shipped folder (default_model_dirs)
+ * when present. The first model that loads and covers the target
+ * schedules; where none does, the rule, and why is logged at
+ * TLM_LOG_ERROR level (TLM_VERBOSE >= 1). A model named explicitly must
+ * load (every file of a folder named so); a shipped file that does not is
+ * skipped with a warning. */
 static tlm_status load_model(tlm_runtime *rt, char *err, int errcap) {
   const char *path = rt->model_path;
   if (path && !strcmp(path, "none")) {
@@ -104,7 +185,7 @@ static tlm_status load_model(tlm_runtime *rt, char *err, int errcap) {
     return TLM_OK;
   }
   int explicit = path != NULL;
-  char found[4][4096];
+  char shipped[TLM_LM_PATH_MAX];
   if (!path) {
     char adapted[4096];
     tlm_lm_model *am = load_adapted(rt, adapted, sizeof adapted);
@@ -114,73 +195,50 @@ static tlm_status load_model(tlm_runtime *rt, char *err, int errcap) {
               adapted);
       return TLM_OK;
     }
-    int n = default_models(found);
-    for (int i = 0; i < n && !path; i++)
-      if (access(found[i], R_OK) == 0) path = found[i];
-    if (!path) {
+    if (!tlm_engine_shipped_models(shipped, sizeof shipped)) {
       tlm_log(rt, TLM_LOG_ERROR,
-              "no model found (looked for %s beside the library, then %s and %s): new shapes "
-              "are scheduled by the rule", TLM_MODEL_FROM_LIBDIR, TLM_INSTALLED_MODEL,
-              TLM_SOURCE_MODEL);
+              "no model found (looked for *.tlmq in %s beside the library, then %s and %s): new "
+              "shapes are scheduled by the rule", TLM_MODELS_FROM_LIBDIR, TLM_INSTALLED_MODELS,
+              TLM_SOURCE_MODELS);
       return TLM_OK;
     }
+    path = shipped;
   }
-  tlm_lm_model *m = calloc(1, sizeof *m);
-  if (!m) return TLM_ERR_OUT_OF_MEMORY;
-  tlm_status st = tlm_lm_load(m, path, err, errcap);
-  if (st != TLM_OK) {
-    free(m);
-    if (explicit) return st;
-    tlm_log(rt, TLM_LOG_WARN, "shipped model not used: %s", err);
-    return TLM_OK;
-  }
-  if (!tlm_lm_covers(m, &rt->target)) {
-    /* its hardware prompt would be one it never saw: the rule is the
-     * better guess (on an AVX2 EPYC the AVX-512 model ran at 0.39x of
-     * best-of-64 random against the rule's 0.82x, issue #16) */
-    if (m->rule_version < TLM_RULE_VERSION_MIN || m->rule_version > TLM_RULE_VERSION) {
-      tlm_log(rt, TLM_LOG_ERROR,
-              "model %s was trained against rule version %u, this build's rule is version %d "
-              "(its prompts hold the rule's schedule): new shapes are scheduled by the rule",
-              path, m->rule_version, TLM_RULE_VERSION);
-    } else if (((m->isa_seen >> rt->target.isa) & 1u) && tlm_lm_covers_hw(m, &rt->target) &&
-               !tlm_lm_covers_workers(&rt->target)) {
-      tlm_log(rt, TLM_LOG_ERROR,
-              "model %s answers for one worker per core (%d), this runtime has %d threads: new "
-              "shapes are scheduled by the rule", path, rt->target.cores, rt->target.threads);
-    } else if (((m->isa_seen >> rt->target.isa) & 1u) && !tlm_lm_covers_hw(m, &rt->target)) {
-      /* the right ISA on a machine whose cores, caches or FMA width the
-       * model never saw in a prompt */
-      int32_t words[TLM_LM_HW_WORDS];
-      char host[160], seen[TLM_LM_MAX_HW * 80] = "";
-      tlm_lm_hw_words(&m->vocab, &rt->target, words);
-      tlm_lm_hw_str(&m->vocab, words, host, sizeof host);
-      for (uint32_t i = 0, len = 0; i < m->hw_seen.n && len < sizeof seen; i++) {
-        char one[160];
-        len += (uint32_t)snprintf(seen + len, sizeof seen - len, "%s(%s)", i ? ", " : "",
-                                  tlm_lm_hw_str(&m->vocab, m->hw_seen.tok[i], one, sizeof one));
-      }
-      tlm_log(rt, TLM_LOG_ERROR,
-              "model %s was trained on the hardware prompts %s only; this machine's is (%s): "
-              "new shapes are scheduled by the rule", path, seen[0] ? seen : "(none)", host);
-    } else {
-      char seen[64] = "";
-      for (int i = 0, len = 0; i <= TLM_ISA_AVX512; i++)
-        if ((m->isa_seen >> i) & 1u)
-          len += snprintf(seen + len, sizeof seen - (size_t)len, "%s%s", len ? "," : "",
-                          tlm_isa_name(i));
-      tlm_log(rt, TLM_LOG_ERROR,
-              "model %s was trained on %s hardware only; this runtime targets %s: new shapes "
-              "are scheduled by the rule", path, seen, tlm_isa_name(rt->target.isa));
+  enum { MAX_FILES = 64 };
+  char (*files)[TLM_LM_PATH_MAX] = NULL;
+  int n = 1;
+  if (tlm_lm_is_dir(path)) {
+    files = malloc(sizeof *files * MAX_FILES);
+    if (!files) return TLM_ERR_OUT_OF_MEMORY;
+    n = tlm_lm_list_dir(path, files, MAX_FILES);
+    if (n <= 0) {
+      free(files);
+      /* only a folder named explicitly gets here (the shipped one has a
+       * model: tlm_engine_shipped_models) */
+      snprintf(err, (size_t)errcap, n < 0 ? "model folder %s cannot be read"
+                                          : "model folder %s holds no *.tlmq file", path);
+      return TLM_ERR_IO;
     }
-    tlm_lm_free(m);
-    free(m);
-    return TLM_OK;
   }
-  rt->model = m;
-  tlm_log(rt, TLM_LOG_INFO, "model %s: %d layers, width %d, int8 path %s: new shapes are "
-          "scheduled by it", path, m->cfg.layers, m->cfg.width, tlm_lm_isa());
-  return TLM_OK;
+  tlm_status st = TLM_OK;
+  for (int i = 0; i < n && !rt->model; i++) {
+    const char *file = files ? files[i] : path;
+    tlm_lm_model *m;
+    st = try_model(rt, file, &m, err, errcap);
+    if (st != TLM_OK) {
+      if (explicit || st == TLM_ERR_OUT_OF_MEMORY) break;
+      tlm_log(rt, TLM_LOG_WARN, "shipped model not used: %s", err);
+      st = TLM_OK;
+      continue;
+    }
+    if (m) {
+      rt->model = m;
+      tlm_log(rt, TLM_LOG_INFO, "model %s: %d layers, width %d, int8 path %s: new shapes are "
+              "scheduled by it", file, m->cfg.layers, m->cfg.width, tlm_lm_isa());
+    }
+  }
+  free(files);
+  return st;
 }
 
 tlm_status tlm_engine_create(const tlm_config *config, int64_t disk_cap_bytes, tlm_runtime **out,

@@ -181,6 +181,28 @@ tlm_status tlm_lm_load(tlm_lm_model *m, const char *path, char *err, int errcap)
 
 void tlm_lm_free(tlm_lm_model *m);
 
+/* A folder of models: the names of its regular files ending in ".tlmq"
+ * (not hidden), in byte order of their names, each as "dir/name" in
+ * paths[i] (TLM_LM_PATH_MAX bytes each). Returns how many (at most cap;
+ * the first cap in that order), 0 for a folder with none, -1 when dir is
+ * not a folder that can be read or memory ran out. Thread-safe. A runtime uses the first file of its
+ * models folder that loads and covers its target (engine/runtime.c). */
+#define TLM_LM_PATH_MAX 4096
+int tlm_lm_list_dir(const char *dir, char (*paths)[TLM_LM_PATH_MAX], int cap);
+
+/* 1 when path names a folder (following links), else 0. */
+int tlm_lm_is_dir(const char *path);
+
+/* Loads the model for target t from path, as a tool would pick it: a file
+ * is loaded as it is; of a folder's files (tlm_lm_list_dir) the first that
+ * loads and covers t (tlm_lm_covers), else the first that loads. The
+ * chosen file's path is copied to chosen (TLM_LM_PATH_MAX bytes) when not
+ * NULL. Statuses as tlm_lm_load (the first failure's, when no file of a
+ * folder loads); TLM_ERR_IO for a folder that cannot be read or holds no
+ * *.tlmq file. */
+tlm_status tlm_lm_load_for(tlm_lm_model *m, const char *path, const tlm_target *t, char *chosen,
+                           char *err, int errcap);
+
 /* ---- the file format, for the writer (train/checkpoint.c) ---- */
 
 /* What a verified file's header says. */

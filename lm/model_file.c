@@ -1,11 +1,13 @@
 /* model_file.c - model files: verifying and loading int8 models, the Q8
  * block format and the architecture's tensor sizes (writing, the quantizer
  * and fp32 checkpoints are the trainer's: train/checkpoint.c). */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -317,4 +319,99 @@ void tlm_lm_free(tlm_lm_model *m) {
   free(m->packed);
   free(m->mem);
   memset(m, 0, sizeof *m);
+}
+
+/* ---- folders of models ------------------------------------------------------ */
+
+static int cmp_name(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int tlm_lm_is_dir(const char *path) {
+  struct stat st;
+  return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int tlm_lm_list_dir(const char *dir, char (*paths)[TLM_LM_PATH_MAX], int cap) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  /* every name first (sorted), then the paths: readdir's order is the
+   * file system's, and the choice must not depend on it */
+  char **names = NULL;
+  int n = 0, room = 0, out = 0, failed = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    size_t len = strlen(e->d_name);
+    if (e->d_name[0] == '.' || len < 6 || strcmp(e->d_name + len - 5, ".tlmq")) continue;
+    char full[TLM_LM_PATH_MAX];
+    struct stat st;
+    if (snprintf(full, sizeof full, "%s/%s", dir, e->d_name) >= (int)sizeof full ||
+        stat(full, &st) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    if (n == room) {
+      room = room ? 2 * room : 8;
+      char **grown = realloc(names, sizeof *names * (size_t)room);
+      if (!grown) {
+        failed = 1;
+        break;
+      }
+      names = grown;
+    }
+    if (!(names[n] = strdup(e->d_name))) {
+      failed = 1;
+      break;
+    }
+    n++;
+  }
+  closedir(d);
+  if (!failed) {
+    qsort(names, (size_t)n, sizeof *names, cmp_name);
+    for (int i = 0; i < n && out < cap; i++)
+      if (snprintf(paths[out], TLM_LM_PATH_MAX, "%s/%s", dir, names[i]) < TLM_LM_PATH_MAX) out++;
+  }
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return failed ? -1 : out;
+}
+
+tlm_status tlm_lm_load_for(tlm_lm_model *m, const char *path, const tlm_target *t, char *chosen,
+                           char *err, int errcap) {
+  if (!tlm_lm_is_dir(path)) {
+    if (chosen) snprintf(chosen, TLM_LM_PATH_MAX, "%s", path);
+    return tlm_lm_load(m, path, err, errcap);
+  }
+  enum { MAX_FILES = 64 };
+  char(*files)[TLM_LM_PATH_MAX] = malloc(sizeof *files * MAX_FILES);
+  if (!files) return TLM_ERR_OUT_OF_MEMORY;
+  int n = tlm_lm_list_dir(path, files, MAX_FILES), first = -1;
+  if (n <= 0) {
+    free(files);
+    snprintf(err, (size_t)errcap, n < 0 ? "model folder %s cannot be read"
+                                        : "model folder %s holds no *.tlmq file", path);
+    return TLM_ERR_IO;
+  }
+  tlm_status st = TLM_OK, first_err = TLM_OK;
+  char msg[512] = "";
+  for (int i = 0; i < n; i++) {
+    st = tlm_lm_load(m, files[i], err, errcap);
+    if (st != TLM_OK) {
+      if (first_err == TLM_OK) first_err = st, snprintf(msg, sizeof msg, "%s", err);
+      continue;
+    }
+    if (tlm_lm_covers(m, t)) {
+      first = i;
+      break;
+    }
+    if (first < 0) first = i;
+    tlm_lm_free(m);
+  }
+  if (first < 0) {
+    free(files);
+    snprintf(err, (size_t)errcap, "%s", msg);
+    return first_err;
+  }
+  if (!m->mem) st = tlm_lm_load(m, files[first], err, errcap); /* none covered: the first */
+  if (st == TLM_OK && chosen) snprintf(chosen, TLM_LM_PATH_MAX, "%s", files[first]);
+  free(files);
+  return st;
 }

@@ -148,6 +148,15 @@ static void check_record_targets(const tlm_vocab *v) {
         "a text without ISA or caches is refused");
 }
 
+/* log lines of a runtime, for the model-folder test */
+static char g_model_log[8192];
+static void model_log_reset(void) { g_model_log[0] = 0; }
+static void model_log(void *user, tlm_log_level level, const char *message) {
+  (void)user, (void)level;
+  size_t len = strlen(g_model_log);
+  snprintf(g_model_log + len, sizeof g_model_log - len, "%s\n", message);
+}
+
 int main(void) {
   static tlm_vocab vocab;
   tlm_vocab_build(&vocab);
@@ -703,6 +712,69 @@ int main(void) {
                   tlm_lm_load(&lm, path, err, sizeof err) == TLM_OK && !tlm_lm_covers(&lm, &tg),
               "a model that lists no hardware serves none: %s", err);
         tlm_lm_free(&lm);
+      }
+      {
+        /* a folder of models (the shipped one is a folder): the first file
+         * in name order that covers the target schedules */
+        tlm_target a2;
+        tlm_target_detect(&a2);
+        if (a2.isa >= TLM_ISA_AVX2 && tlm_target_restrict(&a2, TLM_ISA_AVX2) == 0) {
+          char dir[] = "/tmp/tlm_models_XXXXXX", fa[64], fb[64], fc[64], fz[64], chosen[4096];
+          CHECK(mkdtemp(dir) != NULL, "temporary folder");
+          snprintf(fa, sizeof fa, "%s/a.tlmq", dir);
+          snprintf(fb, sizeof fb, "%s/b.tlmq", dir);
+          snprintf(fc, sizeof fc, "%s/c.tlmq", dir);
+          snprintf(fz, sizeof fz, "%s/.z.tlmq", dir);
+          int32_t hw[TLM_LM_HW_WORDS];
+          tlm_lm_hw_words(&vocab, &a2, hw);
+          memset(&fm.hw_seen, 0, sizeof fm.hw_seen);
+          CHECK(tlm_lm_hw_add(&fm.hw_seen, hw) == 0, "hardware prompt");
+          fm.rule_version = TLM_RULE_VERSION;
+          fm.isa_seen = 1u << TLM_ISA_AVX512; /* a: the right prompt, another ISA */
+          CHECK(tlm_lm_quantize(&fm, &vocab, 7, fa, err, sizeof err) == TLM_OK, "%s", err);
+          fm.isa_seen = 1u << TLM_ISA_AVX2; /* b and c serve a2 */
+          CHECK(tlm_lm_quantize(&fm, &vocab, 7, fb, err, sizeof err) == TLM_OK &&
+                    tlm_lm_quantize(&fm, &vocab, 7, fc, err, sizeof err) == TLM_OK,
+                "%s", err);
+          write_bytes(fz, (const uint8_t *)"not a model", 11); /* hidden: never read */
+          a2.threads = a2.cores;
+          CHECK(tlm_lm_load_for(&lm, dir, &a2, chosen, err, sizeof err) == TLM_OK &&
+                    !strcmp(chosen, fb) && tlm_lm_covers(&lm, &a2),
+                "the first file that covers the target: %s (%s)", chosen, err);
+          tlm_lm_free(&lm);
+          tlm_target a5 = a2;
+          a5.isa = TLM_ISA_AVX512 + 1; /* an ISA no file covers */
+          CHECK(tlm_lm_load_for(&lm, dir, &a5, chosen, err, sizeof err) == TLM_OK &&
+                    !strcmp(chosen, fa), "none covers: the first that loads (%s)", chosen);
+          tlm_lm_free(&lm);
+          /* tlm_create with the folder: the log names the file it uses */
+          model_log_reset();
+          tlm_config mc;
+          tlm_config_init(&mc);
+          mc.cache_dir = "none";
+          mc.model_path = dir;
+          mc.isa = TLM_CPU_ISA_AVX2;
+          mc.num_threads = a2.cores;
+          mc.verbose = TLM_LOG_INFO;
+          mc.log_fn = model_log;
+          tlm_runtime *mrt = NULL;
+          CHECK(tlm_create(&mc, &mrt) == TLM_OK && strstr(g_model_log, "model ") &&
+                    strstr(g_model_log, "/b.tlmq: ") && strstr(g_model_log, "/a.tlmq was trained on avx512"),
+                "the runtime says why a.tlmq is skipped and uses b.tlmq: %s", g_model_log);
+          tlm_destroy(mrt);
+          /* a file of the folder named explicitly that does not load is an error */
+          write_bytes(fa, (const uint8_t *)"not a model", 11);
+          CHECK(tlm_create(&mc, &mrt) == TLM_ERR_FORMAT, "a broken file in a named folder");
+          CHECK(tlm_lm_load_for(&lm, dir, &a2, chosen, err, sizeof err) == TLM_OK &&
+                    !strcmp(chosen, fb), "a tool skips the broken file: %s", chosen);
+          tlm_lm_free(&lm);
+          unlink(fa), unlink(fb), unlink(fc), unlink(fz);
+          mc.model_path = dir; /* empty now */
+          CHECK(tlm_create(&mc, &mrt) == TLM_ERR_IO && tlm_lm_load_for(&lm, dir, &a2, chosen, err,
+                                                                       sizeof err) == TLM_ERR_IO,
+                "a named folder without models");
+          rmdir(dir);
+        }
       }
       fm.isa_seen = 0, fm.rule_version = 0;
       memset(&fm.hw_seen, 0, sizeof fm.hw_seen);

@@ -133,13 +133,33 @@ int tlm_cmd_adapt(int argc, char **argv) {
     return 2;
   }
   double t0 = now_s();
+  static char base_dir[TLM_LM_PATH_MAX];
   if (!base) {
     const char *m = getenv("TLM_MODEL");
-    base = m && *m && strcmp(m, "none") ? m : TLM_SOURCE_MODEL_PATH;
+    base = m && *m && strcmp(m, "none") ? m
+           : tlm_engine_shipped_models(base_dir, sizeof base_dir) ? base_dir
+                                                                   : TLM_SOURCE_MODELS_DIR;
   }
   /* this machine and target, and the adapted model's place */
   tlm_runtime *rt = tlm_tool_runtime("tlm adapt", -1, NULL, "none");
   if (!rt) return 1;
+  /* a folder of models (the shipped one): the file tlm_create would pick
+   * for this target, else the folder's first */
+  static char base_file[TLM_LM_PATH_MAX];
+  if (tlm_lm_is_dir(base)) {
+    tlm_lm_model *pick = calloc(1, sizeof *pick);
+    char perr[512];
+    tlm_status pst = pick ? tlm_lm_load_for(pick, base, &rt->target, base_file, perr, sizeof perr)
+                          : TLM_ERR_OUT_OF_MEMORY;
+    if (pick) tlm_lm_free(pick);
+    free(pick);
+    if (pst != TLM_OK) {
+      fprintf(stderr, "tlm adapt: base model: %s\n", pst == TLM_ERR_OUT_OF_MEMORY ? "out of memory" : perr);
+      tlm_destroy(rt);
+      return 1;
+    }
+    base = base_file;
+  }
   char outbuf[4096], recbuf[4096], ckpt[4200], cand[4200], gate_json[4200], tbuf[320];
   if (!out) out = tlm_adapted_model_path(rt, outbuf, sizeof outbuf);
   fprintf(stderr, "tlm adapt: target %s\n", tlm_target_str(&rt->target, tbuf, sizeof tbuf));

@@ -25,9 +25,14 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* $TLM_MODEL (a file or a folder), else the shipped models' folder as
+ * tlm_create finds it; tlm_lm_load_for picks a folder's file for the
+ * target. */
 static const char *default_model(void) {
+  static char dir[TLM_LM_PATH_MAX];
   const char *m = getenv("TLM_MODEL");
-  return m && *m ? m : TLM_SOURCE_MODEL_PATH;
+  if (m && *m) return m;
+  return tlm_engine_shipped_models(dir, sizeof dir) ? dir : TLM_SOURCE_MODELS_DIR;
 }
 
 /* The host, narrowed to TLM_ISA when set (the schedule space, the prompt
@@ -65,13 +70,17 @@ int tlm_cmd_explain(int argc, char **argv) {
     fprintf(stderr, "tlm explain: the descriptor does not describe a valid matmul\n");
     return 2;
   }
+  tlm_target tg;
+  target_from_env(&tg);
   static tlm_lm_model m;
-  if (tlm_lm_load(&m, model, err, sizeof err)) {
+  static char chosen[TLM_LM_PATH_MAX];
+  if (tlm_lm_load_for(&m, model, &tg, chosen, err, sizeof err)) {
     fprintf(stderr, "tlm explain: %s\n", err);
     return 1;
   }
-  tlm_target tg;
-  target_from_env(&tg);
+  if (!tlm_lm_covers(&m, &tg))
+    fprintf(stderr, "tlm explain: model %s does not cover this target (tlm_run would schedule "
+            "with the rule); its decisions anyway:\n", chosen);
   tlm_space s;
   tlm_space_init(&s, &task, &tg);
   int32_t prompt[TLM_LM_PROMPT_LEN];
@@ -143,20 +152,22 @@ int tlm_cmd_bench_decode(int argc, char **argv) {
       return !strcmp(argv[i], "--help") ? 0 : 2;
     }
   }
+  tlm_target tg;
+  target_from_env(&tg);
   static tlm_lm_model m;
+  static char chosen[TLM_LM_PATH_MAX];
   char err[512];
-  if (tlm_lm_load(&m, model, err, sizeof err)) {
+  if (tlm_lm_load_for(&m, model, &tg, chosen, err, sizeof err)) {
     fprintf(stderr, "tlm bench decode: %s\n", err);
     return 1;
   }
+  model = chosen;
   tlm_task_spec *specs;
   int ns = tlm_tasks_build(shared, 1, &specs, err, sizeof err);
   if (ns <= 0) {
     fprintf(stderr, "tlm bench decode: %s\n", err);
     return 1;
   }
-  tlm_target tg;
-  target_from_env(&tg);
   double *times = calloc((size_t)tasks_n, sizeof *times);
   int nt = 0;
   FILE *df = NULL;
