@@ -389,6 +389,60 @@ static int mm_rule_packs_b(const tlm_target *tg, const tlm_matmul_task *t, const
   return lone_lines && t->M > 2 * m3;
 }
 
+
+/* The rule's level-2 block of M when the workers share M instead of N:
+ * the number of m3-row tiles per block, or 0 to leave the split to N.
+ *
+ * The rule's one block of all of M (up to mm_rule_rows) leaves its
+ * workers only N to share; each then reads all of A beside its columns of
+ * B, and with few columns a worker (N / workers under two or three panels
+ * of n3) the A micro-panel feeds one or two panels per load. Which operand
+ * the workers should duplicate follows from the traffic of a worker's
+ * block (m rows x n columns over K): K (m + n) values, so splitting N
+ * reads K (M + N / w), splitting M reads K (M / w + N); M's split reads
+ * less when M >= N (a square-ish block per worker, as BLIS and oneDNN
+ * partition threads). Then M is cut into blocks of whole tiles that the
+ * pool's contiguous shares (runtime/threadpool.c: up to 4 chunks a
+ * worker, worker t owning the t-th run of them) spread within 1/16 of the
+ * even share of rows, the largest such block (each block reads the B
+ * block again); when no block size balances that well, N keeps the split
+ * unless it is one panel wide (then the best balanced block).
+ * At least two tiles a worker, no batch (batches share out first), not
+ * for dot products (vec along k). Measured on an Intel Xeon (family 6
+ * model 167, 2 threads, tlm run --schedule RULE11 --vs RULE12, constant
+ * B): natively 1.05-1.25x at M >= N from 192x576:576x256 to 784x256:256x256,
+ * 300x4096:4096x256 and 500x1000:1000x500, 1.7x on 100x512:512x64 (one
+ * panel of N: rule 11 cut M into 96 + 4 rows); under AVX2 0.97-1.10x
+ * (models/README.md, session 34). */
+static int64_t mm_rule_split_m2(const tlm_space *s, const int32_t *d) {
+  const tlm_matmul_task *t = &s->task.u.mm;
+  int64_t workers = mm_workers(s);
+  if (workers <= 1 || tlm_task_batch_total(&s->task) > 1 || tlm_vec_is_k(d[MM_VEC]) ||
+      t->M < t->N)
+    return 0;
+  int64_t m3 = d[MM_M3], tiles = ceil_div(t->M, m3);
+  if (tiles < 2 * workers) return 0;
+  int64_t mrows = mm_rule_m2(&s->target, d[MM_K1], m3) * m3;
+  if (ceil_div(t->M, mrows) >= 2 * workers) return 0; /* M's blocks share out already */
+  int64_t best = 0, fewest = 0, fewest_rows = 0;
+  for (int i = 0; i < TLM_N_TILE_VALUES; i++) {
+    int64_t rows = (int64_t)tlm_tile_values[i] * m3, b = ceil_div(t->M, rows);
+    if (b < workers) break;
+    int64_t chunks = b < 4 * workers ? b : 4 * workers, most = 0;
+    for (int64_t w = 0; w < workers; w++) {
+      int64_t r0 = b * (w * chunks / workers) / chunks * rows;
+      int64_t r1 = b * ((w + 1) * chunks / workers) / chunks * rows;
+      r0 = r0 < t->M ? r0 : t->M;
+      r1 = r1 < t->M ? r1 : t->M;
+      if (r1 - r0 > most) most = r1 - r0;
+    }
+    if (16 * most * workers < 17 * t->M) best = tlm_tile_values[i];
+    if (!fewest || most <= fewest_rows) fewest = tlm_tile_values[i], fewest_rows = most;
+  }
+  /* N one panel wide cannot be shared: then the best balanced block */
+  return best ? best : t->N <= d[MM_N3] ? fewest : 0;
+}
+
 /* The rule picks powers of two for the block counts and the K block, so
  * nearby extents (a growing attention length, similar prompt lengths) get
  * the same decisions and share one kernel: M, N and K are run-time
@@ -454,7 +508,7 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
     }
     int64_t mrows = mm_rule_m2(tg, d[MM_K1], d[MM_M3]) * d[MM_M3];
     int64_t mtiles = (t->M + mrows - 1) / mrows;
-    if (workers > 1 && mtiles * btot < 2 * workers) {
+    if (workers > 1 && mtiles * btot < 2 * workers && !mm_rule_split_m2(s, d)) {
       int64_t per = (t->N + (int64_t)d[MM_N3] * 2 * workers - 1) /
                     ((int64_t)d[MM_N3] * 2 * workers);
       if (per < nb) nb = per;
@@ -468,6 +522,8 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
      * block: it spans max(M, 64) rows, so every small M shares it (a
      * value sized to each M made a kernel per M) */
     int64_t l3b = mm_l3_m2(tg, d[MM_K1], d[MM_M3]);
+    int64_t split = mm_rule_split_m2(s, d);
+    if (split) return pick_at_most(c, n, split);
     int last = n > 1 && c[n - 1] == l3b ? n - 2 : n - 1;
     int64_t rows = (int64_t)c[last] * d[MM_M3];
     if (rows >= t->M && rows <= mm_rule_rows(tg, d[MM_K1])) return last;
@@ -550,7 +606,7 @@ static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
  * not whole cache lines; 11: level-1 tiles balanced by work (space.h) */
 static int mm_rule_version(const tlm_task *task) {
   (void)task;
-  return 11;
+  return 12;
 }
 
 static double mm_flops(const tlm_task *t) {

@@ -81,8 +81,11 @@
  * balanced one is (a last block that is a sliver: 1536 + 768 columns of
  * 2304 on two workers); the rule's tile_n1 of 2304-wide AVX-512 matmuls
  * goes from 3 to 1 (1.19x at 32-405 rows on the Xeon): the matmul family
- * moves to 11. */
-#define TLM_RULE_VERSION 11
+ * moves to 11.
+ * Version 12 (session 34): the matmul rule shares M among the workers,
+ * in balanced blocks, where it shared N under one block of all of M and
+ * M >= N (mm_rule_split_m2): the matmul family moves to 12. */
+#define TLM_RULE_VERSION 12
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows

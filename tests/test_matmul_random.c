@@ -234,6 +234,80 @@ int main(int argc, char **argv) {
     CHECK(tlm_constant_remove(rt, p.in[1].data) == TLM_OK, "constant_remove");
     tlm_problem_free(&p);
   }
+  /* rule 12: with M >= N the rule's workers share M (mm_rule_split_m2),
+   * in blocks that the pool's contiguous shares (4 chunks a worker at
+   * most, worker t owning the t-th run) spread within 1/16 of the even
+   * share; what it compiles is correct */
+  {
+    static const char *msplit[] = {"400x256:256x256", "100x512:512x64", "97x101:101x53",
+                                   "500x384:384x384", "131x67:67x61"};
+    int split_seen = 0;
+    for (size_t i = 0; i < sizeof msplit / sizeof msplit[0]; i++) {
+      for (int w = 2; w <= 4; w++) {
+        tlm_mm_desc d;
+        char err[512], ss[512];
+        tlm_mm_desc_parse(msplit[i], &d, err, sizeof err);
+        tlm_matmul_desc epi = {0, 0, 1, TLM_ACT_NONE, 0};
+        tlm_problem p;
+        if (tlm_problem_make(&d, &epi, 31 + i, &p)) continue;
+        tlm_task task;
+        tlm_mm_args args;
+        if (tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err)) {
+          CHECK(0, "%s: %s", msplit[i], err);
+          tlm_problem_free(&p);
+          continue;
+        }
+        tlm_target tg = rt->target;
+        tg.threads = w;
+        tlm_space sp;
+        tlm_space_init(&sp, &task, &tg);
+        tlm_schedule sched;
+        tlm_space_default(&sp, &sched);
+        tlm_schedule_str(&sp, &sched, ss, sizeof ss);
+        const int32_t *v = sched.v;
+        int64_t M = task.u.mm.M, N = task.u.mm.N;
+        int64_t mrows = (int64_t)v[MM_M3] * v[MM_M2] * v[MM_M1];
+        int64_t ncols = (int64_t)v[MM_N3] * v[MM_N2] * v[MM_N1];
+        int64_t bm = (M + mrows - 1) / mrows, bn = (N + ncols - 1) / ncols;
+        if (!tlm_vec_is_k(v[MM_VEC]) && v[MM_ORDER0] == 0 && bm >= w && v[MM_PARALLEL] > 0) {
+          /* the fused parallel loop's iterations (m outer, n inner when
+           * both are fused), their work shared as the pool shares them */
+          int64_t iters = v[MM_PARALLEL] >= 2 ? bm * bn : bm;
+          int64_t chunks = iters < 4 * w ? iters : 4 * w;
+          double most = 0, all = (double)M * (double)N;
+          for (int t = 0; t < w; t++) {
+            int64_t c0 = t * chunks / w, c1 = (t + 1) * chunks / w;
+            double work = 0;
+            for (int64_t it = iters * c0 / chunks; it < iters * c1 / chunks; it++) {
+              int64_t mi = v[MM_PARALLEL] >= 2 ? it / bn : it;
+              int64_t rows = M - mi * mrows < mrows ? M - mi * mrows : mrows;
+              work += (double)rows * (v[MM_PARALLEL] >= 2 ? (double)(N - (it % bn) * ncols < ncols
+                                                                        ? N - (it % bn) * ncols
+                                                                        : ncols)
+                                                          : (double)N);
+            }
+            if (work > most) most = work;
+          }
+          /* within 1/16 where a block size allows it (always at 2
+           * workers for these shapes), else within 5/4 */
+          double tol = w == 2 ? 17.0 / 16 : 5.0 / 4;
+          CHECK(most * w < tol * all, "%s at %d workers [%s]: busiest worker %.0f of %.0f",
+                msplit[i], w, ss, most, all);
+          split_seen++;
+        }
+        tlm_kernel *k;
+        tlm_status st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
+        if (st == TLM_OK) st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
+        double e = st == TLM_OK ? tlm_problem_check(&p) : -1;
+        CHECK(e >= 0 && e <= tlm_problem_tolerance(d.a[d.nda - 1]), "%s rule at %d workers [%s]: "
+              "%s, error %g", msplit[i], w, ss, st == TLM_OK ? "ran" : err, e);
+        tlm_problem_free(&p);
+      }
+    }
+    CHECK(split_seen >= 8, "the rule shared M among workers for only %d of 15 (shape, workers)",
+          split_seen);
+  }
+
   tlm_stats ps;
   tlm_get_stats(rt, &ps);
   CHECK(ps.prepacks >= 3, "only %llu B matrices packed ahead", (unsigned long long)ps.prepacks);
