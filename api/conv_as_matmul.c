@@ -383,3 +383,14 @@ int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor 
   *n_min = n;
   return 1;
 }
+
+int tlm_conv_oc_blocks(const tlm_task *task, const tlm_op *op) {
+  const tlm_conv_task *t = &task->u.conv;
+  const int32_t need = TLM_UNIT_CONV_SRC_C | TLM_UNIT_CONV_DST_C | TLM_UNIT_CONV_WEI_O |
+                       TLM_UNIT_CONV_WEI_HWIO;
+  if (task->kind != TLM_OP_CONV || op->u.conv.layout != TLM_LAYOUT_NHWC || t->G != 1 ||
+      (t->unit & need) != need || (int64_t)t->KD * t->KH * t->KW < 2 ||
+      t->OCg < TLM_CONV_OC_BLOCK_MIN || t->OCg % TLM_CONV_OC_BLOCK)
+    return 0;
+  return t->OCg / TLM_CONV_OC_BLOCK;
+}

@@ -65,4 +65,25 @@ int64_t tlm_conv_gather_rows(const tlm_task *task, const tlm_op *op, const tlm_t
 void tlm_conv_gather_range(const tlm_task *task, const tlm_op *op, const tlm_tensor *in,
                            const tlm_tensor *out, float *buf, int64_t begin, int64_t end);
 
+/* Channel blocks: the number of blocks of TLM_CONV_OC_BLOCK output
+ * channels tlm_run splits a validated convolution into, 0 when it does not.
+ * An NHWC convolution with a window (a 1x1 runs as a matmul), one group,
+ * dense HWIO weights and at least TLM_CONV_OC_BLOCK_MIN output channels in
+ * whole blocks qualifies; tlm_run then blocks it when its weights lie in
+ * memory declared constant (tlm_constant_add), runs OC / 64 convolutions
+ * of 64 channels over a copy of the weights packed per block,
+ * [block][kd][kh][kw][icg][64] (engine/prepack.c; the engine runs the
+ * blocks, tlm_conv_task.oc_blocks), and skips the matmul lowering. The
+ * direct kernel reads a weight row of its tile's channels per reduction
+ * step; in the caller's layout the rows lie OC floats apart, and from 256
+ * channels (1 KiB) on that walk collapsed: on an Intel Xeon (family 6
+ * model 167, tlm run g1mb1_ic256ih14iw14_ocOCoh14ow14_kh3kw3_sh1sw1_ph1pw1
+ * --layout nhwc --threads 1) 164 / 158 / 146 GFLOPS at OC = 64 / 128 / 192,
+ * then 63 at 256 and 37 at 512 natively, 103 / 88 / 92 -> 32 / 21 under
+ * AVX2. 64 channels: a whole register tile's width on AVX-512 (4 vectors),
+ * four tiles of AVX2's (2 vectors). */
+#define TLM_CONV_OC_BLOCK 64
+#define TLM_CONV_OC_BLOCK_MIN 256
+int tlm_conv_oc_blocks(const tlm_task *task, const tlm_op *op);
+
 #endif

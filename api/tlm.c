@@ -362,6 +362,35 @@ static tlm_status validate_any(const tlm_op *op, const tlm_tensor *in, int n_in,
  * of this call's operands: a tensor sharing an earlier one's data (in
  * place) shares its copy. Best effort: without memory, or above
  * TUNE_COPY_MAX, the shape is not tuned. `task` is what the engine ran. */
+/* Channel blocks (tlm_conv_oc_blocks): rewrites task and args into one
+ * block's, oc_blocks set and the weight strides those of the packed copy;
+ * the engine runs the blocks. require_const: only when the weights lie in
+ * memory declared constant, where the copy is made once; the tuner's
+ * private copies are not (their blocks then read the copies through
+ * their own strides, as the engine does when the copy does not fit the
+ * prepack limit). Returns 1 when task and args were rewritten. */
+static int conv_oc_blocked(tlm_runtime *rt, const tlm_op *op, tlm_task *task, tlm_conv_args *args,
+                           int require_const) {
+  tlm_conv_task *t = &task->u.conv;
+  int blocks = rt->cfg.disable_conv_as_matmul ? 0 : tlm_conv_oc_blocks(task, op);
+  if (blocks < 2) return 0;
+  if (require_const && !tlm_prepack_conv_constant(rt, t, args->wei)) return 0;
+  const int64_t W = TLM_CONV_OC_BLOCK;
+  t->oc_blocks = blocks;
+  t->OCg = TLM_CONV_OC_BLOCK;
+  t->sw_[0] = 1;
+  t->sw_[1] = W;
+  t->sw_[2] = (int64_t)t->KH * t->KW * t->ICg * W;
+  t->sw_[3] = (int64_t)t->KW * t->ICg * W;
+  t->sw_[4] = (int64_t)t->ICg * W;
+  /* strides as run-time values: the blocks read the packed copy or, past
+   * the prepack limit, the caller's weights; and dst pixels lie the whole
+   * OC apart, not a block's */
+  t->unit &= ~(TLM_UNIT_CONV_WEI_HWIO | TLM_UNIT_CONV_DST_PIX);
+  tlm_conv_args_extents(args, t);
+  return 1;
+}
+
 static void tune_request(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in, int n_in,
                          const tlm_tensor *out, const tlm_task *task) {
   enum { MAXB = 8 };
@@ -402,6 +431,9 @@ static void tune_request(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in
   tlm_any_args a;
   char err[TLM_ERRMSG];
   if (validate_any(op, t, n_in, &t[n_in], 1, &t2, &a, err, sizeof err) != TLM_OK) goto drop;
+  if (t2.kind == TLM_OP_CONV && task->u.conv.oc_blocks > 1 &&
+      !conv_oc_blocked(rt, op, &t2, &a.conv, 0))
+    goto drop;
   if (t2.kind == TLM_OP_MATMUL) {
     t2.u.mm.b_const = task->u.mm.b_const;
     if (t2.u.mm.has_residual) t2.u.mm.has_residual = task->u.mm.has_residual; /* a conv's order */
@@ -565,7 +597,7 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
      * memory for the copy, the convolution kernels */
     float *gathered = NULL;
     int as_mm = 0;
-    if (!rt->cfg.disable_conv_as_matmul) {
+    if (!rt->cfg.disable_conv_as_matmul && !conv_oc_blocked(rt, op, &task, &args, 1)) {
       size_t gb = tlm_conv_gather_bytes(&task, op, inputs, outputs);
       if (gb && (gathered = malloc(gb)) != NULL) {
         int64_t rows = tlm_conv_gather_rows(&task, op, inputs, outputs);

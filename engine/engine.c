@@ -921,6 +921,26 @@ static void exec_conv_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
     ((tlm_conv_kernel_fn)e->k->fn)(e->args, begin, end, e->scratch ? e->scratch[tid] : NULL);
 }
 
+/* iterations [begin, end) of (channel block, kernel iteration) pairs,
+ * block major (tlm_conv_task.oc_blocks) */
+typedef struct conv_blocks_ctx {
+  const tlm_kernel *k;
+  const tlm_conv_args *blocks;
+  int64_t n; /* the kernel's parallel iterations per block */
+  float **scratch;
+} conv_blocks_ctx;
+
+static void exec_conv_blocks_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
+  conv_blocks_ctx *c = ctx;
+  while (begin < end) {
+    int64_t b = begin / c->n, i0 = begin % c->n;
+    int64_t i1 = end - b * c->n < c->n ? end - b * c->n : c->n;
+    exec_ctx e = {c->k, &c->blocks[b], c->scratch};
+    exec_conv_chunk(&e, i0, i1, tid);
+    begin = b * c->n + i1;
+  }
+}
+
 /* the executor of each operator kind: its kernels' ABI */
 static void (*const k_exec_chunk[])(void *, int64_t, int64_t, int) = {
     [TLM_OP_MATMUL] = exec_mm_chunk,     [TLM_OP_SOFTMAX] = exec_row_chunk,
@@ -967,6 +987,42 @@ static tlm_status exec_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_ta
     args = &mm_args;
   }
   exec_ctx e = {k, args, rt->scratch};
+  if (task->kind == TLM_OP_CONV && task->u.conv.oc_blocks > 1) {
+    /* the channel blocks: one parallel loop over (block, iteration), block
+     * major, so a thread's share is whole blocks where there are enough
+     * (it reads only their weights) and the blocks' iterations otherwise */
+    const tlm_conv_task *t = &task->u.conv;
+    const tlm_conv_args *a = args;
+    int64_t W = t->OCg, OC = W * t->oc_blocks, K = (int64_t)t->KD * t->KH * t->KW * t->ICg;
+    const float *packed = tlm_prepack_conv_lookup_locked(rt, task, a->wei);
+    tlm_conv_args local[16], *blocks = t->oc_blocks <= 16 ? local : malloc(sizeof *blocks * (size_t)t->oc_blocks);
+    if (!blocks) {
+      snprintf(err, (size_t)errcap, "out of memory for %d channel blocks", (int)t->oc_blocks);
+      return TLM_ERR_OUT_OF_MEMORY;
+    }
+    for (int64_t b = 0; b < t->oc_blocks; b++) {
+      tlm_conv_args *ab = &blocks[b];
+      int64_t c0 = b * W;
+      *ab = *a;
+      if (packed) {
+        ab->wei = packed + b * K * W;
+      } else { /* the caller's dense HWIO weights, a block's columns */
+        const int64_t sw[5] = {1, OC, (int64_t)t->KH * t->KW * t->ICg * OC,
+                               (int64_t)t->KW * t->ICg * OC, (int64_t)t->ICg * OC};
+        memcpy(ab->sw, sw, sizeof sw);
+        ab->wei = a->wei + c0;
+      }
+      ab->dst = a->dst + c0 * a->sd[1];
+      ab->bias = a->bias ? a->bias + c0 * a->sbias : NULL;
+      ab->scale = a->scale ? a->scale + c0 * a->sscale : NULL;
+      ab->shift = a->shift ? a->shift + c0 * a->sshift : NULL;
+      ab->res = a->res ? a->res + c0 * a->sr[1] : NULL;
+    }
+    conv_blocks_ctx bc = {k, blocks, n, rt->scratch};
+    if (!rt->dry_run) tlm_pool_run(rt->pool, n * t->oc_blocks, exec_conv_blocks_chunk, &bc);
+    if (blocks != local) free(blocks);
+    return TLM_OK;
+  }
   if ((int)task->kind <= 0 || (int)task->kind >= (int)(sizeof k_exec_chunk / sizeof k_exec_chunk[0]) ||
       !k_exec_chunk[task->kind]) {
     snprintf(err, (size_t)errcap, "no executor for operator kind %d", (int)task->kind);

@@ -155,6 +155,17 @@ void tlm_prepack_free_all(tlm_runtime *rt);
  * any thread, no other lock needed. */
 int tlm_prepack_b_constant(tlm_runtime *rt, const tlm_task *task, const tlm_mm_args *a);
 
+/* Channel-blocked convolutions (tlm_conv_task.oc_blocks, api/tlm.c):
+ * constant: 1 when the dense weights of t (OCg * G output channels) lie
+ * inside a declared constant range (any thread; takes const_lock).
+ * lookup (exec_lock held): the weights of the blocked task packed per
+ * block, [block][kd][kh][kw][icg][OCg], packed now if new and within
+ * prepack_limit; NULL when they cannot be (the blocks then read the
+ * caller's weights through their own strides). */
+int tlm_prepack_conv_constant(tlm_runtime *rt, const tlm_conv_task *t, const float *wei);
+const float *tlm_prepack_conv_lookup_locked(tlm_runtime *rt, const tlm_task *task,
+                                            const float *wei);
+
 /* Logs a formatted line at `level` through the runtime's sink. */
 void tlm_log(const tlm_runtime *rt, tlm_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

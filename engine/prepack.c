@@ -150,33 +150,19 @@ static void pack_chunk(void *ctx, int64_t begin, int64_t end, int tid) {
                  c->units * (i + 1) / c->nparts);
 }
 
-const float *tlm_prepack_lookup_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
-                                       const tlm_mm_args *a) {
-  if (!rt->nconsts || !a->b) return NULL;
-  ln_pack_layout lay;
-  if (ln_pack_layout_of(&k->nest, task, &lay) != 1) return NULL;
+/* The copy of B (read through a->b, a->sb) in layout lay for a key, made
+ * when there is none and it fits the limit; NULL otherwise. r: the
+ * declared range B lies in. */
+static const float *copy_of(tlm_runtime *rt, const prepack_key *key, const ln_pack_layout *lay,
+                            const tlm_task *task, const tlm_mm_args *a, int r) {
   const tlm_matmul_task *mm = &task->u.mm;
-  uintptr_t lo, hi;
-  b_span(mm, a, &lo, &hi);
-  int r = range_index(rt, lo, hi);
-  if (r < 0) return NULL;
-  prepack_key key;
-  memset(&key, 0, sizeof key);
-  key.b = a->b;
-  memcpy(key.sb, a->sb, sizeof key.sb);
-  key.N = mm->N;
-  key.K = mm->K;
-  key.nbatch = mm->nbatch;
-  for (int d = 0; d < mm->nbatch && d < TLM_MAX_BATCH; d++) key.batch[d] = mm->batch[d];
-  key.kblock = lay.kblock;
-  key.width = lay.width;
-  uint64_t hash = XXH3_64bits(&key, sizeof key); /* no padding holes: all 8-byte fields */
+  uint64_t hash = XXH3_64bits(key, sizeof *key); /* no padding holes: all 8-byte fields */
   for (size_t i = 0; i < rt->nprepacked; i++)
-    if (rt->prepacked[i].hash == hash && !memcmp(&rt->prepacked[i].key, &key, sizeof key))
+    if (rt->prepacked[i].hash == hash && !memcmp(&rt->prepacked[i].key, key, sizeof *key))
       return rt->prepacked[i].data;
   /* a new copy, within the limit; past it the kernel packs per block */
-  if (lay.floats > (int64_t)(SIZE_MAX / 8)) return NULL;
-  size_t bytes = (size_t)lay.floats * sizeof(float);
+  if (lay->floats > (int64_t)(SIZE_MAX / 8)) return NULL;
+  size_t bytes = (size_t)lay->floats * sizeof(float);
   if (rt->nprepacked == rt->capprepacked) {
     size_t cap = rt->capprepacked ? 2 * rt->capprepacked : 16;
     struct tlm_prepacked *p = realloc(rt->prepacked, cap * sizeof *p);
@@ -198,15 +184,15 @@ const float *tlm_prepack_lookup_locked(tlm_runtime *rt, const tlm_kernel *k, con
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   /* over the worker threads, which are idle: exec_lock is held */
-  pack_ctx pc = {&lay, task, a, data, lay.npanels * lay.kblocks * lay.batches, rt->nthreads};
+  pack_ctx pc = {lay, task, a, data, lay->npanels * lay->kblocks * lay->batches, rt->nthreads};
   tlm_pool_run(rt->pool, pc.nparts, pack_chunk, &pc);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   tlm_log(rt, TLM_LOG_DEBUG, "packed B (%lld x %lld, %zu bytes in panels of k%lld x n%lld) in %.3f ms",
-          (long long)mm->K, (long long)mm->N, bytes, (long long)lay.kblock, (long long)lay.width,
+          (long long)mm->K, (long long)mm->N, bytes, (long long)lay->kblock, (long long)lay->width,
           (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6);
   struct tlm_prepacked *p = &rt->prepacked[rt->nprepacked++];
   p->hash = hash;
-  p->key = key;
+  p->key = *key;
   p->range_lo = rt->consts[r].lo;
   pthread_rwlock_wrlock(&rt->const_lock);
   rt->consts[r].packed += bytes;
@@ -217,4 +203,86 @@ const float *tlm_prepack_lookup_locked(tlm_runtime *rt, const tlm_kernel *k, con
   atomic_fetch_add_explicit(&rt->prepacks, 1, memory_order_relaxed);
   atomic_store_explicit(&rt->prepacked_bytes_pub, rt->prepacked_bytes, memory_order_relaxed);
   return data;
+}
+
+const float *tlm_prepack_lookup_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
+                                       const tlm_mm_args *a) {
+  if (!rt->nconsts || !a->b) return NULL;
+  ln_pack_layout lay;
+  if (ln_pack_layout_of(&k->nest, task, &lay) != 1) return NULL;
+  const tlm_matmul_task *mm = &task->u.mm;
+  uintptr_t lo, hi;
+  b_span(mm, a, &lo, &hi);
+  int r = range_index(rt, lo, hi);
+  if (r < 0) return NULL;
+  prepack_key key;
+  memset(&key, 0, sizeof key);
+  key.b = a->b;
+  memcpy(key.sb, a->sb, sizeof key.sb);
+  key.N = mm->N;
+  key.K = mm->K;
+  key.nbatch = mm->nbatch;
+  for (int d = 0; d < mm->nbatch && d < TLM_MAX_BATCH; d++) key.batch[d] = mm->batch[d];
+  key.kblock = lay.kblock;
+  key.width = lay.width;
+  return copy_of(rt, &key, &lay, task, a, r);
+}
+
+/* A channel-blocked convolution's weights (dense HWIO, OCg * oc_blocks
+ * output channels) as the matrix B of a product: K = KD KH KW ICg rows of
+ * OC, read one block of OCg channels at a time; the copy is that matrix in
+ * panels of all K rows by OCg columns, i.e. [block][kd][kh][kw][icg][OCg]. */
+static void conv_as_b(const tlm_conv_task *t, const float *wei, tlm_task *mt, tlm_mm_args *ma,
+                      ln_pack_layout *lay) {
+  int64_t OC = (int64_t)t->OCg * t->oc_blocks, K = (int64_t)t->KD * t->KH * t->KW * t->ICg;
+  memset(mt, 0, sizeof *mt);
+  memset(ma, 0, sizeof *ma);
+  mt->kind = TLM_OP_MATMUL;
+  mt->dtype = TLM_F32;
+  mt->u.mm.K = K;
+  mt->u.mm.N = OC;
+  ma->b = wei;
+  ma->sb[4] = OC;
+  ma->sb[5] = 1;
+  memset(lay, 0, sizeof *lay);
+  lay->kblock = K;
+  lay->width = t->OCg;
+  lay->npanels = t->oc_blocks;
+  lay->kblocks = lay->batches = 1;
+  lay->panel_floats = K * t->OCg;
+  lay->floats = K * OC;
+}
+
+int tlm_prepack_conv_constant(tlm_runtime *rt, const tlm_conv_task *t, const float *wei) {
+  if (!atomic_load_explicit(&rt->nconsts_pub, memory_order_relaxed) || !wei || !rt->prepack_limit)
+    return 0;
+  int64_t n = (int64_t)t->KD * t->KH * t->KW * t->ICg * t->OCg * (t->G > 0 ? t->G : 1);
+  uintptr_t lo = (uintptr_t)wei, hi = lo + (uintptr_t)n * sizeof(float);
+  pthread_rwlock_rdlock(&rt->const_lock);
+  int r = range_index(rt, lo, hi);
+  pthread_rwlock_unlock(&rt->const_lock);
+  return r >= 0;
+}
+
+const float *tlm_prepack_conv_lookup_locked(tlm_runtime *rt, const tlm_task *task,
+                                            const float *wei) {
+  const tlm_conv_task *t = &task->u.conv;
+  if (!rt->nconsts || !wei || t->oc_blocks < 1) return NULL;
+  tlm_task mt;
+  tlm_mm_args ma;
+  ln_pack_layout lay;
+  conv_as_b(t, wei, &mt, &ma, &lay);
+  uintptr_t lo, hi;
+  b_span(&mt.u.mm, &ma, &lo, &hi);
+  int r = range_index(rt, lo, hi);
+  if (r < 0) return NULL;
+  prepack_key key;
+  memset(&key, 0, sizeof key);
+  key.b = wei;
+  memcpy(key.sb, ma.sb, sizeof key.sb);
+  key.N = mt.u.mm.N;
+  key.K = mt.u.mm.K;
+  key.kblock = lay.kblock;
+  key.width = lay.width;
+  return copy_of(rt, &key, &lay, &mt, &ma, r);
 }

@@ -120,7 +120,12 @@ typedef struct tlm_conv_task {
   int32_t act, has_bias, has_ss, has_residual;
   int32_t unit;                   /* TLM_UNIT_CONV_* */
   int32_t ndim_sp;                /* spatial dims of the caller's tensors */
-  int32_t pad_;
+  /* 0: one convolution. n >= 2: the caller's convolution of OCg * n output
+   * channels (G = 1, dense HWIO weights declared constant) run as n of OCg
+   * channels each over weights packed per block (api/tlm.c,
+   * conv_oc_blocked; engine.c runs the blocks). The kernel is the one
+   * block's; sw_ here are the packed copy's strides. */
+  int32_t oc_blocks;
   int64_t N, ID, IH, IW, OD, OH, OW;
   int64_t ss[5], sw_[5], sdst[5], sr[5];
   int64_t sbias, sscale, sshift;

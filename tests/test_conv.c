@@ -550,6 +550,68 @@ static void ow_lanes(tlm_runtime *rt) {
   }
 }
 
+/* channel blocks (api/tlm.c conv_oc_blocked): an NHWC convolution with a
+ * window, HWIO weights declared constant and >= 256 output channels in
+ * whole blocks of 64 runs block by block over a packed copy of its
+ * weights; every epilogue, padding, strides, dilation, a minibatch, 3-D;
+ * with no room for the copy (the blocks read the caller's weights); the
+ * copy made once and freed by tlm_constant_remove; not blocked with the
+ * weights undeclared, 300 channels, or OIHW weights (still correct) */
+static void oc_blocks(void) {
+  const char *descs[] = {"mb1ic256ih14oc256oh14kh3ph1", "mb2ic37ih13iw11oc320oh7ow6kh3kw3sh2sw2ph1pw1",
+                         "mb1ic16ih20oc256oh16kh3dh1", "mb1ic8id4ih6iw6oc256od4oh6ow6kd3kh3kw3pd1ph1pw1",
+                         "mb1ic24ih9oc512oh9kh5ph2", "mb1ic40ih7oc300oh7kh3ph1"};
+  char err[256], what[300];
+  for (int room = 0; room < 2; room++) {
+    tlm_config cfg;
+    tlm_config_init(&cfg);
+    cfg.cache_dir = "none";
+    cfg.num_threads = 2;
+    if (!room) cfg.prepack_bytes = 1; /* no copy fits */
+    tlm_runtime *rt;
+    if (tlm_create(&cfg, &rt)) return;
+    for (size_t i = 0; i < sizeof descs / sizeof descs[0]; i++) {
+      tlm_conv_prb prb;
+      CHECK(tlm_conv_prb_parse(descs[i], &prb, err, sizeof err) == 1, "%s: %s", descs[i], err);
+      for (int v = 0; v < 5; v++) {
+        int act = v % TLM_ACT_COUNT_;
+        tlm_conv_epi epi = {v & 1, v >= 3, v == 2 || v == 4, (tlm_activation)act};
+        int declared = v != 3, hwio = v != 4 || room == 0;
+        tlm_conv_problem p;
+        if (tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, hwio ? TLM_WEIGHTS_HWIO : TLM_WEIGHTS_OIHW,
+                                  &epi, 11 + v, &p))
+          continue;
+        size_t wbytes = tlm_tensor_span_bytes(&p.in[1]);
+        if (declared)
+          CHECK(tlm_constant_add(rt, p.in[1].data, wbytes) == TLM_OK, "constant_add: %s",
+                tlm_last_error(rt));
+        tlm_stats s0, s1;
+        tlm_get_stats(rt, &s0);
+        snprintf(what, sizeof what, "%s epilogue %d room %d declared %d hwio %d", descs[i], v, room,
+                 declared, hwio);
+        for (int rep = 0; rep < 2; rep++) { /* packs, then reuses the copy */
+          memset(p.out.data, 0xff, tlm_tensor_span_bytes(&p.out)); /* NaN: all must be written */
+          run_check(rt, &p, what, NULL);
+        }
+        tlm_get_stats(rt, &s1);
+        int64_t OC = prb.oc;
+        int blocked = declared && hwio && OC >= 256 && OC % 64 == 0;
+        /* (unblocked ones may run as matmuls over B packed ahead) */
+        CHECK(!blocked || s1.prepacks - s0.prepacks == (uint64_t)room, "%s: %llu copies packed",
+              what, (unsigned long long)(s1.prepacks - s0.prepacks));
+        if (declared) {
+          CHECK(tlm_constant_remove(rt, p.in[1].data) == TLM_OK, "constant_remove");
+          tlm_get_stats(rt, &s1);
+          CHECK(s1.prepacked_bytes == 0, "%s: %llu bytes of copies after remove", what,
+                (unsigned long long)s1.prepacked_bytes);
+        }
+        tlm_conv_problem_free(&p);
+      }
+    }
+    tlm_destroy(rt);
+  }
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "../shared";
   if (check_isa_unsupported()) return CHECK_SKIP;
@@ -570,6 +632,7 @@ int main(int argc, char **argv) {
   strided(rt);
   as_matmul();
   strided_as_matmul();
+  oc_blocks();
   pooling(rt);
   sizes();
   shared_files(rt, dir);

@@ -30,17 +30,25 @@ typedef struct run_opts {
 } run_opts;
 
 typedef struct run_result {
-  char problem[200], schedule[512], path[160];
+  char problem[200], schedule[512], path[320];
   double first_ms; /* --public: the first tlm_run call, compile included */
   double compile_ms, schedule_ms, med_ns, lo_ns, hi_ns, gflops, max_err, tol;
   int reps, ok;
 } run_result;
 
-/* What tlm_run does with this convolution: lowered to a matmul (a 1x1
- * over dense or gathered pixels, or a KxK over its im2col copy;
- * api/conv_as_matmul.h) or the convolution kernels. Writes a line for
- * `path`. */
-static void conv_path(const tlm_task *task, const tlm_conv_problem *p, char *buf, size_t cap) {
+/* What tlm_run does with this convolution: channel blocks over weights
+ * packed per block (when const_w, the weights declared constant), lowered
+ * to a matmul (a 1x1 over dense or gathered pixels, or a KxK over its
+ * im2col copy; api/conv_as_matmul.h) or the convolution kernels. Writes a
+ * line for `path`. */
+static void conv_path(const tlm_task *task, const tlm_conv_problem *p, int const_w, char *buf,
+                      size_t cap) {
+  int blocks = tlm_conv_oc_blocks(task, &p->op);
+  if (blocks > 1 && const_w) {
+    snprintf(buf, cap, "%d convolutions of %d output channels over the weights packed per block",
+             blocks, TLM_CONV_OC_BLOCK);
+    return;
+  }
   tlm_op mop;
   tlm_tensor min[4], mout;
   int mn = 0;
@@ -61,6 +69,11 @@ static void conv_path(const tlm_task *task, const tlm_conv_problem *p, char *buf
     }
   } else {
     snprintf(buf, cap, "convolution kernel");
+  }
+  if (blocks > 1) { /* --const-w / tlm_constant_add would block it */
+    size_t l = strlen(buf);
+    snprintf(buf + l, cap - l, "; with the weights declared constant, %d convolutions of %d output "
+             "channels over the weights packed per block", blocks, TLM_CONV_OC_BLOCK);
   }
 }
 
@@ -140,7 +153,7 @@ static int run_public(tlm_runtime *rt, tlm_conv_problem *p, const tlm_task *task
     return 2;
   }
   res->compile_ms = s1.compile_ms - s0.compile_ms;
-  conv_path(task, p, res->path, sizeof res->path);
+  conv_path(task, p, o->const_w, res->path, sizeof res->path);
   check_output(task, p, o, res);
   public_call pc = {rt, p};
   time_calls(call_public, &pc, tlm_task_flops(task), o, res);
@@ -201,7 +214,7 @@ static int run_one(tlm_runtime *rt, const tlm_conv_prb *prb, const run_opts *o, 
     rc = tlm_run_vs(rt, &task, &space, &args, &sched, k, o->vs_text, o->min_time) ? 2 : 3;
     goto out;
   }
-  conv_path(&task, &p, res->path, sizeof res->path);
+  conv_path(&task, &p, o->const_w, res->path, sizeof res->path);
   check_output(&task, &p, o, res);
   kernel_call kc = {rt, k, &task, &args};
   time_calls(call_kernel, &kc, tlm_task_flops(&task), o, res);
@@ -348,6 +361,9 @@ int tlm_cmd_run_conv(int argc, char **argv) {
     if (o.public_path) printf("path         tlm_run: %s\n", r.path);
     else if (strncmp(r.path, "matmul", 6) == 0)
       printf("path         the convolution kernel; tlm_run would run %s (--public times that)\n", r.path);
+    else if (strncmp(r.path, "convolution kernel;", 19) == 0)
+      printf("path         the convolution kernel, as tlm_run%s (--public --const-w times that)\n",
+             r.path + 18);
     else printf("path         the convolution kernel, as tlm_run\n");
     printf("schedule     %s\n", r.schedule);
     if (o.public_path) printf("first_call_ms %.3f\n", r.first_ms);
