@@ -24,15 +24,15 @@ check mb1ic13ih7oc11oh7kh1 nchw "tlm_run: matmul" --public
 check mb1ic5ih17oc7oh17kh3ph1 nhwc "tlm_run: convolution kernel" --const-w
 check mb1ic5ih17oc7oh17kh3ph1 nchw "the convolution kernel, as tlm_run"
 # channel blocks: 256+ output channels with the weights declared constant
-check mb1ic16ih6oc256oh6kh3ph1 nhwc "tlm_run: 4 convolutions of 64 output channels" --const-w
+check mb1ic16ih8oc256oh8kh3ph1 nhwc "tlm_run: 4 convolutions of 64 output channels" --const-w
 check mb2ic8ih9oc320oh5kh3sh2ph1 nhwc "tlm_run: 5 convolutions of 64" --const-w --epilogue bias,relu
-check mb1ic16ih6oc256oh6kh3ph1 nhwc "with the weights declared constant, 4 convolutions" --public
-check mb1ic16ih6oc256oh6kh3ph1 nchw "tlm_run: convolution kernel$" --const-w
+check mb1ic16ih8oc256oh8kh3ph1 nhwc "with the weights declared constant, 4 convolutions" --public
+check mb1ic16ih8oc256oh8kh3ph1 nchw "tlm_run: convolution kernel$" --const-w
 # background compiles (TLM_ASYNC=1): the shape's own kernel is checked, not its stand-in
 export TLM_ASYNC=1
 check mb1ic64ih5oc32oh5kh3ph1 nhwc "tlm_run: matmul 1 x (25 x 576)" --const-w
 check mb1ic5ih17oc7oh17kh3ph1 nhwc "tlm_run: convolution kernel" --public
-check mb1ic16ih6oc256oh6kh3ph1 nhwc "tlm_run: 4 convolutions of 64" --const-w
+check mb1ic16ih8oc256oh8kh3ph1 nhwc "tlm_run: 4 convolutions of 64" --const-w
 unset TLM_ASYNC
 # no schedule of the convolution space with --public: tlm_run chooses
 if "$tlm" run mb1ic5ih9oc7oh9kh3ph1 --public --schedule rule > /dev/null 2>&1; then

@@ -558,9 +558,12 @@ static void ow_lanes(tlm_runtime *rt) {
  * copy made once and freed by tlm_constant_remove; not blocked with the
  * weights undeclared, 300 channels, or OIHW weights (still correct) */
 static void oc_blocks(void) {
-  const char *descs[] = {"mb1ic256ih14oc256oh14kh3ph1", "mb2ic37ih13iw11oc320oh7ow6kh3kw3sh2sw2ph1pw1",
+  const char *descs[] = {"mb1ic32ih14oc256oh14kh3ph1", "mb2ic37ih13iw11oc320oh7ow6kh3kw3sh2sw2ph1pw1",
                          "mb1ic16ih20oc256oh16kh3dh1", "mb1ic8id4ih6iw6oc256od4oh6ow6kd3kh3kw3pd1ph1pw1",
-                         "mb1ic24ih9oc512oh9kh5ph2", "mb1ic40ih7oc300oh7kh3ph1"};
+                         "mb1ic8ih9oc512oh9kh5ph2",
+                         /* not blocked: few pixels (im2col), 300 channels */
+                         "mb1ic256ih14oc256oh14kh3ph1", "mb1ic40ih7oc300oh7kh3ph1"};
+  int nblocked = 0;
   char err[256], what[300];
   for (int room = 0; room < 2; room++) {
     tlm_config cfg;
@@ -594,8 +597,13 @@ static void oc_blocks(void) {
           run_check(rt, &p, what, NULL);
         }
         tlm_get_stats(rt, &s1);
-        int64_t OC = prb.oc;
-        int blocked = declared && hwio && OC >= 256 && OC % 64 == 0;
+        tlm_task vt;
+        tlm_conv_args va;
+        int blocked = declared && tlm_validate_conv(&p.op, p.in, p.n_in, &p.out, 1, &vt, &va, err,
+                                                    sizeof err) == TLM_OK &&
+                      tlm_conv_oc_blocks(&vt, &p.op) > 1;
+        CHECK(blocked == (declared && hwio && i < 5), "%s: blocked %d", what, blocked);
+        nblocked += blocked;
         /* (unblocked ones may run as matmuls over B packed ahead) */
         CHECK(!blocked || s1.prepacks - s0.prepacks == (uint64_t)room, "%s: %llu copies packed",
               what, (unsigned long long)(s1.prepacks - s0.prepacks));
@@ -610,6 +618,7 @@ static void oc_blocks(void) {
     }
     tlm_destroy(rt);
   }
+  CHECK(nblocked >= 30, "only %d blocked runs", nblocked);
 }
 
 int main(int argc, char **argv) {
