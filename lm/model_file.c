@@ -364,7 +364,7 @@ int tlm_lm_list_dir(const char *dir, char (*paths)[TLM_LM_PATH_MAX], int cap) {
     n++;
   }
   closedir(d);
-  if (!failed) {
+  if (!failed && n > 0) { /* (an empty folder: names is NULL, and qsort's base must not be) */
     qsort(names, (size_t)n, sizeof *names, cmp_name);
     for (int i = 0; i < n && out < cap; i++)
       if (snprintf(paths[out], TLM_LM_PATH_MAX, "%s/%s", dir, names[i]) < TLM_LM_PATH_MAX) out++;
