@@ -358,10 +358,6 @@ static tlm_status validate_any(const tlm_op *op, const tlm_tensor *in, int n_in,
 /* Most bytes of operand copies one tuning job may hold. */
 #define TUNE_COPY_MAX ((size_t)256 << 20)
 
-/* Queues the shape's tuning (tlm_engine_tune_enqueue) with private copies
- * of this call's operands: a tensor sharing an earlier one's data (in
- * place) shares its copy. Best effort: without memory, or above
- * TUNE_COPY_MAX, the shape is not tuned. `task` is what the engine ran. */
 /* Channel blocks (tlm_conv_oc_blocks): rewrites task and args into one
  * block's, oc_blocks set and the weight strides those of the packed copy;
  * the engine runs the blocks. require_const: only when the weights lie in
@@ -391,6 +387,10 @@ static int conv_oc_blocked(tlm_runtime *rt, const tlm_op *op, tlm_task *task, tl
   return 1;
 }
 
+/* Queues the shape's tuning (tlm_engine_tune_enqueue) with private copies
+ * of this call's operands: a tensor sharing an earlier one's data (in
+ * place) shares its copy. Best effort: without memory, or above
+ * TUNE_COPY_MAX, the shape is not tuned. `task` is what the engine ran. */
 static void tune_request(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in, int n_in,
                          const tlm_tensor *out, const tlm_task *task) {
   enum { MAXB = 8 };

@@ -995,7 +995,8 @@ static tlm_status exec_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_ta
     const tlm_conv_args *a = args;
     int64_t W = t->OCg, OC = W * t->oc_blocks, K = (int64_t)t->KD * t->KH * t->KW * t->ICg;
     const float *packed = tlm_prepack_conv_lookup_locked(rt, task, a->wei);
-    tlm_conv_args local[16], *blocks = t->oc_blocks <= 16 ? local : malloc(sizeof *blocks * (size_t)t->oc_blocks);
+    tlm_conv_args local[16], *blocks = local;
+    if (t->oc_blocks > 16) blocks = malloc(sizeof *blocks * (size_t)t->oc_blocks);
     if (!blocks) {
       snprintf(err, (size_t)errcap, "out of memory for %d channel blocks", (int)t->oc_blocks);
       return TLM_ERR_OUT_OF_MEMORY;

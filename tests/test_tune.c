@@ -29,6 +29,7 @@ typedef struct call {
   int64_t oshape[5];
   int ondim;
   int in_place; /* output is input 0 */
+  int const_w;  /* input 1 declared constant (tlm_constant_add) for the call */
 } call;
 
 static int64_t numel(const int64_t *s, int n) {
@@ -69,8 +70,12 @@ static int run_once(tlm_runtime *rt, const call *c, float *out) {
   int64_t on = numel(c->oshape, c->ondim);
   float *obuf = c->in_place ? buf[0] : malloc((size_t)on * sizeof(float));
   tlm_tensor_dense(&o, TLM_F32, c->ondim, c->oshape, obuf);
+  if (c->const_w && tlm_constant_add(rt, buf[1], (size_t)numel(c->shape[1], c->ndim[1]) *
+                                                     sizeof(float)) != TLM_OK)
+    fprintf(stderr, "%s: %s\n", c->name, tlm_last_error(rt));
   tlm_status st = tlm_run(rt, &c->op, in, c->n_in, &o, 1);
   if (st != TLM_OK) fprintf(stderr, "%s: %s\n", c->name, tlm_last_error(rt));
+  if (c->const_w) tlm_constant_remove(rt, buf[1]);
   memcpy(out, obuf, (size_t)on * sizeof(float));
   for (int i = 0; i < c->n_in; i++) free(buf[i]); /* the tuner must not need them */
   if (!c->in_place) free(obuf);
@@ -85,7 +90,7 @@ static int close_to(const float *a, const float *b, int64_t n) {
 
 int main(void) {
   snprintf(g_dir, sizeof g_dir, "/tmp/tlm_test_tune_%d", (int)getpid());
-  call calls[8];
+  call calls[10];
   int nc = 0;
   call *c;
   memset(calls, 0, sizeof calls);
@@ -108,6 +113,18 @@ int main(void) {
   memcpy(c->shape, (int64_t[4][5]){{1, 7, 7, 8}, {16, 8, 3, 3}, {16}}, sizeof c->shape);
   memcpy(c->ndim, (int[4]){4, 4, 1}, sizeof c->ndim);
   memcpy(c->oshape, (int64_t[5]){1, 7, 7, 16}, sizeof c->oshape);
+  c->ondim = 4;
+  c = &calls[nc++];
+  c->name = "conv 3x3 nhwc, 256 channels, constant HWIO weights (channel blocks)";
+  c->op = tlm_op_conv(TLM_LAYOUT_NHWC);
+  c->op.u.conv.weight_layout = TLM_WEIGHTS_HWIO;
+  c->op.u.conv.pad[1] = c->op.u.conv.pad[2] = 1;
+  c->op.u.conv.has_bias = 1;
+  c->n_in = 3;
+  c->const_w = 1;
+  memcpy(c->shape, (int64_t[4][5]){{1, 2, 3, 2}, {3, 3, 2, 256}, {256}}, sizeof c->shape);
+  memcpy(c->ndim, (int[4]){4, 4, 1}, sizeof c->ndim);
+  memcpy(c->oshape, (int64_t[5]){1, 2, 3, 256}, sizeof c->oshape);
   c->ondim = 4;
   c = &calls[nc++];
   c->name = "conv 1x1 (as matmul)";
@@ -154,7 +171,7 @@ int main(void) {
   memcpy(c->oshape, (int64_t[5]){6, 50}, sizeof c->oshape);
   c->ondim = 2;
 
-  static float want[8][MAXN], got[MAXN];
+  static float want[10][MAXN], got[MAXN];
   /* the answers without tuning */
   tlm_runtime *plain = make_rt(0, "none");
   for (int i = 0; plain && i < nc; i++)
