@@ -392,10 +392,14 @@ int tlm_conv_oc_blocks(const tlm_task *task, const tlm_op *op) {
       (t->unit & need) != need || (int64_t)t->KD * t->KH * t->KW < 2 ||
       t->OCg < TLM_CONV_OC_BLOCK_MIN || t->OCg % TLM_CONV_OC_BLOCK)
     return 0;
-  /* few pixels for the reduction: the im2col lowering's case (measured
-   * against blocks in ResNet-50 at 2 threads: the 7x7-9x9 512-channel 3x3
-   * layers 1.3x slower in blocks under AVX2, even natively) */
+  /* few pixels for the reduction: the im2col lowering's case, when it
+   * takes it (im2col_plan: no scale/shift, a copy within the bound;
+   * measured against blocks in ResNet-50 at 2 threads: the 7x7-9x9
+   * 512-channel 3x3 layers 1.3x slower in blocks under AVX2, even
+   * natively) */
   int64_t M = t->N * t->OD * t->OH * t->OW, K = (int64_t)t->KD * t->KH * t->KW * t->ICg;
-  if (4 * M <= K) return 0;
+  if (M * TLM_IM2COL_K_PER_M <= K && !t->has_ss &&
+      M * K <= TLM_CONV_GATHER_MAX_BYTES / (int64_t)sizeof(float))
+    return 0;
   return t->OCg / TLM_CONV_OC_BLOCK;
 }

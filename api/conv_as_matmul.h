@@ -69,8 +69,9 @@ void tlm_conv_gather_range(const tlm_task *task, const tlm_op *op, const tlm_ten
  * channels tlm_run splits a validated convolution into, 0 when it does not.
  * An NHWC convolution with a window (a 1x1 runs as a matmul), one group,
  * dense HWIO weights, at least TLM_CONV_OC_BLOCK_MIN output channels in
- * whole blocks and more than K/4 output pixels (else its im2col copy and
- * a matmul serve it, above) qualifies; tlm_run then blocks it when its weights lie in
+ * whole blocks qualifies, unless its im2col copy and a matmul serve it
+ * (above: K/4 output pixels or fewer, no scale/shift, a copy within
+ * TLM_CONV_GATHER_MAX_BYTES); tlm_run then blocks it when its weights lie in
  * memory declared constant (tlm_constant_add), runs OC / 64 convolutions
  * of 64 channels over a copy of the weights packed per block,
  * [block][kd][kh][kw][icg][64] (engine/prepack.c; the engine runs the

@@ -221,8 +221,23 @@ static tlm_status load_model(tlm_runtime *rt, char *err, int errcap) {
     }
   }
   tlm_status st = TLM_OK;
-  for (int i = 0; i < n && !rt->model; i++) {
+  for (int i = 0; i < n; i++) {
     const char *file = files ? files[i] : path;
+    if (rt->model) {
+      /* a folder named explicitly: every file must load, whichever
+       * covers the target (else the outcome would depend on name order) */
+      if (!explicit) break;
+      tlm_lm_model *chk = calloc(1, sizeof *chk);
+      if (!chk) {
+        st = TLM_ERR_OUT_OF_MEMORY;
+        break;
+      }
+      st = tlm_lm_load(chk, file, err, errcap);
+      if (st == TLM_OK) tlm_lm_free(chk);
+      free(chk);
+      if (st != TLM_OK) break;
+      continue;
+    }
     tlm_lm_model *m;
     st = try_model(rt, file, &m, err, errcap);
     if (st != TLM_OK) {

@@ -278,11 +278,14 @@ static void conv_str(const tlm_task *t, char *buf, int cap) {
     snprintf(sp, sizeof sp, "ih%lldiw%lld_oc%doh%lldow%lld_kh%dkw%d_sh%dsw%d_ph%dpw%d_dh%ddw%d",
              (long long)c->IH, (long long)c->IW, c->G * c->OCg, (long long)c->OH,
              (long long)c->OW, c->KH, c->KW, c->sh, c->sw, c->ph, c->pw, c->dh - 1, c->dw - 1);
-  snprintf(buf, (size_t)cap, "g%dmb%lldic%d%s%s%s%s%s%s%s", c->G, (long long)c->N,
+  char blocks[32] = "";
+  if (c->oc_blocks > 1) /* channel blocks: the caller's OC, in blocks of OCg */
+    snprintf(blocks, sizeof blocks, "_ocblocks%dx%d", c->oc_blocks, c->OCg);
+  snprintf(buf, (size_t)cap, "g%dmb%lldic%d%s%s%s%s%s%s%s%s", c->G, (long long)c->N,
            c->G * c->ICg, sp, c->has_bias ? "_bias" : "", c->has_ss ? "_bn" : "",
            c->has_residual ? "_residual" : "", (c->act > 0 && c->act < 5) ? acts[c->act] : "",
            (c->unit & TLM_UNIT_CONV_DST_C) && !(c->unit & TLM_UNIT_CONV_DST_W) ? "_nhwc" : "",
-           (c->unit & TLM_UNIT_CONV_WEI_O) && c->G * c->OCg > 1 ? "_hwio" : "");
+           (c->unit & TLM_UNIT_CONV_WEI_O) && c->G * c->OCg > 1 ? "_hwio" : "", blocks);
 }
 
 static void conv_clear_runtime(tlm_task *t) {

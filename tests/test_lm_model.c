@@ -762,7 +762,13 @@ int main(void) {
                     strstr(g_model_log, "/b.tlmq: ") && strstr(g_model_log, "/a.tlmq was trained on avx512"),
                 "the runtime says why a.tlmq is skipped and uses b.tlmq: %s", g_model_log);
           tlm_destroy(mrt);
-          /* a file of the folder named explicitly that does not load is an error */
+          /* a file of the folder named explicitly that does not load is an
+           * error, after the one that covers the target as well as before */
+          write_bytes(fc, (const uint8_t *)"not a model", 11);
+          mrt = NULL;
+          CHECK(tlm_create(&mc, &mrt) == TLM_ERR_FORMAT, "a broken file after the chosen one");
+          tlm_destroy(mrt);
+          CHECK(tlm_lm_quantize(&fm, &vocab, 7, fc, err, sizeof err) == TLM_OK, "%s", err);
           write_bytes(fa, (const uint8_t *)"not a model", 11);
           CHECK(tlm_create(&mc, &mrt) == TLM_ERR_FORMAT, "a broken file in a named folder");
           CHECK(tlm_lm_load_for(&lm, dir, &a2, chosen, err, sizeof err) == TLM_OK &&

@@ -41,12 +41,23 @@ typedef struct run_result {
  * to a matmul (a 1x1 over dense or gathered pixels, or a KxK over its
  * im2col copy; api/conv_as_matmul.h) or the convolution kernels. Writes a
  * line for `path`. */
-static void conv_path(const tlm_task *task, const tlm_conv_problem *p, int const_w, char *buf,
-                      size_t cap) {
-  int blocks = tlm_conv_oc_blocks(task, &p->op);
+static void conv_path(const tlm_runtime *rt, const tlm_task *task, const tlm_conv_problem *p,
+                      int const_w, char *buf, size_t cap) {
+  /* as tlm_run decides: no rewrites with TLM_CONV_AS_MATMUL=0, no blocks
+   * without room for copies (TLM_PREPACK_BYTES=0); past the room, the
+   * blocks read the caller's weights */
+  int blocks = rt->cfg.disable_conv_as_matmul || !rt->prepack_limit
+                   ? 0 : tlm_conv_oc_blocks(task, &p->op);
+  const tlm_conv_task *t = &task->u.conv;
+  size_t wbytes = (size_t)t->KD * t->KH * t->KW * t->ICg * t->OCg * t->G * sizeof(float);
   if (blocks > 1 && const_w) {
-    snprintf(buf, cap, "%d convolutions of %d output channels over the weights packed per block",
-             blocks, TLM_CONV_OC_BLOCK);
+    snprintf(buf, cap, "%d convolutions of %d output channels over the weights %s", blocks,
+             TLM_CONV_OC_BLOCK, wbytes <= rt->prepack_limit ? "packed per block"
+                                : "as they are (no room for a packed copy: TLM_PREPACK_BYTES)");
+    return;
+  }
+  if (rt->cfg.disable_conv_as_matmul) {
+    snprintf(buf, cap, "convolution kernel");
     return;
   }
   tlm_op mop;
@@ -153,7 +164,7 @@ static int run_public(tlm_runtime *rt, tlm_conv_problem *p, const tlm_task *task
     return 2;
   }
   res->compile_ms = s1.compile_ms - s0.compile_ms;
-  conv_path(task, p, o->const_w, res->path, sizeof res->path);
+  conv_path(rt, task, p, o->const_w, res->path, sizeof res->path);
   check_output(task, p, o, res);
   public_call pc = {rt, p};
   time_calls(call_public, &pc, tlm_task_flops(task), o, res);
@@ -214,7 +225,7 @@ static int run_one(tlm_runtime *rt, const tlm_conv_prb *prb, const run_opts *o, 
     rc = tlm_run_vs(rt, &task, &space, &args, &sched, k, o->vs_text, o->min_time) ? 2 : 3;
     goto out;
   }
-  conv_path(&task, &p, o->const_w, res->path, sizeof res->path);
+  conv_path(rt, &task, &p, o->const_w, res->path, sizeof res->path);
   check_output(&task, &p, o, res);
   kernel_call kc = {rt, k, &task, &args};
   time_calls(call_kernel, &kc, tlm_task_flops(&task), o, res);
