@@ -170,8 +170,8 @@ typedef struct tlm_config {
    * output pixels M for its reduction K = KD*KH*KW*IC (M <= K/4, e.g.
    * ResNet's 3x3 layers at 7x7 and 14x14), through an im2col copy of at
    * most 64 MiB malloc'd per call: (M, K) x weights (K, OC), channels-last
-   * dst, weights one dense (K, OC) matrix (HWIO, or OIHW). And a
-   * channels-last convolution with more pixels, one group, 256 or more
+   * dst, weights one dense (K, OC) matrix (HWIO, or OIHW). And another
+   * channels-last convolution with a window, one group, 256 or more
    * output channels in blocks of 64 and HWIO weights declared constant
    * (tlm_constant_add) runs as blocks of 64 output channels over its
    * weights packed per block. 1: always the convolution kernels on the
@@ -726,8 +726,8 @@ tlm_status tlm_run_on_stream(tlm_runtime *rt, const tlm_op *op, const tlm_tensor
  * (the weight reorder that oneDNN and inference engines do ahead of time),
  * made on first use and kept until removal; the kernel skips its per-call
  * copy of B. A channels-last convolution with a window, HWIO weights in
- * such a range and 256 or more output channels in blocks of 64 (over
- * more pixels than a quarter of its reduction; not with
+ * such a range and 256 or more output channels in blocks of 64 (unless
+ * it runs as a matmul over its im2col copy; not with
  * TLM_CONV_AS_MATMUL=0) runs in blocks of 64 output channels over a copy
  * of its weights packed per block, made and kept the same way. Such a task is scheduled on its own (its schedule packs B),
  * so results agree with undeclared B up to float rounding, not bit for
