@@ -84,8 +84,12 @@
  * moves to 11.
  * Version 12 (session 34): the matmul rule shares M among the workers,
  * in balanced blocks, where it shared N under one block of all of M and
- * M >= N (mm_rule_split_m2): the matmul family moves to 12. */
-#define TLM_RULE_VERSION 12
+ * M >= N (mm_rule_split_m2): the matmul family moves to 12.
+ * Version 13 (session 35): where all of M fits one block within the L2
+ * bound, the rule's tile_m2 is the L3 block (M-independent) rather than
+ * the smallest value that covers M: the same loops run, and every M up to
+ * the bound shares one kernel; the matmul family moves to 13. */
+#define TLM_RULE_VERSION 13
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows
