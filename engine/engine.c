@@ -1333,6 +1333,26 @@ static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
   tlm_schedule cand[TLM_TUNE_MAX_K];
   int k = rt->cfg.tune_k < k_cap ? rt->cfg.tune_k : k_cap;
   int nc = tlm_engine_tune_candidates(rt, &s, &pick, k, j->key.hash_lo, cand);
+  /* constant weights (a matmul's B declared with tlm_constant_add, a
+   * channel-blocked convolution's): the job's private copy is declared
+   * constant while it is tuned, so every candidate runs on weights packed
+   * ahead, as the application's calls do, not packing them per call (the
+   * candidates with packed B were charged the packing, and a blocked
+   * convolution read unpacked weights through their strides). The range
+   * lies in the job's own buffer: no caller's pointer can fall in it. */
+  const void *cw = j->task.kind == TLM_OP_MATMUL && j->task.u.mm.b_const ? (const void *)j->args.mm.b
+                   : j->task.kind == TLM_OP_CONV && j->task.u.conv.oc_blocks > 1
+                       ? (const void *)j->args.conv.wei
+                       : NULL;
+  void *const_range = NULL;
+  for (int i = 0; cw && i < j->nbufs; i++)
+    if ((const char *)cw >= (const char *)j->bufs[i] &&
+        (const char *)cw < (const char *)j->bufs[i] + j->sizes[i]) {
+      pthread_mutex_lock(&rt->exec_lock);
+      if (tlm_prepack_add_locked(rt, j->bufs[i], j->sizes[i]) == 0) const_range = j->bufs[i];
+      pthread_mutex_unlock(&rt->exec_lock);
+      break;
+    }
   tlm_kernel *ks[TLM_TUNE_MAX_K];
   memset(ks, 0, sizeof ks);
   void *pristine[TUNE_MAX_BUFS];
@@ -1426,6 +1446,11 @@ static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
   for (int i = 0; i < nc; i++) tlm_engine_kernel_free(rt, ks[i]);
   for (int i = 0; i < j->nbufs; i++) free(pristine[i]);
   free(ref);
+  if (const_range) { /* and its packed copies freed */
+    pthread_mutex_lock(&rt->exec_lock);
+    tlm_prepack_remove_locked(rt, const_range);
+    pthread_mutex_unlock(&rt->exec_lock);
+  }
   if (!ok) return;
   /* the winner into the kernel table, then the plan, as bg_build does */
   tlm_kernel *nk = NULL;
@@ -1461,8 +1486,9 @@ static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
   atomic_add_double(&rt->tune_ms, now_ms() - t0);
   if (rt->cfg.verbose >= TLM_LOG_INFO) {
     char ts[160], ss[512];
-    tlm_log(rt, TLM_LOG_INFO, "tuned %s: %d candidates, %s [%s] %.2f us (pick %.2f us), %.0f ms",
-            tlm_task_str(&j->task, ts, sizeof ts), nc, improved ? "new kernel" : "pick kept",
+    tlm_log(rt, TLM_LOG_INFO, "tuned %s: %d candidates%s, %s [%s] %.2f us (pick %.2f us), %.0f ms",
+            tlm_task_str(&j->task, ts, sizeof ts), nc,
+            const_range ? " on weights packed ahead" : "", improved ? "new kernel" : "pick kept",
             tlm_schedule_str(&s, &cand[improved ? best : 0], ss, sizeof ss),
             med[improved ? best : 0] * 1e3, med[0] * 1e3, now_ms() - t0);
   }

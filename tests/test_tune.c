@@ -6,8 +6,11 @@
  * first call (the tuner must only read its own copies: ASan would see it);
  * every shape is tuned once; a second runtime on the same disk cache takes
  * the measured plans and tunes nothing; tlm_destroy while jobs are queued
- * or running returns promptly and leaks nothing. */
+ * or running returns promptly and leaks nothing. Calls with constant
+ * weights (a matmul's B, a channel-blocked convolution's) are tuned on
+ * weights packed ahead, as they run (the tuner's log line says so). */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +43,19 @@ static int64_t numel(const int64_t *s, int n) {
 
 static char g_dir[256];
 
+/* tuner log lines that say the candidates ran on weights packed ahead */
+static _Atomic int g_packed_lines;
+
+static void on_log(void *user, tlm_log_level level, const char *line) {
+  (void)user, (void)level;
+  if (strstr(line, "tuned ") && strstr(line, "on weights packed ahead")) g_packed_lines++;
+}
+
 static tlm_runtime *make_rt(int tune_k, const char *dir) {
   tlm_config cfg;
   tlm_config_init(&cfg);
+  cfg.verbose = TLM_LOG_INFO;
+  cfg.log_fn = on_log;
   cfg.cache_dir = dir;
   cfg.model_path = "none";
   cfg.num_threads = 2;
@@ -90,7 +103,7 @@ static int close_to(const float *a, const float *b, int64_t n) {
 
 int main(void) {
   snprintf(g_dir, sizeof g_dir, "/tmp/tlm_test_tune_%d", (int)getpid());
-  call calls[10];
+  call calls[11];
   int nc = 0;
   call *c;
   memset(calls, 0, sizeof calls);
@@ -126,6 +139,15 @@ int main(void) {
   memcpy(c->ndim, (int[4]){4, 4, 1}, sizeof c->ndim);
   memcpy(c->oshape, (int64_t[5]){1, 2, 3, 256}, sizeof c->oshape);
   c->ondim = 4;
+  c = &calls[nc++];
+  c->name = "matmul, constant B";
+  c->op = tlm_op_matmul();
+  c->n_in = 2;
+  c->const_w = 1;
+  memcpy(c->shape, (int64_t[4][5]){{9, 64}, {64, 80}}, sizeof c->shape);
+  memcpy(c->ndim, (int[4]){2, 2}, sizeof c->ndim);
+  memcpy(c->oshape, (int64_t[5]){9, 80}, sizeof c->oshape);
+  c->ondim = 2;
   c = &calls[nc++];
   c->name = "conv 1x1 (as matmul)";
   c->op = tlm_op_conv(TLM_LAYOUT_NHWC);
@@ -171,7 +193,7 @@ int main(void) {
   memcpy(c->oshape, (int64_t[5]){6, 50}, sizeof c->oshape);
   c->ondim = 2;
 
-  static float want[10][MAXN], got[MAXN];
+  static float want[11][MAXN], got[MAXN];
   /* the answers without tuning */
   tlm_runtime *plain = make_rt(0, "none");
   for (int i = 0; plain && i < nc; i++)
@@ -192,6 +214,8 @@ int main(void) {
   printf("tuned %llu shapes (%llu given a faster kernel) in %.0f ms\n",
          (unsigned long long)s.tunes, (unsigned long long)s.tune_improved, s.tune_ms);
   CHECK(s.tunes == (uint64_t)nc, "%llu of %d shapes tuned", (unsigned long long)s.tunes, nc);
+  /* the constant-B matmul and the channel-blocked convolution */
+  CHECK(g_packed_lines == 2, "%d shapes tuned on weights packed ahead (want 2)", (int)g_packed_lines);
   for (int r = 0; r < 2; r++)
     for (int i = 0; rt && i < nc; i++)
       CHECK(run_once(rt, &calls[i], got) &&
