@@ -88,6 +88,10 @@ TLM_CACHE_DIR=none "$tlm" adapt --minutes 1 > /dev/null 2>&1
 [ $? -eq 2 ] || { echo "adapt without a disk cache or --out: want exit 2"; fail=$((fail + 1)); }
 "$tlm" adapt --base "$tmp/missing.tlmq" --minutes 0.2 --shared "$shared" > /dev/null 2>&1
 [ $? -eq 1 ] || { echo "adapt with a missing base model: want exit 1"; fail=$((fail + 1)); }
+long="$tmp/$(printf 'a%.0s' $(seq 4200))"
+TLM_CACHE_DIR=none "$tlm" adapt --out "$long" --minutes 1 > "$tmp/long.log" 2>&1
+[ $? -eq 2 ] && grep -q "too long" "$tmp/long.log" ||
+  { echo "adapt with a 4200-character --out: want exit 2 and a message"; fail=$((fail + 1)); }
 set -e
 [ "$fail" -eq 0 ] || exit 1
 echo "adapt_cli: passed"

@@ -160,7 +160,7 @@ int tlm_cmd_adapt(int argc, char **argv) {
     }
     base = base_file;
   }
-  char outbuf[4096], recbuf[4096], ckpt[4200], cand[4200], gate_json[4200], tbuf[320];
+  char outbuf[4096], recbuf[4096], ckpt[4200], cand[4200], gate_json[4224], tbuf[320];
   if (!out) out = tlm_adapted_model_path(rt, outbuf, sizeof outbuf);
   fprintf(stderr, "tlm adapt: target %s\n", tlm_target_str(&rt->target, tbuf, sizeof tbuf));
   tlm_destroy(rt);
@@ -168,11 +168,19 @@ int tlm_cmd_adapt(int argc, char **argv) {
     fprintf(stderr, "tlm adapt: no disk cache (TLM_CACHE_DIR=none): name the model with --out\n");
     return 2;
   }
+  if (strlen(out) >= 4096) { /* the names below add up to 20 characters to it */
+    fprintf(stderr, "tlm adapt: the model path is too long (%zu characters; at most 4095)\n",
+            strlen(out));
+    return 2;
+  }
   if (!records) {
     int n = snprintf(recbuf, sizeof recbuf, "%s", out);
     char *dot = strrchr(recbuf, '.');
     if (dot && !strcmp(dot, ".tlmq")) *dot = 0;
-    if (n <= 0 || strlen(recbuf) + 12 >= sizeof recbuf) return 2;
+    if (n <= 0 || strlen(recbuf) + 12 >= sizeof recbuf) {
+      fprintf(stderr, "tlm adapt: the model path is too long for its measurements' file name\n");
+      return 2;
+    }
     strcat(recbuf, ".jsonl.gz");
     records = recbuf;
   }
