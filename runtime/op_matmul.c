@@ -661,6 +661,19 @@ static double mm_extent_distance(const tlm_task *a, const tlm_task *b) {
          log_gap(a->u.mm.K, b->u.mm.K);
 }
 
+void tlm_mm_canonical(const tlm_space *s, tlm_schedule *sched) {
+  if (s->task.kind != TLM_OP_MATMUL || sched->n != MM_NPOINTS) return;
+  const tlm_matmul_task *t = &s->task.u.mm;
+  int32_t *v = sched->v;
+  int64_t m3 = v[MM_M3] > 0 ? v[MM_M3] : 1;
+  if (v[MM_M1] != 1 || (int64_t)v[MM_M2] * m3 < t->M) return; /* more than one block of M */
+  int64_t l3b = mm_l3_m2(&s->target, v[MM_K1], m3);
+  if (l3b == v[MM_M2] || l3b * m3 < t->M) return;
+  tlm_schedule c = *sched;
+  c.v[MM_M2] = (int32_t)l3b;
+  if (tlm_space_accepts(s, &c)) *sched = c;
+}
+
 const tlm_family tlm_family_matmul = {
     .name = "matmul",
     .points = k_mm_points,

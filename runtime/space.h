@@ -254,6 +254,15 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *decided,
 /* 1 when every value of `sched` is among its point's candidates. */
 int tlm_space_accepts(const tlm_space *s, const tlm_schedule *sched);
 
+/* A matmul schedule whose level-2 M block holds all of M (and no level-1
+ * grouping) in the form rule version 13 writes it: tile_m2 the L3 block
+ * the space offers whatever M. The loops, the code and the speed are the
+ * same either way (one block); records measured under earlier rules, which
+ * wrote the smallest covering value, then match the current rule's
+ * schedule (tlm train). Other schedules, and the schedules of other
+ * families, are left as they are; so is one the space would not accept. */
+void tlm_mm_canonical(const tlm_space *s, tlm_schedule *sched);
+
 /* A walker picks an index into cands (0..n-1) for point p. */
 typedef int (*tlm_chooser)(void *ctx, const tlm_space *s, int p,
                            const int32_t *decided, const int32_t *cands, int n);

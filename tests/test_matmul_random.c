@@ -308,6 +308,58 @@ int main(int argc, char **argv) {
           split_seen);
   }
 
+  /* rule 13: every M that fits one block gets the same schedule (one
+   * kernel), and tlm_mm_canonical turns a schedule written the earlier way
+   * (tile_m2 the smallest value covering M) into it; a schedule of several
+   * M blocks stays as it is */
+  {
+    static const char *one_block[] = {"100x256:256x512", "144x256:256x512", "196x256:256x512",
+                                      "37x256:256x512"};
+    tlm_schedule first;
+    for (size_t i = 0; i < sizeof one_block / sizeof one_block[0]; i++) {
+      tlm_mm_desc d;
+      char err[256];
+      tlm_mm_desc_parse(one_block[i], &d, err, sizeof err);
+      tlm_matmul_desc epi = {0, 0, 0, TLM_ACT_NONE, 0};
+      tlm_problem p;
+      if (tlm_problem_make(&d, &epi, 5 + i, &p)) continue;
+      tlm_task task;
+      tlm_mm_args args;
+      if (tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err)) {
+        tlm_problem_free(&p);
+        continue;
+      }
+      tlm_target tg = rt->target;
+      tg.threads = 1;
+      tlm_space sp;
+      tlm_space_init(&sp, &task, &tg);
+      tlm_schedule sched;
+      tlm_space_default(&sp, &sched);
+      if (i == 0) first = sched;
+      CHECK(!memcmp(&sched, &first, sizeof sched), "%s: a rule schedule of its own (want one for "
+            "every M in one block)", one_block[i]);
+      /* the earlier form: the smallest offered tile_m2 that covers M */
+      int32_t c[TLM_MAX_CANDIDATES];
+      int n = tlm_space_candidates(&sp, MM_M2, sched.v, c);
+      tlm_schedule old = sched;
+      for (int j = 0; j < n; j++)
+        if ((int64_t)c[j] * sched.v[MM_M3] >= task.u.mm.M) {
+          old.v[MM_M2] = c[j];
+          break;
+        }
+      tlm_mm_canonical(&sp, &old);
+      CHECK(!memcmp(&old, &sched, sizeof sched), "%s: canonical form is not the rule's",
+            one_block[i]);
+      tlm_schedule several = sched;
+      several.v[MM_M2] = 1; /* blocks of one register tile */
+      tlm_schedule kept = several;
+      tlm_mm_canonical(&sp, &kept);
+      CHECK(!memcmp(&kept, &several, sizeof kept), "%s: canonical form changed a schedule of "
+            "several M blocks", one_block[i]);
+      tlm_problem_free(&p);
+    }
+  }
+
   tlm_stats ps;
   tlm_get_stats(rt, &ps);
   CHECK(ps.prepacks >= 3, "only %llu B matrices packed ahead", (unsigned long long)ps.prepacks);

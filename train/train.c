@@ -380,6 +380,12 @@ int tlm_train_run(const tlm_train_opts *o) {
               "the first %d only (and be used only there)\n", TLM_LM_MAX_HW, TLM_LM_MAX_HW);
     tlm_schedule rule;
     tlm_space_default(&s, &rule);
+    /* the records in the form the current rule writes one-block matmuls
+     * (tlm_mm_canonical: the same loops), so those measured under rule 12
+     * and before count as timings of rule 13's schedule */
+    tlm_mm_canonical(&s, &best[i].sched);
+    for (int j = 0; j < best[i].nall; j++) tlm_mm_canonical(&s, &best[i].all[j]);
+    for (int j = 0; j < best[i].nver; j++) tlm_mm_canonical(&s, &best[i].ver[j]);
     double rule_spread = 0;
     double rule_ns = tlm_best_time_of(&best[i], &rule, &rule_spread);
     /* a gain within the rule's own spread between samples is noise */
