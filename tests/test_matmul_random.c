@@ -316,6 +316,7 @@ int main(int argc, char **argv) {
     static const char *one_block[] = {"100x256:256x512", "144x256:256x512", "196x256:256x512",
                                       "37x256:256x512"};
     tlm_schedule first;
+    int have_first = 0;
     for (size_t i = 0; i < sizeof one_block / sizeof one_block[0]; i++) {
       tlm_mm_desc d;
       char err[256];
@@ -335,7 +336,7 @@ int main(int argc, char **argv) {
       tlm_space_init(&sp, &task, &tg);
       tlm_schedule sched;
       tlm_space_default(&sp, &sched);
-      if (i == 0) first = sched;
+      if (!have_first) first = sched, have_first = 1;
       CHECK(!memcmp(&sched, &first, sizeof sched), "%s: a rule schedule of its own (want one for "
             "every M in one block)", one_block[i]);
       /* the earlier form: the smallest offered tile_m2 that covers M */
