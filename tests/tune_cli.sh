@@ -4,7 +4,8 @@
 # a measured plan; `tlm run --check` of a tuned shape then takes its plan
 # from that cache and passes the reference check; bad usage exits 2 and a
 # missing disk cache is refused; --heldout tunes the held-out families'
-# tasks (a sample of 2, measured only); `tlm run --compile-repeats` prints
+# tasks (a sample of 2, measured only) and reports the speed against the
+# rule's schedule; `tlm run --compile-repeats` prints
 # the warm compile time.
 # Usage: tune_cli.sh TLM_BINARY SHARED_DIR
 set -eu
@@ -46,6 +47,10 @@ TLM_CACHE_DIR=none "$tlm" tune --heldout --shared "$2" --max-tasks 2 --k 2 --thr
   --dry-run --json "$tmp/h.json" > "$tmp/out5"
 grep -q '"tasks_tuned":[[:space:]]*2' "$tmp/h.json" || { cat "$tmp/out5"; echo "tune --heldout: not 2 tasks"; exit 1; }
 grep -q '"changed_percent"' "$tmp/h.json" || { echo "tune --heldout: no changed_percent"; exit 1; }
+# the speed against the rule's schedule (#17's figure), per task and in all
+grep -q '"geomean_speedup_vs_rule"' "$tmp/h.json" && grep -q '"faster_than_rule_percent"' "$tmp/h.json" &&
+  [ "$(grep -c '"speedup_vs_rule"' "$tmp/h.json")" -eq 2 ] && grep -q "against the rule's schedule" "$tmp/out5" ||
+  { cat "$tmp/out5"; echo "tune --heldout: no speed against the rule"; exit 1; }
 # tlm run --compile-repeats: the warm compiles' median and phases, for a
 # matmul and a convolution
 for d in 7x33:33x129 mb1ic3ih11oc8oh11kh3ph1; do
