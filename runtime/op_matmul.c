@@ -304,10 +304,37 @@ static int mm_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c
 }
 
 
-/* 1 when the rule's register tile (decided up to MM_M3) covers all of M
- * and B is read row-wise: nothing reuses B, the kernel streams it. */
-static int mm_streams_b(const tlm_matmul_task *t, const int32_t *d) {
-  return !tlm_vec_is_k(d[MM_VEC]) && (t->unit & TLM_UNIT_B_N) && t->M <= d[MM_M3];
+static int mm_rule_packs_b(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d);
+
+/* 1 when the rule streams B: read row-wise in place (decisions up to
+ * MM_M3 known), and either the register tile covers all of M (nothing
+ * reuses B) or, from rule version 14, two register tiles of rows do, B
+ * stays unpacked (mm_rule_packs_b) and a worker's share of one batch's B
+ * is larger than its core's L2, so that it comes from L3 or memory on
+ * every call. A K block
+ * of 256 rows then reads 256 B rows at once, each in its own page (rows
+ * of 3 KiB and more), more streams than a core's prefetchers follow,
+ * for a reuse of two from L2; short K blocks across wide N blocks read
+ * few rows, each far along, and both row tiles take that block from L2.
+ * Measured on an Intel Xeon (family 6 model 167, AVX-512 6 x 64 tiles,
+ * one thread, tlm run --schedule RULE13 --vs RULE14): 9x4096:4096x50400
+ * (the GPT-J head) 2.2x, 12x4096:4096x11008 2.2x, 12x768:768x3072 1.9x,
+ * 9x4096:4096x4096 1.7x, 9x1024:1024x4096 1.5x, 10x1024:1024x1024 1.3x;
+ * 9x768:768x768 (B of 2.4 MB, about L2) 0.99x. Two threads (each
+ * reading its share of N): 9x4096:4096x50400 2.1x, 8x4096:4096x11008
+ * 1.9x, 12x768:768x3072 1.45x, 9x1024:1024x4096 1.3x, 10x1024:1024x1024
+ * (2 MiB a worker) 1.0x, 9x768:768x768 (1.2 MB a worker) 0.86x: the bound
+ * is a worker's share of B against its L2. With more row tiles the
+ * deep K block's reuse wins: 24x1024:1024x1024 0.96x, 32x1024 0.97x,
+ * 48x768:768x768 0.82x, so two tiles is the bound (the bound of B's
+ * packing, which pays from more than two). */
+static int mm_streams_b(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d) {
+  if (tlm_vec_is_k(d[MM_VEC]) || !(t->unit & TLM_UNIT_B_N)) return 0;
+  if (t->M <= d[MM_M3]) return 1;
+  int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 256 * 1024;
+  int64_t workers = tg->threads > 0 ? tg->threads : 1; /* they share N */
+  return t->M <= 2 * (int64_t)d[MM_M3] && (int64_t)t->K * t->N * 4 > l2 * workers &&
+         !mm_rule_packs_b(tg, t, d);
 }
 
 /* The rule's level-2 rows: every row of the block reuses the B block (k1 x
@@ -488,7 +515,8 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
   case MM_B3: return 0;
   case MM_K1:
     /* One register tile holds every row (decode, GEMV): B is read once and
-     * reused by nothing, so the kernel is a stream of B. Short K blocks
+     * reused by nothing, so the kernel is a stream of B (so is an
+     * unpacked B beyond L2 under two row tiles: mm_streams_b). Short K blocks
      * with the level-2 block across N (below) read B's rows whole, k1 rows
      * at a time, as the prefetchers like; the accumulators' reload every
      * 16 steps costs 2 L1 accesses per 16 B loads. Not when one tile spans
@@ -496,13 +524,13 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
      * no row to read whole, and each K block would only reload the tile
      * (1.46x slower at 1x1024:1024x5 by tlm run --vs, Zen 3). Otherwise a
      * K block of 256 keeps the A micro-panel (m3 x k1) in L1. */
-    return pick_at_most(c, n, mm_streams_b(t, d) && t->N > d[MM_N3] && !t->b_const ? 16 : 256);
+    return pick_at_most(c, n, mm_streams_b(tg, t, d) && t->N > d[MM_N3] && !t->b_const ? 16 : 256);
   case MM_UNROLL: return pick_at_most(c, n, 4);
   case MM_N2: {
     /* B block (k1 x n2*n3) in half of L2; enough n blocks for all cores
      * when m offers little parallelism */
     int64_t nb = l2 / 2 / ((int64_t)d[MM_K1] * d[MM_N3] * 4);
-    if (mm_streams_b(t, d) && !t->b_const) { /* the C block (n2 x n3) in half of L1 */
+    if (mm_streams_b(tg, t, d) && !t->b_const) { /* the C block (n2 x n3) in half of L1 */
       int64_t l1 = tg->l1d_bytes > 0 ? tg->l1d_bytes : 32 * 1024;
       nb = l1 / 2 / ((int64_t)d[MM_N3] * 4);
     }
@@ -614,10 +642,11 @@ static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
 /* version 8: tile_n1 (level-0 blocks of N, about one per worker);
  * 10: 3-vector register tiles on 16 registers, packed B for rows that are
  * not whole cache lines; 11: level-1 tiles balanced by work; 12: workers
- * share M at M >= N; 13: one block of all of M is the L3 block (space.h) */
+ * share M at M >= N; 13: one block of all of M is the L3 block (space.h);
+ * 14: an unpacked B beyond L2 streams under a few row tiles too */
 static int mm_rule_version(const tlm_task *task) {
   (void)task;
-  return 13;
+  return 14;
 }
 
 static double mm_flops(const tlm_task *t) {

@@ -88,8 +88,11 @@
  * Version 13 (session 35): where all of M fits one block within the L2
  * bound, the rule's tile_m2 is the L3 block (M-independent) rather than
  * the smallest value that covers M: the same loops run, and every M up to
- * the bound shares one kernel; the matmul family moves to 13. */
-#define TLM_RULE_VERSION 13
+ * the bound shares one kernel; the matmul family moves to 13.
+ * Version 14 (session 36): an unpacked B larger than L2 under two
+ * register tiles of rows is streamed as under one (short K blocks, wide N
+ * blocks: mm_streams_b); the matmul family moves to 14. */
+#define TLM_RULE_VERSION 14
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows
