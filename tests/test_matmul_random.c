@@ -361,6 +361,59 @@ int main(int argc, char **argv) {
     }
   }
 
+  /* rule 14: under two register tiles of rows, an unpacked B whose share
+   * a worker reads is larger than its L2 is streamed (K blocks of 16), as
+   * under one tile; with more tiles, or B within L2, the deep K block
+   * stays. The rule's kernels pass the reference check either way. */
+  {
+    static const char *streamed[] = {"12x768:768x3072", "9x1024:1024x4096", "24x1024:1024x1024",
+                                     "9x768:768x768", "7x512:512x4100"};
+    int stream_seen = 0;
+    for (size_t i = 0; i < sizeof streamed / sizeof streamed[0]; i++)
+      for (int w = 1; w <= 2; w++) {
+        tlm_mm_desc d;
+        char err[256];
+        tlm_mm_desc_parse(streamed[i], &d, err, sizeof err);
+        tlm_matmul_desc epi = {0, 0, 1, TLM_ACT_NONE, 0};
+        tlm_problem p;
+        if (tlm_problem_make(&d, &epi, 31 + i, &p)) continue;
+        tlm_task task;
+        tlm_mm_args args;
+        if (tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err)) {
+          tlm_problem_free(&p);
+          continue;
+        }
+        tlm_target tg = rt->target;
+        tg.threads = w;
+        tlm_space sp;
+        tlm_space_init(&sp, &task, &tg);
+        tlm_schedule sched;
+        tlm_space_default(&sp, &sched);
+        const int32_t *v = sched.v;
+        int64_t M = task.u.mm.M, bytes = (int64_t)task.u.mm.K * task.u.mm.N * 4;
+        int64_t l2 = tg.l2_bytes > 0 ? tg.l2_bytes : 256 * 1024;
+        int want = !tlm_vec_is_k(v[MM_VEC]) && !v[MM_PACK_B] && M > v[MM_M3] &&
+                   M <= 2 * (int64_t)v[MM_M3] && bytes > l2 * w && task.u.mm.N > v[MM_N3];
+        char ss[512];
+        tlm_schedule_str(&sp, &sched, ss, sizeof ss);
+        CHECK((v[MM_K1] == 16) == want, "%s at %d workers: tile_k1 %d, want %s [%s]", streamed[i],
+              w, v[MM_K1], want ? "16 (B streamed)" : "the deep block", ss);
+        stream_seen += want;
+        tlm_kernel *k;
+        tlm_status st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
+        if (st == TLM_OK) st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
+        double e = st == TLM_OK ? tlm_problem_check(&p) : -1;
+        CHECK(e >= 0 && e <= tlm_problem_tolerance(d.a[d.nda - 1]),
+              "%s rule at %d workers [%s]: %s, error %g", streamed[i], w, ss,
+              st == TLM_OK ? "ran" : err, e);
+        tlm_problem_free(&p);
+      }
+    /* AVX2 and SSE targets pack these B (rows of 16 floats past the
+     * prefetch reach), so only wide-row targets stream them */
+    if (rt->target.isa == TLM_ISA_AVX512)
+      CHECK(stream_seen >= 3, "rule 14 streamed B for only %d of 10 (shape, workers)", stream_seen);
+  }
+
   tlm_stats ps;
   tlm_get_stats(rt, &ps);
   CHECK(ps.prepacks >= 3, "only %llu B matrices packed ahead", (unsigned long long)ps.prepacks);
