@@ -306,35 +306,39 @@ static int mm_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c
 
 static int mm_rule_packs_b(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d);
 
+#define MM_STREAM_K1 16 /* the K block of a streamed B (MM_K1) */
+
 /* 1 when the rule streams B: read row-wise in place (decisions up to
  * MM_M3 known), and either the register tile covers all of M (nothing
- * reuses B) or, from rule version 14, two register tiles of rows do, B
- * stays unpacked (mm_rule_packs_b) and a worker's share of one batch's B
- * is larger than its core's L2, so that it comes from L3 or memory on
- * every call. A K block
- * of 256 rows then reads 256 B rows at once, each in its own page (rows
- * of 3 KiB and more), more streams than a core's prefetchers follow,
- * for a reuse of two from L2; short K blocks across wide N blocks read
- * few rows, each far along, and both row tiles take that block from L2.
- * Measured on an Intel Xeon (family 6 model 167, AVX-512 6 x 64 tiles,
- * one thread, tlm run --schedule RULE13 --vs RULE14): 9x4096:4096x50400
- * (the GPT-J head) 2.2x, 12x4096:4096x11008 2.2x, 12x768:768x3072 1.9x,
- * 9x4096:4096x4096 1.7x, 9x1024:1024x4096 1.5x, 10x1024:1024x1024 1.3x;
- * 9x768:768x768 (B of 2.4 MB, about L2) 0.99x. Two threads (each
- * reading its share of N): 9x4096:4096x50400 2.1x, 8x4096:4096x11008
- * 1.9x, 12x768:768x3072 1.45x, 9x1024:1024x4096 1.3x, 10x1024:1024x1024
- * (2 MiB a worker) 1.0x, 9x768:768x768 (1.2 MB a worker) 0.86x: the bound
- * is a worker's share of B against its L2. With more row tiles the
- * deep K block's reuse wins: 24x1024:1024x1024 0.96x, 32x1024 0.97x,
- * 48x768:768x768 0.82x, so two tiles is the bound (the bound of B's
- * packing, which pays from more than two). */
+ * reuses B) or, from rule version 14, B is not constant, M is at most 16
+ * rows, a worker's share of one batch's B is larger than its core's L2
+ * (B comes from L3 or memory on every call) and its share of each B row
+ * spans at least two pages (8 KiB). Streaming, the kernel takes K blocks
+ * of 16 B rows across wide N blocks (MM_K1, MM_N2: each row read far
+ * along, runs that the in-page streamers follow) and every register tile
+ * of rows reuses the block from L2, but it loads and stores C's block once
+ * a K block: 2 M values for each 2 x 16 values of B that packing would
+ * load and store, so up to M = 16 it costs no more than packing B
+ * (MM_PACK_B is then 0); unpacked with a K block of 256 the tiles would
+ * read 256 B rows at once, each in its own page, more streams than the
+ * prefetchers follow. Measured on an Intel Xeon (family 6 model 167, tlm
+ * run --schedule RULE13 --vs RULE14, time ratios, one thread / two):
+ * natively 9x4096:4096x50400 (the GPT-J head, unpacked) 0.44 / 0.48,
+ * 8x4096:4096x11008 0.45 / 0.55, 12x768:768x3072 0.57, 16x1024:1024x4096
+ * (packed) 0.68 / 0.79, 16x4096:4096x4096 0.75 at two; under AVX2 (B
+ * packed) 0.73-0.83 at one thread, 0.73-0.91 at two. Rows of 20 were
+ * 0.79-0.94 still, 32 0.93-1.09, 48 1.04-1.19 (one thread). Workers with
+ * narrower shares of the rows lost: 16x768:768x3072 at two threads
+ * (1.5 pages a row each) 1.02 / 1.20 (AVX2), 11x3072:3072x768 1.18,
+ * 9x768:768x768 1.16; hence the two pages a worker. */
 static int mm_streams_b(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d) {
   if (tlm_vec_is_k(d[MM_VEC]) || !(t->unit & TLM_UNIT_B_N)) return 0;
   if (t->M <= d[MM_M3]) return 1;
+  if (t->b_const) return 0; /* packed once, ahead of the calls */
   int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 256 * 1024;
   int64_t workers = tg->threads > 0 ? tg->threads : 1; /* they share N */
-  return t->M <= 2 * (int64_t)d[MM_M3] && (int64_t)t->K * t->N * 4 > l2 * workers &&
-         !mm_rule_packs_b(tg, t, d);
+  return t->M <= MM_STREAM_K1 && (int64_t)t->K * t->N * 4 > l2 * workers &&
+         (int64_t)t->N * 4 >= 2 * 4096 * workers;
 }
 
 /* The rule's level-2 rows: every row of the block reuses the B block (k1 x
@@ -515,8 +519,8 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
   case MM_B3: return 0;
   case MM_K1:
     /* One register tile holds every row (decode, GEMV): B is read once and
-     * reused by nothing, so the kernel is a stream of B (so is an
-     * unpacked B beyond L2 under two row tiles: mm_streams_b). Short K blocks
+     * reused by nothing, so the kernel is a stream of B (so is a B beyond
+     * L2 under at most 16 rows: mm_streams_b). Short K blocks
      * with the level-2 block across N (below) read B's rows whole, k1 rows
      * at a time, as the prefetchers like; the accumulators' reload every
      * 16 steps costs 2 L1 accesses per 16 B loads. Not when one tile spans
@@ -524,7 +528,9 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
      * no row to read whole, and each K block would only reload the tile
      * (1.46x slower at 1x1024:1024x5 by tlm run --vs, Zen 3). Otherwise a
      * K block of 256 keeps the A micro-panel (m3 x k1) in L1. */
-    return pick_at_most(c, n, mm_streams_b(tg, t, d) && t->N > d[MM_N3] && !t->b_const ? 16 : 256);
+    return pick_at_most(c, n,
+                        mm_streams_b(tg, t, d) && t->N > d[MM_N3] && !t->b_const ? MM_STREAM_K1
+                                                                                   : 256);
   case MM_UNROLL: return pick_at_most(c, n, 4);
   case MM_N2: {
     /* B block (k1 x n2*n3) in half of L2; enough n blocks for all cores
@@ -613,7 +619,7 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
   }
   case MM_ORDER1: return 0;
   case MM_ORDER2: return 0; /* m outer: the A micro-panel stays in L1 */
-  case MM_PACK_B: return mm_rule_packs_b(tg, t, d) && n > 1 ? 1 : 0;
+  case MM_PACK_B: return mm_rule_packs_b(tg, t, d) && !mm_streams_b(tg, t, d) && n > 1 ? 1 : 0;
   case MM_PARALLEL: {
     if (workers == 1) return 0;
     int64_t mb = (t->M + (int64_t)d[MM_M3] * d[MM_M2] - 1) / ((int64_t)d[MM_M3] * d[MM_M2]);
@@ -643,7 +649,7 @@ static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
  * 10: 3-vector register tiles on 16 registers, packed B for rows that are
  * not whole cache lines; 11: level-1 tiles balanced by work; 12: workers
  * share M at M >= N; 13: one block of all of M is the L3 block (space.h);
- * 14: an unpacked B beyond L2 streams under a few row tiles too */
+ * 14: a B beyond a worker's L2 streams under up to 16 rows too */
 static int mm_rule_version(const tlm_task *task) {
   (void)task;
   return 14;

@@ -89,9 +89,10 @@
  * bound, the rule's tile_m2 is the L3 block (M-independent) rather than
  * the smallest value that covers M: the same loops run, and every M up to
  * the bound shares one kernel; the matmul family moves to 13.
- * Version 14 (session 36): an unpacked B larger than L2 under two
- * register tiles of rows is streamed as under one (short K blocks, wide N
- * blocks: mm_streams_b); the matmul family moves to 14. */
+ * Version 14 (session 36): a B (not constant) larger than a worker's L2
+ * under at most 16 rows is streamed as under one register tile (short K
+ * blocks, wide N blocks, not packed: mm_streams_b); the matmul family
+ * moves to 14. */
 #define TLM_RULE_VERSION 14
 
 /* The rule version in which the rule or the code generation of the task's
