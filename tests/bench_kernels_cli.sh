@@ -42,6 +42,9 @@ grep -q 'resumed .*: 1 of 3 tasks done' "$tmp/out2" || { cat "$tmp/out2"; fail "
 grep -q '"tasks_done":[[:space:]]*3,' "$tmp/r.json" || fail "resumed: not 3 tasks done"
 grep -q '"complete":[[:space:]]*true' "$tmp/r.json" || fail "resumed: not complete"
 grep -q '"tasks":[[:space:]]*3,' "$tmp/r.json" || fail "resumed: the summary is not over 3 tasks"
+# every task says whose kernels failed the reference check (none here)
+[ "$(grep -c '"wrong_contenders":[[:space:]]*\[\]' "$tmp/r.json")" -eq 3 ] ||
+  fail "not 3 tasks with an empty wrong_contenders"
 for t in 7x33:33x129 16x40x40:16x40x64 1x17:17x5; do
   n=$(grep -c "\"task\":[[:space:]]*\"$t " "$tmp/r.json")
   [ "$n" -eq 1 ] || fail "resumed: $t in the report $n times"
