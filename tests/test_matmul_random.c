@@ -84,6 +84,30 @@ static int cross_extents(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *t
   return ran;
 }
 
+/* The task and kernel arguments of shape `shape` (random operands from
+ * `seed`, bias when `bias`) with p's buffers, and the space of the host's
+ * target at `workers` threads; 0, or -1 (p freed) when it cannot be made */
+static int rule_case(tlm_runtime *rt, const char *shape, uint64_t seed, int bias, int workers,
+                     tlm_problem *p, tlm_task *task, tlm_mm_args *args, tlm_space *sp) {
+  tlm_mm_desc d;
+  char err[512];
+  if (tlm_mm_desc_parse(shape, &d, err, sizeof err) != 1) {
+    CHECK(0, "%s: %s", shape, err);
+    return -1;
+  }
+  tlm_matmul_desc epi = {0, 0, bias, TLM_ACT_NONE, 0};
+  if (tlm_problem_make(&d, &epi, seed, p)) return -1;
+  if (tlm_validate_matmul(&p->op, p->in, p->n_in, &p->out, 1, task, args, err, sizeof err)) {
+    CHECK(0, "%s: %s", shape, err);
+    tlm_problem_free(p);
+    return -1;
+  }
+  tlm_target tg = rt->target;
+  tg.threads = workers;
+  tlm_space_init(sp, task, &tg);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : NULL;
   if (check_isa_unsupported()) return CHECK_SKIP;
@@ -244,23 +268,12 @@ int main(int argc, char **argv) {
     int split_seen = 0;
     for (size_t i = 0; i < sizeof msplit / sizeof msplit[0]; i++) {
       for (int w = 2; w <= 4; w++) {
-        tlm_mm_desc d;
         char err[512], ss[512];
-        tlm_mm_desc_parse(msplit[i], &d, err, sizeof err);
-        tlm_matmul_desc epi = {0, 0, 1, TLM_ACT_NONE, 0};
         tlm_problem p;
-        if (tlm_problem_make(&d, &epi, 31 + i, &p)) continue;
         tlm_task task;
         tlm_mm_args args;
-        if (tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err)) {
-          CHECK(0, "%s: %s", msplit[i], err);
-          tlm_problem_free(&p);
-          continue;
-        }
-        tlm_target tg = rt->target;
-        tg.threads = w;
         tlm_space sp;
-        tlm_space_init(&sp, &task, &tg);
+        if (rule_case(rt, msplit[i], 31 + i, 1, w, &p, &task, &args, &sp)) continue;
         tlm_schedule sched;
         tlm_space_default(&sp, &sched);
         tlm_schedule_str(&sp, &sched, ss, sizeof ss);
@@ -299,7 +312,7 @@ int main(int argc, char **argv) {
         tlm_status st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
         if (st == TLM_OK) st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
         double e = st == TLM_OK ? tlm_problem_check(&p) : -1;
-        CHECK(e >= 0 && e <= tlm_problem_tolerance(d.a[d.nda - 1]), "%s rule at %d workers [%s]: "
+        CHECK(e >= 0 && e <= tlm_problem_tolerance(task.u.mm.K), "%s rule at %d workers [%s]: "
               "%s, error %g", msplit[i], w, ss, st == TLM_OK ? "ran" : err, e);
         tlm_problem_free(&p);
       }
@@ -318,22 +331,11 @@ int main(int argc, char **argv) {
     tlm_schedule first;
     int have_first = 0;
     for (size_t i = 0; i < sizeof one_block / sizeof one_block[0]; i++) {
-      tlm_mm_desc d;
-      char err[256];
-      tlm_mm_desc_parse(one_block[i], &d, err, sizeof err);
-      tlm_matmul_desc epi = {0, 0, 0, TLM_ACT_NONE, 0};
       tlm_problem p;
-      if (tlm_problem_make(&d, &epi, 5 + i, &p)) continue;
       tlm_task task;
       tlm_mm_args args;
-      if (tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err)) {
-        tlm_problem_free(&p);
-        continue;
-      }
-      tlm_target tg = rt->target;
-      tg.threads = 1;
       tlm_space sp;
-      tlm_space_init(&sp, &task, &tg);
+      if (rule_case(rt, one_block[i], 5 + i, 0, 1, &p, &task, &args, &sp)) continue;
       tlm_schedule sched;
       tlm_space_default(&sp, &sched);
       if (!have_first) first = sched, have_first = 1;
@@ -373,27 +375,17 @@ int main(int argc, char **argv) {
     int stream_seen = 0;
     for (size_t i = 0; i < sizeof streamed / sizeof streamed[0]; i++)
       for (int w = 1; w <= 2; w++) {
-        tlm_mm_desc d;
         char err[256];
-        tlm_mm_desc_parse(streamed[i], &d, err, sizeof err);
-        tlm_matmul_desc epi = {0, 0, 1, TLM_ACT_NONE, 0};
         tlm_problem p;
-        if (tlm_problem_make(&d, &epi, 31 + i, &p)) continue;
         tlm_task task;
         tlm_mm_args args;
-        if (tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err)) {
-          tlm_problem_free(&p);
-          continue;
-        }
-        tlm_target tg = rt->target;
-        tg.threads = w;
         tlm_space sp;
-        tlm_space_init(&sp, &task, &tg);
+        if (rule_case(rt, streamed[i], 31 + i, 1, w, &p, &task, &args, &sp)) continue;
         tlm_schedule sched;
         tlm_space_default(&sp, &sched);
         const int32_t *v = sched.v;
         int64_t M = task.u.mm.M, bytes = (int64_t)task.u.mm.K * task.u.mm.N * 4;
-        int64_t l2 = tg.l2_bytes > 0 ? tg.l2_bytes : 256 * 1024;
+        int64_t l2 = rt->target.l2_bytes > 0 ? rt->target.l2_bytes : 256 * 1024;
         int want = !tlm_vec_is_k(v[MM_VEC]) && M > v[MM_M3] && M <= 16 && bytes > l2 * w &&
                    task.u.mm.N * 4 >= 8192 * w && task.u.mm.N > v[MM_N3];
         char ss[512];
@@ -406,7 +398,7 @@ int main(int argc, char **argv) {
         tlm_status st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
         if (st == TLM_OK) st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
         double e = st == TLM_OK ? tlm_problem_check(&p) : -1;
-        CHECK(e >= 0 && e <= tlm_problem_tolerance(d.a[d.nda - 1]),
+        CHECK(e >= 0 && e <= tlm_problem_tolerance(task.u.mm.K),
               "%s rule at %d workers [%s]: %s, error %g", streamed[i], w, ss,
               st == TLM_OK ? "ran" : err, e);
         tlm_problem_free(&p);
