@@ -307,6 +307,7 @@ static int mm_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c
 static int mm_rule_packs_b(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d);
 
 #define MM_STREAM_K1 16 /* the K block of a streamed B (MM_K1) */
+#define MM_PAGE_BYTES 4096 /* x86-64 pages, the in-page prefetchers' reach */
 
 /* 1 when the rule streams B: read row-wise in place (decisions up to
  * MM_M3 known), and either the register tile covers all of M (nothing
@@ -338,7 +339,7 @@ static int mm_streams_b(const tlm_target *tg, const tlm_matmul_task *t, const in
   int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 256 * 1024;
   int64_t workers = tg->threads > 0 ? tg->threads : 1; /* they share N */
   return t->M <= MM_STREAM_K1 && (int64_t)t->K * t->N * 4 > l2 * workers &&
-         (int64_t)t->N * 4 >= 2 * 4096 * workers;
+         (int64_t)t->N * 4 >= 2 * MM_PAGE_BYTES * workers;
 }
 
 /* The rule's level-2 rows: every row of the block reuses the B block (k1 x
@@ -383,7 +384,7 @@ static int64_t mm_l3_m2(const tlm_target *tg, int64_t k1, int64_t m3) {
  * well unpacked, and packing then only costs (213 -> 187). Only when
  * the packed block is reused by more than two register tiles of rows. */
 static int mm_rule_packs_b(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d) {
-  const int64_t line = 64, page = 4096; /* x86-64 */
+  const int64_t line = 64, page = MM_PAGE_BYTES; /* x86-64 */
   int64_t row_bytes = (int64_t)d[MM_N3] * 4, stride_bytes = t->sb[4] * 4;
   int64_t m3 = d[MM_M3]; /* t->M > r * m3: more than r register tiles of rows reuse the pack */
   if (!(t->unit & TLM_UNIT_B_N)) return t->M > 2 * m3;

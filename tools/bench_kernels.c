@@ -442,6 +442,20 @@ static int measure_task(const bench_env *env, const tlm_task_spec *spec, cJSON *
   char err[512];
   int wrong = 0; /* wrong kernels: not counted */
   unsigned wrong_of = 0; /* the contenders whose kernel was wrong (1 << C_*) */
+  tlm_openblas *oblas = env->oblas;
+#ifdef TLM_HAVE_LIBXSMM
+  const char *xarch = env->xarch;
+#endif
+  double start = tlm_now_ns();
+  tlm_runtime *rt;
+  if (tlm_create(&env->cfg, &rt)) return -1;
+  tlm_spec_problem p;
+  if (tlm_spec_problem_make(spec, 3, &p)) {
+    tlm_destroy(rt);
+    cJSON_AddStringToObject(o, "skipped", "its problem could not be built (too large, or out of memory)");
+    printf("%-40.40s skipped: its problem could not be built\n", spec->text);
+    return 1;
+  }
 #ifdef TLM_HAVE_DNNL
   /* a baseline of its own per task: the baseline knows a convolution's
    * weights by their address and reuses its reordered copy of them
@@ -452,28 +466,6 @@ static int measure_task(const bench_env *env, const tlm_task_spec *spec, cJSON *
    * weight shape; they passed when rerun, alone or in short sequences. */
   dnnl_baseline *dnnl = env->dnnl ? dnnl_baseline_create() : NULL;
 #endif
-  tlm_openblas *oblas = env->oblas;
-#ifdef TLM_HAVE_LIBXSMM
-  const char *xarch = env->xarch;
-#endif
-  double start = tlm_now_ns();
-  tlm_runtime *rt;
-  if (tlm_create(&env->cfg, &rt)) {
-#ifdef TLM_HAVE_DNNL
-    if (dnnl) dnnl_baseline_destroy(dnnl);
-#endif
-    return -1;
-  }
-  tlm_spec_problem p;
-  if (tlm_spec_problem_make(spec, 3, &p)) {
-#ifdef TLM_HAVE_DNNL
-    if (dnnl) dnnl_baseline_destroy(dnnl);
-#endif
-    tlm_destroy(rt);
-    cJSON_AddStringToObject(o, "skipped", "its problem could not be built (too large, or out of memory)");
-    printf("%-40.40s skipped: its problem could not be built\n", spec->text);
-    return 1;
-  }
   const tlm_task *task = &p.task;
   tlm_space s;
   tlm_space_init(&s, task, &rt->target);
