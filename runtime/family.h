@@ -75,6 +75,13 @@ extern const int32_t tlm_reg_rows[TLM_N_REG_ROWS];
 
 static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* Work below which a rule runs a kernel on one worker: 2e5 FLOPs take
+ * about 2 us at a core's 100 GFLOPS, the order of one parallel dispatch of
+ * the pool (waking the workers and joining them, runtime/threadpool.c).
+ * Measured on an Intel Xeon at 2 threads (tlm run --vs): 10x30:30x1 split
+ * into two M blocks ran 8.5x slower than one block on one worker. */
+#define TLM_PARALLEL_MIN_FLOPS 2e5
+
 /* Tile values f with f <= ceil(extent / inner): a larger factor would only
  * repeat the one-block tiling. */
 static inline int tile_candidates(int64_t extent, int64_t inner, int32_t *out) {

@@ -180,7 +180,7 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
      * vectors, the most contiguous src reads per pixel) */
     if (d[CV_AXIS] == 2) return pick_at_most(c, n, most * d[CV_VEC]);
     int rows, nv;
-    tlm_reg_tile(tg, rext, (int)most, 0, &rows, &nv);
+    tlm_reg_tile(tg, rext, (int)most, 0, TLM_CONV_PTR_ROWS, &rows, &nv);
     return pick_at_most(c, n, (int64_t)nv * d[CV_VEC]);
   }
   case CV_ROWS: {
@@ -203,8 +203,11 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
       int64_t r = tg->vec_regs / 2 / nv;
       return pick_at_most(c, n, r < 1 ? 1 : r);
     }
-    tlm_reg_tile(tg, rext, -nv, 0, &rows, &nv);
-    return pick_at_most(c, n, rows);
+    tlm_reg_tile(tg, rext, -nv, 0, TLM_CONV_PTR_ROWS, &rows, &nv);
+    /* rows that leave no costly tail over a short extent (a tail tile runs
+     * the safe version with every row: 12 pixels as 10 + 2 ran 1.5-1.65x
+     * slower than as 12; tlm_reg_rows_for_extent) */
+    return pick_at_most(c, n, tlm_reg_rows_for_extent(tg, rext, nv, rows));
   }
   case CV_UNROLL: {
     /* the inner loop's trip count under the red_order the rule picks next;
@@ -238,7 +241,7 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
     if (workers == 1) return 0;
     double flops = 2.0 * (double)t->N * t->G * t->OCg * t->ICg * t->KD * t->KH * t->KW *
                    (double)(t->OD * t->OH * t->OW);
-    if (flops < 2e5) return 0;
+    if (flops < TLM_PARALLEL_MIN_FLOPS) return 0;
     /* rows x C blocks, C-block major; with one C block the same as rows
      * alone, and a choice that does not depend on the image size */
     return 2;
@@ -253,6 +256,14 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
 static int conv_rule_version(const tlm_task *task) {
   const tlm_conv_task *t = &task->u.conv;
   if (t->G > 1 && t->ICg == 1 && t->OCg == 1) return 3;
+  /* 15: at most TLM_CONV_PTR_ROWS tile rows; the rule's tile changes only
+   * where more rows were possible: at most 48 lanes on the vector axis (2
+   * AVX-512 vectors, or 1 of AVX2) and more rows than the bound. The axis
+   * as the rule picks it (conv_default, CV_AXIS) */
+  int axis = !(t->unit & TLM_UNIT_CONV_DST_C) && (t->unit & TLM_UNIT_CONV_DST_W) ? 1 : 0;
+  int64_t vext, rext;
+  conv_axis_extents(t, axis, &vext, &rext);
+  if (vext <= 48 && rext > TLM_CONV_PTR_ROWS) return 15;
   return t->ICg == 3 && t->KW > 1 ? 10 : 2;
 }
 

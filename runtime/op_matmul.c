@@ -305,6 +305,7 @@ static int mm_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c
 
 
 static int mm_rule_packs_b(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d);
+static double mm_flops(const tlm_task *t);
 
 #define MM_STREAM_K1 16 /* the K block of a streamed B (MM_K1) */
 #define MM_PAGE_BYTES 4096 /* x86-64 pages, the in-page prefetchers' reach */
@@ -503,7 +504,7 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
      * prefill read one packed copy (its layout is the panel width and the K
      * block); a narrow matrix-vector tile keeps its FMA chains with
      * accumulator sets (codegen), measured as fast (tlm run --vs, Zen 3) */
-    tlm_reg_tile(tg, t->b_const ? (int64_t)1 << 30 : t->M, 8, t->N, &rows, &nv);
+    tlm_reg_tile(tg, t->b_const ? (int64_t)1 << 30 : t->M, 8, t->N, TLM_MM_PTR_ROWS, &rows, &nv);
     return pick_at_most(c, n, (int64_t)nv * d[MM_VEC]);
   }
   case MM_M3: {
@@ -514,7 +515,12 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
       return pick_at_most(c, n, rows < 1 ? 1 : rows);
     }
     int rows, same_nv;
-    tlm_reg_tile(tg, t->M, -(int)nv, 0, &rows, &same_nv);
+    tlm_reg_tile(tg, t->M, -(int)nv, 0, TLM_MM_PTR_ROWS, &rows, &same_nv);
+    /* a B that is not constant: rows that leave no costly tail of M
+     * (tlm_reg_rows_for_extent; 10 rows as 8 + 2 ran 1.2-1.5x slower than
+     * as one tile). A constant B (serving, vision) keeps one tile for
+     * every M, so that prompt lengths share a kernel */
+    if (!t->b_const) rows = tlm_reg_rows_for_extent(tg, t->M, (int)nv, rows);
     return pick_at_most(c, n, rows);
   }
   case MM_B3: return 0;
@@ -623,6 +629,8 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
   case MM_PACK_B: return mm_rule_packs_b(tg, t, d) && !mm_streams_b(tg, t, d) && n > 1 ? 1 : 0;
   case MM_PARALLEL: {
     if (workers == 1) return 0;
+    /* a task too small to share (version 15) */
+    if (mm_flops(&s->task) < TLM_PARALLEL_MIN_FLOPS) return 0;
     int64_t mb = (t->M + (int64_t)d[MM_M3] * d[MM_M2] - 1) / ((int64_t)d[MM_M3] * d[MM_M2]);
     int64_t nb = (t->N + (int64_t)d[MM_N3] * d[MM_N2] - 1) / ((int64_t)d[MM_N3] * d[MM_N2]);
     int64_t first = d[MM_ORDER0] ? nb : mb;
@@ -650,10 +658,16 @@ static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
  * 10: 3-vector register tiles on 16 registers, packed B for rows that are
  * not whole cache lines; 11: level-1 tiles balanced by work; 12: workers
  * share M at M >= N; 13: one block of all of M is the L3 block (space.h);
- * 14: a B beyond a worker's L2 streams under up to 16 rows too */
+ * 14: a B beyond a worker's L2 streams under up to 16 rows too; 15: at
+ * most TLM_MM_PTR_ROWS rows a tile, which changes the rule's tile only
+ * where more rows were possible: more than 8 rows of M and at most 2
+ * vectors (N <= 48: 3 AVX-512 vectors; a third is never taken with more
+ * rows than 8); and, B not constant, rows chosen for M's tail; and a task
+ * under TLM_PARALLEL_MIN_FLOPS on one worker */
 static int mm_rule_version(const tlm_task *task) {
-  (void)task;
-  return 14;
+  const tlm_matmul_task *t = &task->u.mm;
+  if (!t->b_const) return 15; /* and rows for M's tail (tlm_reg_rows_for_extent) */
+  return (t->N <= 48 && t->M > TLM_MM_PTR_ROWS) || mm_flops(task) < TLM_PARALLEL_MIN_FLOPS ? 15 : 14;
 }
 
 static double mm_flops(const tlm_task *t) {

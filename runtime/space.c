@@ -140,18 +140,25 @@ void tlm_space_sample(const tlm_space *s, uint64_t *rng, tlm_schedule *out) {
  * -> 1.20x oneDNN (decode 0.87 -> 1.04x), 3x768:768x768 31 -> 46 GFLOPS,
  * 24-64 rows of 768x768 0.96-1.12x (tlm run --vs, B packed); fewer rows
  * when M is smaller. A negative max_nv fixes nv at -max_nv (any count) and
- * picks the rows only. */
+ * picks the rows only. Rows stop at ptr_rows, the rows the family's inner
+ * loop addresses without spilling general-purpose registers (space.h,
+ * TLM_GP_REGS): without that bound 1-2 vectors on 32 registers made 14-16
+ * rows, whose loops reload row pointers (and then accumulators) from the
+ * stack at every step; 8 rows ran 2.2x faster at 64x256:256x32 and 10
+ * rows 1.5-2.7x faster on 13x13 convolutions with 20-256 input and 32
+ * output channels (tlm run --vs, Intel Xeon, AVX-512). */
 typedef struct reg_tile_pick {
   int rows, nv, ok; /* ok: at least fma_chains accumulators */
   double cost;      /* loads per FMA */
 } reg_tile_pick;
 
 /* the rows for nv vectors, into *best when better than it */
-static void reg_tile_rows(const tlm_target *tg, int64_t max_rows, int v, reg_tile_pick *best) {
+static void reg_tile_rows(const tlm_target *tg, int64_t max_rows, int v, int ptr_rows,
+                          reg_tile_pick *best) {
   int regs = tg->vec_regs > 0 ? tg->vec_regs : 16, chains = tg->fma_chains > 0 ? tg->fma_chains : 1;
   for (int i = 0; i < TLM_N_REG_ROWS; i++) {
     int r = tlm_reg_rows[i];
-    if (r > 1 && r > max_rows) break;
+    if (r > 1 && (r > max_rows || r > ptr_rows)) break;
     if (r * v + (r > 1 ? v : 1) + 1 > regs) break;
     reg_tile_pick p = {r, v, r * v >= chains, (double)(r + v) / (double)(r * v)};
     int better = p.ok != best->ok       ? p.ok > best->ok
@@ -183,16 +190,37 @@ static double reg_tile_used(const tlm_target *tg, int rows, int nv, int64_t max_
   return used;
 }
 
+int tlm_reg_rows_for_extent(const tlm_target *tg, int64_t extent, int nv, int rows) {
+  if (extent <= 0 || nv <= 0 || rows <= 1) return rows;
+  int chains = tg->fma_chains > 0 ? tg->fma_chains : 1;
+  int64_t need = (int64_t)rows * nv < chains ? (int64_t)rows * nv : chains;
+  int best = rows;
+  double best_score = 1e30;
+  for (int i = 0; i < TLM_N_REG_ROWS; i++) {
+    int r = tlm_reg_rows[i];
+    if (r > rows) break;
+    if ((int64_t)r * nv < need) continue;
+    double cost = (double)(r + (r > 1 ? nv : 1)) / ((double)r * nv);
+    double used = (double)extent / (double)(ceil_div(extent, r) * r);
+    double score = cost / used;
+    if (score <= best_score) { /* ties: the later, larger r */
+      best_score = score;
+      best = r;
+    }
+  }
+  return best;
+}
+
 void tlm_reg_tile(const tlm_target *tg, int64_t max_rows, int max_nv, int64_t ncols,
-                  int *rows_out, int *nv_out) {
+                  int ptr_rows, int *rows_out, int *nv_out) {
   reg_tile_pick best = {1, 1, 0, 1e30};
   if (max_nv < 0)
-    reg_tile_rows(tg, max_rows, -max_nv, &best);
+    reg_tile_rows(tg, max_rows, -max_nv, ptr_rows, &best);
   else {
-    for (int v = 1; v <= max_nv && v <= 8; v *= 2) reg_tile_rows(tg, max_rows, v, &best);
+    for (int v = 1; v <= max_nv && v <= 8; v *= 2) reg_tile_rows(tg, max_rows, v, ptr_rows, &best);
     reg_tile_pick three = {1, 1, 0, 1e30};
     int64_t w3 = 3 * (int64_t)(tg->vec_lanes > 0 ? tg->vec_lanes : 1);
-    if (ncols > 0 && ncols % w3 == 0 && max_nv >= 3) reg_tile_rows(tg, max_rows, 3, &three);
+    if (ncols > 0 && ncols % w3 == 0 && max_nv >= 3) reg_tile_rows(tg, max_rows, 3, ptr_rows, &three);
     /* 3 vectors where they cover the axis exactly (B packed, 24- and
      * 16-column tiles ran at the same speed without tails, 120 GFLOPS at
      * 3136x64:64x96 on the Xeon's AVX2, and a 24-column tile's tail cost

@@ -92,8 +92,15 @@
  * Version 14 (session 36): a B (not constant) larger than a worker's L2
  * under at most 16 rows is streamed as under one register tile (short K
  * blocks, wide N blocks, not packed: mm_streams_b); the matmul family
- * moves to 14. */
-#define TLM_RULE_VERSION 14
+ * moves to 14.
+ * Version 15 (session 37): register tiles of at most TLM_MM_PTR_ROWS (8)
+ * rows for matmul and TLM_CONV_PTR_ROWS (10) for convolutions, the rows
+ * their inner loops address without spilling general-purpose registers
+ * (space.h, TLM_GP_REGS); before, 1-2 vectors on 32 registers took 12-16
+ * rows. The matmuls of more than 8 rows and N <= 48 and the convolutions
+ * with at most 48 lanes on the vector axis and more than 10 rows on the
+ * other move to 15 (their rule_version functions). */
+#define TLM_RULE_VERSION 15
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows
@@ -286,12 +293,42 @@ void tlm_space_default(const tlm_space *s, tlm_schedule *out);
 
 /* The rule's register tile for a target: rows x nv vectors (nv a power of
  * two <= max_nv, or 3 when ncols > 0, or exactly -max_nv when max_nv < 0;
- * rows <= max_rows unless 1), from the register file and the FMA chains.
- * ncols: the extent of the vector axis (matmul N), whose tail the choice
- * weighs; 0 when unknown (powers of two only). space.c documents the
+ * rows <= max_rows unless 1, and rows <= ptr_rows), from the register
+ * file and the FMA chains. ncols: the extent of the vector axis (matmul
+ * N), whose tail the choice weighs; 0 when unknown (powers of two only).
+ * ptr_rows: the most rows the family's code generator addresses each
+ * through a general-purpose register of its own without spilling in the
+ * inner loop (TLM_MM_PTR_ROWS, TLM_CONV_PTR_ROWS). space.c documents the
  * derivation. */
 void tlm_reg_tile(const tlm_target *tg, int64_t max_rows, int max_nv, int64_t ncols,
-                  int *rows_out, int *nv_out);
+                  int ptr_rows, int *rows_out, int *nv_out);
+
+/* The rows of an nv-vector register tile over an extent of `extent` rows,
+ * at most `rows` (tlm_reg_tile's pick): the fewest loads per FMA divided by
+ * the fraction of the tiles' rows that hold data (a tail tile costs about
+ * what a full one does), among the row counts whose accumulators cover as
+ * many FMA chains as `rows` does (or all of fma_chains); ties to more rows.
+ * Over a long extent this is `rows`; over a short one, rows that divide
+ * it (12 pixels: 6 + 6, not 10 + 2). */
+int tlm_reg_rows_for_extent(const tlm_target *tg, int64_t extent, int nv, int rows);
+
+/* General-purpose registers of x86-64 at every tlm_isa level (APX's 16
+ * more are not used: LLVM 19's host features leave them off), and the rows
+ * of a register tile each family's inner loop holds beside its own state
+ * without spilling: the tile's rows are addressed through one register
+ * each (the rows of A at a run-time stride; the src pixels of a
+ * convolution, clamped or in the padding, each at its own address). Found
+ * by compiling the kernels' IR as the JIT does (llc-19 -O3 -disable-lsr,
+ * large code model) and counting spills in the inner loop, so they depend
+ * on the code generator and the register count, not on one CPU: a matmul
+ * loop spills from 10 rows (64x256:256x32, 2 vectors: 3 reloads a step
+ * unrolled once, 18 at unroll 4; none at 8 rows), a convolution's from 12
+ * rows of 2 vectors (2 reloads; 53 at unroll 4) and 14 of one. The rest of
+ * the 16 is the loop's own state (stack pointer, the other operand's
+ * pointer, induction variable and bound, C or dst). Rule version 15. */
+#define TLM_GP_REGS 16
+#define TLM_MM_PTR_ROWS (TLM_GP_REGS - 8)
+#define TLM_CONV_PTR_ROWS (TLM_GP_REGS - 6)
 
 /* "vec=16 n3=32 m3=8 ..." into buf. Returns buf. */
 char *tlm_schedule_str(const tlm_space *s, const tlm_schedule *sched, char *buf,

@@ -550,6 +550,51 @@ static void ow_lanes(tlm_runtime *rt) {
   }
 }
 
+/* rule 15: tiles of at most TLM_CONV_PTR_ROWS rows (each row's src pixel
+ * has a register of its own in the safe version), rows that leave no tail
+ * over a short extent (12 pixels: 6 + 6), at both layouts; the rule's
+ * schedules pass the reference check */
+static void rule_rows(tlm_runtime *rt) {
+  static const struct {
+    const char *line;
+    int nhwc_rows; /* the rule's rows in NHWC on 32 registers of 16 lanes; 0: only the bound */
+  } cases[] = {{"mb1ic25iw13oc24ow12kw3", 6},     {"mb1ic20ih13oc32oh13kh3ph1", 0},
+               {"mb1ic256ih13oc32oh13kh1", 0},    {"mb1ic20iw13oc32ow13kw3", 0},
+               {"mb1ic16ih10oc16oh8kh5ph1", 0},   {"mb1ic7ih9oc5oh9kh3ph1", 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int lay = 0; lay < 2; lay++) {
+      char err[256], ss[512], what[700];
+      tlm_conv_prb prb;
+      tlm_conv_problem p;
+      tlm_task task;
+      tlm_conv_args args;
+      tlm_layout L = lay ? TLM_LAYOUT_NHWC : TLM_LAYOUT_NCHW;
+      if (tlm_conv_prb_parse(cases[i].line, &prb, err, sizeof err) != 1 ||
+          tlm_conv_problem_make(&prb, L, TLM_WEIGHTS_OIHW, NULL, 3 + i, &p)) {
+        CHECK(0, "%s: %s", cases[i].line, err);
+        continue;
+      }
+      if (tlm_validate_conv(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err)) {
+        CHECK(0, "%s: %s", cases[i].line, err);
+        tlm_conv_problem_free(&p);
+        continue;
+      }
+      tlm_space space;
+      tlm_space_init(&space, &task, &rt->target);
+      tlm_schedule s;
+      tlm_space_default(&space, &s);
+      tlm_schedule_str(&space, &s, ss, sizeof ss);
+      CHECK(s.v[CV_ROWS] <= TLM_CONV_PTR_ROWS, "%s layout %d: %d tile rows, at most %d [%s]",
+            cases[i].line, lay, s.v[CV_ROWS], TLM_CONV_PTR_ROWS, ss);
+      if (lay && cases[i].nhwc_rows && rt->target.vec_regs == 32 && rt->target.vec_lanes == 16)
+        CHECK(s.v[CV_ROWS] == cases[i].nhwc_rows, "%s: %d tile rows, want %d [%s]", cases[i].line,
+              s.v[CV_ROWS], cases[i].nhwc_rows, ss);
+      snprintf(what, sizeof what, "%s layout %d rule [%s]", cases[i].line, lay, ss);
+      run_check(rt, &p, what, &s);
+      tlm_conv_problem_free(&p);
+    }
+}
+
 /* channel blocks (api/tlm.c conv_oc_blocked): an NHWC convolution with a
  * window, HWIO weights declared constant and >= 256 output channels in
  * whole blocks of 64 runs block by block over a packed copy of its
@@ -640,6 +685,7 @@ int main(int argc, char **argv) {
   }
   bad(rt);
   ow_lanes(rt);
+  rule_rows(rt);
   epilogues(rt);
   strided(rt);
   as_matmul();

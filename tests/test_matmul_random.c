@@ -11,6 +11,7 @@
 #include "cache/key.h"
 #include "check.h"
 #include "engine/engine.h"
+#include "runtime/family.h"
 #include "runtime/loopnest.h"
 #include "train/problem.h"
 
@@ -405,6 +406,53 @@ int main(int argc, char **argv) {
       }
     CHECK(stream_seen >= 5 || rt->target.l2_bytes > (4 << 20),
           "rule 14 streamed B for only %d of 14 (shape, workers)", stream_seen);
+  }
+
+  /* rule 15: a tile of at most TLM_MM_PTR_ROWS rows (its rows' pointers
+   * fit the general-purpose registers), rows chosen for M's tail when B is
+   * not constant (10 rows as 5 + 5, not 8 + 2), and a task under
+   * TLM_PARALLEL_MIN_FLOPS on one worker; the rule's kernels pass the
+   * reference check. */
+  {
+    static const struct {
+      const char *shape;
+      int rows; /* the rule's tile rows on 32 registers of 16 lanes; 0: only <= 8 */
+    } narrow[] = {{"64x256:256x32", 8}, {"53x16x32x256:53x16x256x32", 8}, {"10x30:30x20", 5},
+                  {"10x30:30x1", 0},    {"100x64:64x16", 0},              {"12x64:64x48", 6},
+                  {"97x33:33x7", 0}};
+    for (size_t i = 0; i < sizeof narrow / sizeof narrow[0]; i++)
+      for (int w = 1; w <= 2; w++) {
+        char err[256], ss[512];
+        tlm_problem p;
+        tlm_task task;
+        tlm_mm_args args;
+        tlm_space sp;
+        if (rule_case(rt, narrow[i].shape, 41 + i, 1, w, &p, &task, &args, &sp)) continue;
+        tlm_schedule sched;
+        tlm_space_default(&sp, &sched);
+        tlm_schedule_str(&sp, &sched, ss, sizeof ss);
+        const int32_t *v = sched.v;
+        if (!tlm_vec_is_k(v[MM_VEC])) {
+          CHECK(v[MM_M3] <= TLM_MM_PTR_ROWS, "%s: %d tile rows, at most %d [%s]", narrow[i].shape,
+                v[MM_M3], TLM_MM_PTR_ROWS, ss);
+          if (narrow[i].rows && rt->target.vec_regs == 32 && rt->target.vec_lanes == 16)
+            CHECK(v[MM_M3] == narrow[i].rows, "%s: %d tile rows, want %d [%s]", narrow[i].shape,
+                  v[MM_M3], narrow[i].rows, ss);
+        }
+        double flops = 2.0 * (double)tlm_task_batch_total(&task) * (double)task.u.mm.M *
+                       (double)task.u.mm.N * (double)task.u.mm.K;
+        if (w > 1 && flops < TLM_PARALLEL_MIN_FLOPS)
+          CHECK(v[MM_PARALLEL] == 0, "%s: %.0f FLOPs shared among %d workers [%s]",
+                narrow[i].shape, flops, w, ss);
+        tlm_kernel *k;
+        tlm_status st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
+        if (st == TLM_OK) st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
+        double e = st == TLM_OK ? tlm_problem_check(&p) : -1;
+        CHECK(e >= 0 && e <= tlm_problem_tolerance(task.u.mm.K),
+              "%s rule at %d workers [%s]: %s, error %g", narrow[i].shape, w, ss,
+              st == TLM_OK ? "ran" : err, e);
+        tlm_problem_free(&p);
+      }
   }
 
   tlm_stats ps;
