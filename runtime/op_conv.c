@@ -147,6 +147,43 @@ static int pick_value(const int32_t *c, int n, int32_t want) {
   return 0;
 }
 
+/* The rule's vectors per register tile along the vector axis: the power
+ * of two of tlm_reg_tile (the fewest loads per FMA), or from rule 15 three
+ * vectors where the lanes' tail makes them clearly better: each scored by
+ * loads per FMA over the fraction of the tiles' lanes that hold data (a
+ * partial tile counted twice, as its masked safe version costs about two:
+ * reg_tile_used in space.c), three taken when the score is lower by more
+ * than 15%, the cost of a 24-lane tile's tail that the score leaves out
+ * (6-15% on ResNet-50's 256-2048 channels under AVX2, space.c). Before
+ * rule 15, 33-48 channels took 32 + a 1-16 channel tail tile, 65-80 took
+ * 64 + a tail, and 96, 144 and 240 channels 64-wide tiles and tails.
+ * Measured on an Intel Xeon, AVX-512 (tlm run --vs, one thread): 3-vector
+ * tiles of 8 rows 0.73 of the time at 65 output channels, 0.76 at 80,
+ * 0.78 at 144, 0.79 at 96. Weighing the powers of two by their tails as
+ * well was tried: under AVX2 25-31 channels took one 4-vector tile of 2
+ * rows, 1.27-1.48x slower than 6 rows of 2 and a tail. */
+static double conv_tile_score(const tlm_target *tg, int64_t vext, int64_t rext, int v, int lanes) {
+  int rows, same;
+  tlm_reg_tile(tg, rext, -v, 0, TLM_CONV_PTR_ROWS, &rows, &same);
+  int64_t w = (int64_t)v * (lanes > 0 ? lanes : 1), tiles = vext / w + (vext % w ? 2 : 0);
+  double cost = (double)(rows + v) / ((double)rows * v);
+  return cost / ((double)vext / (double)(tiles * w));
+}
+
+static int conv_tile_nv(const tlm_target *tg, int64_t vext, int64_t rext, int most, int lanes) {
+  int rows, nv;
+  tlm_reg_tile(tg, rext, most, 0, TLM_CONV_PTR_ROWS, &rows, &nv);
+  if (most >= 3 && nv != 3) {
+    int r3, same;
+    tlm_reg_tile(tg, rext, -3, 0, TLM_CONV_PTR_ROWS, &r3, &same);
+    int chains = tg->fma_chains > 0 ? tg->fma_chains : 1;
+    if ((r3 * 3 >= chains || r3 * 3 >= rows * nv) &&
+        conv_tile_score(tg, vext, rext, 3, lanes) * 1.15 < conv_tile_score(tg, vext, rext, nv, lanes))
+      return 3;
+  }
+  return nv;
+}
+
 /* The rule: lanes along the axis that is unit-stride in dst (channels for
  * NHWC, ow for NCHW, groups for NHWC depthwise), the full vector width,
  * the register tile of tlm_reg_tile (6 x 4 vectors on 32 registers, 6 x 2
@@ -179,9 +216,7 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
      * nothing is saved by a square tile; the widest channel block (4
      * vectors, the most contiguous src reads per pixel) */
     if (d[CV_AXIS] == 2) return pick_at_most(c, n, most * d[CV_VEC]);
-    int rows, nv;
-    tlm_reg_tile(tg, rext, (int)most, 0, TLM_CONV_PTR_ROWS, &rows, &nv);
-    return pick_at_most(c, n, (int64_t)nv * d[CV_VEC]);
+    return pick_at_most(c, n, (int64_t)conv_tile_nv(tg, vext, rext, (int)most, d[CV_VEC]) * d[CV_VEC]);
   }
   case CV_ROWS: {
     int rows, nv = d[CV_TILE_V] / d[CV_VEC];
@@ -256,7 +291,7 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
 static int conv_rule_version(const tlm_task *task) {
   const tlm_conv_task *t = &task->u.conv;
   if (t->G > 1 && t->ICg == 1 && t->OCg == 1) return 3;
-  /* 15: at most TLM_CONV_PTR_ROWS tile rows; the rule's tile changes only
+  /* 15: at most TLM_CONV_PTR_ROWS tile rows; the rule's tile changes
    * where more rows were possible: at most 48 lanes on the vector axis (2
    * AVX-512 vectors, or 1 of AVX2) and more rows than the bound. The axis
    * as the rule picks it (conv_default, CV_AXIS) */
@@ -264,6 +299,10 @@ static int conv_rule_version(const tlm_task *task) {
   int64_t vext, rext;
   conv_axis_extents(t, axis, &vext, &rext);
   if (vext <= 48 && rext > TLM_CONV_PTR_ROWS) return 15;
+  /* and three vectors for the lanes' tail (conv_tile_nv): never where 4
+   * AVX-512 vectors (and so 2 AVX2 ones) divide the axis; the rows for a
+   * short extent's tail: under 128 rows */
+  if (vext % 64 != 0 || rext < 128) return 15;
   return t->ICg == 3 && t->KW > 1 ? 10 : 2;
 }
 
