@@ -660,9 +660,15 @@ int main(void) {
       mmt.kind = TLM_OP_MATMUL;
       dwt.kind = TLM_OP_CONV;
       dwt.u.conv.G = 32, dwt.u.conv.ICg = dwt.u.conv.OCg = 1;
-      tlm_task pwt = dwt; /* a dense convolution: family at version 2 */
-      pwt.u.conv.G = 1, pwt.u.conv.ICg = pwt.u.conv.OCg = 32;
+      tlm_task pwt = dwt; /* a dense convolution of 64 channels on 56 x 56: version 2 */
+      pwt.u.conv.G = 1, pwt.u.conv.ICg = pwt.u.conv.OCg = 64;
+      pwt.u.conv.N = pwt.u.conv.OD = pwt.u.conv.KD = pwt.u.conv.KH = pwt.u.conv.KW = 1;
+      pwt.u.conv.OH = pwt.u.conv.OW = 56;
       CHECK(tlm_lm_covers_task(&lm, &pwt), "a rule-2 model schedules dense convs");
+      tlm_task narrow = pwt; /* 32 channels on 13 x 13: the tile's rows changed in rule 15 */
+      narrow.u.conv.ICg = narrow.u.conv.OCg = 32;
+      narrow.u.conv.OH = narrow.u.conv.OW = 13;
+      CHECK(!tlm_lm_covers_task(&lm, &narrow), "a rule-2 model does not schedule narrow convs");
       tlm_task stem = pwt; /* an RGB stem: red_order changed in rule 10 */
       stem.u.conv.ICg = 3, stem.u.conv.KW = stem.u.conv.KH = 3;
       CHECK(!tlm_lm_covers_task(&lm, &stem), "a rule-2 model does not schedule RGB stems");
