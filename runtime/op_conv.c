@@ -228,6 +228,7 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
        * pixels, the rest of the register file holds rows (MobileNet's
        * 32-channel 3x3 on AVX-512: 6 rows of 2 vectors + 18 weights) */
       int64_t fit = (tg->vec_regs - wvecs - 1) / nv;
+      if (fit > TLM_CONV_PTR_ROWS) fit = TLM_CONV_PTR_ROWS; /* rule 15 */
       return pick_at_most(c, n, fit < rext ? fit : rext);
     }
     if (d[CV_AXIS] == 2) {
@@ -236,6 +237,11 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
        * column and the src vectors that neighbouring rows share across
        * kernel columns (R + KW - 1 of them per kernel row, not R x KW) */
       int64_t r = tg->vec_regs / 2 / nv;
+      /* rule 15: within the rows the safe version addresses without
+       * spilling (space.h); one vector of 16 channels on AVX-512 had taken
+       * 16 rows here and 22 above: 10 rows ran 0.69-0.80 of their time at
+       * 16 groups (3x3 s1 and s2, 5x5; tlm run --vs, Intel Xeon) */
+      if (r > TLM_CONV_PTR_ROWS) r = TLM_CONV_PTR_ROWS;
       return pick_at_most(c, n, r < 1 ? 1 : r);
     }
     tlm_reg_tile(tg, rext, -nv, 0, TLM_CONV_PTR_ROWS, &rows, &nv);
@@ -290,7 +296,9 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
  * windows (RGB stems) whose red_order changed (space.h); 2 for the rest */
 static int conv_rule_version(const tlm_task *task) {
   const tlm_conv_task *t = &task->u.conv;
-  if (t->G > 1 && t->ICg == 1 && t->OCg == 1) return 3;
+  /* depthwise: 3, and 15 where one AVX-512 vector holds the groups (<= 16)
+   * and more than TLM_CONV_PTR_ROWS rows were possible */
+  if (t->G > 1 && t->ICg == 1 && t->OCg == 1) return t->G <= 16 && conv_wext(t, 2) > TLM_CONV_PTR_ROWS ? 15 : 3;
   /* 15: at most TLM_CONV_PTR_ROWS tile rows; the rule's tile changes
    * where more rows were possible: at most 48 lanes on the vector axis (2
    * AVX-512 vectors, or 1 of AVX2) and more rows than the bound. The axis

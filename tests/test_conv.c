@@ -551,7 +551,7 @@ static void ow_lanes(tlm_runtime *rt) {
 }
 
 /* rule 15: tiles of at most TLM_CONV_PTR_ROWS rows (each row's src pixel
- * has a register of its own in the safe version), rows that leave no tail
+ * has a register of its own in the safe version; depthwise too), rows that leave no tail
  * over a short extent (12 pixels: 6 + 6), at both layouts; the rule's
  * schedules pass the reference check */
 static void rule_rows(tlm_runtime *rt) {
@@ -560,7 +560,8 @@ static void rule_rows(tlm_runtime *rt) {
     int nhwc_rows; /* the rule's rows in NHWC on 32 registers of 16 lanes; 0: only the bound */
   } cases[] = {{"mb1ic25iw13oc24ow12kw3", 6},     {"mb1ic20ih13oc32oh13kh3ph1", 0},
                {"mb1ic256ih13oc32oh13kh1", 0},    {"mb1ic20iw13oc32ow13kw3", 0},
-               {"mb1ic16ih10oc16oh8kh5ph1", 0},   {"mb1ic7ih9oc5oh9kh3ph1", 0}};
+               {"mb1ic16ih10oc16oh8kh5ph1", 0},   {"mb1ic7ih9oc5oh9kh3ph1", 0},
+               {"g16mb1ic16ih56oc16oh56kh3ph1", 0}, {"g16mb1ic16ih28oc16oh28kh5ph2", 0}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (int lay = 0; lay < 2; lay++) {
       char err[256], ss[512], what[700];
