@@ -162,24 +162,17 @@ static int pick_value(const int32_t *c, int n, int32_t want) {
  * 0.78 at 144, 0.79 at 96. Weighing the powers of two by their tails as
  * well was tried: under AVX2 25-31 channels took one 4-vector tile of 2
  * rows, 1.27-1.48x slower than 6 rows of 2 and a tail. */
-static double conv_tile_score(const tlm_target *tg, int64_t vext, int64_t rext, int v, int lanes) {
-  int rows, same;
-  tlm_reg_tile(tg, rext, -v, 0, TLM_CONV_PTR_ROWS, &rows, &same);
-  int64_t w = (int64_t)v * (lanes > 0 ? lanes : 1), tiles = vext / w + (vext % w ? 2 : 0);
-  double cost = (double)(rows + v) / ((double)rows * v);
-  return cost / ((double)vext / (double)(tiles * w));
-}
-
-static int conv_tile_nv(const tlm_target *tg, int64_t vext, int64_t rext, int most, int lanes) {
+static int conv_tile_nv(const tlm_target *tg, int64_t vext, int64_t rext, int most) {
   int rows, nv;
   tlm_reg_tile(tg, rext, most, 0, TLM_CONV_PTR_ROWS, &rows, &nv);
   if (most >= 3 && nv != 3) {
     int r3, same;
     tlm_reg_tile(tg, rext, -3, 0, TLM_CONV_PTR_ROWS, &r3, &same);
     int chains = tg->fma_chains > 0 ? tg->fma_chains : 1;
-    if ((r3 * 3 >= chains || r3 * 3 >= rows * nv) &&
-        conv_tile_score(tg, vext, rext, 3, lanes) * 1.15 < conv_tile_score(tg, vext, rext, nv, lanes))
-      return 3;
+    /* loads per FMA over the lanes that hold data (tlm_reg_tile_used) */
+    double s3 = (double)(r3 + 3) / (r3 * 3.0) / tlm_reg_tile_used(tg, r3, 3, 0, vext);
+    double s = (double)(rows + nv) / ((double)rows * nv) / tlm_reg_tile_used(tg, rows, nv, 0, vext);
+    if ((r3 * 3 >= chains || r3 * 3 >= rows * nv) && s3 * 1.15 < s) return 3;
   }
   return nv;
 }
@@ -216,7 +209,7 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
      * nothing is saved by a square tile; the widest channel block (4
      * vectors, the most contiguous src reads per pixel) */
     if (d[CV_AXIS] == 2) return pick_at_most(c, n, most * d[CV_VEC]);
-    return pick_at_most(c, n, (int64_t)conv_tile_nv(tg, vext, rext, (int)most, d[CV_VEC]) * d[CV_VEC]);
+    return pick_at_most(c, n, (int64_t)conv_tile_nv(tg, vext, rext, (int)most) * d[CV_VEC]);
   }
   case CV_ROWS: {
     int rows, nv = d[CV_TILE_V] / d[CV_VEC];

@@ -129,7 +129,7 @@ void tlm_space_sample(const tlm_space *s, uint64_t *rng, tlm_schedule *out) {
  * caller gives the extent of the vector axis (ncols > 0), 3 vectors divide
  * it, the register file makes them the fewer loads per FMA, and M's tail
  * does not undo it (each tile's loads per FMA divided by the fraction of
- * its rows and columns that hold data: reg_tile_used). With 32 registers
+ * its rows and columns that hold data: tlm_reg_tile_used). With 32 registers
  * this gives 6 rows x 4 vectors (3 vectors need 8 rows: 11 loads per 24
  * FMAs against 10); with 16 registers 6 x 2 (BLIS's Haswell sgemm kernel
  * is 6 x 16 floats), or 4 x 3 where 24 columns divide N (7 loads per 12
@@ -180,7 +180,7 @@ static void reg_tile_rows(const tlm_target *tg, int64_t max_rows, int v, int ptr
  * --vs, N = K = 768): M = 6 in one 6 x 16 tile 57 GFLOPS, as 4 x 24 plus a
  * 2-row tail 33; M = 7 as 6 x 16 plus a 1-row tail 33, as 4 x 24 plus 3
  * rows 40. */
-static double reg_tile_used(const tlm_target *tg, int rows, int nv, int64_t max_rows,
+double tlm_reg_tile_used(const tlm_target *tg, int rows, int nv, int64_t max_rows,
                             int64_t ncols) {
   int64_t w = (int64_t)nv * (tg->vec_lanes > 0 ? tg->vec_lanes : 1);
   int64_t tiles = (ncols + w - 1) / w + (ncols % w ? 1 : 0);
@@ -228,8 +228,8 @@ void tlm_reg_tile(const tlm_target *tg, int64_t max_rows, int max_nv, int64_t nc
      * where the register file makes them the better tile (16 registers;
      * not 32), and the rows' tail does not undo it */
     if (three.ok >= best.ok && three.cost < best.cost &&
-        three.cost / reg_tile_used(tg, three.rows, 3, max_rows, ncols) <
-            best.cost / reg_tile_used(tg, best.rows, best.nv, max_rows, ncols))
+        three.cost / tlm_reg_tile_used(tg, three.rows, 3, max_rows, ncols) <
+            best.cost / tlm_reg_tile_used(tg, best.rows, best.nv, max_rows, ncols))
       best = three;
   }
   *rows_out = best.rows;

@@ -312,6 +312,11 @@ void tlm_reg_tile(const tlm_target *tg, int64_t max_rows, int max_nv, int64_t nc
  * it (12 pixels: 6 + 6, not 10 + 2). */
 int tlm_reg_rows_for_extent(const tlm_target *tg, int64_t extent, int nv, int rows);
 
+/* The fraction of the work of rows x nv-vector tiles that holds data over
+ * ncols columns (a partial tile counted twice) and, when 0 < max_rows <
+ * 2^20, over max_rows rows. ncols > 0. */
+double tlm_reg_tile_used(const tlm_target *tg, int rows, int nv, int64_t max_rows, int64_t ncols);
+
 /* General-purpose registers of x86-64 at every tlm_isa level (APX's 16
  * more are not used: LLVM 19's host features leave them off), and the rows
  * of a register tile each family's inner loop holds beside its own state
