@@ -177,6 +177,27 @@ static int conv_tile_nv(const tlm_target *tg, int64_t vext, int64_t rext, int mo
   return nv;
 }
 
+/* The rule's vectors per depthwise tile (lanes along the groups): of 1 to
+ * `most` vectors of W lanes, the most whose tiles leave the smallest
+ * fraction of lanes without data. A depthwise step loads a src vector per
+ * FMA whatever the tile, so its time goes with the tiles' lanes, data or
+ * not; a tile with a lane tail also runs the masked safe version, a tile
+ * version more to compile. Before rule 16 the widest tile was taken
+ * always: 144 groups on AVX-512 as 64 + 64 + 16 lanes (12 vectors of FMAs
+ * for 9 of data), 3 x 48 now; 240 as 4 x 64 with 16 lanes empty, 5 x 48 now;
+ * under AVX2 144 and 240 groups take 24-lane tiles. Channel counts that
+ * 4 vectors divide (32-lane AVX2 or 64-lane AVX-512 multiples: 32, 64,
+ * 128, 256, 384, 512, 576, 960 ...) keep 4. */
+static int dw_tile_nv(int64_t vext, int W, int most) {
+  int best = most;
+  int64_t best_lanes = ceil_div(vext, (int64_t)most * W) * most * W;
+  for (int nv = most - 1; nv >= 1; nv--) {
+    int64_t lanes = ceil_div(vext, (int64_t)nv * W) * nv * W;
+    if (lanes < best_lanes) best = nv, best_lanes = lanes;
+  }
+  return best;
+}
+
 /* The rule: lanes along the axis that is unit-stride in dst (channels for
  * NHWC, ow for NCHW, groups for NHWC depthwise), the full vector width,
  * the register tile of tlm_reg_tile (6 x 4 vectors on 32 registers, 6 x 2
@@ -207,8 +228,9 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
     if (most > 4) most = 4;
     /* depthwise: every FMA loads its own src vector, whatever the tile, so
      * nothing is saved by a square tile; the widest channel block (4
-     * vectors, the most contiguous src reads per pixel) */
-    if (d[CV_AXIS] == 2) return pick_at_most(c, n, most * d[CV_VEC]);
+     * vectors, the most contiguous src reads per pixel) whose tiles waste
+     * the fewest lanes (rule 16, dw_tile_nv) */
+    if (d[CV_AXIS] == 2) return pick_at_most(c, n, (int64_t)dw_tile_nv(vext, d[CV_VEC], (int)most) * d[CV_VEC]);
     return pick_at_most(c, n, (int64_t)conv_tile_nv(tg, vext, rext, (int)most) * d[CV_VEC]);
   }
   case CV_ROWS: {
@@ -291,7 +313,18 @@ static int conv_rule_version(const tlm_task *task) {
   const tlm_conv_task *t = &task->u.conv;
   /* depthwise: 3, and 15 where one AVX-512 vector holds the groups (<= 16)
    * and more than TLM_CONV_PTR_ROWS rows were possible */
-  if (t->G > 1 && t->ICg == 1 && t->OCg == 1) return t->G <= 16 && conv_wext(t, 2) > TLM_CONV_PTR_ROWS ? 15 : 3;
+  if (t->G > 1 && t->ICg == 1 && t->OCg == 1) {
+    /* 16 where the lanes' tail picks a narrower tile (dw_tile_nv) under
+     * either x86 width (AVX-512 16 lanes, AVX2 8): the model's prompt does
+     * not name the lanes' waste, and its records had 4-vector tiles;
+     * NHWC only (NCHW puts the lanes along ow) */
+    for (int W = 8; W <= 16 && (t->unit & TLM_UNIT_CONV_DST_C); W *= 2) {
+      int64_t most = ceil_div(t->G, W);
+      if (most > 4) most = 4;
+      if (dw_tile_nv(t->G, W, (int)most) != most) return 16;
+    }
+    return t->G <= 16 && conv_wext(t, 2) > TLM_CONV_PTR_ROWS ? 15 : 3;
+  }
   /* 15: at most TLM_CONV_PTR_ROWS tile rows; the rule's tile changes
    * where more rows were possible: at most 48 lanes on the vector axis (2
    * AVX-512 vectors, or 1 of AVX2) and more rows than the bound. The axis

@@ -99,8 +99,13 @@
  * (space.h, TLM_GP_REGS); before, 1-2 vectors on 32 registers took 12-16
  * rows. The matmuls of more than 8 rows and N <= 48 and the convolutions
  * with at most 48 lanes on the vector axis and more than 10 rows on the
- * other move to 15 (their rule_version functions). */
-#define TLM_RULE_VERSION 15
+ * other move to 15 (their rule_version functions).
+ * Version 16 (session 38): depthwise tiles of the most vectors whose
+ * lanes the groups fill best (op_conv.c, dw_tile_nv), where the widest
+ * had taken a lane tail: 144 groups as 3 x 48 lanes on AVX-512, not
+ * 64 + 64 + 16; the depthwise layers whose tile changes under AVX-512 or
+ * AVX2 move to 16. */
+#define TLM_RULE_VERSION 16
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows

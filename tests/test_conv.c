@@ -596,6 +596,55 @@ static void rule_rows(tlm_runtime *rt) {
     }
 }
 
+/* rule 16: an NHWC depthwise layer's tile takes the most vectors (up to
+ * 4) whose tiles leave the fewest lanes without data (144 groups: 3 x 48
+ * lanes on AVX-512, 6 x 24 on AVX2, not 64 + 64 + 16), the widest where
+ * 4 vectors divide the groups; reference checks of each, odd maps */
+static void dw_lanes(tlm_runtime *rt) {
+  static const char *const lines[] = {"g144mb1ic144ih11oc144oh11kh3ph1", "g240mb1ic240ih9oc240oh5kh5sh2ph2",
+                                      "g96mb1ic96ih13oc96oh13kh3ph1",    "g120mb1ic120ih7oc120oh7kh3ph1",
+                                      "g64mb1ic64ih7oc64oh7kh3ph1",      "g40mb1ic40ih5oc40oh5kh3ph1"};
+  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+    char err[256], ss[512], what[700];
+    tlm_conv_prb prb;
+    tlm_conv_problem p;
+    tlm_task task;
+    tlm_conv_args args;
+    if (tlm_conv_prb_parse(lines[i], &prb, err, sizeof err) != 1 ||
+        tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO, NULL, 40 + i, &p)) {
+      CHECK(0, "%s: %s", lines[i], err);
+      continue;
+    }
+    if (tlm_validate_conv(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err)) {
+      CHECK(0, "%s: %s", lines[i], err);
+      tlm_conv_problem_free(&p);
+      continue;
+    }
+    tlm_space space;
+    tlm_space_init(&space, &task, &rt->target);
+    tlm_schedule s;
+    tlm_space_default(&space, &s);
+    tlm_schedule_str(&space, &s, ss, sizeof ss);
+    int64_t G = task.u.conv.G, W = s.v[CV_VEC], tile = s.v[CV_TILE_V];
+    CHECK(s.v[CV_AXIS] == 2, "%s: lanes on axis %d, want the groups [%s]", lines[i], s.v[CV_AXIS], ss);
+    int64_t most = (G + W - 1) / W < 4 ? (G + W - 1) / W : 4;
+    int64_t lanes = (G + tile - 1) / tile * tile;
+    for (int64_t nv = 1; nv <= most; nv++) {
+      int64_t l = (G + nv * W - 1) / (nv * W) * nv * W;
+      CHECK(l > lanes || (l == lanes && nv * W <= tile),
+            "%s: a tile of %lld lanes covers the groups in %lld lanes, the rule's %lld in %lld [%s]",
+            lines[i], (long long)(nv * W), (long long)l, (long long)tile, (long long)lanes, ss);
+    }
+    if (W == 16 && G == 144)
+      CHECK(tile == 48, "%s: %lld lanes a tile on AVX-512, want 48 [%s]", lines[i], (long long)tile, ss);
+    if (W == 8 && G == 144)
+      CHECK(tile == 24, "%s: %lld lanes a tile on AVX2, want 24 [%s]", lines[i], (long long)tile, ss);
+    snprintf(what, sizeof what, "%s depthwise rule [%s]", lines[i], ss);
+    run_check(rt, &p, what, &s);
+    tlm_conv_problem_free(&p);
+  }
+}
+
 /* channel blocks (api/tlm.c conv_oc_blocked): an NHWC convolution with a
  * window, HWIO weights declared constant and >= 256 output channels in
  * whole blocks of 64 runs block by block over a packed copy of its
@@ -687,6 +736,7 @@ int main(int argc, char **argv) {
   bad(rt);
   ow_lanes(rt);
   rule_rows(rt);
+  dw_lanes(rt);
   epilogues(rt);
   strided(rt);
   as_matmul();
