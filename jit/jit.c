@@ -44,11 +44,20 @@ static void set_options(void) {
   const char *e = getenv("TLM_LLVM_OPTIONS");
   if (e && !strcmp(e, "0")) return;
   /* LLVM's parser exits the process on an option it does not know: only
-   * the majors whose -disable-lsr this code was tested with get it (the
-   * others keep the code generator's LSR: slower compiles, same code) */
+   * the majors whose options this code was tested with get them (the
+   * others keep the code generator's LSR and domain reassignment: slower
+   * compiles, same code). -disable-x86-domain-reassignment: the pass that
+   * moves integer chains into AVX-512 mask registers found nothing to move
+   * in any kernel tried (the objects of a matmul, a 3x3 and a depthwise
+   * convolution and a 1x1 matmul byte-identical with and without it,
+   * llc-19 -O3 -mcpu=rocketlake) and was 2-7% of object emission */
 #if LLVM_VERSION_MAJOR == 19
+#if defined(__x86_64__) /* an X86 backend option: x86-64 hosts only */
+  const char *argv[] = {"tlm", "-disable-lsr", "-disable-x86-domain-reassignment"};
+#else
   const char *argv[] = {"tlm", "-disable-lsr"};
-  LLVMParseCommandLineOptions(2, argv, NULL);
+#endif
+  LLVMParseCommandLineOptions((int)(sizeof argv / sizeof argv[0]), argv, NULL);
   g_lsr_off = 1;
 #endif
 }

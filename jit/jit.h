@@ -14,7 +14,10 @@ typedef struct tlm_jit tlm_jit;
  * it (TLM_PIPELINE_LSR appended where it pays). On matmul kernels, whose
  * addresses are already a base plus a stride per loop, LSR was a third of
  * object emission and changed no GFLOPS; on convolutions that gather a
- * window it is worth up to 2x (docs/design.md, "Compile time"). This is
+ * window it is worth up to 2x (docs/design.md, "Compile time"). On x86-64
+ * hosts the X86 domain reassignment pass is off as well
+ * (-disable-x86-domain-reassignment: byte-identical kernels, 2-9% less
+ * object emission). This is
  * LLVM's command-line state, shared with any other LLVM user in the
  * process: the environment variable TLM_LLVM_OPTIONS=0, read at the first
  * call, leaves it alone (the code generator then runs LSR on every

@@ -1,9 +1,12 @@
 # rerate.py BUILD JSON OUT: for every task of a `tlm bench kernels` report whose rule schedule under
 # BUILD differs from the report's TLM-1 schedule, time Search-1000's schedule against BUILD's rule
 # side by side (tlm run --schedule SEARCH --vs RULE, one thread, core 1) and print the ratios.
+# rerate.py BUILD JSON OUT PREV: the same after a later rule change, from an earlier OUT (PREV):
+# only tasks whose rule schedule differs from the one PREV timed are timed again.
 import json, subprocess, sys, re, math, os
 build, rep, out = sys.argv[1:4]
 d = json.load(open(rep))
+prev = {r[0]: r for r in json.load(open(sys.argv[4]))} if len(sys.argv) > 4 else {}
 acts = {1: 'relu', 2: 'gelu', 3: 'silu', 4: 'relu6'}
 env = dict(os.environ, TLM_CACHE_DIR='none')
 def args_of(task):
@@ -39,6 +42,9 @@ for t in d['tasks']:
     old_ratio = t['searchN']['median_ns'] / t['tlm1']['median_ns']
     if new == t['tlm1']['schedule']:
         res.append((t['task'], t['family'], old_ratio, old_ratio, 'same')); continue
+    p = prev.get(t['task'])
+    if p and p[4] == new:  # timed in PREV with this schedule
+        res.append(tuple(p)); continue
     o = run(a, ['--schedule', t['searchN']['schedule'], '--vs', new, '--min-time', '0.5'])
     m = re.search(r'speed A/B\s+([0-9.]+)', o)
     if not m: print('no ratio', t['task'], o[-300:]); continue
