@@ -343,6 +343,36 @@ static int mm_streams_b(const tlm_target *tg, const tlm_matmul_task *t, const in
          (int64_t)t->N * 4 >= 2 * MM_PAGE_BYTES * workers;
 }
 
+/* Rule 17: the K block under which B's micro-panel (k1 x n3) stays in half
+ * of L1 while the tiles of a few rows reuse it, where B comes from L3 or
+ * memory at every call; 0 where the K block of 256 stays. With 6 x 64
+ * AVX-512 tiles a K block of 256 makes the micro-panel 64 KiB: each of
+ * the M tiles reads it from L2 again while the next one streams in.
+ * Conditions: more than one tile of rows (one tile streams B:
+ * mm_streams_b), B larger than twice the workers' L2, K beyond one block
+ * of 256, and the C block of all M rows (M x n2*n3, with the B block
+ * k1 x n2*n3 in half of L2 as MM_N2 sizes it) within the other half of
+ * L2 (more rows reuse each B block often enough from L2). 48 KiB of L1
+ * and n3 = 64 give 96; AVX2's 6 x 16 tiles (micro-panel 16 KiB at 256)
+ * and 32 KiB L1 with n3 = 16 keep 256. Measured on an Intel Xeon (family 6
+ * model 167), one thread, tlm run --schedule RULE --vs K1=96: 24x4096:4096x4096
+ * 1.13x (B constant 1.18x), 64x4096 1.11x (1.16x), 32x768:768x3072 1.25x
+ * (1.06x); K1=64 at 128x4096 1.08x (1.06x), where 256 rows lost 4.6% and
+ * 512x768:768x3072 7%. */
+static int64_t mm_short_k1(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d) {
+  if (tlm_vec_is_k(d[MM_VEC]) || t->M <= d[MM_M3] || t->K <= 256) return 0;
+  int64_t l1 = tg->l1d_bytes > 0 ? tg->l1d_bytes : 32 * 1024;
+  int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 256 * 1024;
+  int64_t workers = tg->threads > 0 ? tg->threads : 1;
+  int64_t k1 = l1 / 2 / ((int64_t)d[MM_N3] * 4);
+  if (k1 >= 256 || k1 < 16) return 0;
+  if ((int64_t)t->K * t->N * 4 <= 2 * l2 * workers) return 0;
+  int64_t nb = pow2_floor(l2 / 2 / (k1 * d[MM_N3] * 4));
+  if (nb < 1) nb = 1;
+  if ((int64_t)t->M * nb * d[MM_N3] * 4 > l2 / 2) return 0;
+  return k1;
+}
+
 /* The rule's level-2 rows: every row of the block reuses the B block (k1 x
  * n2*n3, packed or streamed from L2), so the more rows the cheaper B is per
  * FMA; the A block (rows x k1) takes at most a quarter of L2 beside B's
@@ -533,11 +563,16 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
      * 16 steps costs 2 L1 accesses per 16 B loads. Not when one tile spans
      * all of N (N <= n3, e.g. MobileNet's 1024 -> 5 classifier): there is
      * no row to read whole, and each K block would only reload the tile
-     * (1.46x slower at 1x1024:1024x5 by tlm run --vs, Zen 3). Otherwise a
-     * K block of 256 keeps the A micro-panel (m3 x k1) in L1. */
-    return pick_at_most(c, n,
-                        mm_streams_b(tg, t, d) && t->N > d[MM_N3] && !t->b_const ? MM_STREAM_K1
-                                                                                   : 256);
+     * (1.46x slower at 1x1024:1024x5 by tlm run --vs, Zen 3). A few tiles
+     * of rows over a B from L3 or memory: B's micro-panel in half of L1
+     * (mm_short_k1, rule 17). Otherwise a K block of 256 keeps the A
+     * micro-panel (m3 x k1) in L1. */
+    if (mm_streams_b(tg, t, d) && t->N > d[MM_N3] && !t->b_const)
+      return pick_at_most(c, n, MM_STREAM_K1);
+    {
+      int64_t ks = mm_short_k1(tg, t, d);
+      return pick_at_most(c, n, ks ? ks : 256);
+    }
   case MM_UNROLL: return pick_at_most(c, n, 4);
   case MM_N2: {
     /* B block (k1 x n2*n3) in half of L2; enough n blocks for all cores
@@ -666,6 +701,10 @@ static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
  * under TLM_PARALLEL_MIN_FLOPS on one worker */
 static int mm_rule_version(const tlm_task *task) {
   const tlm_matmul_task *t = &task->u.mm;
+  /* 17 where mm_short_k1 may shorten the K block on some target: a few
+   * tiles of rows, K beyond 256, B beyond 1 MiB (the smallest L2 of an
+   * x86 core tlm targets is 256 KiB; twice that for two workers) */
+  if (t->M > 4 && t->M <= 256 && t->K > 256 && (int64_t)t->K * t->N * 4 > 1024 * 1024) return 17;
   if (!t->b_const) return 15; /* and rows for M's tail (tlm_reg_rows_for_extent) */
   return (t->N <= 48 && t->M > TLM_MM_PTR_ROWS) || mm_flops(task) < TLM_PARALLEL_MIN_FLOPS ? 15 : 14;
 }

@@ -104,8 +104,13 @@
  * lanes the groups fill best (op_conv.c, dw_tile_nv), where the widest
  * had taken a lane tail: 144 groups as 3 x 48 lanes on AVX-512, not
  * 64 + 64 + 16; the depthwise layers whose tile changes under AVX-512 or
- * AVX2 move to 16. */
-#define TLM_RULE_VERSION 16
+ * AVX2 move to 16.
+ * Version 17 (session 38): matmuls of a few register tiles of rows over a
+ * B from L3 or memory take the K block that keeps B's micro-panel in half
+ * of L1 (op_matmul.c, mm_short_k1: 96 with 6 x 64 AVX-512 tiles and 48
+ * KiB of L1, where 256 made it 64 KiB); the matmuls of 5-256 rows with K
+ * beyond 256 and B beyond 1 MiB move to 17. */
+#define TLM_RULE_VERSION 17
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows

@@ -455,6 +455,72 @@ int main(int argc, char **argv) {
       }
   }
 
+  /* rule 17: a few tiles of rows over a B beyond twice the workers' L2 take
+   * the K block that keeps B's micro-panel (k1 x n3) in half of L1, where
+   * that is under 256 (96 with 6 x 64 AVX-512 tiles and 48 KiB of L1),
+   * when the C block of all rows fits the other half of L2; B constant or
+   * not. Computed here from the target as the rule states it; the rule's
+   * kernels (K tails: 1500 = 15 x 96 + 60) pass the reference check. */
+  {
+    static const char *few_rows[] = {"37x1500:1500x1500", "24x1024:1024x4096", "7x2048:2048x1024",
+                                     "130x1100:1100x2100", "256x1024:1024x4096", "64x300:300x4000",
+                                     "29x2000:2000x777"};
+    int short_seen = 0;
+    for (size_t i = 0; i < sizeof few_rows / sizeof few_rows[0]; i++)
+      for (int w = 1; w <= 2; w++)
+        for (int bc = 0; bc <= 1; bc++) {
+          char err[256], ss[512];
+          tlm_problem p;
+          tlm_task task;
+          tlm_mm_args args;
+          tlm_space sp;
+          if (rule_case(rt, few_rows[i], 61 + i, 0, w, &p, &task, &args, &sp)) continue;
+          if (bc) { /* the same task with B declared constant: its schedule only */
+            tlm_target tg = rt->target;
+            tg.threads = w;
+            task.u.mm.b_const = 1;
+            tlm_space_init(&sp, &task, &tg);
+          }
+          tlm_schedule sched;
+          tlm_space_default(&sp, &sched);
+          tlm_schedule_str(&sp, &sched, ss, sizeof ss);
+          const int32_t *v = sched.v;
+          const tlm_target *tg = &rt->target;
+          int64_t M = task.u.mm.M, K = task.u.mm.K, N = task.u.mm.N;
+          int64_t l1 = tg->l1d_bytes > 0 ? tg->l1d_bytes : 32 * 1024;
+          int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 256 * 1024;
+          int64_t k1 = tlm_vec_is_k(v[MM_VEC]) ? 256 : l1 / 2 / ((int64_t)v[MM_N3] * 4), nb = 1;
+          while (k1 < 256 && k1 >= 16 && nb * 2 <= l2 / 2 / (k1 * v[MM_N3] * 4)) nb *= 2;
+          int streamed = !bc && M <= 16 && K * N * 4 > l2 * w && N * 4 >= 8192 * w && N > v[MM_N3];
+          int want = !tlm_vec_is_k(v[MM_VEC]) && !streamed && M > v[MM_M3] && K > 256 && k1 < 256 &&
+                     k1 >= 16 && K * N * 4 > 2 * l2 * w && M * nb * v[MM_N3] * 4 <= l2 / 2;
+          if (want)
+            CHECK(v[MM_K1] <= k1 && v[MM_K1] > k1 / 2, "%s at %d workers, B constant %d: tile_k1 "
+                  "%d, want at most %lld (B's micro-panel in half of L1) [%s]", few_rows[i], w, bc,
+                  v[MM_K1], (long long)k1, ss);
+          else if (!streamed)
+            CHECK(v[MM_K1] == 256 || v[MM_K1] >= K, "%s at %d workers, B constant %d: tile_k1 %d, "
+                  "want 256 [%s]", few_rows[i], w, bc, v[MM_K1], ss);
+          if (!strcmp(few_rows[i], "24x1024:1024x4096") && w == 1 && tg->vec_lanes == 16 &&
+              tg->vec_regs == 32 && l1 == 48 * 1024)
+            CHECK(v[MM_K1] == 96, "%s: tile_k1 %d on 6 x 64 tiles and 48 KiB of L1, want 96 [%s]",
+                  few_rows[i], v[MM_K1], ss);
+          short_seen += want;
+          if (!bc) {
+            tlm_kernel *k;
+            tlm_status st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
+            if (st == TLM_OK) st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
+            double e = st == TLM_OK ? tlm_problem_check(&p) : -1;
+            CHECK(e >= 0 && e <= tlm_problem_tolerance(task.u.mm.K),
+                  "%s rule at %d workers [%s]: %s, error %g", few_rows[i], w, ss,
+                  st == TLM_OK ? "ran" : err, e);
+          }
+          tlm_problem_free(&p);
+        }
+    if (rt->target.vec_lanes == 16 && rt->target.l1d_bytes == 48 * 1024)
+      CHECK(short_seen >= 8, "rule 17 shortened the K block for only %d of 28 cases", short_seen);
+  }
+
   tlm_stats ps;
   tlm_get_stats(rt, &ps);
   CHECK(ps.prepacks >= 3, "only %llu B matrices packed ahead", (unsigned long long)ps.prepacks);
