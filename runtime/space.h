@@ -109,8 +109,12 @@
  * B from L3 or memory take the K block that keeps B's micro-panel in half
  * of L1 (op_matmul.c, mm_short_k1: 96 with 6 x 64 AVX-512 tiles and 48
  * KiB of L1, where 256 made it 64 KiB); the matmuls of 5-256 rows with K
- * beyond 256 and B beyond 1 MiB move to 17. */
-#define TLM_RULE_VERSION 17
+ * beyond 256 and B beyond 1 MiB move to 17.
+ * Version 18 (session 38): convolutions with lanes along fewer output
+ * channels a group than the full width take the narrowest vector of at
+ * least 4 lanes that holds them (op_conv.c, rule 18); those with under 16
+ * channels a group on the lanes' axis move to 18. */
+#define TLM_RULE_VERSION 18
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows

@@ -645,6 +645,54 @@ static void dw_lanes(tlm_runtime *rt) {
   }
 }
 
+/* rule 18: lanes along output channels that do not fill the full width
+ * take the narrowest vector of at least 4 lanes that holds them (8
+ * channels a group: 8 lanes; 4: 4; 5: 8; 20: the full width), at both
+ * layouts where the rule puts the lanes on the channels; reference checks */
+static void narrow_vec(tlm_runtime *rt) {
+  static const char *const lines[] = {"g8mb1ic64ih15oc64oh8kh3sh2ph1", "g4mb1ic16ih13oc16oh13kh3ph1",
+                                      "g4mb1ic20ih5oc20oh5kh3ph1",     "mb1ic96ih1oc4oh1kh1",
+                                      "mb1ic19ih7oc3oh7kh3ph1",        "g2mb1ic40ih6oc40oh6kh3ph1"};
+  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+    char err[256], ss[512], what[700];
+    tlm_conv_prb prb;
+    tlm_conv_problem p;
+    tlm_task task;
+    tlm_conv_args args;
+    if (tlm_conv_prb_parse(lines[i], &prb, err, sizeof err) != 1 ||
+        tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO, NULL, 50 + i, &p)) {
+      CHECK(0, "%s: %s", lines[i], err);
+      continue;
+    }
+    if (tlm_validate_conv(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err)) {
+      CHECK(0, "%s: %s", lines[i], err);
+      tlm_conv_problem_free(&p);
+      continue;
+    }
+    tlm_space space;
+    tlm_space_init(&space, &task, &rt->target);
+    tlm_schedule s;
+    tlm_space_default(&space, &s);
+    tlm_schedule_str(&space, &s, ss, sizeof ss);
+    int64_t ocg = task.u.conv.OCg, full = rt->target.vec_lanes;
+    if (s.v[CV_AXIS] == 0) {
+      int64_t want = full;
+      if (ocg < full)
+        for (int64_t w = 4; w <= full; w *= 2)
+          if (w >= ocg) {
+            want = w;
+            break;
+          }
+      if (full < 4) want = full;
+      CHECK(s.v[CV_VEC] == want, "%s: %d lanes for %lld channels a group, want %lld [%s]",
+            lines[i], s.v[CV_VEC], (long long)ocg, (long long)want, ss);
+    }
+    snprintf(what, sizeof what, "%s narrow vectors rule [%s]", lines[i], ss);
+    run_check(rt, &p, what, &s);
+    tlm_conv_problem_free(&p);
+  }
+}
+
 /* channel blocks (api/tlm.c conv_oc_blocked): an NHWC convolution with a
  * window, HWIO weights declared constant and >= 256 output channels in
  * whole blocks of 64 runs block by block over a packed copy of its
@@ -737,6 +785,7 @@ int main(int argc, char **argv) {
   ow_lanes(rt);
   rule_rows(rt);
   dw_lanes(rt);
+  narrow_vec(rt);
   epilogues(rt);
   strided(rt);
   as_matmul();
