@@ -523,6 +523,15 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
     /* dot products along k for small M when B is stored (N, K): the outer
      * product form would gather B (measured 1x768:768x768 transposed B) */
     int32_t want = kmode ? TLM_VEC_K + tg->vec_lanes : tg->vec_lanes;
+    /* rule 18: N under the full width, the narrowest vector of at least 4
+     * lanes that holds it (as for convolutions, op_conv.c): 8 columns as
+     * 8-lane vectors on AVX-512, not 16-lane ones half masked. Measured on
+     * an Intel Xeon (tlm run --vs, one thread): 2000x512:512x8 0.73 of the
+     * time, 1000x64:64x8 0.70, 512x256:256x4 (4 lanes) 0.68, 97x33:33x7
+     * 0.80, 300x100:100x5 0.77 */
+    if (!kmode && t->N < tg->vec_lanes)
+      for (int i = 0; i < n; i++)
+        if (!tlm_vec_is_k(c[i]) && c[i] >= 4 && c[i] >= t->N) return i;
     for (int i = 0; i < n; i++)
       if (c[i] == want) return i;
     return 0;
@@ -701,6 +710,7 @@ static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
  * under TLM_PARALLEL_MIN_FLOPS on one worker */
 static int mm_rule_version(const tlm_task *task) {
   const tlm_matmul_task *t = &task->u.mm;
+  if (t->N < 16) return 18; /* narrow vectors (MM_VEC, rule 18) under AVX-512's 16 lanes */
   /* 17 where mm_short_k1 may shorten the K block on some target: a few
    * tiles of rows, K beyond 256, B beyond 1 MiB (the smallest L2 of an
    * x86 core tlm targets is 256 KiB; twice that for two workers) */

@@ -112,8 +112,10 @@
  * beyond 256 and B beyond 1 MiB move to 17.
  * Version 18 (session 38): convolutions with lanes along fewer output
  * channels a group than the full width take the narrowest vector of at
- * least 4 lanes that holds them (op_conv.c, rule 18); those with under 16
- * channels a group on the lanes' axis move to 18. */
+ * least 4 lanes that holds them (op_conv.c, rule 18), and so do matmuls
+ * with N under the full width (op_matmul.c, MM_VEC); those with under 16
+ * channels a group on the lanes' axis and the matmuls with N < 16 move
+ * to 18. */
 #define TLM_RULE_VERSION 18
 
 /* The rule version in which the rule or the code generation of the task's

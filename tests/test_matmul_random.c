@@ -521,6 +521,43 @@ int main(int argc, char **argv) {
       CHECK(short_seen >= 8, "rule 17 shortened the K block for only %d of 28 cases", short_seen);
   }
 
+  /* rule 18: N under the full width takes the narrowest vector of at least
+   * 4 lanes that holds it (dot products along k aside); the rule's kernels
+   * pass the reference check */
+  {
+    static const char *narrow_n[] = {"97x33:33x7", "1x300:300x1", "13x64:64x4", "33x17:17x9",
+                                     "2x3x5:2x5x3", "64x128:128x12", "7x100:100x16"};
+    for (size_t i = 0; i < sizeof narrow_n / sizeof narrow_n[0]; i++) {
+      char err[256], ss[512];
+      tlm_problem p;
+      tlm_task task;
+      tlm_mm_args args;
+      tlm_space sp;
+      if (rule_case(rt, narrow_n[i], 81 + i, 1, 1, &p, &task, &args, &sp)) continue;
+      tlm_schedule sched;
+      tlm_space_default(&sp, &sched);
+      tlm_schedule_str(&sp, &sched, ss, sizeof ss);
+      int32_t v = sched.v[MM_VEC], lanes = rt->target.vec_lanes;
+      if (!tlm_vec_is_k(v)) {
+        int32_t want = lanes;
+        if (task.u.mm.N < lanes)
+          for (int32_t w = 4; w <= lanes; w *= 2)
+            if (w >= task.u.mm.N) {
+              want = w;
+              break;
+            }
+        CHECK(v == want, "%s: vec %d, want %d [%s]", narrow_n[i], v, want, ss);
+      }
+      tlm_kernel *k;
+      tlm_status st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
+      if (st == TLM_OK) st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
+      double e = st == TLM_OK ? tlm_problem_check(&p) : -1;
+      CHECK(e >= 0 && e <= tlm_problem_tolerance(task.u.mm.K), "%s rule [%s]: %s, error %g",
+            narrow_n[i], ss, st == TLM_OK ? "ran" : err, e);
+      tlm_problem_free(&p);
+    }
+  }
+
   tlm_stats ps;
   tlm_get_stats(rt, &ps);
   CHECK(ps.prepacks >= 3, "only %llu B matrices packed ahead", (unsigned long long)ps.prepacks);
