@@ -596,6 +596,30 @@ static void rule_rows(tlm_runtime *rt) {
     }
 }
 
+/* line's NHWC problem (HWIO weights) with the rule's schedule for this
+ * runtime's target, printed into ss; 0, or -1 (checked) on a bad line */
+static int nhwc_rule(tlm_runtime *rt, const char *line, uint64_t seed, tlm_conv_problem *p,
+                     tlm_task *task, tlm_schedule *s, char *ss, size_t sscap) {
+  char err[256];
+  tlm_conv_prb prb;
+  tlm_conv_args args;
+  if (tlm_conv_prb_parse(line, &prb, err, sizeof err) != 1 ||
+      tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO, NULL, seed, p)) {
+    CHECK(0, "%s: %s", line, err);
+    return -1;
+  }
+  if (tlm_validate_conv(&p->op, p->in, p->n_in, &p->out, 1, task, &args, err, sizeof err)) {
+    CHECK(0, "%s: %s", line, err);
+    tlm_conv_problem_free(p);
+    return -1;
+  }
+  tlm_space space;
+  tlm_space_init(&space, task, &rt->target);
+  tlm_space_default(&space, s);
+  tlm_schedule_str(&space, s, ss, (int)sscap);
+  return 0;
+}
+
 /* rule 16: an NHWC depthwise layer's tile takes the most vectors (up to
  * 4) whose tiles leave the fewest lanes without data (144 groups: 3 x 48
  * lanes on AVX-512, 6 x 24 on AVX2, not 64 + 64 + 16), the widest where
@@ -605,26 +629,11 @@ static void dw_lanes(tlm_runtime *rt) {
                                       "g96mb1ic96ih13oc96oh13kh3ph1",    "g120mb1ic120ih7oc120oh7kh3ph1",
                                       "g64mb1ic64ih7oc64oh7kh3ph1",      "g40mb1ic40ih5oc40oh5kh3ph1"};
   for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
-    char err[256], ss[512], what[700];
-    tlm_conv_prb prb;
+    char ss[512], what[700];
     tlm_conv_problem p;
     tlm_task task;
-    tlm_conv_args args;
-    if (tlm_conv_prb_parse(lines[i], &prb, err, sizeof err) != 1 ||
-        tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO, NULL, 40 + i, &p)) {
-      CHECK(0, "%s: %s", lines[i], err);
-      continue;
-    }
-    if (tlm_validate_conv(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err)) {
-      CHECK(0, "%s: %s", lines[i], err);
-      tlm_conv_problem_free(&p);
-      continue;
-    }
-    tlm_space space;
-    tlm_space_init(&space, &task, &rt->target);
     tlm_schedule s;
-    tlm_space_default(&space, &s);
-    tlm_schedule_str(&space, &s, ss, sizeof ss);
+    if (nhwc_rule(rt, lines[i], 40 + i, &p, &task, &s, ss, sizeof ss)) continue;
     int64_t G = task.u.conv.G, W = s.v[CV_VEC], tile = s.v[CV_TILE_V];
     CHECK(s.v[CV_AXIS] == 2, "%s: lanes on axis %d, want the groups [%s]", lines[i], s.v[CV_AXIS], ss);
     int64_t most = (G + W - 1) / W < 4 ? (G + W - 1) / W : 4;
@@ -654,26 +663,11 @@ static void narrow_vec(tlm_runtime *rt) {
                                       "g4mb1ic20ih5oc20oh5kh3ph1",     "mb1ic96ih1oc4oh1kh1",
                                       "mb1ic19ih7oc3oh7kh3ph1",        "g2mb1ic40ih6oc40oh6kh3ph1"};
   for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
-    char err[256], ss[512], what[700];
-    tlm_conv_prb prb;
+    char ss[512], what[700];
     tlm_conv_problem p;
     tlm_task task;
-    tlm_conv_args args;
-    if (tlm_conv_prb_parse(lines[i], &prb, err, sizeof err) != 1 ||
-        tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO, NULL, 50 + i, &p)) {
-      CHECK(0, "%s: %s", lines[i], err);
-      continue;
-    }
-    if (tlm_validate_conv(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err)) {
-      CHECK(0, "%s: %s", lines[i], err);
-      tlm_conv_problem_free(&p);
-      continue;
-    }
-    tlm_space space;
-    tlm_space_init(&space, &task, &rt->target);
     tlm_schedule s;
-    tlm_space_default(&space, &s);
-    tlm_schedule_str(&space, &s, ss, sizeof ss);
+    if (nhwc_rule(rt, lines[i], 50 + i, &p, &task, &s, ss, sizeof ss)) continue;
     int64_t ocg = task.u.conv.OCg, full = rt->target.vec_lanes;
     if (s.v[CV_AXIS] == 0) {
       int64_t want = full;

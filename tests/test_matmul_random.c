@@ -109,6 +109,20 @@ static int rule_case(tlm_runtime *rt, const char *shape, uint64_t seed, int bias
   return 0;
 }
 
+/* the rule's (or any) schedule compiled, run on p's operands and checked
+ * against the reference */
+static void check_kernel(tlm_runtime *rt, const char *what, const tlm_task *task,
+                         const tlm_schedule *sched, tlm_mm_args *args, tlm_problem *p,
+                         const char *ss) {
+  char err[256];
+  tlm_kernel *k;
+  tlm_status st = tlm_engine_kernel(rt, task, sched, &k, err, sizeof err);
+  if (st == TLM_OK) st = tlm_engine_exec(rt, k, task, args, err, sizeof err);
+  double e = st == TLM_OK ? tlm_problem_check(p) : -1;
+  CHECK(e >= 0 && e <= tlm_problem_tolerance(task->u.mm.K), "%s [%s]: %s, error %g", what, ss,
+        st == TLM_OK ? "ran" : err, e);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : NULL;
   if (check_isa_unsupported()) return CHECK_SKIP;
@@ -376,7 +390,6 @@ int main(int argc, char **argv) {
     int stream_seen = 0;
     for (size_t i = 0; i < sizeof streamed / sizeof streamed[0]; i++)
       for (int w = 1; w <= 2; w++) {
-        char err[256];
         tlm_problem p;
         tlm_task task;
         tlm_mm_args args;
@@ -395,13 +408,9 @@ int main(int argc, char **argv) {
               "%s at %d workers: tile_k1 %d, pack_b %d, want %s [%s]", streamed[i], w, v[MM_K1],
               v[MM_PACK_B], want ? "16, unpacked (B streamed)" : "the deep block", ss);
         stream_seen += want;
-        tlm_kernel *k;
-        tlm_status st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
-        if (st == TLM_OK) st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
-        double e = st == TLM_OK ? tlm_problem_check(&p) : -1;
-        CHECK(e >= 0 && e <= tlm_problem_tolerance(task.u.mm.K),
-              "%s rule at %d workers [%s]: %s, error %g", streamed[i], w, ss,
-              st == TLM_OK ? "ran" : err, e);
+        char what[160];
+        snprintf(what, sizeof what, "%s rule at %d workers", streamed[i], w);
+        check_kernel(rt, what, &task, &sched, &args, &p, ss);
         tlm_problem_free(&p);
       }
     CHECK(stream_seen >= 5 || rt->target.l2_bytes > (4 << 20),
@@ -422,7 +431,7 @@ int main(int argc, char **argv) {
                   {"97x33:33x7", 0}};
     for (size_t i = 0; i < sizeof narrow / sizeof narrow[0]; i++)
       for (int w = 1; w <= 2; w++) {
-        char err[256], ss[512];
+        char ss[512];
         tlm_problem p;
         tlm_task task;
         tlm_mm_args args;
@@ -444,13 +453,9 @@ int main(int argc, char **argv) {
         if (w > 1 && flops < TLM_PARALLEL_MIN_FLOPS)
           CHECK(v[MM_PARALLEL] == 0, "%s: %.0f FLOPs shared among %d workers [%s]",
                 narrow[i].shape, flops, w, ss);
-        tlm_kernel *k;
-        tlm_status st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
-        if (st == TLM_OK) st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
-        double e = st == TLM_OK ? tlm_problem_check(&p) : -1;
-        CHECK(e >= 0 && e <= tlm_problem_tolerance(task.u.mm.K),
-              "%s rule at %d workers [%s]: %s, error %g", narrow[i].shape, w, ss,
-              st == TLM_OK ? "ran" : err, e);
+        char what[160];
+        snprintf(what, sizeof what, "%s rule at %d workers", narrow[i].shape, w);
+        check_kernel(rt, what, &task, &sched, &args, &p, ss);
         tlm_problem_free(&p);
       }
   }
@@ -469,7 +474,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof few_rows / sizeof few_rows[0]; i++)
       for (int w = 1; w <= 2; w++)
         for (int bc = 0; bc <= 1; bc++) {
-          char err[256], ss[512];
+          char ss[512];
           tlm_problem p;
           tlm_task task;
           tlm_mm_args args;
@@ -507,13 +512,9 @@ int main(int argc, char **argv) {
                   few_rows[i], v[MM_K1], ss);
           short_seen += want;
           if (!bc) {
-            tlm_kernel *k;
-            tlm_status st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
-            if (st == TLM_OK) st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
-            double e = st == TLM_OK ? tlm_problem_check(&p) : -1;
-            CHECK(e >= 0 && e <= tlm_problem_tolerance(task.u.mm.K),
-                  "%s rule at %d workers [%s]: %s, error %g", few_rows[i], w, ss,
-                  st == TLM_OK ? "ran" : err, e);
+            char what[160];
+            snprintf(what, sizeof what, "%s rule at %d workers", few_rows[i], w);
+            check_kernel(rt, what, &task, &sched, &args, &p, ss);
           }
           tlm_problem_free(&p);
         }
@@ -528,7 +529,7 @@ int main(int argc, char **argv) {
     static const char *narrow_n[] = {"97x33:33x7", "1x300:300x1", "13x64:64x4", "33x17:17x9",
                                      "2x3x5:2x5x3", "64x128:128x12", "7x100:100x16"};
     for (size_t i = 0; i < sizeof narrow_n / sizeof narrow_n[0]; i++) {
-      char err[256], ss[512];
+      char ss[512];
       tlm_problem p;
       tlm_task task;
       tlm_mm_args args;
@@ -548,12 +549,7 @@ int main(int argc, char **argv) {
             }
         CHECK(v == want, "%s: vec %d, want %d [%s]", narrow_n[i], v, want, ss);
       }
-      tlm_kernel *k;
-      tlm_status st = tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err);
-      if (st == TLM_OK) st = tlm_engine_exec(rt, k, &task, &args, err, sizeof err);
-      double e = st == TLM_OK ? tlm_problem_check(&p) : -1;
-      CHECK(e >= 0 && e <= tlm_problem_tolerance(task.u.mm.K), "%s rule [%s]: %s, error %g",
-            narrow_n[i], ss, st == TLM_OK ? "ran" : err, e);
+      check_kernel(rt, narrow_n[i], &task, &sched, &args, &p, ss);
       tlm_problem_free(&p);
     }
   }
