@@ -352,7 +352,11 @@ static int mm_streams_b(const tlm_target *tg, const tlm_matmul_task *t, const in
  * mm_streams_b), B larger than twice the workers' L2, K beyond one block
  * of 256, and the C block of all M rows (M x n2*n3, with the B block
  * k1 x n2*n3 in half of L2 as MM_N2 sizes it) within the other half of
- * L2 (more rows reuse each B block often enough from L2). 48 KiB of L1
+ * L2 (more rows reuse each B block often enough from L2). Not for a
+ * constant B: its packed copy's layout is the K block, and decode (one
+ * tile), prompts of a few tiles and long prompts must share one copy (a
+ * second layout would hold every weight twice within prepack_bytes);
+ * the same K blocks ran 1.02-1.11x faster there too. 48 KiB of L1
  * and n3 = 64 give 96; AVX2's 6 x 16 tiles (micro-panel 16 KiB at 256)
  * and 32 KiB L1 with n3 = 16 keep 256. Measured on an Intel Xeon (family 6
  * model 167), one thread, tlm run --schedule RULE --vs K1=96: 24x4096:4096x4096
@@ -360,7 +364,7 @@ static int mm_streams_b(const tlm_target *tg, const tlm_matmul_task *t, const in
  * (1.06x); K1=64 at 128x4096 1.08x (1.06x), where 256 rows lost 4.6% and
  * 512x768:768x3072 7%. */
 static int64_t mm_short_k1(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d) {
-  if (tlm_vec_is_k(d[MM_VEC]) || t->M <= d[MM_M3] || t->K <= 256) return 0;
+  if (tlm_vec_is_k(d[MM_VEC]) || t->M <= d[MM_M3] || t->K <= 256 || t->b_const) return 0;
   int64_t l1 = tg->l1d_bytes > 0 ? tg->l1d_bytes : 32 * 1024;
   int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 256 * 1024;
   int64_t workers = tg->threads > 0 ? tg->threads : 1;
@@ -711,10 +715,12 @@ static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
 static int mm_rule_version(const tlm_task *task) {
   const tlm_matmul_task *t = &task->u.mm;
   if (t->N < 16) return 18; /* narrow vectors (MM_VEC, rule 18) under AVX-512's 16 lanes */
-  /* 17 where mm_short_k1 may shorten the K block on some target: a few
-   * tiles of rows, K beyond 256, B beyond 1 MiB (the smallest L2 of an
-   * x86 core tlm targets is 256 KiB; twice that for two workers) */
-  if (t->M > 4 && t->M <= 256 && t->K > 256 && (int64_t)t->K * t->N * 4 > 1024 * 1024) return 17;
+  /* 17 where mm_short_k1 may shorten the K block on some target: B not
+   * constant, a few tiles of rows, K beyond 256, B beyond 1 MiB (the
+   * smallest L2 of an x86 core tlm targets is 256 KiB; twice that for two
+   * workers) */
+  if (!t->b_const && t->M > 4 && t->M <= 256 && t->K > 256 && (int64_t)t->K * t->N * 4 > 1024 * 1024)
+    return 17;
   if (!t->b_const) return 15; /* and rows for M's tail (tlm_reg_rows_for_extent) */
   return (t->N <= 48 && t->M > TLM_MM_PTR_ROWS) || mm_flops(task) < TLM_PARALLEL_MIN_FLOPS ? 15 : 14;
 }

@@ -106,10 +106,10 @@
  * 64 + 64 + 16; the depthwise layers whose tile changes under AVX-512 or
  * AVX2 move to 16.
  * Version 17 (session 38): matmuls of a few register tiles of rows over a
- * B from L3 or memory take the K block that keeps B's micro-panel in half
- * of L1 (op_matmul.c, mm_short_k1: 96 with 6 x 64 AVX-512 tiles and 48
- * KiB of L1, where 256 made it 64 KiB); the matmuls of 5-256 rows with K
- * beyond 256 and B beyond 1 MiB move to 17.
+ * B (not constant) from L3 or memory take the K block that keeps B's
+ * micro-panel in half of L1 (op_matmul.c, mm_short_k1: 96 with 6 x 64
+ * AVX-512 tiles and 48 KiB of L1, where 256 made it 64 KiB); those
+ * matmuls of 5-256 rows with K beyond 256 and B beyond 1 MiB move to 17.
  * Version 18 (session 38): convolutions with lanes along fewer output
  * channels a group than the full width take the narrowest vector of at
  * least 4 lanes that holds them (op_conv.c, rule 18), and so do matmuls
