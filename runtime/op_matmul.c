@@ -363,6 +363,12 @@ static int mm_streams_b(const tlm_target *tg, const tlm_matmul_task *t, const in
  * 1.13x (B constant 1.18x), 64x4096 1.11x (1.16x), 32x768:768x3072 1.25x
  * (1.06x); K1=64 at 128x4096 1.08x (1.06x), where 256 rows lost 4.6% and
  * 512x768:768x3072 7%. */
+/* The rule's B block in panels of n3 columns: k1 x n2*n3 floats in half of
+ * L2 (MM_N2, and mm_short_k1's C-block bound) */
+static int64_t mm_b_block_panels(int64_t l2, int64_t k1, int64_t n3) {
+  return l2 / 2 / (k1 * n3 * 4);
+}
+
 static int64_t mm_short_k1(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d) {
   if (tlm_vec_is_k(d[MM_VEC]) || t->M <= d[MM_M3] || t->K <= 256 || t->b_const) return 0;
   int64_t l1 = tg->l1d_bytes > 0 ? tg->l1d_bytes : 32 * 1024;
@@ -371,7 +377,7 @@ static int64_t mm_short_k1(const tlm_target *tg, const tlm_matmul_task *t, const
   int64_t k1 = l1 / 2 / ((int64_t)d[MM_N3] * 4);
   if (k1 >= 256 || k1 < 16) return 0;
   if ((int64_t)t->K * t->N * 4 <= 2 * l2 * workers) return 0;
-  int64_t nb = pow2_floor(l2 / 2 / (k1 * d[MM_N3] * 4));
+  int64_t nb = pow2_floor(mm_b_block_panels(l2, k1, d[MM_N3]));
   if (nb < 1) nb = 1;
   if ((int64_t)t->M * nb * d[MM_N3] * 4 > l2 / 2) return 0;
   return k1;
@@ -590,7 +596,7 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
   case MM_N2: {
     /* B block (k1 x n2*n3) in half of L2; enough n blocks for all cores
      * when m offers little parallelism */
-    int64_t nb = l2 / 2 / ((int64_t)d[MM_K1] * d[MM_N3] * 4);
+    int64_t nb = mm_b_block_panels(l2, d[MM_K1], d[MM_N3]);
     if (mm_streams_b(tg, t, d) && !t->b_const) { /* the C block (n2 x n3) in half of L1 */
       int64_t l1 = tg->l1d_bytes > 0 ? tg->l1d_bytes : 32 * 1024;
       nb = l1 / 2 / ((int64_t)d[MM_N3] * 4);
