@@ -555,6 +555,40 @@ int main(int argc, char **argv) {
     }
   }
 
+  /* rule 19: one column (N = 1) with A and B unit-stride in k is dot
+   * products along k at every M, 8 lanes over several rows (the full
+   * width under 8), the full width for one row; under 16 steps of k the
+   * outer product stays; the kernels pass the reference check (K tails,
+   * one row, primes, a batch) */
+  {
+    static const char *one_col[] = {"1x300:300x1", "10x30:30x1", "64x768:768x1", "1x17:17x1",
+                                    "13x301:301x1", "100x17:17x1", "7x16:16x1", "3x5x64:3x64x1",
+                                    "1x15:15x1", "37x15:15x1"};
+    for (size_t i = 0; i < sizeof one_col / sizeof one_col[0]; i++) {
+      char ss[512];
+      tlm_problem p;
+      tlm_task task;
+      tlm_mm_args args;
+      tlm_space sp;
+      if (rule_case(rt, one_col[i], 91 + i, 1, 1, &p, &task, &args, &sp)) continue;
+      tlm_schedule sched;
+      tlm_space_default(&sp, &sched);
+      tlm_schedule_str(&sp, &sched, ss, sizeof ss);
+      int32_t v = sched.v[MM_VEC], lanes = rt->target.vec_lanes;
+      if (task.u.mm.K >= 16 && lanes > 1) { /* (scalar targets have no vectors) */
+        int32_t want = task.u.mm.M > 1 && lanes > 8 ? 8 : lanes;
+        CHECK(v == TLM_VEC_K + want, "%s: vec %d, want dot products of %d lanes [%s]", one_col[i],
+              v, want, ss);
+        CHECK(sched.v[MM_N3] == 1, "%s: %d columns of dot products [%s]", one_col[i],
+              sched.v[MM_N3], ss);
+      } else if (task.u.mm.K < 16) {
+        CHECK(!tlm_vec_is_k(v), "%s: dot products under 16 steps of k [%s]", one_col[i], ss);
+      }
+      check_kernel(rt, one_col[i], &task, &sched, &args, &p, ss);
+      tlm_problem_free(&p);
+    }
+  }
+
   tlm_stats ps;
   tlm_get_stats(rt, &ps);
   CHECK(ps.prepacks >= 3, "only %llu B matrices packed ahead", (unsigned long long)ps.prepacks);
