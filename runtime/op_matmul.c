@@ -536,15 +536,18 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
     /* dot products along k for small M when B is stored (N, K): the outer
      * product form would gather B (measured 1x768:768x768 transposed B) */
     int32_t want = kmode ? TLM_VEC_K + tg->vec_lanes : tg->vec_lanes;
-    /* rule 19, one column over several rows: each FMA takes an A vector
-     * read once, so the kernel streams A and enough rows give the FMA
-     * chains either way; 8-lane dot products ran 1.15-1.35x faster than
-     * 16-lane ones natively and 1.2-1.4x faster than 4-lane ones under
-     * both ISAs (Zen 5 VM, tlm run --vs, one thread: 64x768:768x1,
-     * 1000x64:64x1, 7x4096:4096x1), as the search contender picked on
-     * the Xeon (1x300:300x1, 8 lanes). One row is one chain of FMAs:
-     * there the widest vector halves the chain (1x4096:4096x1 1.34x). */
-    if (kmode && t->N == 1 && t->M > 1 && tg->vec_lanes > 8) want = TLM_VEC_K + 8;
+    /* rule 19: dot products of 8 lanes (256 bits) on 16-lane targets, the
+     * full width only for one row of one column (one chain of FMAs, which
+     * the wider vector halves: 1x4096:4096x1 1.34x, 1x300:300x1 1.10x).
+     * The search contender took 8-lane dot products on 54 of 64 such tasks
+     * on an Intel Xeon and 49 of 63 on a Zen 5 (tlm bench kernels, GPT-J's
+     * QK^T products); on the Zen 5 VM, tlm run --vs, one thread: 8 lanes
+     * 0.89-0.94 of the 16-lane time at 1x768:768x768 and 4x4096:4096x4096
+     * (B transposed) and the QK^T products, 0.74-0.87 on one column of
+     * several rows (64x768:768x1, 1000x64:64x1, 7x4096:4096x1), and 4
+     * lanes 1.15-1.40x slower than 8 */
+    if (kmode && tg->vec_lanes > 8 && !(t->M == 1 && t->N == 1 && btot == 1))
+      want = TLM_VEC_K + 8;
     /* rule 18: N under the full width, the narrowest vector of at least 4
      * lanes that holds it (as for convolutions, op_conv.c): 8 columns as
      * 8-lane vectors on AVX-512, not 16-lane ones half masked. Measured on
@@ -732,8 +735,10 @@ static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
  * under TLM_PARALLEL_MIN_FLOPS on one worker */
 static int mm_rule_version(const tlm_task *task) {
   const tlm_matmul_task *t = &task->u.mm;
-  /* one column, dot products along k at every M (MM_VEC, rule 19) */
-  if (t->N == 1 && t->K >= 16 && (t->unit & TLM_UNIT_A_K) && (t->unit & TLM_UNIT_B_K)) return 19;
+  /* dot products along k (MM_VEC, rule 19): one column at every M, 8 lanes */
+  if (t->K >= 16 && (t->unit & TLM_UNIT_A_K) && (t->unit & TLM_UNIT_B_K) &&
+      (t->N == 1 || (!(t->unit & TLM_UNIT_B_N) && t->M < 8)))
+    return 19;
   if (t->N < 16) return 18; /* narrow vectors (MM_VEC, rule 18) under AVX-512's 16 lanes */
   /* 17 where mm_short_k1 may shorten the K block on some target: B not
    * constant, a few tiles of rows, K beyond 256, B beyond 1 MiB (the

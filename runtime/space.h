@@ -118,9 +118,10 @@
  * to 18.
  * Version 19 (session 39): a matmul of one column (N = 1) whose A rows and
  * B column are unit-stride in k takes dot products along k at every M
- * (op_matmul.c, MM_VEC; 8 lanes over several rows), where the outer
- * product filled one lane of each vector (1x4096:4096x1 13x faster,
- * 64x768:768x1 3.4x); those matmuls move to 19. */
+ * (op_matmul.c, MM_VEC), where the outer product filled one lane of each
+ * vector (1x4096:4096x1 13x faster, 64x768:768x1 3.4x); and dot products
+ * take 8 lanes on 16-lane targets but for one row of one column; the
+ * matmuls with dot products move to 19. */
 #define TLM_RULE_VERSION 19
 
 /* The rule version in which the rule or the code generation of the task's
