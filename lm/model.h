@@ -9,7 +9,9 @@
  *   size, vocab strings (16 bytes each), i64 training step, u64 seed,
  *   [version 2: u32 ISA bits seen in training, u32 rule version],
  *   [version 3: u32 count H (at most TLM_LM_MAX_HW), H x TLM_LM_HW_WORDS
- *   i32 token ids: the hardware prompts seen in training], u64 payload
+ *   i32 token ids: the hardware prompts seen in training], [version 4:
+ *   f64 sentence margin, in nats, the model was gated at (`tlm quantize
+ *   --margin`; NaN: none, the build's TLM_LM_SENTENCE_MARGIN)], u64 payload
  *   bytes, payload, u64 XXH3-64 of every byte before it. Version 1 files
  *   are read as ISA bits = AVX-512 only, rule version 1, no hardware.
  *   Version 2 files are read as the one hardware prompt every one of them
@@ -41,7 +43,7 @@
 #include "tlm.h"
 #include "vocab.h"
 
-#define TLM_LM_FILE_VERSION 3
+#define TLM_LM_FILE_VERSION 4
 #define TLM_LM_KIND_FP32 1
 #define TLM_LM_KIND_INT8 2
 #define TLM_Q8_BLOCK 32
@@ -98,9 +100,10 @@ typedef struct tlm_lm_model {
   double reuse_bonus;
   /* selective decoding: the greedy schedule replaces the rule's only when
    * the model ranks the whole sentence at least e^sentence_margin times as
-   * probable as the rule's sentence (TLM_LM_SENTENCE_MARGIN when loaded;
-   * 0 = plain greedy). Same caveat as rule_bonus; the engine's plan keys
-   * carry it (tlm_engine_scheduler_id). */
+   * probable as the rule's sentence (when loaded: the margin the file
+   * records, format 4, else TLM_LM_SENTENCE_MARGIN; 0 = plain greedy).
+   * Same caveat as rule_bonus; the engine's plan keys carry it
+   * (tlm_engine_scheduler_id). */
   double sentence_margin;
   /* The hardware the model was trained on, as a bit per tlm_isa whose
    * prompts its training sentences held, and the TLM_RULE_VERSION of the
@@ -213,6 +216,7 @@ typedef struct tlm_lm_file_info {
   uint32_t isa_seen, rule_version;
   uint32_t vocab_version; /* the vocabulary (and prompts) it was trained with */
   tlm_lm_hw_set hw_seen;
+  double sentence_margin; /* format 4's gated margin; NaN: none recorded */
 } tlm_lm_file_info;
 
 /* Reads and verifies a model file of kind want_kind (TLM_LM_KIND_*): on

@@ -85,8 +85,9 @@ static int get(rbuf *r, void *dst, size_t n) {
 static tlm_status open_model(const char *path, uint32_t want_kind, uint8_t **data, rbuf *r,
                              tlm_gpt2_config *cfg, tlm_vocab *vocab, int64_t *step,
                              uint64_t *seed, uint64_t *checksum, uint32_t prov[2],
-                             tlm_lm_hw_set *hw, char *err, int errcap) {
+                             tlm_lm_hw_set *hw, double *margin, char *err, int errcap) {
   *data = NULL;
+  *margin = NAN;
   FILE *f = fopen(path, "rb");
   if (!f) {
     snprintf(err, (size_t)errcap, "cannot open model %s: %s", path, strerror(errno));
@@ -169,6 +170,10 @@ static tlm_status open_model(const char *path, uint32_t want_kind, uint8_t **dat
     hw->n = 1;
     for (int w = 0; w < TLM_LM_HW_WORDS; w++) hw->tok[0][w] = tlm_vocab_find(vocab, zen5[w]);
   }
+  /* the margin of selective decoding the model was gated at: NaN (none),
+   * or finite in [0, 1000] nats */
+  if (version >= 4 && (get(r, margin, 8) || (!isnan(*margin) && !(*margin >= 0 && *margin <= 1000))))
+    BAD("model %s: bad sentence margin", path);
   if (get(r, &payload, 8) || payload != r->len - r->at)
     BAD("model %s: payload size does not match", path);
 #undef BAD
@@ -192,7 +197,8 @@ tlm_status tlm_lm_file_read(const char *path, uint32_t want_kind, uint8_t **data
   rbuf r;
   uint32_t prov[2];
   tlm_status st = open_model(path, want_kind, data, &r, &info->cfg, v, &info->step, &info->seed,
-                             &info->checksum, prov, &info->hw_seen, err, errcap);
+                             &info->checksum, prov, &info->hw_seen, &info->sentence_margin, err,
+                             errcap);
   info->vocab_version = (uint32_t)v->version;
   free(v);
   if (st) return st;
@@ -247,12 +253,13 @@ tlm_status tlm_lm_load(tlm_lm_model *q, const char *path, char *err, int errcap)
   memset(q, 0, sizeof *q);
   q->rule_bonus = TLM_LM_RULE_BONUS;
   q->reuse_bonus = TLM_LM_REUSE_BONUS;
-  q->sentence_margin = TLM_LM_SENTENCE_MARGIN;
   uint8_t *d;
   rbuf r;
   uint32_t prov[2];
+  double margin;
   tlm_status st = open_model(path, TLM_LM_KIND_INT8, &d, &r, &q->cfg, &q->vocab, &q->step,
-                             &q->seed, &q->checksum, prov, &q->hw_seen, err, errcap);
+                             &q->seed, &q->checksum, prov, &q->hw_seen, &margin, err, errcap);
+  q->sentence_margin = isnan(margin) ? TLM_LM_SENTENCE_MARGIN : margin;
   q->isa_seen = prov[0];
   q->rule_version = prov[1];
   if (st) return st;

@@ -618,6 +618,36 @@ int main(void) {
       tlm_gpt2_free(&back);
       CHECK(tlm_lm_load(&lm, path, err, sizeof err) == TLM_OK, "load: %s", err);
       CHECK(lm.hw_seen.n == 2 && !lm.hw_seen.any, "hardware prompts in int8 files");
+      CHECK(lm.sentence_margin == TLM_LM_SENTENCE_MARGIN, "no gated margin: the default, not %g",
+            lm.sentence_margin);
+      {
+        /* format 4: the margin a model was gated at (tlm quantize --margin)
+         * survives checkpoint -> int8 file -> load; a bad one is refused */
+        static const double margins[] = {0, 3.5};
+        for (int i = 0; i < 2; i++) {
+          fm.sentence_margin = margins[i];
+          tlm_gpt2 ck;
+          CHECK(tlm_gpt2_save(&fm, &vocab, 7, bad, err, sizeof err) == TLM_OK &&
+                    tlm_gpt2_load(&ck, bad, err, sizeof err) == TLM_OK,
+                "margin checkpoint: %s", err);
+          CHECK(ck.sentence_margin == margins[i], "checkpoint margin %g, want %g",
+                ck.sentence_margin, margins[i]);
+          tlm_lm_model mq;
+          CHECK(tlm_lm_quantize(&ck, &vocab, 7, bad, err, sizeof err) == TLM_OK &&
+                    tlm_lm_load(&mq, bad, err, sizeof err) == TLM_OK,
+                "margin model: %s", err);
+          CHECK(mq.sentence_margin == margins[i], "model margin %g, want %g", mq.sentence_margin,
+                margins[i]);
+          tlm_lm_free(&mq);
+          tlm_gpt2_free(&ck);
+        }
+        fm.sentence_margin = -1;
+        tlm_lm_model mq;
+        CHECK(tlm_lm_quantize(&fm, &vocab, 7, bad, err, sizeof err) == TLM_OK, "%s", err);
+        CHECK(tlm_lm_load(&mq, bad, err, sizeof err) == TLM_ERR_FORMAT && strstr(err, "margin"),
+              "a negative margin accepted: %s", err);
+        fm.sentence_margin = NAN;
+      }
       CHECK(tlm_lm_covers(&lm, &tg), "an AVX2 model serves an AVX2 target");
       CHECK(tlm_lm_covers(&lm, &big), "... and the other hardware it saw");
       {
@@ -694,8 +724,9 @@ int main(void) {
         if (d2) memcpy(&nhw, d2 + at, 4);
         CHECK(d2 && nhw == 0, "hardware count where model.h puts it");
         if (d2 && nhw == 0) {
-          memmove(d2 + at, d2 + at + 4, n2 - at - 4);
-          n2 -= 4;
+          /* the count, no prompts, and format 4's margin go */
+          memmove(d2 + at, d2 + at + 4 + 8, n2 - at - 4 - 8);
+          n2 -= 4 + 8;
           memcpy(d2 + 4, &ver2, 4);
           uint64_t h2 = XXH3_64bits(d2, n2 - 8);
           memcpy(d2 + n2 - 8, &h2, 8);

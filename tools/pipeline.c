@@ -208,23 +208,32 @@ int tlm_cmd_train(int argc, char **argv) {
 int tlm_cmd_quantize(int argc, char **argv) {
   const char *pos[2] = {NULL, NULL}, *only[TLM_LM_MAX_HW];
   int npos = 0, nonly = 0, bad = 0;
+  double margin = NAN;
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--only-hw") && i + 1 < argc && nonly < TLM_LM_MAX_HW) only[nonly++] = argv[++i];
+    else if (!strcmp(argv[i], "--margin") && i + 1 < argc) {
+      char *end;
+      margin = strtod(argv[++i], &end);
+      if (*end || !(margin >= 0 && margin <= 1000)) bad = 1;
+    }
     else if (argv[i][0] != '-' && npos < 2) pos[npos++] = argv[i];
     else bad = 1;
   }
   if (bad || npos != 2) {
     fprintf(stderr,
-            "usage: tlm quantize CKPT MODEL [--only-hw PROMPT]...\n"
+"usage: tlm quantize CKPT MODEL [--only-hw PROMPT]... [--margin NATS]\n"
             "  Quantizes an fp32 checkpoint from `tlm train` to the int8 model file\n"
             "  the runtime loads (blocks of 32 weights, one scale each).\n"
             "  --only-hw PROMPT: list only these of the checkpoint's hardware prompts\n"
             "  (as `tlm train` prints them, e.g. \"isa:avx512 fma:512 cores:1 l1:5 l2:10\n"
             "  l3:18\"; repeatable), so the model serves only the machines it was gated\n"
-            "  on and the rule schedules everywhere else.\n");
+            "  on and the rule schedules everywhere else.\n"
+            "  --margin NATS: the sentence margin of selective decoding the model was\n"
+            "  gated at (tlm eval --margin), recorded in the file for tlm_run: 0 is\n"
+            "  plain greedy; without it the runtime's default (2 nats).\n");
     return argc == 1 && !strcmp(argv[0], "--help") ? 0 : 2;
   }
-  return tlm_quantize_run(pos[0], pos[1], only, nonly);
+  return tlm_quantize_run(pos[0], pos[1], only, nonly, margin);
 }
 
 int tlm_cmd_bound(int argc, char **argv) {

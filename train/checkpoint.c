@@ -6,6 +6,7 @@
 #include "checkpoint.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@ static void put_u64(wbuf *b, uint64_t v) { put(b, &v, 8); }
 
 static void header(wbuf *b, uint32_t kind, const tlm_gpt2_config *c, const tlm_vocab *v,
                    int64_t step, uint64_t seed, uint32_t isa_seen, uint32_t rule_version,
-                   const tlm_lm_hw_set *hw) {
+                   const tlm_lm_hw_set *hw, double margin) {
   put(b, "TLMM", 4);
   put_u32(b, TLM_LM_FILE_VERSION);
   put_u32(b, kind);
@@ -54,6 +55,7 @@ static void header(wbuf *b, uint32_t kind, const tlm_gpt2_config *c, const tlm_v
   uint32_t nhw = hw->n < TLM_LM_MAX_HW ? hw->n : TLM_LM_MAX_HW;
   put_u32(b, nhw);
   put(b, hw->tok, nhw * sizeof hw->tok[0]);
+  put(b, &margin, 8);
 }
 
 static tlm_status write_atomic(wbuf *b, const char *path, char *err, int errcap) {
@@ -86,7 +88,7 @@ tlm_status tlm_gpt2_save(const tlm_gpt2 *m, const tlm_vocab *v, uint64_t seed, c
                          char *err, int errcap) {
   wbuf b = {0};
   header(&b, TLM_LM_KIND_FP32, &m->cfg, v, m->step, seed, m->isa_seen, m->rule_version,
-         &m->hw_seen);
+         &m->hw_seen, m->sentence_margin);
   put_u64(&b, m->nparams * sizeof(float));
   put(&b, m->mem, m->nparams * sizeof(float));
   tlm_status st = write_atomic(&b, path, err, errcap);
@@ -102,7 +104,7 @@ tlm_status tlm_lm_quantize(const tlm_gpt2 *m, const tlm_vocab *v, uint64_t seed,
   }
   wbuf b = {0};
   header(&b, TLM_LM_KIND_INT8, &m->cfg, v, m->step, seed, m->isa_seen, m->rule_version,
-         &m->hw_seen);
+         &m->hw_seen, m->sentence_margin);
   put_u64(&b, tlm_lm_q8_payload(&m->cfg));
   size_t s[TLM_GPT2_NTENSORS];
   tlm_gpt2_sizes(&m->cfg, s);
@@ -151,6 +153,7 @@ tlm_status tlm_gpt2_load(tlm_gpt2 *m, const char *path, char *err, int errcap) {
   m->isa_seen = info.isa_seen;
   m->rule_version = info.rule_version;
   m->hw_seen = info.hw_seen;
+  m->sentence_margin = info.sentence_margin;
   m->vocab_version = (int32_t)info.vocab_version;
   free(d);
   return TLM_OK;
@@ -212,6 +215,8 @@ tlm_status tlm_gpt2_from_lm(tlm_gpt2 *m, const tlm_lm_model *q) {
   m->isa_seen = q->isa_seen;
   m->rule_version = q->rule_version;
   m->hw_seen = q->hw_seen;
+  /* a model made from another (tlm adapt) is gated again: no margin */
+  m->sentence_margin = NAN;
   m->vocab_version = q->vocab.version;
   return TLM_OK;
 }

@@ -36,6 +36,7 @@ int tlm_gpt2_init(tlm_gpt2 *m, const tlm_gpt2_config *c, uint64_t seed) {
       c->width % c->heads)
     return -1;
   m->cfg = *c;
+  m->sentence_margin = NAN; /* not gated */
   size_t s[TLM_GPT2_NTENSORS];
   tlm_gpt2_sizes(c, s);
   for (int i = 0; i < TLM_GPT2_NTENSORS; i++) m->nparams += s[i];

@@ -46,6 +46,9 @@ typedef struct tlm_gpt2 {
    * distinct hardware prompts of those sentences */
   uint32_t isa_seen, rule_version;
   tlm_lm_hw_set hw_seen;
+  /* the sentence margin (nats) the model was gated at, written into its
+   * files (format 4); NaN, the default: none, the runtime's default */
+  double sentence_margin;
   /* the vocabulary version of its checkpoint or int8 model (0: a new
    * model, trained with this build's TLM_LM_VOCAB_VERSION) */
   int32_t vocab_version;

@@ -640,7 +640,8 @@ done:
   return rc;
 }
 
-int tlm_quantize_run(const char *ckpt, const char *model, const char *const *only, int nonly) {
+int tlm_quantize_run(const char *ckpt, const char *model, const char *const *only, int nonly,
+                     double margin) {
   tlm_gpt2 m;
   char err[512];
   static tlm_vocab vocab;
@@ -669,6 +670,7 @@ int tlm_quantize_run(const char *ckpt, const char *model, const char *const *onl
       }
     m.hw_seen = kept;
   }
+  if (!isnan(margin)) m.sentence_margin = margin;
   tlm_status st = tlm_lm_quantize(&m, &vocab, 0, model, err, sizeof err);
   if (st) fprintf(stderr, "tlm quantize: %s\n", err);
   else fprintf(stderr, "tlm quantize: wrote %s (%zu parameters, %u hardware prompts)\n", model, m.nparams,

@@ -47,9 +47,12 @@ int tlm_train_run(const tlm_train_opts *o);
 
 /* Quantizes the fp32 checkpoint ckpt into the int8 model file `model`,
  * listing only the hardware prompts `only` (nonly of them; 0: all the
- * checkpoint's). 0, 1 (unreadable checkpoint, unwritable model), or 2 (a
- * prompt of `only` is not in the checkpoint). */
-int tlm_quantize_run(const char *ckpt, const char *model, const char *const *only, int nonly);
+ * checkpoint's), with the sentence margin `margin` (nats) recorded in it
+ * when it is not NaN (the margin it was gated at; model.h). 0, 1
+ * (unreadable checkpoint, unwritable model), or 2 (a prompt of `only` is
+ * not in the checkpoint). */
+int tlm_quantize_run(const char *ckpt, const char *model, const char *const *only, int nonly,
+                     double margin);
 
 /* For every pair of verification rounds, how often round A's fastest
  * schedule beats the rule when timed again in round B (training tasks,
