@@ -520,17 +520,23 @@ static int64_t mm_rule_split_m2(const tlm_space *s, const int32_t *d) {
  * nearby extents (a growing attention length, similar prompt lengths) get
  * the same decisions and share one kernel: M, N and K are run-time
  * arguments, a kernel serves any extent. */
+/* Whether the rule takes dot products along k (MM_VEC's TLM_VEC_K widths):
+ * both operands unit-stride in k and at least 16 steps of it, and either
+ * under 8 rows with B stored (N, K) (the outer product would gather B), or
+ * one column at any M (rule 19: N = 1, a matrix-vector product, where the
+ * outer-product form fills one lane of each vector) */
+static int mm_rule_dot_products(const tlm_matmul_task *t) {
+  return (t->unit & TLM_UNIT_A_K) && (t->unit & TLM_UNIT_B_K) && t->K >= 16 &&
+         ((!(t->unit & TLM_UNIT_B_N) && t->M < 8) || t->N == 1);
+}
+
 static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
   const tlm_matmul_task *t = &s->task.u.mm;
   const tlm_target *tg = &s->target;
   int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 512 * 1024;
   int workers = tg->threads > 0 ? tg->threads : 1;
   int64_t btot = tlm_task_batch_total(&s->task);
-  /* rule 19: one column (N = 1, a matrix-vector product with B's column
-   * unit-stride in k) is dot products at every M: the outer-product form
-   * fills one lane of each vector */
-  int kmode = (t->unit & TLM_UNIT_A_K) && (t->unit & TLM_UNIT_B_K) && t->K >= 16 &&
-              ((!(t->unit & TLM_UNIT_B_N) && t->M < 8) || t->N == 1);
+  int kmode = mm_rule_dot_products(t);
   switch (p) {
   case MM_VEC: {
     /* dot products along k for small M when B is stored (N, K): the outer
@@ -735,10 +741,7 @@ static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
  * under TLM_PARALLEL_MIN_FLOPS on one worker */
 static int mm_rule_version(const tlm_task *task) {
   const tlm_matmul_task *t = &task->u.mm;
-  /* dot products along k (MM_VEC, rule 19): one column at every M, 8 lanes */
-  if (t->K >= 16 && (t->unit & TLM_UNIT_A_K) && (t->unit & TLM_UNIT_B_K) &&
-      (t->N == 1 || (!(t->unit & TLM_UNIT_B_N) && t->M < 8)))
-    return 19;
+  if (mm_rule_dot_products(t)) return 19; /* one column at every M; 8 lanes (MM_VEC) */
   if (t->N < 16) return 18; /* narrow vectors (MM_VEC, rule 18) under AVX-512's 16 lanes */
   /* 17 where mm_short_k1 may shorten the K block on some target: B not
    * constant, a few tiles of rows, K beyond 256, B beyond 1 MiB (the
