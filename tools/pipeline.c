@@ -213,8 +213,9 @@ int tlm_cmd_quantize(int argc, char **argv) {
     if (!strcmp(argv[i], "--only-hw") && i + 1 < argc && nonly < TLM_LM_MAX_HW) only[nonly++] = argv[++i];
     else if (!strcmp(argv[i], "--margin") && i + 1 < argc) {
       char *end;
-      margin = strtod(argv[++i], &end);
-      if (*end || !(margin >= 0 && margin <= 1000)) bad = 1;
+      const char *text = argv[++i];
+      margin = strtod(text, &end);
+      if (end == text || *end || !(margin >= 0 && margin <= 1000)) bad = 1;
     }
     else if (argv[i][0] != '-' && npos < 2) pos[npos++] = argv[i];
     else bad = 1;
