@@ -31,24 +31,28 @@
  * Baseline in the same run: the same networks with oneDNN primitives
  * (convolutions with sum and eltwise post-ops, pooling, matmul), one per
  * layer and input size, created on first use, weights reordered once, on the
- * same number of threads, also in a cold and a warm pass. The logits of the
- * first minibatch of every size are compared (largest difference relative to
- * the largest logit; the run fails above 1e-3).
+ * same number of threads, in a cold pass after tlm's, then --rounds warm
+ * rounds (default 3) of one tlm pass and one oneDNN pass each, in turns
+ * (the warm speed ratio: the median round's, with the min and max). The
+ * logits of the first minibatch of every size are compared (largest
+ * difference relative to the largest logit; the run fails above 1e-3).
  * The 1x1 "conv11" (1024 -> 5) of shapes_mobilenet is left out: the
  * classifier here is the usual 1024 -> 1000 fully connected layer.
  *
  * Usage: vision [--model resnet50|mobilenet|both] [--sizes 160,192,...]
  *               [--images N] [--mb N] [--threads N] [--json FILE]
- *               [--no-baseline] [--no-prepack] [--profile]
+ *               [--no-baseline] [--no-prepack] [--profile] [--rounds N]
  *
- * --profile: the warm passes time every layer (summed over the pass) and
- * the report lists the layers where tlm loses most time to oneDNN.
+ * --profile: the warm passes time every layer (summed over the pass, the
+ * mean over the rounds) and the report lists the layers where tlm loses
+ * most time to oneDNN.
  * The weights are declared constant to tlm (tlm_constant_add), as
  * oneDNN's are reordered once: tlm packs those its matmul kernels read in
  * panels once, on first use. --no-prepack reads them as given every call.
  * tlm also keeps kernels in its disk cache (tlm_config.cache_dir); run with
  * TLM_CACHE_DIR=none for a cold pass that compiles everything.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +71,7 @@
 #define MAX_LAYERS 64
 #define NBUF 6       /* activation buffers of a network; 0 holds the input */
 #define MAX_SIZES 32
+#define MAX_ROUNDS 15 /* warm rounds (--rounds) */
 
 typedef enum layer_kind { CONV, MAX_POOL, AVG_POOL, FC } layer_kind;
 
@@ -430,10 +435,32 @@ static double percentile(const double *lat, int n, int q) {
 
 typedef struct result {
   net *n;
-  pass t[2], d[2]; /* tlm and baseline: cold, warm */
-  int have_baseline, compared;
+  /* tlm and baseline: cold, warm; warm is the round of the median speed
+   * ratio (its layer times: the mean over every round) */
+  pass t[2], d[2];
+  int have_baseline, compared, rounds;
   double diff;
+  double ratio[MAX_ROUNDS]; /* each warm round's speed ratio, tlm / oneDNN */
 } result;
+
+static double median_of(const double *v, int n) {
+  double s[MAX_ROUNDS];
+  memcpy(s, v, sizeof(double) * (size_t)n);
+  qsort(s, (size_t)n, sizeof(double), cmp_double);
+  return s[n / 2];
+}
+
+static double min_of(const double *v, int n) {
+  double m = v[0];
+  for (int i = 1; i < n; i++) m = v[i] < m ? v[i] : m;
+  return m;
+}
+
+static double max_of(const double *v, int n) {
+  double m = v[0];
+  for (int i = 1; i < n; i++) m = v[i] > m ? v[i] : m;
+  return m;
+}
 
 static void print_pass(const char *what, const pass *p) {
   printf("  %-22s %9.1f ms   %7.2f img/s  p50 %7.2f ms  p99 %7.2f ms   %6.1f GFLOPS\n", what,
@@ -478,8 +505,10 @@ static void report(const result *r, int batches, int mb, int profile) {
   printf("  oneDNN primitives      %d created in the cold pass (%.1f ms with the weight "
          "reorders), %d in the warm one\n",
          d[0].prims, d[0].prim_ms, d[1].prims);
-  printf("  speed vs oneDNN        cold %.2fx, warm %.2fx (tlm images/s / oneDNN images/s)\n",
-         d[0].wall_ms / t[0].wall_ms, d[1].wall_ms / t[1].wall_ms);
+  printf("  speed vs oneDNN        cold %.2fx, warm %.2fx (tlm images/s / oneDNN images/s; warm: "
+         "median of %d alternating rounds, min %.2fx, max %.2fx)\n",
+         d[0].wall_ms / t[0].wall_ms, median_of(r->ratio, r->rounds), r->rounds,
+         min_of(r->ratio, r->rounds), max_of(r->ratio, r->rounds));
   printf("  logits vs oneDNN       max rel diff %.2g on %d images (the first minibatch of every "
          "size): %s\n",
          r->diff, r->compared, r->diff <= 1e-3 ? "PASS" : "FAIL");
@@ -558,7 +587,10 @@ static int write_json(const char *path, const result *r, int nres, const int *si
       json_pass(n, "baseline_cold", &x->d[0], 0);
       json_pass(n, "baseline_warm", &x->d[1], 0);
       cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_cold", x->d[0].wall_ms / x->t[0].wall_ms);
-      cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_warm", x->d[1].wall_ms / x->t[1].wall_ms);
+      cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_warm", median_of(x->ratio, x->rounds));
+      cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_warm_min", min_of(x->ratio, x->rounds));
+      cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_warm_max", max_of(x->ratio, x->rounds));
+      cJSON_AddNumberToObject(n, "warm_rounds", x->rounds);
       cJSON_AddNumberToObject(n, "max_rel_diff_vs_baseline", x->diff);
       cJSON_AddNumberToObject(n, "images_compared", x->compared);
     }
@@ -566,6 +598,69 @@ static int write_json(const char *path, const result *r, int nres, const int *si
   int bad = sample_json_write(o, path);
   cJSON_Delete(o);
   if (bad) fprintf(stderr, "vision: cannot write %s\n", path);
+  return bad ? -1 : 0;
+}
+
+static void pause_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* The warm passes: `rounds` rounds of one tlm pass and one baseline pass
+ * (db NULL: tlm only), the order alternating from round to round, a 30 ms
+ * pause between contenders (idle OpenMP and tlm workers spin a while), as
+ * MEASURING.md times contenders side by side: a drift of the machine moves
+ * both alike. r->t[1] and r->d[1] become the round of the median speed
+ * ratio; their layer times (--profile) the mean over every round. 0, or -1
+ * when a pass failed or memory ran out. */
+static int warm_rounds(tlm_runtime *rt, void *db, result *r, const int *sizes, int nsizes,
+                       int batches, int mb, int rounds, int profile) {
+  pass *tw = calloc((size_t)rounds, sizeof *tw), *dw = calloc((size_t)rounds, sizeof *dw);
+  int bad = !tw || !dw, contenders = db && r->have_baseline ? 2 : 1;
+  for (int k = 0; !bad && k < rounds; k++) {
+    tw[k].lat = calloc((size_t)batches, sizeof(double));
+    dw[k].lat = calloc((size_t)batches, sizeof(double));
+    if (!tw[k].lat || !dw[k].lat) bad = 1;
+  }
+  double tsum[MAX_LAYERS] = {0}, dsum[MAX_LAYERS] = {0};
+  r->rounds = 0;
+  for (int k = 0; !bad && k < rounds; k++) {
+    for (int j = 0; j < contenders && !bad; j++) {
+      int base = contenders == 2 && (j + k) % 2 == 1; /* tlm first in even rounds */
+      if (j) pause_ms(30);
+      pass *p = base ? &dw[k] : &tw[k];
+      g_layer_ms = profile ? (base ? dsum : tsum) : NULL;
+      replay(rt, base ? db : NULL, r->n, sizes, nsizes, batches, mb, p, NULL);
+      g_layer_ms = NULL;
+      if (p->failed) bad = 1;
+    }
+    if (bad) break;
+    r->ratio[k] = contenders == 2 ? dw[k].wall_ms / tw[k].wall_ms : 1.0;
+    r->rounds = k + 1;
+    pause_ms(30);
+  }
+  if (!bad) {
+    int m = 0; /* the round of the median ratio */
+    double med = median_of(r->ratio, rounds);
+    for (int k = 0; k < rounds; k++)
+      if (r->ratio[k] == med) m = k;
+    pass *dst[2] = {&r->t[1], &r->d[1]}, *src[2] = {&tw[m], &dw[m]};
+    const double *sum[2] = {tsum, dsum};
+    for (int c = 0; c < 2; c++) {
+      double *lat = dst[c]->lat;
+      *dst[c] = *src[c];
+      dst[c]->lat = lat;
+      memcpy(lat, src[c]->lat, sizeof(double) * (size_t)batches);
+      for (int l = 0; l < MAX_LAYERS; l++) dst[c]->layer_ms[l] = sum[c][l] / rounds;
+    }
+    if (contenders == 1) r->have_baseline = 0;
+  } else {
+    r->t[1].failed = 1;
+  }
+  for (int k = 0; tw && dw && k < rounds; k++) free(tw[k].lat), free(dw[k].lat);
+  free(tw);
+  free(dw);
   return bad ? -1 : 0;
 }
 
@@ -584,7 +679,7 @@ static int parse_sizes(const char *s, int *sizes) {
 int main(int argc, char **argv) {
   const char *model = "both", *json = NULL;
   int sizes[MAX_SIZES] = {160, 192, 224, 256, 288}, nsizes = 5;
-  int batches = 20, mb = 1, threads = -1, baseline = 1, prepack = 1, profile = 0;
+  int batches = 20, mb = 1, threads = -1, baseline = 1, prepack = 1, profile = 0, rounds = 3;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int more = i + 1 < argc;
@@ -597,11 +692,12 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--no-baseline")) baseline = 0;
     else if (!strcmp(a, "--no-prepack")) prepack = 0;
     else if (!strcmp(a, "--profile")) profile = 1;
+    else if (!strcmp(a, "--rounds") && more) rounds = atoi(argv[++i]);
     else {
       fprintf(stderr,
               "usage: %s [--model resnet50|mobilenet|both] [--sizes 160,192,...] [--images N]\n"
               "          [--mb N] [--threads N] [--json FILE] [--no-baseline] [--no-prepack]\n"
-              "          [--profile]\n",
+              "          [--profile] [--rounds N]\n",
               argv[0]);
       return 2;
     }
@@ -610,6 +706,10 @@ int main(int argc, char **argv) {
   int use_mobilenet = !strcmp(model, "mobilenet") || !strcmp(model, "both");
   if (!use_resnet && !use_mobilenet) {
     fprintf(stderr, "vision: --model must be resnet50, mobilenet or both\n");
+    return 2;
+  }
+  if (rounds < 1 || rounds > MAX_ROUNDS) {
+    fprintf(stderr, "vision: --rounds takes 1 to %d\n", MAX_ROUNDS);
     return 2;
   }
   if (nsizes < 1 || batches < 1 || mb < 1 || mb > 1024) {
@@ -670,33 +770,34 @@ int main(int argc, char **argv) {
     /* warm = steady state: with TLM_ASYNC=1 the shapes' own kernels, once
      * the background builds the cold pass queued are done */
     tlm_wait_background(rt);
-    g_layer_ms = profile ? res[i].t[1].layer_ms : NULL;
-    if (!res[i].t[0].failed)
-      replay(rt, NULL, &nets[i], sizes, nsizes, batches, mb, &res[i].t[1], NULL);
-    g_layer_ms = NULL;
-    if (res[i].t[0].failed || res[i].t[1].failed) ok = 0;
+    if (res[i].t[0].failed) ok = 0;
   }
+  void *db = NULL;
 #ifdef TLM_HAVE_DNNL
-  dnnl_baseline *db = baseline ? dnnl_baseline_create() : NULL;
+  db = baseline ? dnnl_baseline_create() : NULL;
   if (baseline && !db) fprintf(stderr, "vision: oneDNN could not be set up: no baseline\n");
   for (int i = 0; db && i < nres; i++) {
     result *r = &res[i];
     if (r->t[0].failed) continue;
     replay(rt, db, &nets[i], sizes, nsizes, batches, mb, &r->d[0], sampled[i][1]);
-    g_layer_ms = profile ? r->d[1].layer_ms : NULL;
-    if (!r->d[0].failed) replay(rt, db, &nets[i], sizes, nsizes, batches, mb, &r->d[1], NULL);
-    g_layer_ms = NULL;
-    r->have_baseline = !r->d[0].failed && !r->d[1].failed;
-    if (!r->have_baseline) ok = 0;
-    if (r->have_baseline) {
-      r->compared = nsamp * mb;
-      r->diff = max_rel_diff(sampled[i][0], sampled[i][1], r->compared);
-      if (!(r->diff <= 1e-3)) ok = 0;
+    r->have_baseline = !r->d[0].failed;
+    if (!r->have_baseline) {
+      ok = 0;
+      continue;
     }
+    r->compared = nsamp * mb;
+    r->diff = max_rel_diff(sampled[i][0], sampled[i][1], r->compared);
+    if (!(r->diff <= 1e-3)) ok = 0;
   }
-  dnnl_baseline_destroy(db);
 #else
   (void)baseline;
+#endif
+  for (int i = 0; i < nres; i++)
+    if (!res[i].t[0].failed &&
+        warm_rounds(rt, db, &res[i], sizes, nsizes, batches, mb, rounds, profile))
+      ok = 0;
+#ifdef TLM_HAVE_DNNL
+  dnnl_baseline_destroy(db);
 #endif
   printf("\nvision report: NHWC f32, minibatch %d, %d threads, sizes", mb, nthreads);
   for (int i = 0; i < nsizes; i++) printf("%s%d", i ? "," : " ", sizes[i]);
