@@ -284,9 +284,9 @@ static tile_span span_of(const blk *bk) {
  * (about 16 us an instruction on the Zen 5 VM), and the two versions this
  * replaced (whole columns, column tail, each with its own remainder loop,
  * C loads and epilogue) were a third of a matmul kernel's IR. */
-static void emit_tile_version(cg *g, const ln_node *n, blk *bk) {
+static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int rows) {
   const tlm_matmul_task *mm = g->mm;
-  const int TB = n->tile_b, TM = n->tile_m, NV = n->nvec, W = n->vec;
+  const int TB = n->tile_b, TM = rows, NV = n->nvec, W = n->vec;
   LLVMTypeRef vt = vtype(g, W);
   const tile_span sp = span_of(bk);
   LLVMValueRef nlast = sub(g, add(g, sp.n0, sp.ns), c64(g, 1));
@@ -576,14 +576,20 @@ static void emit_two_versions(cg *g, const ln_node *n, blk *bk, LLVMValueRef con
   LLVMPositionBuilderAtEnd(g->b, done);
 }
 
-/* Emits the register tile: one version (vectors along n, emit_tile_version)
- * or, for dot-product tiles, a full one (0) and a partial one (1) chosen at
- * run time by the block's size. */
+/* Emits the register tile: one version (vectors along n, emit_tile_version),
+ * two with tail_m (tail_m rows for a block of at most that many rows, else
+ * tile_m) or, for dot-product tiles, a full one (0) and a partial one (1)
+ * chosen at run time by the block's size. */
 static int emit_tile(cg *g, const ln_node *n, blk *bk) {
   if (n->tile_b * n->tile_m * n->nvec > MAX_ACC || n->tile_b > MAX_TB || n->nvec > 8) return -1;
   if (!n->kvec) {
-    blk copy = *bk;
-    emit_tile_version(g, n, &copy);
+    if (n->tail_m > 0 && n->tail_m < n->tile_m) {
+      LLVMValueRef few = LLVMBuildICmp(g->b, LLVMIntSLE, bk->size[LN_M], c64(g, n->tail_m), "");
+      emit_two_versions(g, n, bk, few, emit_tile_version, n->tail_m, n->tile_m);
+    } else {
+      blk copy = *bk;
+      emit_tile_version(g, n, &copy, n->tile_m);
+    }
     return 0;
   }
   LLVMValueRef full = LLVMBuildAnd(

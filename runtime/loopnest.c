@@ -98,6 +98,15 @@ int ln_lower_matmul(const tlm_task *task, const tlm_schedule *s, ln_nest *n) {
   t->unroll = v[MM_UNROLL];
   t->epilogue = 0;
   const tlm_matmul_task *mm = &task->u.mm;
+  /* A constant B keeps one tile for every M (op_matmul.c MM_M3: prompt
+   * lengths and image sizes share a kernel), so M's last block may be a
+   * few rows of a tall tile: it computes tile_m rows for them (clamped
+   * rows repeat the last). A tile of half the rows for a tail of at most
+   * that many halves the cost of such a tail (ResNet-50's 7x7 layers: 49
+   * pixels = 8 x 6 + 1; tlm run 49x2048:2048x512 --const-b on the Zen 5
+   * VM cost as much as 54 rows). Tiles of fewer than 4 rows keep one
+   * version: their tail is at most 2 rows of work. */
+  t->tail_m = mm->b_const && !t->kvec && t->tile_b == 1 && t->tile_m >= 4 ? (t->tile_m + 1) / 2 : 0;
   int has_epi = mm->has_bias || mm->has_residual || mm->act != TLM_ACT_NONE;
   if (has_epi) {
     int at = v[MM_EPILOGUE_AT];
@@ -162,10 +171,10 @@ static int print_node(const ln_nest *nest, int i, int depth, char *buf, int cap,
     break;
   case LN_TILE:
     snprintf(line, sizeof line,
-             "register tile b%d x m%d x n%d (vec %d along %s), k unroll %d%s", n->tile_b,
+             "register tile b%d x m%d x n%d (vec %d along %s), k unroll %d%s%s", n->tile_b,
              n->tile_m, n->kvec ? n->nvec : n->vec * n->nvec, n->vec, n->kvec ? "k" : "n",
-             n->unroll,
-             n->epilogue ? ", epilogue in registers" : "");
+             n->unroll, n->epilogue ? ", epilogue in registers" : "",
+             n->tail_m ? ", a copy of m rows halved for M's tail" : "");
     break;
   case LN_EPILOGUE: snprintf(line, sizeof line, "epilogue pass over block"); break;
   default: snprintf(line, sizeof line, "?"); break;

@@ -16,7 +16,9 @@
  *   LN_TILE      the register tile: tile_b x tile_m x (vec * nvec)
  *                accumulators over the current k block, k unrolled by
  *                `unroll`; applies the epilogue in registers when
- *                `epilogue` is set and the k block is the last one.
+ *                `epilogue` is set and the k block is the last one; with
+ *                `tail_m`, a block of at most tail_m rows runs a copy of
+ *                the tile of tail_m rows.
  *   LN_EPILOGUE  elementwise epilogue pass over the current (b, m, n) block.
  */
 #ifndef TLM_RUNTIME_LOOPNEST_H
@@ -52,6 +54,10 @@ typedef struct ln_node {
   /* LN_TILE */
   int32_t tile_b, tile_m, vec, nvec, unroll, epilogue;
   int32_t kvec; /* 1: vectors run along k (dot products), nvec = columns */
+  /* rows of a second version of the tile (vectors along n) for a block of
+   * at most that many rows of M (0: none): the tail of an M the kernel
+   * did not choose its rows for (a constant B: one kernel for every M) */
+  int32_t tail_m;
   /* independent FMA chains the target needs in flight (tlm_target
    * fma_chains; 0 = no split): a tile of fewer accumulators keeps up to
    * `unroll` sets of them, one per unrolled k step, summed after the k

@@ -273,6 +273,76 @@ int main(int argc, char **argv) {
     CHECK(tlm_constant_remove(rt, p.in[1].data) == TLM_OK, "constant_remove");
     tlm_problem_free(&p);
   }
+  /* a constant B's tile of half the rows for M's tail (loopnest.c
+   * tail_m): the rule's kernel for the constant B, run at M from 1 to past
+   * two tiles and at a few larger M (tails of every length), B packed by
+   * the kernel and packed ahead, with a bias, against the reference */
+  {
+    static const char *tall[] = {"48x300:300x130", "60x64:64x64", "30x520:520x17"};
+    static const int64_t rows[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 25, 49, 97};
+    int halved = 0;
+    for (size_t i = 0; i < sizeof tall / sizeof tall[0]; i++) {
+      char ss[512], err[256];
+      tlm_problem p;
+      tlm_task task;
+      tlm_mm_args args;
+      tlm_space sp;
+      if (rule_case(rt, tall[i], 91 + i, 1, 1, &p, &task, &args, &sp)) continue;
+      tlm_problem_free(&p);
+      task.u.mm.b_const = 1;
+      tlm_target tg = rt->target;
+      tg.threads = 1;
+      tlm_space_init(&sp, &task, &tg);
+      tlm_schedule sched;
+      tlm_space_default(&sp, &sched);
+      tlm_schedule_str(&sp, &sched, ss, sizeof ss);
+      ln_nest nest;
+      int tail = -1;
+      if (!ln_lower_matmul(&task, &sched, &nest))
+        for (int j = 0; j < nest.nnodes; j++)
+          if (nest.nodes[j].kind == LN_TILE) tail = nest.nodes[j].tail_m;
+      const int32_t *v = sched.v;
+      int want = !tlm_vec_is_k(v[MM_VEC]) && v[MM_B3] == 1 && v[MM_M3] >= 4 ? (v[MM_M3] + 1) / 2 : 0;
+      CHECK(tail == want, "%s, B constant: tail_m %d, want %d [%s]", tall[i], tail, want, ss);
+      halved += want > 0;
+      tlm_kernel *k;
+      if (tlm_engine_kernel(rt, &task, &sched, &k, err, sizeof err) != TLM_OK) {
+        CHECK(0, "%s, B constant [%s]: compile: %s", tall[i], ss, err);
+        continue;
+      }
+      for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+        for (int ahead = 0; ahead <= 1; ahead++) {
+          tlm_mm_desc d;
+          tlm_mm_desc_parse(tall[i], &d, err, sizeof err);
+          d.a[d.nda - 2] = rows[r];
+          tlm_matmul_desc epi = {0, 0, 1, TLM_ACT_NONE, 0};
+          tlm_problem q;
+          tlm_task qt;
+          tlm_mm_args qa;
+          if (tlm_problem_make(&d, &epi, 300 + r, &q)) continue;
+          if (tlm_validate_matmul(&q.op, q.in, q.n_in, &q.out, 1, &qt, &qa, err, sizeof err) ==
+              TLM_OK) {
+            qt.u.mm.b_const = 1;
+            if (ahead)
+              CHECK(tlm_constant_add(rt, q.in[1].data, tlm_tensor_span_bytes(&q.in[1])) == TLM_OK,
+                    "constant_add: %s", tlm_last_error(rt));
+            memset(q.out.data, 0xff, tlm_tensor_span_bytes(&q.out)); /* NaN: every row written */
+            tlm_status st = tlm_engine_exec(rt, k, &qt, &qa, err, sizeof err);
+            double e = st == TLM_OK ? tlm_problem_check(&q) : -1;
+            CHECK(e >= 0 && e <= tlm_problem_tolerance(qt.u.mm.K),
+                  "%s at M = %lld, B constant%s [%s]: %s, error %g", tall[i], (long long)rows[r],
+                  ahead ? ", packed ahead" : "", ss, st == TLM_OK ? "ran" : err, e);
+            if (ahead) CHECK(tlm_constant_remove(rt, q.in[1].data) == TLM_OK, "constant_remove");
+          } else {
+            CHECK(0, "%s at M = %lld: %s", tall[i], (long long)rows[r], err);
+          }
+          tlm_problem_free(&q);
+        }
+    }
+    if (rt->target.vec_lanes >= 8)
+      CHECK(halved >= 1, "no constant-B rule tile of 4 or more rows to halve");
+  }
+
   /* rule 12: with M >= N the rule's workers share M (mm_rule_split_m2),
    * in blocks that the pool's contiguous shares (4 chunks a worker at
    * most, worker t owning the t-th run) spread within 1/16 of the even
