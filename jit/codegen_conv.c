@@ -424,6 +424,14 @@ static void kernel_row(conv_cg *cc, LLVMValueRef kd, LLVMValueRef id, LLVMValueR
                           mul(g, kh, c64(g, t->dh)));
     jh = if_begin(g, in_range(g, ih, cc->IH));
     cc->xoff = add(g, cc->xoff, mul(g, ih, cc->ss[3]));
+  } else if (cc->safe && cc->rows_given) {
+    /* a safe tile in one output row (one_row_version): a kernel row in
+     * the top or bottom padding is skipped for all its rows at once, as
+     * above, instead of each row reading the zero page KW x ICg times
+     * (the rows' own checks still cover the left and right padding) */
+    LLVMValueRef ih = add(g, sub(g, mul(g, cc->ohr[0], c64(g, t->sh)), c64(g, t->ph)),
+                          mul(g, kh, c64(g, t->dh)));
+    jh = if_begin(g, in_range(g, ih, cc->IH));
   }
   cc->woff = add(g, mul(g, kd, cc->sw[2]), mul(g, kh, cc->sw[3]));
   if (cc->window_unrolled) {
