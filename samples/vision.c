@@ -477,7 +477,7 @@ static void report(const result *r, int batches, int mb, int profile) {
     printf("  tlm                    FAILED (see the error above)\n");
     return;
   }
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < (r->rounds > 0 ? 2 : 1); k++) {
     char what[32];
     snprintf(what, sizeof what, "tlm, %s", k ? "warm" : "cold");
     print_pass(what, &t[k]);
@@ -505,10 +505,13 @@ static void report(const result *r, int batches, int mb, int profile) {
   printf("  oneDNN primitives      %d created in the cold pass (%.1f ms with the weight "
          "reorders), %d in the warm one\n",
          d[0].prims, d[0].prim_ms, d[1].prims);
-  printf("  speed vs oneDNN        cold %.2fx, warm %.2fx (tlm images/s / oneDNN images/s; warm: "
-         "median of %d alternating rounds, min %.2fx, max %.2fx)\n",
-         d[0].wall_ms / t[0].wall_ms, median_of(r->ratio, r->rounds), r->rounds,
-         min_of(r->ratio, r->rounds), max_of(r->ratio, r->rounds));
+  if (r->rounds > 0)
+    printf("  speed vs oneDNN        cold %.2fx, warm %.2fx (tlm images/s / oneDNN images/s; warm: "
+           "median of %d alternating rounds, min %.2fx, max %.2fx)\n",
+           d[0].wall_ms / t[0].wall_ms, median_of(r->ratio, r->rounds), r->rounds,
+           min_of(r->ratio, r->rounds), max_of(r->ratio, r->rounds));
+  else
+    printf("  speed vs oneDNN        cold %.2fx, warm: no complete round\n", d[0].wall_ms / t[0].wall_ms);
   printf("  logits vs oneDNN       max rel diff %.2g on %d images (the first minibatch of every "
          "size): %s\n",
          r->diff, r->compared, r->diff <= 1e-3 ? "PASS" : "FAIL");
@@ -587,9 +590,11 @@ static int write_json(const char *path, const result *r, int nres, const int *si
       json_pass(n, "baseline_cold", &x->d[0], 0);
       json_pass(n, "baseline_warm", &x->d[1], 0);
       cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_cold", x->d[0].wall_ms / x->t[0].wall_ms);
-      cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_warm", median_of(x->ratio, x->rounds));
-      cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_warm_min", min_of(x->ratio, x->rounds));
-      cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_warm_max", max_of(x->ratio, x->rounds));
+      if (x->rounds > 0) {
+        cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_warm", median_of(x->ratio, x->rounds));
+        cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_warm_min", min_of(x->ratio, x->rounds));
+        cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_warm_max", max_of(x->ratio, x->rounds));
+      }
       cJSON_AddNumberToObject(n, "warm_rounds", x->rounds);
       cJSON_AddNumberToObject(n, "max_rel_diff_vs_baseline", x->diff);
       cJSON_AddNumberToObject(n, "images_compared", x->compared);
