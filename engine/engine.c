@@ -493,11 +493,16 @@ uint64_t tlm_engine_scheduler_id(const tlm_runtime *rt) { return scheduler_id(rt
 int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out) {
   /* the tensor language (vocabulary v5) has words for every operator */
   int covered = rt->model && tlm_lm_covers_task(rt->model, &space->task);
-  if (rt->model && !covered)
-    tlm_log(rt, TLM_LOG_INFO,
-            "model trained against rule version %u; this operator family's rule or kernels "
-            "changed in version %d: scheduled by the rule", rt->model->rule_version,
-            tlm_rule_family_version(&space->task));
+  if (rt->model && !covered) {
+    if (space->task.kind == TLM_OP_MATMUL && space->task.u.mm.b_const)
+      tlm_log(rt, TLM_LOG_INFO, "matmul of a constant B (one kernel for every M; the model's "
+              "sentences have none): scheduled by the rule");
+    else
+      tlm_log(rt, TLM_LOG_INFO,
+              "model trained against rule version %u; this operator family's rule or kernels "
+              "changed in version %d, or the model has no words for it: scheduled by the rule",
+              rt->model->rule_version, tlm_rule_family_version(&space->task));
+  }
   if (covered && space->task.kind >= TLM_OP_MATMUL && space->task.kind <= TLM_OP_ELTWISE) {
     tlm_schedule sibling;
     int has_sibling =

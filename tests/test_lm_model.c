@@ -710,6 +710,11 @@ int main(void) {
       lm.rule_version = TLM_RULE_VERSION;
       CHECK(tlm_lm_covers_task(&lm, &dwt), "a current model schedules depthwise convs");
       CHECK(tlm_lm_covers_task(&lm, &mmt), "a current model schedules matmuls");
+      {
+        tlm_task cb = mmt; /* the same product with B declared constant */
+        cb.u.mm.b_const = 1;
+        CHECK(!tlm_lm_covers_task(&lm, &cb), "a model schedules a matmul of a constant B");
+      }
       tlm_lm_free(&lm);
       {
         /* a version-2 file (no hardware list) stands for the Zen 5 VM every
