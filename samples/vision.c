@@ -443,13 +443,6 @@ typedef struct result {
   double ratio[MAX_ROUNDS]; /* each warm round's speed ratio, tlm / oneDNN */
 } result;
 
-static double median_of(const double *v, int n) {
-  double s[MAX_ROUNDS];
-  memcpy(s, v, sizeof(double) * (size_t)n);
-  qsort(s, (size_t)n, sizeof(double), cmp_double);
-  return s[n / 2];
-}
-
 static double min_of(const double *v, int n) {
   double m = v[0];
   for (int i = 1; i < n; i++) m = v[i] < m ? v[i] : m;
@@ -508,7 +501,7 @@ static void report(const result *r, int batches, int mb, int profile) {
   if (r->rounds > 0)
     printf("  speed vs oneDNN        cold %.2fx, warm %.2fx (tlm images/s / oneDNN images/s; warm: "
            "median of %d alternating rounds, min %.2fx, max %.2fx)\n",
-           d[0].wall_ms / t[0].wall_ms, median_of(r->ratio, r->rounds), r->rounds,
+           d[0].wall_ms / t[0].wall_ms, percentile(r->ratio, r->rounds, 50), r->rounds,
            min_of(r->ratio, r->rounds), max_of(r->ratio, r->rounds));
   else
     printf("  speed vs oneDNN        cold %.2fx, warm: no complete round\n", d[0].wall_ms / t[0].wall_ms);
@@ -591,7 +584,7 @@ static int write_json(const char *path, const result *r, int nres, const int *si
       json_pass(n, "baseline_warm", &x->d[1], 0);
       cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_cold", x->d[0].wall_ms / x->t[0].wall_ms);
       if (x->rounds > 0) {
-        cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_warm", median_of(x->ratio, x->rounds));
+        cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_warm", percentile(x->ratio, x->rounds, 50));
         cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_warm_min", min_of(x->ratio, x->rounds));
         cJSON_AddNumberToObject(n, "speed_ratio_tlm_over_baseline_warm_max", max_of(x->ratio, x->rounds));
       }
@@ -647,7 +640,7 @@ static int warm_rounds(tlm_runtime *rt, void *db, result *r, const int *sizes, i
   }
   if (!bad) {
     int m = 0; /* the round of the median ratio */
-    double med = median_of(r->ratio, rounds);
+    double med = percentile(r->ratio, rounds, 50);
     for (int k = 0; k < rounds; k++)
       if (r->ratio[k] == med) m = k;
     pass *dst[2] = {&r->t[1], &r->d[1]}, *src[2] = {&tw[m], &dw[m]};
