@@ -305,6 +305,7 @@ static int mm_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c
 
 
 static int mm_rule_packs_b(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d);
+static int mm_pack_b_tiles(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d);
 static double mm_flops(const tlm_task *t);
 
 #define MM_STREAM_K1 16 /* the K block of a streamed B (MM_K1) */
@@ -424,18 +425,17 @@ static int64_t mm_l3_m2(const tlm_target *tg, int64_t k1, int64_t m3) {
  * a page) and N = 256 even. Wider rows (6 x 64 with AVX-512) stream
  * well unpacked, and packing then only costs (213 -> 187). Only when
  * the packed block is reused by more than two register tiles of rows. */
-static int mm_rule_packs_b(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d) {
+static int mm_pack_b_tiles(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d) {
   const int64_t line = 64, page = MM_PAGE_BYTES; /* x86-64 */
   int64_t row_bytes = (int64_t)d[MM_N3] * 4, stride_bytes = t->sb[4] * 4;
-  int64_t m3 = d[MM_M3]; /* t->M > r * m3: more than r register tiles of rows reuse the pack */
-  if (!(t->unit & TLM_UNIT_B_N)) return t->M > 2 * m3;
+  if (!(t->unit & TLM_UNIT_B_N)) return 2;
   /* A micro-panel row of more than one cache line that is not whole lines
    * (3 vectors of 8 floats: 96 bytes) puts every other k step's row across two lines, and
    * no k step reads only its own lines: packed panels are read as one
    * stream. Measured on an Intel Xeon under AVX2 at 4 x 24 (tlm run
    * --schedule, packed over unpacked): 1.11-1.46x at M = 24-128, N = 768
    * and 1024. */
-  if (row_bytes > line && row_bytes % line) return t->M > 2 * m3;
+  if (row_bytes > line && row_bytes % line) return 2;
   /* Rows further apart than the L1 stride prefetcher follows
    * (tlm_target.pf_stride_bytes: 2 KiB on Intel cores) are demand
    * misses whatever the row's width, so wide AVX-512 rows are packed too.
@@ -457,9 +457,36 @@ static int mm_rule_packs_b(const tlm_target *tg, const tlm_matmul_task *t, const
    * Intel Xeon, AVX2, packed over unpacked: 7x1024:1024x4096 1.26x,
    * 24x1024:1024x1024 1.28x, 48x1024:1024x1024 1.34x). */
   if (tg->pf_stride_bytes > 0 && stride_bytes > tg->pf_stride_bytes)
-    return t->M > (row_bytes < 2 * line ? 1 : stride_bytes >= 2 * page ? 2 : 8) * m3;
+    return row_bytes < 2 * line ? 1 : stride_bytes >= 2 * page ? 2 : 8;
   int lone_lines = row_bytes < 2 * line && 2 * stride_bytes >= page;
-  return lone_lines && t->M > 2 * m3;
+  return lone_lines ? 2 : 0;
+}
+
+/* Rule 20: on a core whose strided loads stream across pages
+ * (TLM_PF_CROSS_PAGE: Zen 5), rows of B under two cache lines (AVX2's
+ * 4 x 24 and 6 x 16 tiles) are streamed unpacked over more register tiles
+ * of rows than mm_pack_b_tiles says (it only ever delays packing), unless
+ * the row stride is a whole number of pages: such rows fall in one set of
+ * the L1 (a way of an x86 L1 data cache is a 4 KiB page: 32 KiB / 8 ways,
+ * 48 KiB / 12) and in a sixteenth or less of a 64 KiB-a-way L2's sets,
+ * and evict each other between the register tiles that reuse them.
+ * Measured on an EPYC Zen 5 VM (family 1Ah model 2) under AVX2, one
+ * thread, tlm run --vs, unpacked over packed time
+ * (bench/results/ab_packb_96byte_rows_zen5oxide_avx2_s40.txt and
+ * ab_packb_rule20_zen5oxide_s41.txt): rows 1.5-9 KiB apart, 4 x 24: 0.63
+ * at M = 16, 0.72-0.91 at 24-32, 0.85-0.95 at 48-96, 0.96-1.02 at 128,
+ * 1.02 at 256; 6 x 16: 0.78-0.91 at 32, 1.01 at 64. Rows 4, 12 and 16 KiB
+ * apart: 0.86-0.93 at M = 16 (3-4 tiles), 1.28-1.41 at 32, 1.60-1.80 at
+ * 64-512. Rows of two lines or more keep mm_pack_b_tiles (AVX-512's
+ * 6 x 64 at 32 rows, unpacked there: 0.84-0.86 of the packed time at
+ * 3-16 KiB strides). */
+static int mm_rule_packs_b(const tlm_target *tg, const tlm_matmul_task *t, const int32_t *d) {
+  int64_t m3 = d[MM_M3]; /* t->M > r * m3: more than r register tiles of rows reuse the pack */
+  int r = mm_pack_b_tiles(tg, t, d);
+  int64_t row_bytes = (int64_t)d[MM_N3] * 4, stride_bytes = t->sb[4] * 4;
+  if (r && (t->unit & TLM_UNIT_B_N) && tg->pf_stride_bytes == TLM_PF_CROSS_PAGE && row_bytes < 128)
+    r = stride_bytes % MM_PAGE_BYTES ? 16 : 4;
+  return r && t->M > (int64_t)r * m3;
 }
 
 
@@ -738,10 +765,14 @@ static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
  * where more rows were possible: more than 8 rows of M and at most 2
  * vectors (N <= 48: 3 AVX-512 vectors; a third is never taken with more
  * rows than 8); and, B not constant, rows chosen for M's tail; and a task
- * under TLM_PARALLEL_MIN_FLOPS on one worker */
+ * under TLM_PARALLEL_MIN_FLOPS on one worker; 19: dot products; 20: B packing
+ * where strided loads cross pages (mm_rule_packs_b) */
 static int mm_rule_version(const tlm_task *task) {
   const tlm_matmul_task *t = &task->u.mm;
   if (mm_rule_dot_products(t)) return 19; /* one column at every M; 8 lanes (MM_VEC) */
+  /* 20: B packed over more tiles of rows where strided loads cross pages
+   * (mm_rule_packs_b); never under 2 tiles of 4 rows */
+  if (!t->b_const && (t->unit & TLM_UNIT_B_N) && t->M > 8) return 20;
   if (t->N < 16) return 18; /* narrow vectors (MM_VEC, rule 18) under AVX-512's 16 lanes */
   /* 17 where mm_short_k1 may shorten the K block on some target: B not
    * constant, a few tiles of rows, K beyond 256, B beyond 1 MiB (the

@@ -121,8 +121,14 @@
  * (op_matmul.c, MM_VEC), where the outer product filled one lane of each
  * vector (1x4096:4096x1 13x faster, 64x768:768x1 3.4x); and dot products
  * take 8 lanes on 16-lane targets but for one row of one column; the
- * matmuls with dot products move to 19. */
-#define TLM_RULE_VERSION 19
+ * matmuls with dot products move to 19.
+ * Version 20 (session 41): on cores whose strided loads stream across
+ * pages (tlm_target.pf_stride_bytes == TLM_PF_CROSS_PAGE: Zen 5), B rows
+ * under two cache lines are packed only over more than 16 register tiles
+ * of rows, or 4 where the rows lie a whole number of pages apart
+ * (op_matmul.c, mm_rule_packs_b); the matmuls of more than 8 rows and a
+ * B (not constant) of unit-stride rows move to 20. */
+#define TLM_RULE_VERSION 20
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows

@@ -129,6 +129,14 @@ static void fma_table(tlm_target *t) {
     } else if (t->family == 0x1a) { /* Zen 5: 512-bit pipes, but the mobile parts are 256 */
       int mobile = (t->model >= 0x20 && t->model <= 0x2f) || (t->model >= 0x60 && t->model <= 0x7f);
       t->fma_bits = mobile ? 256 : 512;
+      /* Measured, as no guide states it (EPYC Zen 5 VM, family 1Ah model 2,
+       * AVX2 tiles, tlm run --vs, unpacked over packed B time at 32 rows):
+       * 4 x 24 tiles (96-byte rows) 3, 6 and 9 KiB apart 0.78-0.91, 6 x 16
+       * (one line a row) 3 KiB apart 0.80; a Zen 3 (family 19h) read
+       * 1.22-1.35x the other way for those 6 x 16 rows. So Zen 5 streams
+       * such rows across pages and Zen 3 does not
+       * (bench/results/ab_packb_*_zen5oxide_avx2_s4*.txt). */
+      t->pf_stride_bytes = TLM_PF_CROSS_PAGE;
     }
   } else if (t->vendor == 1 && t->family == 6) {
     /* Intel 64 and IA-32 Optimization Reference Manual, data prefetch to
@@ -285,7 +293,8 @@ char *tlm_isa_features(int isa, const char *host, char *buf, int cap) {
 
 char *tlm_target_str(const tlm_target *t, char *buf, int cap) {
   char pf[16] = "";
-  if (t->pf_stride_bytes) snprintf(pf, sizeof pf, "%dK", t->pf_stride_bytes / 1024);
+  if (t->pf_stride_bytes > 0) snprintf(pf, sizeof pf, "%dK", t->pf_stride_bytes / 1024);
+  else if (t->pf_stride_bytes == TLM_PF_CROSS_PAGE) snprintf(pf, sizeof pf, " across pages");
   snprintf(buf, (size_t)cap,
            "%s%s %d lanes, %d regs, FMA %dx%d lat %d (%d chains), %d cores, L1 %lldK L2 %lldK "
            "L3 %lldK shared by %d, L1 prefetch stride %s%s; host %s; %s (family %d model %d)",
@@ -293,7 +302,7 @@ char *tlm_target_str(const tlm_target *t, char *buf, int cap) {
            t->fma_pipes, t->fma_bits, t->fma_latency, t->fma_chains, t->cores,
            (long long)(t->l1d_bytes / 1024), (long long)(t->l2_bytes / 1024),
            (long long)(t->l3_bytes / 1024), t->l3_sharing > 0 ? t->l3_sharing : 1,
-           t->pf_stride_bytes ? "<= " : "any", pf,
+           t->pf_stride_bytes > 0 ? "<= " : "any", pf,
            tlm_isa_name(t->host_isa),
            t->brand[0] ? t->brand : "unknown CPU", t->family, t->model);
   return buf;

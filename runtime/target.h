@@ -44,10 +44,13 @@ typedef struct tlm_target {
   int32_t threads;
   /* the longest stride between a load's successive addresses that the
    * core's L1 stride prefetcher follows, in bytes; 0 when it follows any
-   * stride within a page (from the vendor table in target.c: Intel's
+   * stride within a page; TLM_PF_CROSS_PAGE when loads one or two cache
+   * lines wide a few KiB apart (a new page every k step or two) stream as
+   * well as contiguous ones (from the vendor table in target.c: Intel's
    * IP-based stride prefetcher detects strides of up to 2 KiB; AMD's
-   * L1 stride prefetcher names no limit). The matmul rule packs B whose
-   * rows lie further apart than this (space.c, mm_rule_packs_b). */
+   * L1 stride prefetcher names no limit; Zen 5's crossing of pages is
+   * measured, not documented). The matmul rule packs B whose rows lie
+   * further apart than this (op_matmul.c, mm_rule_packs_b). */
   int32_t pf_stride_bytes;
   /* tlm_passes: the LLVM pass pipeline the kernels are optimized with
    * (tlm_config.passes; 0, "fast", until a runtime sets it). It changes
@@ -61,6 +64,10 @@ typedef struct tlm_target {
 } tlm_target;
 
 #define TLM_PASSES_CODEGEN_LSR 0x100
+
+/* tlm_target.pf_stride_bytes of a core whose strided loads stream across
+ * pages (Zen 5: target.c, fma_table) */
+#define TLM_PF_CROSS_PAGE (-1)
 
 /* Detects the host: ISA and registers from CPUID, per-core cache sizes from
  * CPUID leaf 4 (Intel) or 0x8000001D (AMD), with sysfs and sysconf as

@@ -197,36 +197,47 @@ int main(void) {
    * prefetcher's reach (tlm_target.pf_stride_bytes, Intel's 2 KiB) are
    * packed over more than two tiles when two pages or more apart and over
    * more than 8 between the reach and two pages; a target whose prefetcher
-   * names no reach keeps the lone-line test (wide rows: never). */
+   * names no reach keeps the lone-line test (wide rows: never). A core
+   * whose strided loads cross pages (Zen 5: TLM_PF_CROSS_PAGE, rule 20)
+   * packs rows under two lines only over more than 16 tiles, or 4 where
+   * the rows lie a whole number of pages apart. */
   for (int isa = TLM_ISA_AVX2; isa <= TLM_ISA_AVX512 && isa <= r1->target.host_isa; isa++) {
     tlm_target intel = r1->target, amd;
     tlm_target_restrict(&intel, (tlm_isa)isa);
     intel.pf_stride_bytes = 2048;
     amd = intel;
     amd.pf_stride_bytes = 0;
-    static const struct {
+    tlm_target zen5 = amd;
+    zen5.pf_stride_bytes = TLM_PF_CROSS_PAGE;
+    struct pack_case {
       const char *shape;
-      int intel, amd, n3;
-    } k_avx2[] = {{"24x768:768x3072", 1, 1, 24}, /* 6 tiles of 4 rows */
-                  {"32x768:768x768", 1, 1, 24},
-                  {"128x768:768x768", 1, 1, 24},
-                  {"32x768:768x1024", 1, 1, 16},  /* 4 KiB lone-line rows, 5 tiles of 6 */
-                  {"64x512:512x512", 1, 1, 16},   /* 2 KiB rows: within the reach */
-                  {"8x768:768x3072", 0, 0, 24}},  /* 2 tiles: never */
-      k_avx512[] = {{"24x768:768x3072", 1, 0, 64}, /* 12 KiB rows: past two pages */
-                    {"32x768:768x768", 0, 0, 64},  /* 3 KiB rows, 6 tiles */
-                    {"128x768:768x768", 1, 0, 64}, /* 22 tiles */
-                    {"32x768:768x1024", 0, 0, 64}, /* 4 KiB rows */
-                    {"64x512:512x512", 0, 0, 64},  /* 2 KiB rows: within the reach */
-                    {"12x768:768x3072", 0, 0, 64}}; /* 2 tiles: never */
+      int intel, amd, n3, zen5;
+    };
+    static const struct pack_case k_avx2[] = {
+        {"24x768:768x3072", 1, 1, 24, 1}, /* 6 tiles of 4 rows, 12 KiB apart */
+        {"32x768:768x768", 1, 1, 24, 0},  /* 3 KiB rows */
+        {"64x768:768x768", 1, 1, 24, 0},  /* 16 tiles */
+        {"128x768:768x768", 1, 1, 24, 1}, /* 32 tiles */
+        {"32x768:768x1024", 1, 1, 16, 1}, /* 4 KiB lone-line rows, 5 tiles of 6 */
+        {"24x64:64x1024", 1, 1, 16, 0},   /* 4 tiles (B in L2: not streamed) */
+        {"64x512:512x512", 1, 1, 16, 0},  /* 2 KiB rows: within the reach */
+        {"8x768:768x3072", 0, 0, 24, 0}}; /* 2 tiles: never */
+    static const struct pack_case k_avx512[] = {
+        {"24x768:768x3072", 1, 0, 64, 0}, /* 12 KiB rows: past two pages */
+        {"32x768:768x768", 0, 0, 64, 0},  /* 3 KiB rows, 6 tiles */
+        {"128x768:768x768", 1, 0, 64, 0}, /* 22 tiles */
+        {"32x768:768x1024", 0, 0, 64, 0}, /* 4 KiB rows */
+        {"64x512:512x512", 0, 0, 64, 0},  /* 2 KiB rows: within the reach */
+        {"12x768:768x3072", 0, 0, 64, 0}}; /* 2 tiles: never */
     const int avx2 = isa == TLM_ISA_AVX2;
-    for (size_t i = 0; i < sizeof k_avx2 / sizeof k_avx2[0]; i++) {
-      const char *shape = avx2 ? k_avx2[i].shape : k_avx512[i].shape;
-      int wi = avx2 ? k_avx2[i].intel : k_avx512[i].intel;
-      int wa = avx2 ? k_avx2[i].amd : k_avx512[i].amd;
-      int want_n3 = avx2 ? k_avx2[i].n3 : k_avx512[i].n3;
-      tlm_schedule si, sa;
-      if (rule_schedule(shape, &intel, &si) || rule_schedule(shape, &amd, &sa))
+    const struct pack_case *k = avx2 ? k_avx2 : k_avx512;
+    size_t nk = avx2 ? sizeof k_avx2 / sizeof k_avx2[0] : sizeof k_avx512 / sizeof k_avx512[0];
+    for (size_t i = 0; i < nk; i++) {
+      const char *shape = k[i].shape;
+      int wi = k[i].intel, wa = k[i].amd, want_n3 = k[i].n3, wz = k[i].zen5;
+      tlm_schedule si, sa, sz;
+      if (rule_schedule(shape, &intel, &si) || rule_schedule(shape, &amd, &sa) ||
+          rule_schedule(shape, &zen5, &sz))
         return check_report("test_determinism");
       CHECK(si.v[MM_N3] == want_n3, "%s, %s: tile_n3=%d", shape, tlm_isa_name((tlm_isa)isa),
             si.v[MM_N3]);
@@ -234,6 +245,8 @@ int main(void) {
             tlm_isa_name((tlm_isa)isa), si.v[MM_PACK_B]);
       CHECK(sa.v[MM_PACK_B] == wa, "%s, %s: pack_b=%d with no prefetch reach", shape,
             tlm_isa_name((tlm_isa)isa), sa.v[MM_PACK_B]);
+      CHECK(sz.v[MM_PACK_B] == wz, "%s, %s: pack_b=%d with strides across pages", shape,
+            tlm_isa_name((tlm_isa)isa), sz.v[MM_PACK_B]);
     }
   }
   /* Small M shares one kernel too: prompt lengths 13 and 42 of one layer

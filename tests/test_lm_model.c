@@ -72,13 +72,13 @@ static void check_record_targets(const tlm_vocab *v) {
        "isa:avx512 fma:256 cores:1 l1:5 l2:10 l3:18", TLM_ISA_AVX512, 16, 256, 0},
       {"znver5; avx512+vnni 16 lanes, 32 regs, FMA 2x512 lat 4 (8 chains), 2 cores, L1 48K L2 1024K "
        "L3 32768K; host avx512; AMD EPYC (family 26 model 2)",
-       "isa:avx512 fma:512 cores:1 l1:5 l2:10 l3:15", TLM_ISA_AVX512, 16, 512, 0},
+       "isa:avx512 fma:512 cores:1 l1:5 l2:10 l3:15", TLM_ISA_AVX512, 16, 512, TLM_PF_CROSS_PAGE},
       {"znver3; avx2 8 lanes, 16 regs, FMA 2x256 lat 4 (8 chains), 2 cores, L1 32K L2 512K L3 32768K; "
        "host avx2; AMD EPYC (family 25 model 1)",
        "isa:avx2 fma:256 cores:1 l1:5 l2:9 l3:15", TLM_ISA_AVX2, 8, 256, 0},
       {"znver5; avx2 8 lanes, 16 regs, FMA 2x512 lat 4 (8 chains), 2 cores, L1 48K L2 1024K L3 32768K; "
        "host avx512; AMD EPYC (family 26 model 2)",
-       "isa:avx2 fma:512 cores:1 l1:5 l2:10 l3:15", TLM_ISA_AVX2, 8, 512, 0},
+       "isa:avx2 fma:512 cores:1 l1:5 l2:10 l3:15", TLM_ISA_AVX2, 8, 512, TLM_PF_CROSS_PAGE},
       {"graniterapids; avx2 8 lanes, 16 regs, FMA 2x512 lat 4 (8 chains), 2 cores, L1 48K L2 2048K L3 "
        "491520K, L1 prefetch stride <= 2K; host avx512; Intel(R) Xeon(R) Processor (family 6 model 167)",
        "isa:avx2 fma:512 cores:1 l1:5 l2:11 l3:18", TLM_ISA_AVX2, 8, 512, 2048},
