@@ -94,6 +94,7 @@ tlm_status tlm_config_init(tlm_config *c) {
   if (!c) return TLM_ERR_NULL_POINTER;
   memset(c, 0, sizeof *c);
   c->verbose = TLM_LOG_NONE;
+  c->async_compile = 1; /* tiered: a new shape never waits on a compile it can avoid */
   c->prepack_bytes = default_prepack_bytes();
   for (size_t i = 0; i < sizeof k_env / sizeof k_env[0]; i++) {
     const struct env_var *e = &k_env[i];

@@ -177,8 +177,8 @@ typedef struct tlm_config {
    * weights packed per block. 1: always the convolution kernels on the
    * caller's tensors. Environment: TLM_CONV_AS_MATMUL=0 sets it to 1. */
   int disable_conv_as_matmul;
-  /* 0 (default): a new shape is scheduled and compiled before tlm_run
-   * returns. 1: when the runtime already holds a kernel of the same
+  /* 1 (the default since session 41): when the runtime already holds a
+   * kernel of the same
    * operator (same kind, static dims, layout class and epilogue: its code
    * takes the new extents at run time), tlm_run answers at once with it
    * and the shape's own kernel is scheduled and compiled on a background
@@ -190,7 +190,12 @@ typedef struct tlm_config {
    * runs at nice 10 (Linux), so it takes little from the application's
    * busy threads. Schedules stay deterministic once
    * tlm_wait_background() has returned, but which kernel served a call
-   * before that depends on timing. Environment: TLM_ASYNC=1 sets it. */
+   * before that depends on timing (the results agree within the reference
+   * tolerance, not bit for bit). A shape whose plan and kernel the disk
+   * cache holds is loaded before tlm_run returns (under a millisecond).
+   * 0: every new shape is scheduled and compiled before tlm_run returns
+   * (bit-identical results call after call; what the tools that time
+   * kernels use). Environment: TLM_ASYNC=0 or 1 sets it. */
   int async_compile;
   /* Instruction set the kernels are generated for (tlm_cpu_isa):
    * TLM_CPU_ISA_NATIVE (0, default) = the widest the host runs; a narrower

@@ -544,6 +544,24 @@ tlm_status tlm_engine_store_measured_plan(tlm_runtime *rt, const tlm_task *task,
   return TLM_OK;
 }
 
+/* 1 when the disk cache holds the shape's plan and that plan's kernel is in
+ * memory or on disk: then the builder loads both in well under a
+ * millisecond (tlm bench overhead, disk_warm_start_ms), and a background
+ * build would only run another shape's kernel meanwhile. Nothing here is
+ * trusted: build_plan loads and verifies both again. */
+static int plan_on_disk(tlm_runtime *rt, const tlm_key *key, const tlm_task *task,
+                        const tlm_space *space) {
+  tlm_schedule s;
+  if (!rt->disk || tlm_disk_load_plan(rt->disk, key, &s, NULL) || !tlm_space_accepts(space, &s))
+    return 0;
+  tlm_key kk;
+  tlm_key_schedule(&kk, task, &rt->target, &s);
+  pthread_rwlock_rdlock(&rt->map_lock);
+  int in_memory = tlm_table_get(&rt->kernels, &kk) != NULL;
+  pthread_rwlock_unlock(&rt->map_lock);
+  return in_memory || tlm_disk_has_kernel(rt->disk, &kk);
+}
+
 /* The builder's part of a plan: decisions from disk, the model or the rule. */
 static tlm_status build_plan(tlm_runtime *rt, tlm_plan *p, const tlm_task *task, char *err,
                              int errcap) {
@@ -807,9 +825,11 @@ static tlm_status ensure_plan(tlm_runtime *rt, const tlm_task *task, const tlm_k
     if (how) *how = TLM_RUN_BUILT;
     tlm_space space;
     tlm_key sib_key;
-    int has_sib = rt->cfg.async_compile && tlm_space_init(&space, task, &rt->target) == 0 &&
-                  nearest_sibling(rt, &space, 1, 1, NULL, &sib_key);
-    if (!has_sib && rt->cfg.async_compile && uses_generic(rt, task)) {
+    /* in the background unless the disk cache has this shape's plan */
+    int later = rt->cfg.async_compile && tlm_space_init(&space, task, &rt->target) == 0 &&
+                !plan_on_disk(rt, key, task, &space);
+    int has_sib = later && nearest_sibling(rt, &space, 1, 1, NULL, &sib_key);
+    if (!has_sib && later && uses_generic(rt, task)) {
       /* no sibling: the family's tier-0 kernel (generic/), ready at once */
       tlm_schedule gs;
       generic_sched(&gs);

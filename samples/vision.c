@@ -25,8 +25,9 @@
  * 256 and 288 in turn (--sizes). Each new size brings new shapes, which tlm
  * schedules and compiles on first sight: that is the cold pass. A second
  * pass over the same images runs on warm caches (after
- * tlm_wait_background(): with TLM_ASYNC=1 the cold pass may leave builds
- * running). Latencies are per minibatch.
+ * tlm_wait_background(): with background builds, the default, the cold
+ * pass may leave builds running; TLM_ASYNC=0 builds each new shape before
+ * its call returns). Latencies are per minibatch.
  *
  * Baseline in the same run: the same networks with oneDNN primitives
  * (convolutions with sum and eltwise post-ops, pooling, matmul), one per

@@ -221,10 +221,15 @@ int main(void) {
     setenv("TLM_ASYNC", "1", 1);
     tlm_config_init(&a);
     CHECK(a.async_compile == 1, "TLM_ASYNC=1 -> %d", a.async_compile);
+    setenv("TLM_ASYNC", "0", 1);
+    tlm_config_init(&a);
+    CHECK(a.async_compile == 0, "TLM_ASYNC=0 -> %d", a.async_compile);
     setenv("TLM_ASYNC", "yes", 1);
     tlm_config_init(&a);
-    CHECK(a.async_compile == 0, "TLM_ASYNC=yes -> %d", a.async_compile);
+    CHECK(a.async_compile == 1, "TLM_ASYNC=yes -> %d (the default)", a.async_compile);
     unsetenv("TLM_ASYNC");
+    tlm_config_init(&a);
+    CHECK(a.async_compile == 1, "background builds are the default: %d", a.async_compile);
     a.cache_dir = "none";
     a.model_path = "none";
     a.async_compile = 1;

@@ -1241,6 +1241,7 @@ int tlm_cmd_bench_kernels(int argc, char **argv, char **exec_argv) {
   memset(&env, 0, sizeof env);
   tlm_config_init(&env.cfg);
   env.cfg.cache_dir = "none"; /* every compile measured, none reused */
+  env.cfg.async_compile = 0; /* every kernel its own, built before the call returns */
   env.cfg.num_threads = threads;
   env.trials = trials, env.rounds = rounds, env.seed = seed, env.budget_s = budget_s;
 #ifdef TLM_HAVE_DNNL

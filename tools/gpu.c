@@ -396,6 +396,7 @@ static int cmd_info(void) {
   tlm_config cfg;
   tlm_config_init(&cfg);
   cfg.cache_dir = "none";
+  cfg.async_compile = 0;
   if (tlm_create(&cfg, &rt) != TLM_OK) {
     fprintf(stderr, "tlm gpu: %s\n", tlm_last_error(NULL));
     return 1;

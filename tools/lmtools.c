@@ -220,7 +220,8 @@ int tlm_cmd_bench_decode(int argc, char **argv) {
     tlm_gpt2 fm;
     tlm_config cfg;
     tlm_config_init(&cfg);
-  cfg.cache_dir = "none"; /* measure compiles, never reuse them */
+    cfg.cache_dir = "none"; /* measure compiles, never reuse them */
+    cfg.async_compile = 0; /* every kernel its own, built before the call returns */
     cfg.num_threads = 1;
     cfg.model_path = "none";
     tlm_runtime *rt = NULL;

@@ -326,6 +326,7 @@ int tlm_cmd_tune(int argc, char **argv) {
   tlm_config_init(&cfg); /* TLM_CACHE_DIR, TLM_MODEL, TLM_ISA as tlm_run reads them */
   if (threads) cfg.num_threads = threads;
   cfg.cache_capacity = 0; /* no eviction: the candidates' kernels stay valid while timed */
+  cfg.async_compile = 0; /* every kernel its own, built before the call returns */
   tlm_runtime *rt = NULL;
   if (tlm_create(&cfg, &rt) != TLM_OK) {
     fprintf(stderr, "tlm tune: %s\n", tlm_last_error(NULL));

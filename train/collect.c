@@ -497,6 +497,7 @@ int tlm_collect_run(const tlm_collect_opts *o) {
   tlm_config cfg;
   tlm_config_init(&cfg);
   cfg.cache_dir = "none"; /* measure compiles, never reuse them */
+  cfg.async_compile = 0; /* every kernel its own, built before the call returns */
   cfg.num_threads = threads;
   cfg.model_path = propose ? propose : "none";
   int todo = 0;

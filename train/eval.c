@@ -317,6 +317,7 @@ int tlm_eval_run(const tlm_eval_opts *o) {
   tlm_config cfg;
   tlm_config_init(&cfg);
   cfg.cache_dir = "none"; /* measure compiles, never reuse them */
+  cfg.async_compile = 0; /* every kernel its own, built before the call returns */
   cfg.num_threads = threads;
   if (model) cfg.model_path = model;
   /* the JSON, built as the run goes and written whole at its end
