@@ -68,11 +68,13 @@ static inline double bench_pct(double *v, int n, double p) {
 }
 
 /* A tlm runtime on `threads` threads without a disk cache (every compile
- * measured, none reused). Exits on failure. */
+ * measured, none reused), building each new shape before its call returns
+ * (the library's default builds in the background). Exits on failure. */
 static inline tlm_runtime *bench_runtime(int threads) {
   tlm_config cfg;
   tlm_config_init(&cfg);
   cfg.cache_dir = "none";
+  cfg.async_compile = 0;
   cfg.num_threads = threads;
   tlm_runtime *rt;
   if (tlm_create(&cfg, &rt)) {
