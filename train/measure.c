@@ -426,7 +426,9 @@ tlm_runtime *tlm_tool_runtime(const char *who, int threads, const char *cache_di
                               const char *model_path) {
   tlm_config cfg;
   tlm_config_init(&cfg);
-  cfg.async_compile = 0; /* tools time kernels: every one its own, built before the call returns */
+  /* tools time kernels: every one its own, built before the call returns,
+   * unless TLM_ASYNC asks otherwise (tests/run_conv_public.sh) */
+  if (!getenv("TLM_ASYNC")) cfg.async_compile = 0;
   if (threads >= 0) cfg.num_threads = threads;
   if (cache_dir) cfg.cache_dir = cache_dir;
   if (model_path) cfg.model_path = model_path;
