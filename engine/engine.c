@@ -557,7 +557,8 @@ static int plan_on_disk(tlm_runtime *rt, const tlm_key *key, const tlm_task *tas
   tlm_key kk;
   tlm_key_schedule(&kk, task, &rt->target, &s);
   pthread_rwlock_rdlock(&rt->map_lock);
-  int in_memory = tlm_table_get(&rt->kernels, &kk) != NULL;
+  tlm_kernel *k = (tlm_kernel *)tlm_table_get(&rt->kernels, &kk);
+  int in_memory = k && atomic_load(&k->entry.state) == TLM_ENTRY_READY;
   pthread_rwlock_unlock(&rt->map_lock);
   return in_memory || tlm_disk_has_kernel(rt->disk, &kk);
 }
