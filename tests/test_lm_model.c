@@ -116,6 +116,17 @@ static void check_record_targets(const tlm_vocab *v) {
             back.pf_stride_bytes == host.pf_stride_bytes && back.l2_bytes == host.l2_bytes &&
             back.l3_sharing == host.l3_sharing,
         "this host's description does not round-trip: %s", text);
+  /* a VM's brand string names no vendor: the family does (1Ah: AMD, Zen 5) */
+  {
+    tlm_target vm;
+    CHECK(tlm_target_from_hw("somecpu; avx2 8 lanes, 16 regs, FMA 2x512 lat 4 (8 chains), 2 cores, L1 48K "
+                             "L2 1024K L3 520192K shared by 2, L1 prefetch stride any; host avx512; "
+                             "Oxide Virtual Turin-like Processor (family 26 model 2)",
+                             &vm) == 0 &&
+              vm.vendor == 2 && vm.pf_stride_bytes == TLM_PF_CROSS_PAGE && vm.fma_bits == 512,
+          "a Zen 5 VM's text: vendor %d, prefetch %d, FMA %d bits", vm.vendor, vm.pf_stride_bytes,
+          vm.fma_bits);
+  }
   /* ... and every prompt, the rule's schedule in it included, is the one
    * the runtime builds here: what a record of this host trains under */
   static const char *const k_tasks[] = {

@@ -255,6 +255,9 @@ int tlm_target_from_hw(const char *hw, tlm_target *out) {
     out->vendor = 2;
   else if (strstr(out->brand, "Intel") || cpu[0])
     out->vendor = 1; /* LLVM's other x86-64 CPU names are Intel's */
+  /* families 17h-1Ah are AMD's (Zen to Zen 5) whatever a VM's brand string
+   * says ("Oxide Virtual Turin-like Processor"); Intel's are 6, 15, 18, 19 */
+  if (fam >= 0x17 && fam <= 0x1a) out->vendor = 2;
   if (fam > 0) {
     out->family = (int32_t)fam, out->model = mod > 0 ? (int32_t)mod : 0;
   } else if (out->vendor == 2 && !strncmp(cpu, "znver", 5)) {
