@@ -176,7 +176,18 @@ static void collect_log(void *user, tlm_log_level level, const char *line) {
   snprintf(g_log_text + n, sizeof g_log_text - n, "%s\n", line);
 }
 
+/* TLM_ASYNC as the test started (ctest and make test-tsan set 0, so that
+ * the runtimes below build synchronously): put back after the checks that
+ * set and unset it */
+static char g_async_env[16];
+static int g_async_set;
+static void restore_async(void) {
+  if (g_async_set) setenv("TLM_ASYNC", g_async_env, 1);
+}
+
 int main(void) {
+  const char *async_env = getenv("TLM_ASYNC");
+  if (async_env) snprintf(g_async_env, sizeof g_async_env, "%s", async_env), g_async_set = 1;
   for (int i = 0; i < 64 * 64; i++) A[i] = B[i] = R[i] = 1.0f;
   tlm_config cfg;
   CHECK(tlm_config_init(NULL) == TLM_ERR_NULL_POINTER, "config_init(NULL)");
@@ -230,6 +241,7 @@ int main(void) {
     unsetenv("TLM_ASYNC");
     tlm_config_init(&a);
     CHECK(a.async_compile == 1, "background builds are the default: %d", a.async_compile);
+    restore_async();
     a.cache_dir = "none";
     a.model_path = "none";
     a.async_compile = 1;
@@ -286,6 +298,7 @@ int main(void) {
       CHECK(strstr(g_log_text, want) != NULL, "no warning for a malformed %s", vars[i]);
       unsetenv(vars[i]);
     }
+    restore_async();
     tlm_destroy(wr);
   }
   /* a TLM_ISA that names no ISA leaves the default (native) */
