@@ -934,7 +934,10 @@ int main(int argc, char **argv) {
          (unsigned long long)s.compiles, s.compile_ms, (unsigned long long)s.disk_kernel_hits,
          s.disk_load_ms);
   printf("  cache hits          %llu\n", (unsigned long long)s.cache_hits);
-  printf("  decode + compile    %.1f%% of wall time (disk loads included)\n", 100.0 * dc / t.wall_ms);
+  /* with background builds (the default) most compiles ran beside the
+   * requests, on shapes first served by another kernel of their operator */
+  printf("  decode + compile    %.1f%% of wall time (disk loads included%s)\n", 100.0 * dc / t.wall_ms,
+         s.provisional ? "; background builds, beside the requests" : "");
   if (have_warm) {
     qsort(wt.lat, (size_t)nreq, sizeof(double), cmp_double);
     printf("  warm cache          a new runtime on the same cache: %.1f ms wall, %.0f tokens/s, "
