@@ -335,14 +335,6 @@ int tlm_disk_store_plan(tlm_disk *d, const tlm_key *key, const tlm_schedule *s,
 
 /* ---- kernels ------------------------------------------------------------------ */
 
-int tlm_disk_has_kernel(tlm_disk *d, const tlm_key *key) {
-  char name[64], path[3200];
-  key_name(key, ".o", name, sizeof name);
-  snprintf(path, sizeof path, "%s/kernels/%s", d->dir, name);
-  struct stat st;
-  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 int tlm_disk_load_kernel(tlm_disk *d, const tlm_key *key, void **obj, size_t *len, char *symbol,
                          int symcap) {
   *obj = NULL;

@@ -51,10 +51,7 @@ int tlm_disk_load_plan(tlm_disk *d, const tlm_key *key, tlm_schedule *out, int *
 int tlm_disk_store_plan(tlm_disk *d, const tlm_key *key, const tlm_schedule *s,
                         const char *problem, double measured_ns);
 
-/* Kernel entries. load returns 0 with a malloc'd object and its symbol.
- * has_kernel: 1 when the entry's object file exists (nothing is read or
- * verified: load still may fail), else 0. */
-int tlm_disk_has_kernel(tlm_disk *d, const tlm_key *key);
+/* Kernel entries. load returns 0 with a malloc'd object and its symbol. */
 int tlm_disk_load_kernel(tlm_disk *d, const tlm_key *key, void **obj, size_t *len,
                          char *symbol, int symcap);
 int tlm_disk_store_kernel(tlm_disk *d, const tlm_key *key, const void *obj, size_t len,

@@ -295,13 +295,14 @@ static void free_kernel_entry(tlm_table_entry *e, void *ctx) {
  * stays as the rebuild's record. Caller holds the map's write lock and
  * the execution lock. Nothing else keeps a kernel pointer across an unlock
  * (get_kernel hands its kernel to the caller's plan under the lock;
- * nearest_sibling returns copies; the background build looks its kernel
- * up again by key). */
+ * nearest_sibling returns copies; the background build's plan is
+ * rt->bg_plan, marked here too). */
 static void free_unreferenced_locked(tlm_runtime *rt, const tlm_kernel *keep_k) {
   if (tlm_table_count(&rt->kernels, TLM_ENTRY_EVICTED) == 0) return;
   tlm_table_clear_marks(&rt->kernels);
   for (size_t i = 0; i < rt->nplans; i++)
     if (rt->plan_list[i]->kernel) rt->plan_list[i]->kernel->entry.mark = 1;
+  if (rt->bg_plan.kernel) rt->bg_plan.kernel->entry.mark = 1; /* a background build's */
   tlm_table_sweep(&rt->kernels, keep_k ? &keep_k->entry : NULL, free_kernel_entry, rt);
 }
 
@@ -545,10 +546,11 @@ tlm_status tlm_engine_store_measured_plan(tlm_runtime *rt, const tlm_task *task,
 }
 
 /* 1 when the disk cache holds the shape's plan and that plan's kernel is in
- * memory or on disk: then the builder loads both in well under a
- * millisecond (tlm bench overhead, disk_warm_start_ms), and a background
- * build would only run another shape's kernel meanwhile. Nothing here is
- * trusted: build_plan loads and verifies both again. */
+ * memory or loads from disk (verified as get_kernel will: its metadata,
+ * size and checksum; a damaged entry would make the caller compile): then
+ * the builder loads both in well under a millisecond (tlm bench overhead,
+ * disk_warm_start_ms), and a background build would only run another
+ * shape's kernel meanwhile. build_plan reads both again. */
 static int plan_on_disk(tlm_runtime *rt, const tlm_key *key, const tlm_task *task,
                         const tlm_space *space) {
   tlm_schedule s;
@@ -560,7 +562,13 @@ static int plan_on_disk(tlm_runtime *rt, const tlm_key *key, const tlm_task *tas
   tlm_kernel *k = (tlm_kernel *)tlm_table_get(&rt->kernels, &kk);
   int in_memory = k && atomic_load(&k->entry.state) == TLM_ENTRY_READY;
   pthread_rwlock_unlock(&rt->map_lock);
-  return in_memory || tlm_disk_has_kernel(rt->disk, &kk);
+  if (in_memory) return 1;
+  void *obj = NULL;
+  size_t len = 0;
+  char sym[64];
+  if (tlm_disk_load_kernel(rt->disk, &kk, &obj, &len, sym, sizeof sym)) return 0;
+  free(obj);
+  return 1;
 }
 
 /* The builder's part of a plan: decisions from disk, the model or the rule. */
@@ -632,31 +640,36 @@ static void bg_tune(tlm_runtime *rt, tlm_bg_job *j);
 /* Builds the shape's own plan and puts its kernel in place of the
  * provisional one (if the plan is still there and still provisional). */
 static void bg_build(tlm_runtime *rt, const tlm_bg_job *j) {
-  tlm_plan tmp;
-  memset(&tmp, 0, sizeof tmp);
-  tmp.key = j->key;
+  /* the plan is rt->bg_plan (one background thread): no plan of the map,
+   * but eviction keeps its kernel until the swap below. Its kernel field
+   * is written under the map's lock only (here, and by get_kernel). */
+  tlm_plan *tmp = &rt->bg_plan;
+  pthread_rwlock_wrlock(&rt->map_lock);
+  memset(tmp, 0, sizeof *tmp);
+  tmp->key = j->key;
+  pthread_rwlock_unlock(&rt->map_lock);
   char err[TLM_ERRMSG];
-  tlm_status st = build_plan(rt, &tmp, &j->task, err, sizeof err);
+  tlm_status st = build_plan(rt, tmp, &j->task, err, sizeof err);
   if (st != TLM_OK) {
     /* the provisional kernel stays: correct, only not this shape's own */
     tlm_log(rt, TLM_LOG_WARN, "background build failed (%s): %s", tlm_status_text(st), err);
+    pthread_rwlock_wrlock(&rt->map_lock);
+    tmp->kernel = NULL;
+    pthread_rwlock_unlock(&rt->map_lock);
     return;
   }
-  /* tmp is no plan of the map: its kernel may be freed before the swap,
-   * so it is found again by its schedule key under the lock */
-  tlm_key kkey;
-  tlm_key_schedule(&kkey, &j->task, &rt->target, &tmp.sched);
   pthread_rwlock_wrlock(&rt->map_lock);
   pthread_mutex_lock(&rt->exec_lock); /* tlm_engine_rerun reads plan->kernel under it */
   tlm_plan *p = tlm_map_get(&rt->plans, &j->key);
-  tlm_kernel *nk = (tlm_kernel *)tlm_table_get(&rt->kernels, &kkey);
+  tlm_kernel *nk = tmp->kernel;
+  tmp->kernel = NULL;
   if (p && atomic_load(&p->state) == TLM_ENTRY_READY && p->provisional && nk) {
     /* nk may be EVICTED: the plan then rebuilds it on its next run */
     p->kernel = nk;
-    p->sched = tmp.sched;
-    p->by_model = tmp.by_model;
-    p->from_disk = tmp.from_disk;
-    p->schedule_ms = tmp.schedule_ms;
+    p->sched = tmp->sched;
+    p->by_model = tmp->by_model;
+    p->from_disk = tmp->from_disk;
+    p->schedule_ms = tmp->schedule_ms;
     p->provisional = 0;
     atomic_fetch_add(&rt->epoch, 1); /* reruns of the old kernel look again */
     atomic_fetch_add(&rt->upgrades, 1);

@@ -105,6 +105,11 @@ struct tlm_runtime {
   pthread_t bg_thread;
   int bg_started, bg_stop, bg_busy;
   struct tlm_bg_job *bg_head, *bg_tail;
+  /* the background thread's plan under construction (bg_build): no plan of
+   * the map, but its kernel field, set and cleared under map_lock, keeps
+   * that kernel from being freed by an eviction before the swap
+   * (free_unreferenced_locked) */
+  tlm_plan bg_plan;
   atomic_uint_fast64_t provisional, upgrades;
   /* measured top-k (cfg.tune_k): shapes tuned by the background thread,
    * of which given a faster kernel, and its time */
