@@ -546,8 +546,8 @@ tlm_status tlm_engine_store_measured_plan(tlm_runtime *rt, const tlm_task *task,
 }
 
 /* 1 when the disk cache holds the shape's plan and that plan's kernel is in
- * memory or loads from disk (verified as get_kernel will: its metadata,
- * size and checksum; a damaged entry would make the caller compile): then
+ * memory or loads from disk (verified as build_kernel will: its metadata,
+ * size, checksum and symbol; a damaged entry would make the caller compile): then
  * the builder loads both in well under a millisecond (tlm bench overhead,
  * disk_warm_start_ms), and a background build would only run another
  * shape's kernel meanwhile. build_plan reads both again. */
@@ -565,10 +565,11 @@ static int plan_on_disk(tlm_runtime *rt, const tlm_key *key, const tlm_task *tas
   if (in_memory) return 1;
   void *obj = NULL;
   size_t len = 0;
-  char sym[64];
-  if (tlm_disk_load_kernel(rt->disk, &kk, &obj, &len, sym, sizeof sym)) return 0;
+  char sym[64], name[48];
+  kernel_name(&kk, name, sizeof name);
+  int ok = tlm_disk_load_kernel(rt->disk, &kk, &obj, &len, sym, sizeof sym) == 0 && !strcmp(sym, name);
   free(obj);
-  return 1;
+  return ok;
 }
 
 /* The builder's part of a plan: decisions from disk, the model or the rule. */

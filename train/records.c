@@ -268,11 +268,7 @@ int tlm_target_from_hw(const char *hw, tlm_target *out) {
     out->family = 6;
   }
   out->cpu_id = XXH3_64bits(hw, (size_t)(semi - hw));
-  tlm_target_complete(out);
-  /* the vendor table decides the prefetch reach (older texts said "any" for
-   * a Zen 5 too), but a text that names strides across pages is taken at
-   * its word: its vendor may be unknown here (a VM's brand string) */
-  if (strstr(semi, "L1 prefetch stride any across pages")) out->pf_stride_bytes = TLM_PF_CROSS_PAGE;
+  tlm_target_complete(out); /* the prefetch reach from the vendor table, as on the host */
   return 0;
 }
 
