@@ -557,6 +557,29 @@ static int mm_rule_dot_products(const tlm_matmul_task *t) {
          ((!(t->unit & TLM_UNIT_B_N) && t->M < 8) || t->N == 1);
 }
 
+/* Rule 21: dot products over batches whose B is read from memory (the
+ * decode step's QK^T over a long context: a head's keys are B, (N, K)).
+ * Columns of one head read n3 rows of B interleaved, 1 KiB apart at K =
+ * 256, which streams well from the caches and badly from DRAM; a tile of
+ * one column of two heads reads two sequential streams. Where all of B
+ * outlasts the caches this process's cores hold (L2 and their share of L3
+ * each, tlm_target.cores of them) the tile is 1 column x 2 batches.
+ * Measured on the Zen 5 VM (tlm run --vs, one thread, 4 columns of one
+ * head over 1 column of 2 heads, time ratio; the process holds 2 x (1 + 4)
+ * MiB): B 11.5-45 MB 0.68-0.86 at K = 256 (GPT-J's 16 heads at 700-2030
+ * columns, 53 x 16 heads at 52 columns), 0.44-0.45 at K = 64 (16.8-33 MB),
+ * 0.69 at 4 rows; B 4.6-9.2 MB at K = 64 1.07-1.10 and 0.3 MB 1.22 (the
+ * interleaved rows win from cache), 6.5-8 MB at K = 128-256 0.97-0.99. */
+static int mm_rule_batched_dots(const tlm_target *tg, const tlm_task *task) {
+  const tlm_matmul_task *t = &task->u.mm;
+  int64_t btot = tlm_task_batch_total(task);
+  if (!mm_rule_dot_products(t) || btot < 2) return 0;
+  int64_t l2 = tg->l2_bytes > 0 ? tg->l2_bytes : 256 * 1024;
+  int64_t l3 = tg->l3_bytes / (tg->l3_sharing > 0 ? tg->l3_sharing : 1);
+  int64_t held = (int64_t)(tg->cores > 0 ? tg->cores : 1) * (l2 + l3);
+  return (double)btot * (double)t->K * (double)t->N * 4.0 > (double)held;
+}
+
 static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
   const tlm_matmul_task *t = &s->task.u.mm;
   const tlm_target *tg = &s->target;
@@ -595,7 +618,8 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
     return 0;
   }
   case MM_N3: {
-    if (tlm_vec_is_k(d[MM_VEC])) return pick_at_most(c, n, 4);
+    if (tlm_vec_is_k(d[MM_VEC])) /* columns of one batch, or one (rule 21) */
+      return pick_at_most(c, n, mm_rule_batched_dots(tg, &s->task) ? 1 : 4);
     int rows, nv;
     /* constant B: the width of the many-row tile for every M, so decode and
      * prefill read one packed copy (its layout is the panel width and the K
@@ -620,7 +644,7 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
     if (!t->b_const) rows = tlm_reg_rows_for_extent(tg, t->M, (int)nv, rows);
     return pick_at_most(c, n, rows);
   }
-  case MM_B3: return 0;
+  case MM_B3: return mm_rule_batched_dots(tg, &s->task) ? pick_at_most(c, n, 2) : 0;
   case MM_K1:
     /* One register tile holds every row (decode, GEMV): B is read once and
      * reused by nothing, so the kernel is a stream of B (so is a B beyond
@@ -766,9 +790,13 @@ static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
  * vectors (N <= 48: 3 AVX-512 vectors; a third is never taken with more
  * rows than 8); and, B not constant, rows chosen for M's tail; and a task
  * under TLM_PARALLEL_MIN_FLOPS on one worker; 19: dot products; 20: B packing
- * where strided loads cross pages (mm_rule_packs_b) */
+ * where strided loads cross pages (mm_rule_packs_b); 21: batched dot
+ * products from memory (mm_rule_batched_dots) */
 static int mm_rule_version(const tlm_task *task) {
   const tlm_matmul_task *t = &task->u.mm;
+  /* 21: batches of dot products, 1 column x 2 batches where B outlasts
+   * the caches (mm_rule_batched_dots) */
+  if (mm_rule_dot_products(t) && tlm_task_batch_total(task) > 1) return 21;
   if (mm_rule_dot_products(t)) return 19; /* one column at every M; 8 lanes (MM_VEC) */
   /* 20: B packed over more tiles of rows where strided loads cross pages
    * (mm_rule_packs_b); never under 2 tiles of 4 rows */

@@ -127,8 +127,14 @@
  * under two cache lines are packed only over more than 16 register tiles
  * of rows, or 4 where the rows lie a whole number of pages apart
  * (op_matmul.c, mm_rule_packs_b); the matmuls of more than 8 rows and a
- * B (not constant) of unit-stride rows move to 20. */
-#define TLM_RULE_VERSION 20
+ * B (not constant) of unit-stride rows move to 20.
+ * Version 21 (session 42): batches of dot products whose B outlasts the
+ * L2 and L3 share of the process's cores take tiles of 1 column x 2
+ * batches (op_matmul.c, mm_rule_batched_dots: two sequential streams
+ * instead of 4 interleaved rows of one batch); the matmuls with dot
+ * products over more than one batch move to 21. The same session reads an
+ * AMD L3 larger than one core complex holds as the CCX's (target.c). */
+#define TLM_RULE_VERSION 21
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows

@@ -165,6 +165,24 @@ static void set_isa_shape(tlm_target *t) {
   t->fma_chains = chains < 1 ? 1 : chains;
 }
 
+/* AMD's L3 is one per core complex (CCX): Zen and Zen+ 8 MiB and Zen 2
+ * 16 MiB, each shared by 4 cores; Zen 3, Zen 4 and Zen 5 32 MiB shared by 8
+ * (96 MiB with 3D V-Cache); AMD's product specifications and Software
+ * Optimization Guides for families 17h, 19h and 1Ah. An L3 larger than any
+ * one CCX holds is a virtual CPU's view of the whole package (the Zen 5 VM
+ * of sessions 19-42 reports 520192K, shared by its 2 vCPUs: 254 MiB a core,
+ * 60 times what a Turin core gets): then the core's share is the standard
+ * CCX's, its L3 over its cores. Idempotent, so that a description read
+ * back from records gets the same value (tlm_target_complete). */
+static void amd_ccx_l3(tlm_target *t) {
+  if (t->vendor != 2 || t->family < 0x17 || t->family > 0x1a) return;
+  int zen12 = t->family == 0x17;
+  int64_t mib = 1024 * 1024, most = zen12 ? 16 * mib : 96 * mib;
+  if (t->l3_bytes <= most) return;
+  t->l3_bytes = zen12 ? (t->model >= 0x30 ? 16 : 8) * mib : 32 * mib;
+  t->l3_sharing = zen12 ? 4 : 8;
+}
+
 void tlm_target_detect(tlm_target *t) {
   memset(t, 0, sizeof *t);
   t->host_isa = TLM_ISA_SCALAR;
@@ -225,6 +243,7 @@ void tlm_target_detect(tlm_target *t) {
 #if TLM_X86
   cpuid_legacy_caches(t);
 #endif
+  amd_ccx_l3(t);
   long c = sysconf(_SC_NPROCESSORS_ONLN);
   t->cores = c > 0 ? (int32_t)c : 1;
   t->threads = t->cores;
@@ -240,6 +259,7 @@ void tlm_target_detect(tlm_target *t) {
 void tlm_target_complete(tlm_target *t) {
   if (t->host_isa < t->isa) t->host_isa = t->isa;
   if (t->l3_sharing <= 0) t->l3_sharing = 1;
+  amd_ccx_l3(t);
   if (t->cores <= 0) t->cores = 1;
   if (t->threads <= 0) t->threads = t->cores;
   int pipes = t->fma_pipes, bits = t->fma_bits, lat = t->fma_latency;

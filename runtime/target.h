@@ -71,8 +71,10 @@ typedef struct tlm_target {
 
 /* Detects the host: ISA and registers from CPUID, per-core cache sizes from
  * CPUID leaf 4 (Intel) or 0x8000001D (AMD), with sysfs and sysconf as
- * fallbacks, the FMA datapath from the table in target.c. Deterministic for
- * one machine: no timing. */
+ * fallbacks, the FMA datapath from the table in target.c. An AMD L3 larger
+ * than one core complex holds (a VM's view of the whole package) is taken
+ * as the standard CCX's, shared by its cores (target.c, amd_ccx_l3).
+ * Deterministic for one machine: no timing. */
 void tlm_target_detect(tlm_target *t);
 
 /* Completes a target described rather than detected (the machine a
@@ -80,7 +82,8 @@ void tlm_target_detect(tlm_target *t);
  * isa, cores and the cache sizes set by the caller, fills the FMA datapath
  * from the vendor table (unless fma_pipes, fma_bits and fma_latency are
  * all set, as the description gave them), the prefetch reach, lanes,
- * vector registers and FMA chains; threads defaults to cores. */
+ * vector registers and FMA chains, and an AMD package-wide L3 as detection
+ * corrects it; threads defaults to cores. */
 void tlm_target_complete(tlm_target *t);
 
 /* Narrows a detected target to `isa` (at most t->host_isa): lanes, vector

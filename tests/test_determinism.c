@@ -249,6 +249,32 @@ int main(void) {
             tlm_isa_name((tlm_isa)isa), sz.v[MM_PACK_B]);
     }
   }
+  /* Batched dot products (rule 21): a tile of 1 column x 2 batches where
+   * all of B outlasts the L2 and L3 share of the target's cores (the Zen 5
+   * VM's: 2 x (1 + 32 / 8) MiB), else 4 columns of one batch. */
+  for (int isa = TLM_ISA_AVX2; isa <= TLM_ISA_AVX512 && isa <= r1->target.host_isa; isa++) {
+    tlm_target tg = r1->target;
+    tlm_target_restrict(&tg, (tlm_isa)isa);
+    tg.cores = 2, tg.l2_bytes = 1 << 20, tg.l3_bytes = 32 << 20, tg.l3_sharing = 8;
+    static const struct {
+      const char *shape;
+      int b3, n3;
+    } k_dots[] = {
+        {"--wtag=acb 16x1x256:16x256x2030", 2, 1}, /* GPT-J decode QK^T, 33 MB */
+        {"--wtag=acb 16x4x256:16x256x2030", 2, 1}, /* 4 rows */
+        {"--wtag=acb 16x1x64:16x64x4096", 2, 1},   /* 16.8 MB */
+        {"--wtag=acb 16x1x64:16x64x2048", 1, 4},   /* 8.4 MB: from L3 */
+        {"--wtag=acb 12x1x64:12x64x500", 1, 4},    /* GPT-2 decode, 1.5 MB */
+        {"--wtag=ba 1x4096:4096x4096", 1, 4}};     /* no batch */
+    for (size_t i = 0; i < sizeof k_dots / sizeof k_dots[0]; i++) {
+      tlm_schedule sch;
+      if (rule_schedule(k_dots[i].shape, &tg, &sch)) return check_report("test_determinism");
+      CHECK(tlm_vec_is_k(sch.v[MM_VEC]) && sch.v[MM_B3] == k_dots[i].b3 &&
+                sch.v[MM_N3] == k_dots[i].n3,
+            "%s, %s: vec %d tile_b3=%d tile_n3=%d", k_dots[i].shape, tlm_isa_name((tlm_isa)isa),
+            sch.v[MM_VEC], sch.v[MM_B3], sch.v[MM_N3]);
+    }
+  }
   /* Small M shares one kernel too: prompt lengths 13 and 42 of one layer
    * get one rule schedule (a block sized to each M compiled a kernel per
    * prompt length: 49 instead of 35 kernels in 200 serving requests).

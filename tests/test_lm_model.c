@@ -69,7 +69,8 @@ static void check_record_targets(const tlm_vocab *v) {
     int isa, lanes, fma_bits, pf;
   } k_hw[] = {
       {"znver4; avx512+vnni 16 lanes, 32 regs, 2 cores, L1 32K L2 1024K L3 327680K",
-       "isa:avx512 fma:256 cores:1 l1:5 l2:10 l3:18", TLM_ISA_AVX512, 16, 256, 0},
+       /* a VM's package-wide L3 (320 MiB): a core complex's 32 MiB */
+       "isa:avx512 fma:256 cores:1 l1:5 l2:10 l3:15", TLM_ISA_AVX512, 16, 256, 0},
       {"znver5; avx512+vnni 16 lanes, 32 regs, FMA 2x512 lat 4 (8 chains), 2 cores, L1 48K L2 1024K "
        "L3 32768K; host avx512; AMD EPYC (family 26 model 2)",
        "isa:avx512 fma:512 cores:1 l1:5 l2:10 l3:15", TLM_ISA_AVX512, 16, 512, TLM_PF_CROSS_PAGE},
@@ -126,6 +127,27 @@ static void check_record_targets(const tlm_vocab *v) {
               vm.vendor == 2 && vm.pf_stride_bytes == TLM_PF_CROSS_PAGE && vm.fma_bits == 512,
           "a Zen 5 VM's text: vendor %d, prefetch %d, FMA %d bits", vm.vendor, vm.pf_stride_bytes,
           vm.fma_bits);
+    /* its L3 (the package's 508 MiB) is a core complex's: 32 MiB over 8
+     * cores, the prompt of the Zen 5 that reported its own (l3:15) */
+    int32_t w[TLM_LM_HW_WORDS];
+    char words[160];
+    tlm_lm_hw_str(v, (tlm_lm_hw_words(v, &vm, w), w), words, sizeof words);
+    CHECK(vm.l3_bytes == 32 << 20 && vm.l3_sharing == 8 && strstr(words, "l3:15"),
+          "a Zen 5 VM's package L3: %lld bytes shared by %d, prompt %s", (long long)vm.l3_bytes,
+          vm.l3_sharing, words);
+    /* an L3 one core complex can hold stays as reported (96 MiB: 3D
+     * V-Cache), and so does an Intel package's */
+    tlm_target vc, xe;
+    CHECK(tlm_target_from_hw("znver4; avx512+vnni 16 lanes, 32 regs, 2 cores, L1 32K L2 1024K L3 98304K "
+                             "shared by 16",
+                             &vc) == 0 &&
+              vc.l3_bytes == 96 << 20 && vc.l3_sharing == 16,
+          "a 96 MiB AMD L3: %lld shared by %d", (long long)vc.l3_bytes, vc.l3_sharing);
+    CHECK(tlm_target_from_hw("graniterapids; avx2 8 lanes, 16 regs, 2 cores, L1 48K L2 2048K L3 491520K "
+                             "shared by 2; host avx512; Intel(R) Xeon(R) Processor (family 6 model 167)",
+                             &xe) == 0 &&
+              xe.l3_bytes == (int64_t)491520 << 10 && xe.l3_sharing == 2,
+          "an Intel package L3: %lld shared by %d", (long long)xe.l3_bytes, xe.l3_sharing);
   }
   /* ... and every prompt, the rule's schedule in it included, is the one
    * the runtime builds here: what a record of this host trains under */
