@@ -658,7 +658,18 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
      * of rows over a B from L3 or memory: B's micro-panel in half of L1
      * (mm_short_k1, rule 17). Otherwise a K block of 256 keeps the A
      * micro-panel (m3 x k1) in L1. */
-    if (mm_streams_b(tg, t, d) && t->N > d[MM_N3] && !t->b_const)
+    /* Rule 21: not over batches of B one or two tiles wide (attention's
+     * P V products at decode): each tile then reads its half of a batch's
+     * rows as one stream, and the short block only reloads the
+     * accumulators (8 vectors every 16 steps). Measured on the Zen 5 VM
+     * (tlm run --vs, one thread, K block 256 over 16): GPT-J's decode P V
+     * products over 16 heads (1x16x1x2030:1x16x2030x256,
+     * 53x16x1x52:53x16x52x256, 107x16x1x35:107x16x35x256) and
+     * 16x1x1000:16x1000x256 1.17-1.29x. Without batches it did not pay:
+     * 1x2030:2030x256 0.97x (128 over 16: 1.06x), and at 8 and 32 tiles
+     * (1x4096:4096x1024, x4096) 128 over 16 ran 0.79x and 0.85x */
+    if (mm_streams_b(tg, t, d) && !t->b_const &&
+        (t->N > 2 * (int64_t)d[MM_N3] || btot == 1))
       return pick_at_most(c, n, MM_STREAM_K1);
     {
       int64_t ks = mm_short_k1(tg, t, d);
@@ -791,13 +802,20 @@ static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
  * rows than 8); and, B not constant, rows chosen for M's tail; and a task
  * under TLM_PARALLEL_MIN_FLOPS on one worker; 19: dot products; 20: B packing
  * where strided loads cross pages (mm_rule_packs_b); 21: batched dot
- * products from memory (mm_rule_batched_dots) */
+ * products from memory (mm_rule_batched_dots), and a streamed B of one
+ * or two tiles' width keeps its K block (MM_K1) */
 static int mm_rule_version(const tlm_task *task) {
   const tlm_matmul_task *t = &task->u.mm;
   /* 21: batches of dot products, 1 column x 2 batches where B outlasts
    * the caches (mm_rule_batched_dots) */
   if (mm_rule_dot_products(t) && tlm_task_batch_total(task) > 1) return 21;
   if (mm_rule_dot_products(t)) return 19; /* one column at every M; 8 lanes (MM_VEC) */
+  /* 21: batches of a streamed B (mm_streams_b) one or two register tiles
+   * wide keep the long K block (MM_K1); 256 columns: two tiles of 128 at
+   * most, B beyond the smallest L2 (256 KiB) */
+  if (!t->b_const && tlm_task_batch_total(task) > 1 && t->M <= MM_STREAM_K1 && t->N <= 256 &&
+      (int64_t)t->K * t->N * 4 > 256 * 1024)
+    return 21;
   /* 20: B packed over more tiles of rows where strided loads cross pages
    * (mm_rule_packs_b); never under 2 tiles of 4 rows */
   if (!t->b_const && (t->unit & TLM_UNIT_B_N) && t->M > 8) return 20;

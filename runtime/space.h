@@ -132,8 +132,11 @@
  * L2 and L3 share of the process's cores take tiles of 1 column x 2
  * batches (op_matmul.c, mm_rule_batched_dots: two sequential streams
  * instead of 4 interleaved rows of one batch); the matmuls with dot
- * products over more than one batch move to 21. The same session reads an
- * AMD L3 larger than one core complex holds as the CCX's (target.c). */
+ * products over more than one batch move to 21; and so do the batched
+ * streamed matmuls (mm_streams_b) of one or two register tiles across N, which keep
+ * the K block of 256 (or the most the space offers under it) instead of
+ * 16. The same session reads an AMD L3 larger than one core complex holds
+ * as the CCX's (target.c). */
 #define TLM_RULE_VERSION 21
 
 /* The rule version in which the rule or the code generation of the task's

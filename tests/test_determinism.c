@@ -275,6 +275,26 @@ int main(void) {
             sch.v[MM_VEC], sch.v[MM_B3], sch.v[MM_N3]);
     }
   }
+  /* A streamed B over batches (rule 21), attention's P V at decode: the
+   * long K block where N is one or two tiles (AVX-512's 128 columns), the
+   * short one without batches or over wider N (AVX2's 64-column tiles). */
+  if (r1->target.host_isa >= TLM_ISA_AVX2) {
+    static const struct {
+      const char *shape;
+      int isa, k1;
+    } k_pv[] = {{"16x1x2030:16x2030x256", TLM_ISA_AVX512, 256}, {"1x2030:2030x256", TLM_ISA_AVX512, 16},
+                {"16x1x2030:16x2030x1024", TLM_ISA_AVX512, 16}, {"16x1x2030:16x2030x256", TLM_ISA_AVX2, 16}};
+    for (size_t i = 0; i < sizeof k_pv / sizeof k_pv[0]; i++) {
+      if (k_pv[i].isa > r1->target.host_isa) continue;
+      tlm_target tg = r1->target;
+      tlm_target_restrict(&tg, (tlm_isa)k_pv[i].isa);
+      tg.threads = 1, tg.cores = 2, tg.l2_bytes = 1 << 20, tg.l3_bytes = 32 << 20, tg.l3_sharing = 8;
+      tlm_schedule sch;
+      if (rule_schedule(k_pv[i].shape, &tg, &sch)) return check_report("test_determinism");
+      CHECK(sch.v[MM_K1] == k_pv[i].k1, "%s, %s: tile_k1=%d (tile_n3=%d)", k_pv[i].shape,
+            tlm_isa_name((tlm_isa)k_pv[i].isa), sch.v[MM_K1], sch.v[MM_N3]);
+    }
+  }
   /* Small M shares one kernel too: prompt lengths 13 and 42 of one layer
    * get one rule schedule (a block sized to each M compiled a kernel per
    * prompt length: 49 instead of 35 kernels in 200 serving requests).
