@@ -45,7 +45,17 @@ for t in d['tasks']:
     p = prev.get(t['task'])
     if p and p[4] == new:  # timed in PREV with this schedule
         res.append(tuple(p)); continue
-    o = run(a, ['--schedule', t['searchN']['schedule'], '--vs', new, '--min-time', '0.5'])
+    srch = t['searchN']['schedule']
+    o = run(a, ['--schedule', srch, '--vs', new, '--min-time', '0.5'])
+    if 'not in this task' in o:
+        # the space's L3 block of M moves with the target's L3 (session 42): where the search's
+        # tile_m2 and the rule's both cover all of M, the loops are the same: take the rule's
+        M = int(re.match(r'(?:\d+x)*?(\d+)x\d+:', t['task'].split()[0]).group(1)) if ':' in t['task'].split()[0] else 0
+        g = lambda k, sch: int(re.search(k + r'=(\d+)', sch).group(1)) if re.search(k + r'=(\d+)', sch) else 0
+        m3 = g('tile_m3', srch)
+        if M and m3 and M <= g('tile_m2', srch) * m3 and M <= g('tile_m2', new) * m3:
+            srch = re.sub(r'tile_m2=\d+', 'tile_m2=%d' % g('tile_m2', new), srch)
+            o = run(a, ['--schedule', srch, '--vs', new, '--min-time', '0.5'])
     m = re.search(r'speed A/B\s+([0-9.]+)', o)
     if not m: print('no ratio', t['task'], o[-300:]); continue
     nr = 1 / float(m.group(1))  # search time / rule-15 time
