@@ -384,7 +384,11 @@ int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor 
   return 1;
 }
 
-int tlm_conv_oc_blocks(const tlm_task *task, const tlm_op *op) {
+int tlm_conv_few_pixels_direct(const tlm_target *tg) {
+  return tg && tg->vec_regs >= 32 && 4 * (int64_t)tg->vec_lanes >= TLM_CONV_OC_BLOCK;
+}
+
+int tlm_conv_oc_blocks(const tlm_task *task, const tlm_op *op, const tlm_target *tg) {
   const tlm_conv_task *t = &task->u.conv;
   const int32_t need = TLM_UNIT_CONV_SRC_C | TLM_UNIT_CONV_DST_C | TLM_UNIT_CONV_WEI_O |
                        TLM_UNIT_CONV_WEI_HWIO;
@@ -393,12 +397,13 @@ int tlm_conv_oc_blocks(const tlm_task *task, const tlm_op *op) {
       t->OCg < TLM_CONV_OC_BLOCK_MIN || t->OCg % TLM_CONV_OC_BLOCK)
     return 0;
   /* few pixels for the reduction: the im2col lowering's case, when it
-   * takes it (im2col_plan: no scale/shift, a copy within the bound;
-   * measured against blocks in ResNet-50 at 2 threads: the 7x7-9x9
-   * 512-channel 3x3 layers 1.3x slower in blocks under AVX2, even
-   * natively) */
+   * takes it (im2col_plan: no scale/shift, a copy within the bound), on
+   * targets whose register tile does not span a block
+   * (tlm_conv_few_pixels_direct; measured against blocks in ResNet-50 at 2
+   * threads on an Intel Xeon: the 7x7-9x9 512-channel 3x3 layers 1.3x
+   * slower in blocks under AVX2, even natively) */
   int64_t M = t->N * t->OD * t->OH * t->OW, K = (int64_t)t->KD * t->KH * t->KW * t->ICg;
-  if (M * TLM_IM2COL_K_PER_M <= K && !t->has_ss &&
+  if (!tlm_conv_few_pixels_direct(tg) && M * TLM_IM2COL_K_PER_M <= K && !t->has_ss &&
       M * K <= TLM_CONV_GATHER_MAX_BYTES / (int64_t)sizeof(float))
     return 0;
   return t->OCg / TLM_CONV_OC_BLOCK;

@@ -369,7 +369,7 @@ static tlm_status validate_any(const tlm_op *op, const tlm_tensor *in, int n_in,
 static int conv_oc_blocked(tlm_runtime *rt, const tlm_op *op, tlm_task *task, tlm_conv_args *args,
                            int require_const) {
   tlm_conv_task *t = &task->u.conv;
-  int blocks = rt->cfg.disable_conv_as_matmul ? 0 : tlm_conv_oc_blocks(task, op);
+  int blocks = rt->cfg.disable_conv_as_matmul ? 0 : tlm_conv_oc_blocks(task, op, &rt->target);
   if (blocks < 2) return 0;
   if (require_const && !tlm_prepack_conv_constant(rt, t, args->wei)) return 0;
   const int64_t W = TLM_CONV_OC_BLOCK;

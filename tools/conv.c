@@ -47,7 +47,7 @@ static void conv_path(const tlm_runtime *rt, const tlm_task *task, const tlm_con
    * without room for copies (TLM_PREPACK_BYTES=0); past the room, the
    * blocks read the caller's weights */
   int blocks = rt->cfg.disable_conv_as_matmul || !rt->prepack_limit
-                   ? 0 : tlm_conv_oc_blocks(task, &p->op);
+                   ? 0 : tlm_conv_oc_blocks(task, &p->op, &rt->target);
   const tlm_conv_task *t = &task->u.conv;
   size_t wbytes = (size_t)t->KD * t->KH * t->KW * t->ICg * t->OCg * t->G * sizeof(float);
   if (blocks > 1 && const_w) {
