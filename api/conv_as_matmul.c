@@ -384,8 +384,9 @@ int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor 
   return 1;
 }
 
-int tlm_conv_few_pixels_direct(const tlm_target *tg) {
-  return tg && tg->vec_regs >= 32 && 4 * (int64_t)tg->vec_lanes >= TLM_CONV_OC_BLOCK;
+int tlm_conv_few_pixels_direct(const tlm_target *tg, int64_t K) {
+  return tg && tg->vec_regs >= 32 && 4 * (int64_t)tg->vec_lanes >= TLM_CONV_OC_BLOCK &&
+         K * TLM_CONV_OC_BLOCK * (int64_t)sizeof(float) <= tg->l2_bytes;
 }
 
 int tlm_conv_oc_blocks(const tlm_task *task, const tlm_op *op, const tlm_target *tg) {
@@ -403,7 +404,7 @@ int tlm_conv_oc_blocks(const tlm_task *task, const tlm_op *op, const tlm_target 
    * threads on an Intel Xeon: the 7x7-9x9 512-channel 3x3 layers 1.3x
    * slower in blocks under AVX2, even natively) */
   int64_t M = t->N * t->OD * t->OH * t->OW, K = (int64_t)t->KD * t->KH * t->KW * t->ICg;
-  if (!tlm_conv_few_pixels_direct(tg) && M * TLM_IM2COL_K_PER_M <= K && !t->has_ss &&
+  if (!tlm_conv_few_pixels_direct(tg, K) && M * TLM_IM2COL_K_PER_M <= K && !t->has_ss &&
       M * K <= TLM_CONV_GATHER_MAX_BYTES / (int64_t)sizeof(float))
     return 0;
   return t->OCg / TLM_CONV_OC_BLOCK;
