@@ -644,7 +644,8 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
     if (!t->b_const) rows = tlm_reg_rows_for_extent(tg, t->M, (int)nv, rows);
     return pick_at_most(c, n, rows);
   }
-  case MM_B3: return mm_rule_batched_dots(tg, &s->task) ? pick_at_most(c, n, 2) : 0;
+  case MM_B3: /* 2 batches a tile of dot products (rule 21); outer products: 1 */
+    return tlm_vec_is_k(d[MM_VEC]) && mm_rule_batched_dots(tg, &s->task) ? pick_at_most(c, n, 2) : 0;
   case MM_K1:
     /* One register tile holds every row (decode, GEMV): B is read once and
      * reused by nothing, so the kernel is a stream of B (so is a B beyond
