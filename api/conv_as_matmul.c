@@ -384,7 +384,26 @@ int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor 
   return 1;
 }
 
-int tlm_conv_few_pixels_direct(const tlm_target *tg, int64_t K) {
+/* Whether a KxK convolution with few output pixels (the im2col case above)
+ * and a reduction of K = KD*KH*KW*ICg runs in channel blocks on target tg
+ * (NULL: never) when it qualifies for them: where the register tile spans
+ * a whole block (4 vectors of 16 lanes, room for 6 rows of them in 32
+ * registers: AVX-512), so each input value is read once per block, while
+ * AVX2's 8-lane tiles read it 2-4 times per block (an explanation, not a
+ * measurement); and where one block's weights (K x 64 floats), which every
+ * register tile of pixels reads again, fit the core's L2. Measured in
+ * blocks over im2col + matmul with the weights constant, natively on the
+ * Zen 5 VM (family 26 model 2, L2 1 MiB): bench_conv --layout nhwc, tlm /
+ * oneDNN, ResNet-50's 3x3 res4 layers (K 2304: 576 KiB a block) at 10-18
+ * px 0.68-0.86 -> 0.88-0.92 at 2 threads, 0.82-0.87 -> 0.87-0.94 at 1; in
+ * the network (vision --profile, 2 threads) res4 0.78-0.88 -> 0.90-0.99,
+ * but res5 (K 4608: 1.1 MiB a block) 0.91-0.95 -> 0.84-0.89, so it keeps
+ * im2col here. An Intel Xeon (family 6 model 167, L2 2 MiB, vision
+ * --profile, 2 threads, session 34): res4 1.24x faster in blocks, res5
+ * even. Under AVX2 the Xeon ran res4 8% and res5 1.3x slower in blocks,
+ * the Zen 5 res4 1.06-1.25x faster and res5 0.93-0.96x: AVX2 keeps
+ * im2col. */
+static int few_pixels_direct(const tlm_target *tg, int64_t K) {
   return tg && tg->vec_regs >= 32 && 4 * (int64_t)tg->vec_lanes >= TLM_CONV_OC_BLOCK &&
          K * TLM_CONV_OC_BLOCK * (int64_t)sizeof(float) <= tg->l2_bytes;
 }
@@ -400,11 +419,11 @@ int tlm_conv_oc_blocks(const tlm_task *task, const tlm_op *op, const tlm_target 
   /* few pixels for the reduction: the im2col lowering's case, when it
    * takes it (im2col_plan: no scale/shift, a copy within the bound), on
    * targets whose register tile does not span a block
-   * (tlm_conv_few_pixels_direct; measured against blocks in ResNet-50 at 2
+   * (few_pixels_direct; measured against blocks in ResNet-50 at 2
    * threads on an Intel Xeon: the 7x7-9x9 512-channel 3x3 layers 1.3x
    * slower in blocks under AVX2, even natively) */
   int64_t M = t->N * t->OD * t->OH * t->OW, K = (int64_t)t->KD * t->KH * t->KW * t->ICg;
-  if (!tlm_conv_few_pixels_direct(tg, K) && M * TLM_IM2COL_K_PER_M <= K && !t->has_ss &&
+  if (!few_pixels_direct(tg, K) && M * TLM_IM2COL_K_PER_M <= K && !t->has_ss &&
       M * K <= TLM_CONV_GATHER_MAX_BYTES / (int64_t)sizeof(float))
     return 0;
   return t->OCg / TLM_CONV_OC_BLOCK;

@@ -72,7 +72,9 @@ void tlm_conv_gather_range(const tlm_task *task, const tlm_op *op, const tlm_ten
  * dense HWIO weights, at least TLM_CONV_OC_BLOCK_MIN output channels in
  * whole blocks qualifies, unless its im2col copy and a matmul serve it
  * (above: K/4 output pixels or fewer, no scale/shift, a copy within
- * TLM_CONV_GATHER_MAX_BYTES); tlm_run then blocks it when its weights lie in
+ * TLM_CONV_GATHER_MAX_BYTES) on target tg (NULL: any), which AVX-512
+ * targets with room in L2 for a block's weights keep in blocks
+ * (conv_as_matmul.c, few_pixels_direct); tlm_run then blocks it when its weights lie in
  * memory declared constant (tlm_constant_add), runs OC / 64 convolutions
  * of 64 channels over a copy of the weights packed per block,
  * [block][kd][kh][kw][icg][64] (engine/prepack.c; the engine runs the
@@ -88,26 +90,5 @@ void tlm_conv_gather_range(const tlm_task *task, const tlm_op *op, const tlm_ten
 #define TLM_CONV_OC_BLOCK 64
 #define TLM_CONV_OC_BLOCK_MIN 256
 int tlm_conv_oc_blocks(const tlm_task *task, const tlm_op *op, const tlm_target *tg);
-
-/* Whether a KxK convolution with few output pixels (the im2col case above)
- * and a reduction of K = KD*KH*KW*ICg runs in channel blocks on target tg
- * (NULL: never) when it qualifies for them: where the register tile spans
- * a whole block (4 vectors of 16 lanes, room for 6 rows of them in 32
- * registers: AVX-512), so each input value is read once per block, while
- * AVX2's 8-lane tiles read it 2-4 times per block (an explanation, not a
- * measurement); and where one block's weights (K x 64 floats), which every
- * register tile of pixels reads again, fit the core's L2. Measured in
- * blocks over im2col + matmul with the weights constant, natively on the
- * Zen 5 VM (family 26 model 2, L2 1 MiB): bench_conv --layout nhwc, tlm /
- * oneDNN, ResNet-50's 3x3 res4 layers (K 2304: 576 KiB a block) at 10-18
- * px 0.68-0.86 -> 0.88-0.92 at 2 threads, 0.82-0.87 -> 0.87-0.94 at 1; in
- * the network (vision --profile, 2 threads) res4 0.78-0.88 -> 0.90-0.99,
- * but res5 (K 4608: 1.1 MiB a block) 0.91-0.95 -> 0.84-0.89, so it keeps
- * im2col here. An Intel Xeon (family 6 model 167, L2 2 MiB, vision
- * --profile, 2 threads, session 34): res4 1.24x faster in blocks, res5
- * even. Under AVX2 the Xeon ran res4 8% and res5 1.3x slower in blocks,
- * the Zen 5 res4 1.06-1.25x faster and res5 0.93-0.96x: AVX2 keeps
- * im2col. */
-int tlm_conv_few_pixels_direct(const tlm_target *tg, int64_t K);
 
 #endif

@@ -173,6 +173,20 @@ static void kernel_name(const tlm_key *key, char *buf, size_t cap) {
   snprintf(buf, cap, "tlm_mm_%s", tlm_key_hex(key, hex));
 }
 
+/* A kernel's object code from the disk cache, verified (tlm_disk_load_kernel:
+ * metadata, size, checksum) and naming the symbol `name` (two whole
+ * entries swapped would pass the rest). 0 with *obj malloc'd, else -1. */
+static int disk_object(tlm_runtime *rt, const tlm_key *key, const char *name, void **obj,
+                       size_t *len) {
+  char sym[64];
+  *obj = NULL;
+  if (tlm_disk_load_kernel(rt->disk, key, obj, len, sym, sizeof sym) == 0 && !strcmp(sym, name))
+    return 0;
+  free(*obj);
+  *obj = NULL;
+  return -1;
+}
+
 /* The builder's part: object code from disk or compiled now, linked. */
 /* cached 0: a private kernel (a tuning candidate) that neither comes from
  * nor goes to the disk cache */
@@ -231,11 +245,8 @@ static tlm_status build_kernel(tlm_runtime *rt, tlm_kernel *k, int cached, char 
   k->scratch_bytes = tlm_scratch_bytes(&k->task, &k->sched);
   void *obj = NULL;
   size_t len = 0;
-  char sym[64];
   void *fn = NULL;
-  if (cached && rt->disk &&
-      tlm_disk_load_kernel(rt->disk, &k->entry.key, &obj, &len, sym, sizeof sym) == 0 &&
-      !strcmp(sym, k->name) &&
+  if (cached && rt->disk && disk_object(rt, &k->entry.key, k->name, &obj, &len) == 0 &&
       tlm_jit_load(rt->jit, obj, len, k->name, &fn, &k->code, err, errcap) == 0) {
     free(obj);
     k->from_disk = 1;
@@ -565,9 +576,9 @@ static int plan_on_disk(tlm_runtime *rt, const tlm_key *key, const tlm_task *tas
   if (in_memory) return 1;
   void *obj = NULL;
   size_t len = 0;
-  char sym[64], name[48];
+  char name[48];
   kernel_name(&kk, name, sizeof name);
-  int ok = tlm_disk_load_kernel(rt->disk, &kk, &obj, &len, sym, sizeof sym) == 0 && !strcmp(sym, name);
+  int ok = disk_object(rt, &kk, name, &obj, &len) == 0;
   free(obj);
   return ok;
 }

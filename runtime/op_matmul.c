@@ -809,8 +809,8 @@ static int mm_rule_version(const tlm_task *task) {
   const tlm_matmul_task *t = &task->u.mm;
   /* 21: batches of dot products, 1 column x 2 batches where B outlasts
    * the caches (mm_rule_batched_dots) */
-  if (mm_rule_dot_products(t) && tlm_task_batch_total(task) > 1) return 21;
-  if (mm_rule_dot_products(t)) return 19; /* one column at every M; 8 lanes (MM_VEC) */
+  if (mm_rule_dot_products(t)) /* 19: one column at every M; 8 lanes (MM_VEC) */
+    return tlm_task_batch_total(task) > 1 ? 21 : 19;
   /* 21: batches of a streamed B (mm_streams_b) one or two register tiles
    * wide keep the long K block (MM_K1); 256 columns: two tiles of 128 at
    * most, B beyond the smallest L2 (256 KiB) */

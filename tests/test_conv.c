@@ -742,7 +742,7 @@ static void oc_blocks(void) {
                       tlm_conv_oc_blocks(&vt, &p.op, &rt->target) > 1;
         /* the few-pixel one goes to im2col under AVX2 and narrower, but not
          * with a scale/shift; under AVX-512 to blocks where a block's
-         * weights (K = 2304 rows of 64) fit the L2 (tlm_conv_few_pixels_direct) */
+         * weights (K = 2304 rows of 64) fit the L2 (few_pixels_direct in api/conv_as_matmul.c) */
         int avx512 = rt->target.isa == TLM_ISA_AVX512 && 2304 * 64 * 4 <= rt->target.l2_bytes;
         CHECK(blocked == (declared && hwio && (i < 5 || (i == 5 && (epi.bn || avx512)))),
               "%s: blocked %d", what, blocked);
