@@ -295,9 +295,12 @@ static int run_memo(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in, int
     if (!same_desc(&in[i], &m->in[i])) return 0;
   const void *c = out->data;
   if (!c || (uintptr_t)c % sizeof(float)) return 0;
+  /* an in-place residual (has_residual 3) must be C again, any other
+   * input apart from C */
+  int in_place = m->task.u.mm.has_residual == 3 ? 2 + m->task.u.mm.has_bias : -1;
   for (int i = 0; i < n_in; i++)
     if (!in[i].data || (uintptr_t)in[i].data % sizeof(float) ||
-        !disjoint(c, m->span[4], in[i].data, m->span[i]))
+        (i == in_place ? in[i].data != c : !disjoint(c, m->span[4], in[i].data, m->span[i])))
       return 0; /* the slow path reports the error */
   tlm_mm_args args = m->args;
   args.a = in[0].data;
@@ -393,7 +396,7 @@ static int conv_oc_blocked(tlm_runtime *rt, const tlm_op *op, tlm_task *task, tl
  * place) shares its copy. Best effort: without memory, or above
  * TUNE_COPY_MAX, the shape is not tuned. `task` is what the engine ran. */
 static void tune_request(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in, int n_in,
-                         const tlm_tensor *out, const tlm_task *task) {
+                         const tlm_tensor *out, const tlm_task *task, int conv_order) {
   enum { MAXB = 8 };
   if (n_in < 1 || n_in > MAXB - 1) return;
   tlm_tensor t[MAXB];
@@ -431,14 +434,15 @@ static void tune_request(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in
   tlm_task t2;
   tlm_any_args a;
   char err[TLM_ERRMSG];
-  if (validate_any(op, t, n_in, &t[n_in], 1, &t2, &a, err, sizeof err) != TLM_OK) goto drop;
+  if ((op->kind == TLM_OP_MATMUL
+           ? tlm_validate_matmul_order(op, t, n_in, &t[n_in], 1, conv_order, &t2, &a.mm, err,
+                                       sizeof err)
+           : validate_any(op, t, n_in, &t[n_in], 1, &t2, &a, err, sizeof err)) != TLM_OK)
+    goto drop;
   if (t2.kind == TLM_OP_CONV && task->u.conv.oc_blocks > 1 &&
       !conv_oc_blocked(rt, op, &t2, &a.conv, 0))
     goto drop;
-  if (t2.kind == TLM_OP_MATMUL) {
-    t2.u.mm.b_const = task->u.mm.b_const;
-    if (t2.u.mm.has_residual) t2.u.mm.has_residual = task->u.mm.has_residual; /* a conv's order */
-  }
+  if (t2.kind == TLM_OP_MATMUL) t2.u.mm.b_const = task->u.mm.b_const;
   if (memcmp(&t2, task, sizeof t2)) goto drop; /* the copies' layout is the caller's */
   if (tlm_engine_tune_enqueue(rt, &t2, &a, sizeof a, bufs, sizes, is_in, is_out, nb) == 0) return;
 drop:
@@ -483,6 +487,10 @@ static tlm_status run_gpu(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *i
   tlm_status st = validate_any(op, in, n_in, out, n_out, &task, &a, err, sizeof err);
   if (st != TLM_OK) return tlm_set_error(rt, st, err);
   int64_t args[TLM_GPU_MAX_ARGS];
+  if (op->kind == TLM_OP_MATMUL && task.u.mm.has_residual == 3)
+    return tlm_set_error(rt, TLM_ERR_UNSUPPORTED,
+                         "GPU tensors: a residual that is C itself (in place) runs on the host "
+                         "only so far; pass a separate residual");
   if (op->kind == TLM_OP_MATMUL) {
     int k = 2;
     uint64_t bias = task.u.mm.has_bias ? (uint64_t)(uintptr_t)in[k++].data : 0;
@@ -581,7 +589,7 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
     st = tlm_engine_run(rt, &task, &args, &plan, &epoch, &tune, err, sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
     remember_run(rt, op, inputs, n_inputs, outputs, &task, &args, plan, epoch);
-    if (tune) tune_request(rt, op, inputs, n_inputs, outputs, &task);
+    if (tune) tune_request(rt, op, inputs, n_inputs, outputs, &task, 0);
   } else if (op->kind == TLM_OP_CONV) {
     tlm_conv_args args;
     st = tlm_validate_conv(op, inputs, n_inputs, outputs, n_outputs, &task, &args, err,
@@ -614,19 +622,19 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
       }
       as_mm = (!gb || gathered) &&
               tlm_conv_as_matmul(&task, op, inputs, outputs, gathered, &mop, min, &mn, &mout) &&
-              tlm_validate_matmul(&mop, min, mn, &mout, 1, &mtask, &margs, merr, sizeof merr) ==
-                  TLM_OK;
+              tlm_validate_matmul_order(&mop, min, mn, &mout, 1, 1, &mtask, &margs, merr,
+                                        sizeof merr) == TLM_OK;
     }
     if (as_mm) {
-      /* a convolution adds its residual before the activation (ResNet's
-       * relu(conv + bias + shortcut)); the public matmul after it */
-      if (task.u.conv.has_residual && task.u.conv.act != TLM_ACT_NONE) mtask.u.mm.has_residual = 2;
+      /* (a convolution adds its residual before the activation, ResNet's
+       * relu(conv + bias + shortcut): has_residual 2, or 3 in place, from
+       * tlm_validate_matmul_order; the public matmul after it) */
       mtask.u.mm.b_const = tlm_prepack_b_constant(rt, &mtask, &margs);
       st = tlm_engine_run(rt, &mtask, &margs, &plan, &epoch, &tune, err, sizeof err);
-      if (st == TLM_OK && tune) tune_request(rt, &mop, min, mn, &mout, &mtask);
+      if (st == TLM_OK && tune) tune_request(rt, &mop, min, mn, &mout, &mtask, 1);
     } else {
       st = tlm_engine_run(rt, &task, &args, &plan, &epoch, &tune, err, sizeof err);
-      if (st == TLM_OK && tune) tune_request(rt, op, inputs, n_inputs, outputs, &task);
+      if (st == TLM_OK && tune) tune_request(rt, op, inputs, n_inputs, outputs, &task, 0);
     }
     free(gathered);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
@@ -636,7 +644,7 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs, 
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
     st = tlm_engine_run(rt, &task, &args, &plan, &epoch, &tune, err, sizeof err);
     if (st != TLM_OK) return tlm_set_error(rt, st, err);
-    if (tune) tune_request(rt, op, inputs, n_inputs, outputs, &task);
+    if (tune) tune_request(rt, op, inputs, n_inputs, outputs, &task, 0);
   }
   atomic_fetch_add_explicit(&rt->runs, 1, memory_order_relaxed);
   clear_error(rt);

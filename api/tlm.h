@@ -398,7 +398,11 @@ typedef enum tlm_activation {
  *   3  residual  same shape as C (batch dims may broadcast); present only
  *                when has_residual (index 2 if there is no bias)
  * Output 0: C (..., M, N). Must not share memory with any input (C holds
- * partial sums while K is reduced in blocks), the residual included.
+ * partial sums while K is reduced in blocks), with one exception: the
+ * residual may be C itself (the same data, dims, extents and strides) when
+ * the activation is TLM_ACT_NONE, so C += op(A) x op(B) (+ bias) in place
+ * (BLAS's beta = 1); with an activation that is TLM_ERR_ALIASING (the
+ * residual comes after it), and on GPU tensors TLM_ERR_UNSUPPORTED.
  *
  * Batch dimensions ("..."): 0 to 4 leading dims. A and B may have fewer
  * batch dims than C (missing leading dims broadcast) or extent 1 where C
@@ -473,7 +477,12 @@ typedef enum tlm_weight_layout {
  * (absent inputs take no slot: the next present one moves up).
  * Output 0: dst (N, OC, OD, OH, OW) in `layout` order. Its address range
  * (first to last element) must not overlap any input's, even where the
- * elements themselves would not (a channel slice of the same buffer).
+ * elements themselves would not (a channel slice of the same buffer),
+ * with one exception: the residual may be dst itself (the same data, dims,
+ * extents and strides), which then holds the shortcut on entry and the
+ * result on return, as oneDNN's sum post-op; ResNet's blocks write their
+ * last convolution over the shortcut this way and keep one buffer less
+ * warm (TLM_ERR_ALIASING for any other overlap).
  *
  * Output extents are taken from dst: output position o reads input
  * positions o * stride - pad + k * dilation (k < kernel extent), and

@@ -100,9 +100,24 @@ static tlm_status align_batch(const tlm_tensor *t, const char *name, int nb,
   return TLM_OK;
 }
 
+/* y is x itself: the same data, dims and extents, and the same stride on
+ * every dim of extent > 1 (an in-place operator) */
+static int same_view(const tlm_tensor *X, const tlm_tensor *Y) {
+  int same = X->data == Y->data && X->ndim == Y->ndim;
+  for (int i = 0; i < X->ndim && same; i++)
+    same = X->shape[i] == Y->shape[i] && (X->strides[i] == Y->strides[i] || X->shape[i] == 1);
+  return same;
+}
+
 tlm_status tlm_validate_matmul(const tlm_op *op, const tlm_tensor *in, int n_in,
                                const tlm_tensor *out, int n_out, tlm_task *task,
                                tlm_mm_args *args, char *err, int errcap) {
+  return tlm_validate_matmul_order(op, in, n_in, out, n_out, 0, task, args, err, errcap);
+}
+
+tlm_status tlm_validate_matmul_order(const tlm_op *op, const tlm_tensor *in, int n_in,
+                                     const tlm_tensor *out, int n_out, int conv_order,
+                                     tlm_task *task, tlm_mm_args *args, char *err, int errcap) {
   const tlm_matmul_desc *d = &op->u.matmul;
   memset(task, 0, sizeof *task);
   memset(args, 0, sizeof *args);
@@ -169,10 +184,17 @@ tlm_status tlm_validate_matmul(const tlm_op *op, const tlm_tensor *in, int n_in,
   }
   if (self_overlaps(C)) FAIL(TLM_ERR_ALIASING, "C's strides make distinct elements overlap");
   /* C holds partial sums between K blocks, so it may not share memory with
-   * any input, the residual included */
+   * any input; but the residual may be C itself (C += A x B: the kernel
+   * starts from C's contents instead of zero), where the residual comes
+   * before the activation or there is none */
+  int in_place = R && same_view(R, C);
+  if (in_place && !conv_order && d->activation != TLM_ACT_NONE)
+    FAIL(TLM_ERR_ALIASING, "the residual is C itself (in place), which needs activation none: a "
+         "matmul adds its residual after the activation; pass a separate residual");
   if (ranges_overlap(C, A) || ranges_overlap(C, B) || (bias && ranges_overlap(C, bias)) ||
-      (R && ranges_overlap(C, R)))
-    FAIL(TLM_ERR_ALIASING, "C overlaps an input; outputs must not share memory with inputs");
+      (R && !in_place && ranges_overlap(C, R)))
+    FAIL(TLM_ERR_ALIASING, "C overlaps an input; outputs must not share memory with inputs (the "
+         "residual may be C itself: same data, shape and strides)");
 
   /* canonical task: drop batch dims of extent 1 */
   tlm_matmul_task *t = &task->u.mm;
@@ -191,7 +213,10 @@ tlm_status tlm_validate_matmul(const tlm_op *op, const tlm_tensor *in, int n_in,
   t->M = M, t->N = N, t->K = K;
   t->act = (int32_t)d->activation;
   t->has_bias = d->has_bias;
-  t->has_residual = d->has_residual;
+  t->has_residual = !R                                          ? 0
+                    : in_place                                    ? 3
+                    : conv_order && d->activation != TLM_ACT_NONE ? 2
+                                                                  : 1;
   /* matrix strides; the stride of an extent-1 dim never matters, call it 1 */
 #define STR(x, dim, ext) ((ext) > 1 ? (x)->strides[dim] : 1)
   args->sa[4] = d->transpose_a ? STR(A, na - 1, M) : STR(A, na - 2, M);
@@ -238,14 +263,6 @@ static tlm_status check_same_shape(const tlm_tensor *X, const tlm_tensor *Y, cha
       FAIL(TLM_ERR_SHAPE_MISMATCH, "y's dim %d is %lld, x's is %lld", i, (long long)Y->shape[i],
            (long long)X->shape[i]);
   return TLM_OK;
-}
-
-/* y is x itself: the same data, and the same stride on every dim of extent
- * > 1 (an in-place operator) */
-static int same_view(const tlm_tensor *X, const tlm_tensor *Y) {
-  int same = X->data == Y->data;
-  for (int i = 0; i < X->ndim && same; i++) same = X->strides[i] == Y->strides[i] || X->shape[i] == 1;
-  return same;
 }
 
 /* The dims hi..0 of x and y (and of z's strides zst, when given) that have
@@ -690,9 +707,13 @@ tlm_status tlm_validate_conv(const tlm_op *op, const tlm_tensor *in, int n_in,
     tlm_act_view(R, d->layout, re, rs);
   }
   if (self_overlaps(Y)) FAIL(TLM_ERR_ALIASING, "dst's strides make distinct elements overlap");
+  /* the residual may be dst itself (oneDNN's sum post-op): every kernel
+   * reads an element's residual before it writes that element, and the
+   * ones that run as matmuls accumulate into dst (has_residual 3) */
   for (int i = 0; i < n_in; i++)
-    if (ranges_overlap(Y, &in[i]))
-      FAIL(TLM_ERR_ALIASING, "dst overlaps input %d (conv writes dst while reading its inputs)", i);
+    if (!(&in[i] == R && same_view(R, Y)) && ranges_overlap(Y, &in[i]))
+      FAIL(TLM_ERR_ALIASING, "dst overlaps input %d (conv writes dst while reading its inputs; "
+           "only the residual may be dst itself, with the same data, shape and strides)", i);
 
   tlm_conv_task *t = &task->u.conv;
   task->kind = TLM_OP_CONV;

@@ -14,6 +14,15 @@ tlm_status tlm_validate_matmul(const tlm_op *op, const tlm_tensor *in, int n_in,
                                const tlm_tensor *out, int n_out, tlm_task *task,
                                tlm_mm_args *args, char *err, int errcap);
 
+/* The same, with conv_order 1 for the matmul a convolution runs as: its
+ * residual comes before the activation (task has_residual 2), so it may be
+ * C itself whatever the activation. Either order: a residual that is C
+ * itself (same data, shape and strides) gives has_residual 3 (C
+ * accumulates A x B; the public order only without an activation). */
+tlm_status tlm_validate_matmul_order(const tlm_op *op, const tlm_tensor *in, int n_in,
+                                     const tlm_tensor *out, int n_out, int conv_order,
+                                     tlm_task *task, tlm_mm_args *args, char *err, int errcap);
+
 /* The same for softmax, layernorm and rmsnorm. */
 tlm_status tlm_validate_row(const tlm_op *op, const tlm_tensor *in, int n_in,
                             const tlm_tensor *out, int n_out, tlm_task *task,

@@ -1,7 +1,8 @@
 /* matmul.c - the tier-0 matmul (generic.h), built once per ISA like conv.c.
  *
  * C (batch..., M, N) = act(A (batch..., M, K) x B (batch..., K, N) + bias)
- * + residual (has_residual 2: the residual inside the activation), in the
+ * + residual (has_residual 2: the residual inside the activation; 3: the
+ * same, the residual being C itself), in the
  * order of tlm_ref_matmul. Register block: PB rows x
  * OCB columns (block.h), accumulated over all of K with a broadcast of A
  * and OCB columns of B: the Goto/BLIS outer product without packing, so B
@@ -45,7 +46,9 @@ mm_block(const tlm_matmul_task *t, const tlm_mm_args *a, int64_t ao, int64_t bo,
       int64_t n = n0 + o;
       float v = acc[p][o];
       if (t->has_bias) v += a->bias[n * a->sbias];
-      if (r && t->has_residual == 2) v += r[n * a->sr[5]]; /* a convolution's order */
+      /* a convolution's order; 3: the residual is C itself, read before
+       * it is written */
+      if (r && t->has_residual >= 2) v += r[n * a->sr[5]];
       v = tlm_generic_act(t->act, v);
       if (r && t->has_residual == 1) v += r[n * a->sr[5]];
       c[n * a->sc[5]] = v;

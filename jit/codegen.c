@@ -43,7 +43,7 @@ static LLVMValueRef batch_offset(cg *g, LLVMValueRef bi, LLVMValueRef *s) {
 
 /* bias, activation, residual on W lanes of row `row` of batch offset roff
  * (has_residual 2: the residual before the activation, a convolution's
- * order) */
+ * order; 3: the residual is C itself, already in the accumulators) */
 static LLVMValueRef epilogue(cg *g, LLVMValueRef x, LLVMValueRef roff, LLVMValueRef row,
                              LLVMValueRef nstart, int w, LLVMValueRef mask,
                              LLVMValueRef nlast) {
@@ -54,7 +54,7 @@ static LLVMValueRef epilogue(cg *g, LLVMValueRef x, LLVMValueRef roff, LLVMValue
     x = LLVMBuildFAdd(g->b, x, bv, "");
   }
   for (int pre = 1; pre >= 0; pre--) {
-    if (mm->has_residual && pre == (mm->has_residual == 2)) {
+    if ((mm->has_residual == 1 || mm->has_residual == 2) && pre == (mm->has_residual == 2)) {
       LLVMValueRef base = gep(g, g->pres, add(g, roff, mul(g, row, g->sr[4])));
       LLVMValueRef rv = load_lanes(g, base, nstart, (mm->unit & TLM_UNIT_R_N) != 0, g->sr[5], w,
                                    mask, nlast);
@@ -63,6 +63,14 @@ static LLVMValueRef epilogue(cg *g, LLVMValueRef x, LLVMValueRef roff, LLVMValue
     if (pre) x = apply_activation(g, x, mm->act, w);
   }
   return x;
+}
+
+/* 1 (i1) on the first k block, whose accumulators start from zero rather
+ * than from C; never with an in-place residual (has_residual 3: C holds
+ * the residual, which the sum starts from) */
+static LLVMValueRef first_k_block(cg *g, LLVMValueRef k0) {
+  if (g->mm->has_residual == 3) return LLVMConstInt(g->i1, 0, 0);
+  return LLVMBuildICmp(g->b, LLVMIntEQ, k0, c64(g, 0), "");
 }
 
 /* ---- nodes ----------------------------------------------------------------- */
@@ -345,7 +353,7 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int rows) {
 
   /* accumulators: zero on the first k block, else the partial sums in C */
   LLVMValueRef zero = LLVMConstNull(vt);
-  LLVMValueRef first = LLVMBuildICmp(g->b, LLVMIntEQ, sp.k0, c64(g, 0), "");
+  LLVMValueRef first = first_k_block(g, sp.k0);
   LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_zero");
   LLVMBasicBlockRef other = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_load");
   LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_ready");
@@ -526,7 +534,7 @@ static void emit_tile_kvec(cg *g, const ln_node *n, blk *bk, int partial) {
     loop_end(g, &L);
   }
   /* reduce, add C's partial sum, epilogue at the last k block, store */
-  LLVMValueRef first = LLVMBuildICmp(g->b, LLVMIntEQ, sp.k0, c64(g, 0), "");
+  LLVMValueRef first = first_k_block(g, sp.k0);
   LLVMValueRef last = LLVMBuildICmp(g->b, LLVMIntEQ, kend, g->K, "");
   LLVMTypeRef v1 = vtype(g, 1);
   for (int ib = 0; ib < TB; ib++)

@@ -846,7 +846,10 @@ static void mm_str(const tlm_task *t, char *buf, int cap) {
   snprintf(buf, (size_t)cap, "%s%lldx%lld:%s%lldx%lld%s%s%s", bp, (long long)m->M,
            (long long)m->K, bp, (long long)m->K, (long long)m->N,
            m->has_bias ? "_bias" : "", (m->act > 0 && m->act < 5) ? acts[m->act] : "",
-           m->has_residual == 2 ? "_residual_before_act" : m->has_residual ? "_residual" : "");
+           m->has_residual == 3   ? "_residual_in_place"
+           : m->has_residual == 2 ? "_residual_before_act"
+           : m->has_residual      ? "_residual"
+                                  : "");
 }
 
 static void mm_clear_runtime(tlm_task *t) {

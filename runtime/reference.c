@@ -38,7 +38,7 @@ void tlm_ref_matmul(const tlm_task *task, const tlm_mm_args *a) {
                  (double)a->b[bo + k * a->sb[4] + n * a->sb[5]];
         float x = (float)acc;
         if (t->has_bias) x += a->bias[n * a->sbias];
-        if (t->has_residual == 2) x += a->res[ro + m * a->sr[4] + n * a->sr[5]];
+        if (t->has_residual >= 2) x += a->res[ro + m * a->sr[4] + n * a->sr[5]]; /* 3: C */
         x = tlm_ref_activation(t->act, x);
         if (t->has_residual == 1) x += a->res[ro + m * a->sr[4] + n * a->sr[5]];
         a->c[co + m * a->sc[4] + n * a->sc[5]] = x;

@@ -35,7 +35,10 @@ typedef struct tlm_matmul_task {
   int32_t has_bias;               /* 0/1 */
   int32_t has_residual;           /* 0; 1: added after the activation (the
                                      public matmul's order); 2: before it, as
-                                     a convolution's (conv-as-matmul) */
+                                     a convolution's (conv-as-matmul); 3: the
+                                     residual is C itself (in place): C
+                                     accumulates from its contents, before
+                                     the activation */
   int32_t unit;                   /* TLM_UNIT_* bits */
   int32_t b_const;                /* 1: B lies in memory declared constant
                                      (tlm_constant_add), so packing it is

@@ -378,7 +378,15 @@ int main(void) {
   s.op.u.matmul.has_residual = 1;
   tlm_tensor_dense(&s.in[2], TLM_F32, 2, (int64_t[]){4, 6}, C);
   s.n_in = 3;
-  expect(rt, &s, TLM_ERR_ALIASING, "C is the residual");
+  /* the residual may be C itself (C += A x B) only without an activation,
+   * which comes before a matmul's residual (tests/test_in_place.c) */
+  s.op.u.matmul.activation = TLM_ACT_RELU;
+  expect(rt, &s, TLM_ERR_ALIASING, "C is the residual, with ReLU");
+  base(&s);
+  s.op.u.matmul.has_residual = 1;
+  tlm_tensor_dense(&s.in[2], TLM_F32, 2, (int64_t[]){4, 6}, C + 1);
+  s.n_in = 3;
+  expect(rt, &s, TLM_ERR_ALIASING, "the residual overlaps C, shifted by one");
   /* the per-thread fast path for repeated descriptors must still check the
    * data pointers: same descriptors, C moved onto A, then NULL, then odd */
   base(&s);

@@ -183,6 +183,12 @@ int main(int argc, char **argv) {
   ewout.shape[0] += 1;
   CHECK(tlm_run(rt, &ew, in, 1, &ewout, 1) == TLM_ERR_SHAPE_MISMATCH,
         "eltwise shape error on GPU tensors: validated first (%s)", tlm_last_error(rt));
+  /* a residual that is C itself runs on the host only */
+  tlm_op ip = p.op;
+  ip.u.matmul.has_residual = 1;
+  tlm_tensor in3[3] = {in[0], in[1], out};
+  CHECK(tlm_run(rt, &ip, in3, 3, &out, 1) == TLM_ERR_UNSUPPORTED, "in-place residual on GPU: %s",
+        tlm_last_error(rt));
   tlm_op bad = p.op;
   bad.kind = (tlm_op_kind)77;
   CHECK(tlm_run(rt, &bad, in, p.n_in, &out, 1) == TLM_ERR_INVALID_ARGUMENT, "unknown kind on GPU");
