@@ -1,7 +1,7 @@
 /* In-place residuals: the residual input is the output itself.
  *  1. convolutions (oneDNN's sum post-op): every path a convolution runs
  *     on (direct kernels NCHW and NHWC, 1x1 as a matmul with the reduction
- *     in several K blocks, KxK over im2col), with and without an
+ *     in several K blocks, KxK over im2col, channel blocks), with and without an
  *     activation, against the same problem run out of place (itself
  *     checked against the double-precision reference), and a second call
  *     on a warm cache;
@@ -40,7 +40,10 @@ static void conv_in_place(tlm_runtime *rt) {
    * a strided 1x1, a 3-D one */
   const char *descs[] = {"mb1ic13ih11oc17oh11kh3ph1", "mb2ic600ih5oc37oh5kh1",
                          "mb1ic7ih9oc5oh9kh1",        "mb1ic300ih5oc7oh5kh3ph1",
-                         "mb1ic64ih12oc96oh6kh1sh2",  "mb1ic3id4ih4iw4oc5od4oh4ow4kd3kh3kw3pd1ph1pw1"};
+                         "mb1ic64ih12oc96oh6kh1sh2",  "mb1ic3id4ih4iw4oc5od4oh4ow4kd3kh3kw3pd1ph1pw1",
+                         /* few pixels, 256 channels: channel blocks on AVX-512
+                          * (weights declared constant, below) */
+                         "mb1ic128ih8oc256oh8kh3ph1"};
   char err[256];
   for (size_t i = 0; i < sizeof descs / sizeof descs[0]; i++) {
     tlm_conv_prb prb;
@@ -55,6 +58,14 @@ static void conv_in_place(tlm_runtime *rt) {
         if (tlm_conv_problem_make(&prb, L, WL, &epi, 17, &q)) {
           tlm_conv_problem_free(&p);
           continue;
+        }
+        /* the weights declared constant (packed once; channel blocks) on
+         * every other layout */
+        int cw = lay == 1;
+        size_t wbytes = elems(&p.in[1]) * sizeof(float);
+        if (cw) {
+          CHECK(tlm_constant_add(rt, p.in[1].data, wbytes) == TLM_OK, "constant p");
+          CHECK(tlm_constant_add(rt, q.in[1].data, wbytes) == TLM_OK, "constant q");
         }
         /* out of place, against the reference */
         tlm_status st = tlm_run(rt, &p.op, p.in, p.n_in, &p.out, 1);
@@ -95,6 +106,10 @@ static void conv_in_place(tlm_runtime *rt) {
                 descs[i], tlm_status_str(st));
         }
         free(saved);
+        if (cw) {
+          CHECK(tlm_constant_remove(rt, p.in[1].data) == TLM_OK, "remove p");
+          CHECK(tlm_constant_remove(rt, q.in[1].data) == TLM_OK, "remove q");
+        }
         tlm_conv_problem_free(&p);
         tlm_conv_problem_free(&q);
       }
