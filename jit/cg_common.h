@@ -28,6 +28,11 @@ typedef struct cg {
   const tlm_task *task;
   const tlm_matmul_task *mm;
   const ln_nest *nest;
+  /* matmul, in-place residual (has_residual 3): epi_pass, the nest applies
+   * the epilogue in a pass of its own; res_single, while a tile's epilogue
+   * is built, i1 "this tile's K was one block" (NULL: none to add) */
+  int epi_pass;
+  LLVMValueRef res_single;
   int batched;
   LLVMValueRef begin, end, scratch;
   LLVMValueRef pa, pb, pc, pbias, pres, pbpk, M, N, K;

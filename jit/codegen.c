@@ -43,7 +43,8 @@ static LLVMValueRef batch_offset(cg *g, LLVMValueRef bi, LLVMValueRef *s) {
 
 /* bias, activation, residual on W lanes of row `row` of batch offset roff
  * (has_residual 2: the residual before the activation, a convolution's
- * order; 3: the residual is C itself, already in the accumulators) */
+ * order; 3: the residual is C itself, before the activation, where
+ * g->res_single says so: first_k_block) */
 static LLVMValueRef epilogue(cg *g, LLVMValueRef x, LLVMValueRef roff, LLVMValueRef row,
                              LLVMValueRef nstart, int w, LLVMValueRef mask,
                              LLVMValueRef nlast) {
@@ -54,23 +55,18 @@ static LLVMValueRef epilogue(cg *g, LLVMValueRef x, LLVMValueRef roff, LLVMValue
     x = LLVMBuildFAdd(g->b, x, bv, "");
   }
   for (int pre = 1; pre >= 0; pre--) {
-    if ((mm->has_residual == 1 || mm->has_residual == 2) && pre == (mm->has_residual == 2)) {
+    int before = mm->has_residual >= 2; /* a convolution's order, or in place */
+    int in_place = mm->has_residual == 3;
+    if (mm->has_residual && (!in_place || g->res_single) && pre == before) {
       LLVMValueRef base = gep(g, g->pres, add(g, roff, mul(g, row, g->sr[4])));
       LLVMValueRef rv = load_lanes(g, base, nstart, (mm->unit & TLM_UNIT_R_N) != 0, g->sr[5], w,
                                    mask, nlast);
-      x = LLVMBuildFAdd(g->b, x, rv, "");
+      LLVMValueRef y = LLVMBuildFAdd(g->b, x, rv, "");
+      x = in_place ? LLVMBuildSelect(g->b, g->res_single, y, x, "") : y;
     }
     if (pre) x = apply_activation(g, x, mm->act, w);
   }
   return x;
-}
-
-/* 1 (i1) on the first k block, whose accumulators start from zero rather
- * than from C; never with an in-place residual (has_residual 3: C holds
- * the residual, which the sum starts from) */
-static LLVMValueRef first_k_block(cg *g, LLVMValueRef k0) {
-  if (g->mm->has_residual == 3) return LLVMConstInt(g->i1, 0, 0);
-  return LLVMBuildICmp(g->b, LLVMIntEQ, k0, c64(g, 0), "");
 }
 
 /* ---- nodes ----------------------------------------------------------------- */
@@ -272,6 +268,29 @@ typedef struct tile_span {
   LLVMValueRef b0, bs, m0, ms, n0, ns, k0, ks;
 } tile_span;
 
+/* An in-place residual (has_residual 3: C holds it on entry; kernels are
+ * shared across K, so whether K is one block is known at run time only).
+ * A tile whose K is one block starts from zero and its epilogue adds the
+ * residual from C before the activation, as for has_residual 2 (each
+ * element is read before it is written), so the FMAs do not wait on loads
+ * of C: ResNet's res2 branch2c layers 0.68-0.89x -> 0.91-0.96x oneDNN
+ * under AVX2 (vision --profile, session 43). Over several K blocks, or
+ * with the epilogue in a pass of its own, the first block starts from C
+ * instead of zero and nothing is added after.
+ * first_k_block: i1, the accumulators start from zero (else from C). */
+static LLVMValueRef first_k_block(cg *g, const tile_span *sp) {
+  LLVMValueRef first = LLVMBuildICmp(g->b, LLVMIntEQ, sp->k0, c64(g, 0), "");
+  if (g->mm->has_residual != 3) return first;
+  if (g->epi_pass) return LLVMConstInt(g->i1, 0, 0);
+  return LLVMBuildAnd(g->b, first,
+                      LLVMBuildICmp(g->b, LLVMIntEQ, add(g, sp->k0, sp->ks), g->K, ""), "");
+}
+
+/* sets g->res_single for a tile's epilogue (first: first_k_block) */
+static void residual_from_c(cg *g, LLVMValueRef first) {
+  g->res_single = g->mm->has_residual == 3 && !g->epi_pass ? first : NULL;
+}
+
 static tile_span span_of(const blk *bk) {
   return (tile_span){bk->start[LN_B], bk->size[LN_B], bk->start[LN_M], bk->size[LN_M],
                      bk->start[LN_N], bk->size[LN_N], bk->start[LN_K], bk->size[LN_K]};
@@ -353,7 +372,8 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int rows) {
 
   /* accumulators: zero on the first k block, else the partial sums in C */
   LLVMValueRef zero = LLVMConstNull(vt);
-  LLVMValueRef first = first_k_block(g, sp.k0);
+  LLVMValueRef first = first_k_block(g, &sp);
+  residual_from_c(g, first);
   LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_zero");
   LLVMBasicBlockRef other = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_load");
   LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_ready");
@@ -534,7 +554,8 @@ static void emit_tile_kvec(cg *g, const ln_node *n, blk *bk, int partial) {
     loop_end(g, &L);
   }
   /* reduce, add C's partial sum, epilogue at the last k block, store */
-  LLVMValueRef first = first_k_block(g, sp.k0);
+  LLVMValueRef first = first_k_block(g, &sp);
+  residual_from_c(g, first);
   LLVMValueRef last = LLVMBuildICmp(g->b, LLVMIntEQ, kend, g->K, "");
   LLVMTypeRef v1 = vtype(g, 1);
   for (int ib = 0; ib < TB; ib++)
@@ -616,6 +637,7 @@ static int emit_epilogue_pass(cg *g, blk *bk) {
   LLVMValueRef ib = loop_begin_outer(g, &Lb, b0, add(g, b0, bk->size[LN_B]), c64(g, 1));
   LLVMValueRef coff = batch_offset(g, ib, g->sc);
   LLVMValueRef roff = mm->has_residual ? batch_offset(g, ib, g->sr) : c64(g, 0);
+  g->res_single = NULL; /* in place: C accumulated from the residual */
   LLVMValueRef m = loop_begin_outer(g, &Lm, m0, add(g, m0, bk->size[LN_M]), c64(g, 1));
   LLVMValueRef crow = gep(g, g->pc, add(g, coff, mul(g, m, g->sc[4])));
   LLVMValueRef n = loop_begin(g, &Ln, n0, add(g, n0, bk->size[LN_N]), c64(g, 1));
@@ -664,6 +686,7 @@ static int codegen(LLVMContextRef ctx, const tlm_task *task, const ln_nest *nest
   g.mm = &task->u.mm;
   g.nest = nest;
   g.batched = tlm_task_batch_total(task) > 1;
+  for (int i = 0; i < nest->nnodes; i++) g.epi_pass |= nest->nodes[i].kind == LN_EPILOGUE;
   LLVMBasicBlockRef start = begin_kernel(&g, ctx, "tlm_matmul", name, cpu, features);
 
   LLVMValueRef args = LLVMGetParam(g.fn, 0);
