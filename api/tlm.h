@@ -667,7 +667,10 @@ tlm_op tlm_op_attention(int causal);
  * broadcastable, bias or residual of the wrong shape, output shape wrong);
  * TLM_ERR_OVERFLOW (an element count or byte offset overflows int64);
  * TLM_ERR_ALIASING (output with a zero stride or overlapping itself, or
- * sharing memory with an input); TLM_ERR_UNSUPPORTED (a valid request
+ * sharing memory with an input other than in the in-place forms each
+ * operator's description allows: a row operator's y = x, a convolution's
+ * residual = dst, a matmul's residual = C without an activation);
+ * TLM_ERR_UNSUPPORTED (a valid request
  * this build cannot serve: an eltwise z broadcast other than those listed
  * for tlm_eltwise_desc, row-op leading dims that do not collapse into rows
  * of one stride, a convolution with more than 2^24 channels or a kernel
@@ -676,7 +679,8 @@ tlm_op tlm_op_attention(int causal);
  * loop nest: a bug in tlm, please report it).
  * On failure the outputs may have been left untouched or partly written
  * only for TLM_ERR_JIT/TLM_ERR_OUT_OF_MEMORY (never for validation errors),
- * and tlm_last_error() holds the details.
+ * and tlm_last_error() holds the details; an output that is also an input
+ * (in place) may then have lost its input values too.
  *
  * Tensors in GPU memory (every tensor's device TLM_DEVICE_CUDA) run on
  * the GPU and this call returns once the default stream has finished them:
@@ -703,7 +707,8 @@ tlm_status tlm_run(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *inputs,
  * before enqueuing; later calls look it up (XXH3 keys with the device's
  * compute capability, limits, name and the driver's version; the PTX is
  * kept in the disk cache). Operators on GPU: matmul (every option of
- * tlm_matmul_desc), softmax, layernorm, rmsnorm; others return
+ * tlm_matmul_desc, with a residual apart from C: in place it returns
+ * TLM_ERR_UNSUPPORTED), softmax, layernorm, rmsnorm; others return
  * TLM_ERR_UNSUPPORTED. With host tensors this is tlm_run() and the stream
  * must be NULL.
  *
