@@ -277,18 +277,17 @@ typedef struct tile_span {
  * under AVX2 (vision --profile, session 43). Over several K blocks, or
  * with the epilogue in a pass of its own, the first block starts from C
  * instead of zero and nothing is added after.
- * first_k_block: i1, the accumulators start from zero (else from C). */
+ * first_k_block: i1, the accumulators start from zero (else from C); sets
+ * g->res_single for the tile's epilogue. */
 static LLVMValueRef first_k_block(cg *g, const tile_span *sp) {
   LLVMValueRef first = LLVMBuildICmp(g->b, LLVMIntEQ, sp->k0, c64(g, 0), "");
+  g->res_single = NULL;
   if (g->mm->has_residual != 3) return first;
   if (g->epi_pass) return LLVMConstInt(g->i1, 0, 0);
-  return LLVMBuildAnd(g->b, first,
-                      LLVMBuildICmp(g->b, LLVMIntEQ, add(g, sp->k0, sp->ks), g->K, ""), "");
-}
-
-/* sets g->res_single for a tile's epilogue (first: first_k_block) */
-static void residual_from_c(cg *g, LLVMValueRef first) {
-  g->res_single = g->mm->has_residual == 3 && !g->epi_pass ? first : NULL;
+  first = LLVMBuildAnd(g->b, first,
+                       LLVMBuildICmp(g->b, LLVMIntEQ, add(g, sp->k0, sp->ks), g->K, ""), "");
+  g->res_single = first;
+  return first;
 }
 
 static tile_span span_of(const blk *bk) {
@@ -373,7 +372,6 @@ static void emit_tile_version(cg *g, const ln_node *n, blk *bk, int rows) {
   /* accumulators: zero on the first k block, else the partial sums in C */
   LLVMValueRef zero = LLVMConstNull(vt);
   LLVMValueRef first = first_k_block(g, &sp);
-  residual_from_c(g, first);
   LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_zero");
   LLVMBasicBlockRef other = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_load");
   LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(g->C, g->fn, "acc_ready");
@@ -555,7 +553,6 @@ static void emit_tile_kvec(cg *g, const ln_node *n, blk *bk, int partial) {
   }
   /* reduce, add C's partial sum, epilogue at the last k block, store */
   LLVMValueRef first = first_k_block(g, &sp);
-  residual_from_c(g, first);
   LLVMValueRef last = LLVMBuildICmp(g->b, LLVMIntEQ, kend, g->K, "");
   LLVMTypeRef v1 = vtype(g, 1);
   for (int ib = 0; ib < TB; ib++)
@@ -637,7 +634,6 @@ static int emit_epilogue_pass(cg *g, blk *bk) {
   LLVMValueRef ib = loop_begin_outer(g, &Lb, b0, add(g, b0, bk->size[LN_B]), c64(g, 1));
   LLVMValueRef coff = batch_offset(g, ib, g->sc);
   LLVMValueRef roff = mm->has_residual ? batch_offset(g, ib, g->sr) : c64(g, 0);
-  g->res_single = NULL; /* in place: C accumulated from the residual */
   LLVMValueRef m = loop_begin_outer(g, &Lm, m0, add(g, m0, bk->size[LN_M]), c64(g, 1));
   LLVMValueRef crow = gep(g, g->pc, add(g, coff, mul(g, m, g->sc[4])));
   LLVMValueRef n = loop_begin(g, &Ln, n0, add(g, n0, bk->size[LN_N]), c64(g, 1));
