@@ -1248,7 +1248,7 @@ static int add_distinct(tlm_schedule *list, int n, const tlm_schedule *s) {
 }
 
 int tlm_engine_tune_candidates(tlm_runtime *rt, const tlm_space *s, const tlm_schedule *pick,
-                               int k, uint64_t seed, tlm_schedule *out) {
+                               int k, uint64_t seed, tlm_schedule *out, int *n_model) {
   if (k > TLM_TUNE_MAX_K) k = TLM_TUNE_MAX_K;
   int n = 0;
   out[n++] = *pick;
@@ -1258,6 +1258,7 @@ int tlm_engine_tune_candidates(tlm_runtime *rt, const tlm_space *s, const tlm_sc
     for (int i = 0; i < nt && n < k; i++)
       if (tlm_space_accepts(s, &top[i])) n = add_distinct(out, n, &top[i]);
   }
+  if (n_model) *n_model = n - 1;
   uint64_t rng = seed;
   for (int attempt = 0; attempt < 400 && n < k && s->npoints > 0; attempt++) {
     neighbour_ctx c = {pick, {-1, -1}, {1, 1}};
@@ -1383,7 +1384,7 @@ static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
   static const int k_cap = TLM_TUNE_MAX_K;
   tlm_schedule cand[TLM_TUNE_MAX_K];
   int k = rt->cfg.tune_k < k_cap ? rt->cfg.tune_k : k_cap;
-  int nc = tlm_engine_tune_candidates(rt, &s, &pick, k, j->key.hash_lo, cand);
+  int nc = tlm_engine_tune_candidates(rt, &s, &pick, k, j->key.hash_lo, cand, NULL);
   /* constant weights (a matmul's B declared with tlm_constant_add, a
    * channel-blocked convolution's): the job's private copy is declared
    * constant while it is tuned, so every candidate runs on weights packed

@@ -257,9 +257,10 @@ uint64_t tlm_engine_scheduler_id(const tlm_runtime *rt);
  * model's next best (top-k beam decoding, when the model covers the
  * task), then neighbours of the pick (one, then two decisions moved to an
  * adjacent candidate) up to k distinct points of the space. Deterministic
- * for a seed. Returns how many (>= 1). */
+ * for a seed. Returns how many (>= 1); *n_model (may be NULL): how many of
+ * them after the pick are the model's (out[1..*n_model]). */
 int tlm_engine_tune_candidates(tlm_runtime *rt, const tlm_space *s, const tlm_schedule *pick,
-                               int k, uint64_t seed, tlm_schedule *out);
+                               int k, uint64_t seed, tlm_schedule *out, int *n_model);
 
 /* 1 when a candidate kernel's output (n floats) is the reference's up to
  * rounding in another order: every element within 1e-3 of the

@@ -51,6 +51,11 @@ grep -q '"changed_percent"' "$tmp/h.json" || { echo "tune --heldout: no changed_
 grep -q '"geomean_speedup_vs_rule"' "$tmp/h.json" && grep -q '"faster_than_rule_percent"' "$tmp/h.json" &&
   [ "$(grep -c '"speedup_vs_rule"' "$tmp/h.json")" -eq 2 ] && grep -q "against the rule's schedule" "$tmp/out5" ||
   { cat "$tmp/out5"; echo "tune --heldout: no speed against the rule"; exit 1; }
+# and the confirmed figure (the kept kernel and the rule's timed again)
+grep -q '"confirmed_geomean_speedup_vs_rule"' "$tmp/h.json" &&
+  [ "$(grep -c '"confirmed_speedup_vs_rule"' "$tmp/h.json")" -eq 2 ] &&
+  [ "$(grep -c '"candidate_ns"' "$tmp/h.json")" -eq 2 ] && grep -q "^confirmed" "$tmp/out5" ||
+  { cat "$tmp/out5"; echo "tune --heldout: no confirmed speed against the rule"; exit 1; }
 # tlm run --compile-repeats: the warm compiles' median and phases, for a
 # matmul and a convolution
 for d in 7x33:33x129 mb1ic3ih11oc8oh11kh3ph1; do

@@ -512,7 +512,7 @@ static int measure_task(const bench_env *env, const tlm_task_spec *spec, cJSON *
   t0 = tlm_now_ns();
   if (ok1) {
     n10 = tlm_engine_tune_candidates(rt, &s, &ct[C_TLM1].sched, TLM10_K,
-                                     XXH3_64bits(spec->text, strlen(spec->text)), cand10);
+                                     XXH3_64bits(spec->text, strlen(spec->text)), cand10, NULL);
     tc.best_ns = tlm1_screen;
     for (int i = 1; i < n10; i++) {
       double ns = trial_one(&tc, &cand10[i]);

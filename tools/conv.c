@@ -208,7 +208,7 @@ static int run_one(tlm_runtime *rt, const tlm_conv_prb *prb, const run_opts *o, 
   if (o->ir_path) {
     char *ir = NULL;
     FILE *f = fopen(o->ir_path, "w");
-    if (!f || tlm_engine_ir(rt, &task, &sched, 1, &ir, err, sizeof err)) {
+    if (!f || tlm_engine_ir(rt, &task, &sched, !getenv("TLM_RAW_IR"), &ir, err, sizeof err)) {
       fprintf(stderr, "tlm run: cannot write IR to %s\n", o->ir_path);
       if (f) fclose(f);
       goto out;
