@@ -26,9 +26,35 @@ model=$(ls "$tmp/cache/models/"adapted-*.tlmq 2>/dev/null | head -1)
 recs=${model%.tlmq}.jsonl.gz
 gzip -dc "$recs" > "$tmp/r.jsonl"
 ntasks=$(sed -n 's/.*"task":"\([^"]*\)".*/\1/p' "$tmp/r.jsonl" | sort -u | wc -l)
-nrule=$(grep -c '"rule":true' "$tmp/r.jsonl" || true)
+nrule=$(grep '"round":1[,}]' "$tmp/r.jsonl" | grep -c '"rule":true' || true)
 [ "$ntasks" -ge 1 ] && [ "$nrule" -eq "$ntasks" ] ||
-  { echo "records: $ntasks tasks, $nrule rule timings (want one per task)"; fail=$((fail + 1)); }
+  { echo "records: $ntasks tasks, $nrule rule timings in round 1 (want one per task)"; fail=$((fail + 1)); }
+# round 2 (the confirmation): the rule and one other schedule, timed again
+# by themselves, only for a task whose round-1 fastest beat the rule by 3%
+grep '"round":2[,}]' "$tmp/r.jsonl" | sed -n 's/.*"task":"\([^"]*\)".*/\1/p' | sort | uniq -c |
+  awk '$1 != 2 { bad = 1 } END { exit bad }' ||
+  { echo "records: a confirmation round without exactly two schedules"; fail=$((fail + 1)); }
+n2=$(grep '"round":2[,}]' "$tmp/r.jsonl" | grep -c '"rule":true' || true)
+n2all=$(grep -c '"round":2[,}]' "$tmp/r.jsonl" || true)
+[ $((2 * n2)) -eq "$n2all" ] || { echo "records: round 2 holds $n2all records, $n2 of the rule"; fail=$((fail + 1)); }
+# a task gets round 2 exactly when its round-1 fastest beat the rule by 3%
+# (tasks within 0.5% of that line are not judged: the records round ns)
+awk '
+  function field(k,   m) { return match($0, "\"" k "\":[^,}]*") ? substr($0, RSTART + length(k) + 3, RLENGTH - length(k) - 3) : "" }
+  /"round":1[,}]/ && /"status":"ok"/ {
+    t = field("task"); ns = field("ns") + 0
+    if (/"rule":true/) rule[t] = ns; else if (!(t in best) || ns < best[t]) best[t] = ns
+  }
+  /"round":2[,}]/ { r2[field("task")] = 1 }
+  END {
+    for (t in rule) {
+      if (!(t in best) || rule[t] <= 0) continue
+      g = rule[t] / (best[t] * 1.03)
+      if (g > 1.005 && !(t in r2)) { print "confirmation round missing for " t; bad = 1 }
+      if (g < 0.995 && (t in r2)) { print "confirmation round unexpected for " t; bad = 1 }
+    }
+    exit bad
+  }' "$tmp/r.jsonl" || fail=$((fail + 1))
 # held-out families (train/train.c) are never measured
 if grep -qE '"family":"(gpt2-355m:|benchdnn:transformer|benchdnn:gptj-2016|benchdnn-conv:efficientdet|pool:mobilenet)' "$tmp/r.jsonl"; then
   echo "a held-out family was measured"; fail=$((fail + 1))
@@ -79,7 +105,7 @@ else
 fi
 grep -q "resuming" "$tmp/b.log" || { cat "$tmp/b.log"; echo "second adapt did not resume"; fail=$((fail + 1)); }
 gzip -dc "$recs" > "$tmp/r2.jsonl"
-dups=$(grep '"rule":true' "$tmp/r2.jsonl" | sed -n 's/.*"task":"\([^"]*\)".*/\1/p' | sort | uniq -d | wc -l)
+dups=$(grep '"round":1[,}]' "$tmp/r2.jsonl" | grep '"rule":true' | sed -n 's/.*"task":"\([^"]*\)".*/\1/p' | sort | uniq -d | wc -l)
 [ "$dups" -eq 0 ] || { echo "$dups tasks measured twice"; fail=$((fail + 1)); }
 set +e
 "$tlm" adapt --minutes 0 > /dev/null 2>&1
