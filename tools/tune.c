@@ -126,7 +126,7 @@ static void tune_task(const tlm_config *cfg, int k, int rounds, int dry, cJSON *
     if (rule.n == cand[i].n && !memcmp(rule.v, cand[i].v, sizeof rule.v[0] * (size_t)rule.n))
       rule_at = i;
   const tlm_kernel *kern[TUNE_MAX_K + 1];
-  int idx[TUNE_MAX_K + 1], nk = 0; /* idx[nk] of the rule's extra kernel: -1 */
+  int idx[TUNE_MAX_K], nk = 0;
   for (int i = 0; i < nc; i++) {
     tlm_kernel *kk;
     if (tlm_engine_kernel(trt, task, &cand[i], &kk, err, sizeof err) ||
@@ -155,7 +155,6 @@ static void tune_task(const tlm_config *cfg, int k, int rounds, int dry, cJSON *
     if (!tlm_engine_kernel(trt, task, &rule, &kk, err, sizeof err) &&
         !tlm_engine_exec(trt, kk, task, args, err, sizeof err) && check_output(chk, 1)) {
       kern[nk] = kk;
-      idx[nk] = -1;
       rule_k = nk;
       extra = 1;
     }

@@ -395,10 +395,6 @@ static int verify_task(tlm_runtime *rt, const tlm_task_spec *ts, const tlm_spec_
   return time_candidates(rt, ts, p, cand, nc, round_no, threads, min_time_ms, hw, ob, NULL);
 }
 
-/* The gain over the rule (3%: tlm train's default --rule-margin) above
- * which an adaptation round times the fastest candidate again */
-#define ADAPT_CONFIRM_GAIN 1.03
-
 /* One task of an adaptation round (tlm adapt): the rule, the base model's
  * `topk` best distinct schedules for this target (its beam, whether or not
  * the model was trained on this hardware) and `mutants` schedules 1-3
@@ -437,7 +433,7 @@ static int adapt_task(tlm_runtime *rt, const tlm_task_spec *ts, const tlm_spec_p
   int b = -1;
   for (int i = 1; i < nc; i++)
     if (isfinite(med[i]) && (b < 0 || med[i] < med[b])) b = i;
-  if (b > 0 && isfinite(med[0]) && med[b] * ADAPT_CONFIRM_GAIN < med[0]) {
+  if (b > 0 && isfinite(med[0]) && med[b] * (1 + TLM_TRAIN_RULE_MARGIN) < med[0]) {
     tlm_schedule pair[2] = {cand[0], cand[b]};
     n += time_candidates(rt, ts, p, pair, 2, round_no + 1, threads, min_time_ms, hw, ob, NULL);
   }

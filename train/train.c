@@ -296,8 +296,9 @@ static int conv_epilogue_variants(dataset *fine, const tlm_vocab *vocab, const t
 
 void tlm_train_opts_init(tlm_train_opts *o) {
   *o = (tlm_train_opts){.shared = "../shared", .steps = 2000, .batch = 32, .layers = 4, .heads = 4,
-                        .width = 128, .threads = 2, .lr = 1e-3f, .rule_margin = 0.03,
-                        .good_k = 16, .seed = 1, .unmeasured_rule = 1, .max_round = 1 << 30};
+                        .width = 128, .threads = 2, .lr = 1e-3f,
+                        .rule_margin = TLM_TRAIN_RULE_MARGIN, .good_k = 16, .seed = 1,
+                        .unmeasured_rule = 1, .max_round = 1 << 30};
 }
 
 int tlm_train_opts_check(const tlm_train_opts *o) {

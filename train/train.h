@@ -10,6 +10,11 @@
 /* One training run (`tlm train`; every option is documented in its usage
  * text, tools/pipeline.c): the records' training split, taught as
  * sentences to a new or given fp32 GPT-2, saved as a checkpoint. */
+/* tlm train's default --rule-margin: the gain over the rule below which a
+ * task is taught the rule (timing noise). `tlm adapt`'s confirmation round
+ * (train/collect.c) re-times exactly the wins above it. */
+#define TLM_TRAIN_RULE_MARGIN 0.03
+
 typedef struct tlm_train_opts {
   const char *records;     /* records files, comma-separated (required) */
   const char *out;         /* the checkpoint written (required) */
@@ -18,7 +23,8 @@ typedef struct tlm_train_opts {
   int steps, pretrain;     /* fine-tuning and pretraining steps */
   int batch, layers, heads, width, threads;
   float lr;
-  double rule_margin;      /* a target must beat the rule by this fraction */
+  double rule_margin;      /* a target must beat the rule by this fraction
+                            * (default TLM_TRAIN_RULE_MARGIN) */
   int mean_targets;        /* targets: the mean over every verification round */
   double near;             /* also teach verified schedules within this of the best */
   double equal_within;     /* the best's equals in noise */
