@@ -191,8 +191,10 @@ static tlm_status load_model(tlm_runtime *rt, char *err, int errcap) {
     tlm_lm_model *am = load_adapted(rt, adapted, sizeof adapted);
     if (am) {
       rt->model = am;
-      tlm_log(rt, TLM_LOG_ERROR, "model %s (tlm adapt, this machine): new shapes are scheduled by it",
-              adapted);
+      tlm_log(rt, TLM_LOG_ERROR,
+              "model %s (tlm adapt, this machine): new shapes are scheduled by it (sentence margin "
+              "%.2f nats)",
+              adapted, am->sentence_margin);
       return TLM_OK;
     }
     if (!tlm_engine_shipped_models(shipped, sizeof shipped)) {

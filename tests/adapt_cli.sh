@@ -21,8 +21,23 @@ fail=0
   --shared "$shared" > "$tmp/a.log" 2>&1 || { cat "$tmp/a.log"; echo "adapt failed"; exit 1; }
 # the gate ran on held-out tasks (--force installs whatever it said)
 grep -qE "gate (passed|failed, installed)" "$tmp/a.log" || { cat "$tmp/a.log"; echo "no gate verdict"; exit 1; }
-model=$(ls "$tmp/cache/models/"adapted-*.tlmq 2>/dev/null | head -1)
+model=$(ls "$tmp/cache/models/"adapted-*.tlmq 2>/dev/null | grep -v candidate | head -1)
 [ -n "$model" ] || { cat "$tmp/a.log"; echo "no adapted model written"; exit 1; }
+# the sentence margin is chosen on families set aside from fine-tuning
+# (measured training families, never held-out ones) and recorded in the model
+grep -qE "families set aside|no family set aside" "$tmp/a.log" ||
+  { cat "$tmp/a.log"; echo "no word on the families set aside"; fail=$((fail + 1)); }
+if grep "families set aside" "$tmp/a.log" |
+  grep -qE '(gpt2-355m:|benchdnn:transformer|benchdnn:gptj-2016|benchdnn-conv:efficientdet|pool:mobilenet)'; then
+  echo "a held-out family was set aside for the margin"; fail=$((fail + 1))
+fi
+# (the build's 2.00 where nothing could be set aside or the model never departed)
+margin=$(sed -n -e 's/^tlm adapt: sentence margin \([0-9.]*\):.*/\1/p' \
+  -e 's/^tlm adapt: .*sentence margin.* the build.s (\([0-9.]*\) nats).*/\1/p' "$tmp/a.log" | head -1)
+[ -n "$margin" ] || { cat "$tmp/a.log"; echo "no sentence margin chosen"; fail=$((fail + 1)); }
+if grep -q "families set aside" "$tmp/a.log" && [ ! -f "${model%.tlmq}.candidate.tlmq.margin.json" ]; then
+  echo "the set-aside tasks' evaluation was not kept"; fail=$((fail + 1))
+fi
 recs=${model%.tlmq}.jsonl.gz
 gzip -dc "$recs" > "$tmp/r.jsonl"
 ntasks=$(sed -n 's/.*"task":"\([^"]*\)".*/\1/p' "$tmp/r.jsonl" | sort -u | wc -l)
@@ -67,6 +82,8 @@ TLM_VERBOSE=1 "$tlm" run 7x33:33x129 --check --min-time 0.01 > "$tmp/run" 2>&1 |
   { cat "$tmp/run"; echo "run with the adapted model failed its check"; fail=$((fail + 1)); }
 grep -q "(tlm adapt, this machine)" "$tmp/run" ||
   { cat "$tmp/run"; echo "the adapted model was not loaded by default"; fail=$((fail + 1)); }
+[ -z "$margin" ] || grep -q "(sentence margin $margin nats)" "$tmp/run" ||
+  { cat "$tmp/run"; echo "the adapted model does not carry the margin chosen ($margin)"; fail=$((fail + 1)); }
 # fewer threads than cores: its answers are for one worker per core, the rule schedules
 if [ "$(getconf _NPROCESSORS_ONLN)" -gt 1 ]; then
   TLM_VERBOSE=2 "$tlm" run 7x33:33x129 --threads 1 --min-time 0.01 > "$tmp/run1" 2>&1

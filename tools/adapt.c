@@ -9,7 +9,9 @@
  * else the rule) under this machine's hardware prompt, quantized, and
  * written where tlm_create looks first (tlm_adapted_model_path). Held-out
  * families are neither measured nor taught, so `tlm eval --heldout` judges
- * the result fairly.
+ * the result fairly. A fifth of the measured families is set aside from
+ * fine-tuning to choose the model's sentence margin on (below), recorded in
+ * the model file.
  *
  * The time budget is split: --collect-share of it measuring (resumable: a
  * second run goes on with the tasks not yet measured, and trains on all of
@@ -37,9 +39,13 @@
 #include "train/measure.h"
 #include "tools/pipeline.h"
 #include "train/eval.h"
+#include "train/records.h"
+#include "train/tasks.h"
 #include "train/train.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
+#include <xxhash.h>
 
 static double now_s(void) { return tlm_clock_ms() * 1e-3; }
 
@@ -54,7 +60,12 @@ static void usage(FILE *f) {
           "  loads by default (see TLM_VERBOSE=1). Within about N minutes (default\n"
           "  20): F of them (default 0.6) measuring the rule, the base model's top K\n"
           "  (default 8) and M schedules near the rule (default 4) for each training\n"
-          "  task, side by side; the rest fine-tuning. Resumable: the measurements\n"
+          "  task, side by side; the rest fine-tuning. A fifth of the measured\n"
+          "  families (per operator) is left out of fine-tuning: the new model's\n"
+          "  picks on their tasks, timed against the rule's, choose the margin by\n"
+          "  which the model must prefer its own schedule to the rule's (written\n"
+          "  into the model, and its figures to <out>.candidate.tlmq.margin.json).\n"
+          "  Resumable: the measurements\n"
           "  (--records, default beside the model) are kept and a second run adds\n"
           "  to them. --out default: the disk cache's\n"
           "  models/adapted-<isa>-<cpu>.tlmq ($TLM_CACHE_DIR; needs a disk cache).\n"
@@ -100,6 +111,176 @@ static int gate_passes(const char *json_path, char *msg, size_t cap) {
   }
   cJSON_Delete(j);
   return ok;
+}
+
+/* ---- the margin's own split -------------------------------------------------
+ *
+ * Selective decoding keeps the rule's schedule unless the model ranks its
+ * own sentence e^margin times as probable (model.h). The margin an adapted
+ * model needs depends on how sure it has become of what it learned here, so
+ * it is chosen here, on data of this machine the fine-tuning never saw: a
+ * fifth of the measured training families (per operator, by the hash of
+ * their names) is set aside, left out of fine-tuning and of the rule prior,
+ * and their tasks are timed with the new model's plain greedy picks against
+ * the rule (tlm eval --margin 0). The held-out split stays the gate's alone:
+ * choosing the margin on it would fit the gate. */
+
+enum { ASIDE_MAX_TASKS = 96, ASIDE_OPS = 16 };
+
+typedef struct aside_set {
+  char family[TLM_TRAIN_MAX_SKIP][48];
+  int nfamily;
+  tlm_task_spec *specs; /* their measured tasks, malloc'd */
+  int n;
+} aside_set;
+
+typedef struct fam_entry {
+  char name[48];
+  int op;
+  uint64_t hash;
+} fam_entry;
+
+static int fam_cmp(const void *a, const void *b) {
+  const fam_entry *x = a, *y = b;
+  if (x->op != y->op) return x->op < y->op ? -1 : 1;
+  if (x->hash != y->hash) return x->hash < y->hash ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+/* The families set aside (deterministic for the records' family names):
+ * of each operator's measured training families, the first round(n / 5)
+ * by XXH64 of the name, at least one where the operator has three or more.
+ * Returns the tasks set aside (0: none; a with nothing to free). */
+static int aside_choose(const char *records, aside_set *a) {
+  memset(a, 0, sizeof *a);
+  tlm_best *best = NULL;
+  int nbest = tlm_best_load(records, 0, &best);
+  if (nbest <= 0) return 0;
+  fam_entry *fam = calloc((size_t)nbest, sizeof *fam);
+  int nfam = 0;
+  for (int i = 0; fam && i < nbest; i++) {
+    tlm_task_spec spec;
+    if (tlm_task_spec_parse(best[i].task, &spec) || spec.op < 0 || spec.op >= ASIDE_OPS) continue;
+    int j = 0;
+    while (j < nfam && strcmp(fam[j].name, best[i].family)) j++;
+    if (j < nfam) continue;
+    snprintf(fam[nfam].name, sizeof fam[nfam].name, "%s", best[i].family);
+    fam[nfam].op = spec.op;
+    fam[nfam].hash = XXH64(best[i].family, strlen(best[i].family), 0);
+    nfam++;
+  }
+  if (fam) qsort(fam, (size_t)nfam, sizeof *fam, fam_cmp);
+  for (int lo = 0, hi; fam && lo < nfam; lo = hi) {
+    for (hi = lo; hi < nfam && fam[hi].op == fam[lo].op; hi++) {}
+    int count = hi - lo, take = (count + 2) / 5;
+    if (take < 1 && count >= 3) take = 1;
+    for (int j = lo; j < lo + take && a->nfamily < TLM_TRAIN_MAX_SKIP; j++)
+      memcpy(a->family[a->nfamily++], fam[j].name, sizeof fam[j].name);
+  }
+  free(fam);
+  a->specs = a->nfamily ? calloc(ASIDE_MAX_TASKS, sizeof *a->specs) : NULL;
+  /* their tasks, families in turn so a capped list samples them all */
+  for (int added = 1; a->specs && added && a->n < ASIDE_MAX_TASKS;) {
+    added = 0; /* each family's next task not yet taken */
+    for (int f = 0; f < a->nfamily && a->n < ASIDE_MAX_TASKS; f++) {
+      for (int i = 0; i < nbest; i++) {
+        if (strcmp(best[i].family, a->family[f])) continue;
+        int dup = 0; /* taken, or one task measured under two hw texts */
+        for (int k = 0; k < a->n && !dup; k++) dup = !strcmp(a->specs[k].text, best[i].task);
+        if (dup) continue;
+        tlm_task_spec spec;
+        if (tlm_task_spec_parse(best[i].task, &spec)) continue;
+        snprintf(spec.family, sizeof spec.family, "%s", best[i].family);
+        snprintf(spec.text, sizeof spec.text, "%s", best[i].task);
+        a->specs[a->n++] = spec;
+        added = 1;
+        break;
+      }
+    }
+  }
+  tlm_best_free(best, nbest);
+  if (!a->n) {
+    free(a->specs);
+    memset(a, 0, sizeof *a);
+  }
+  return a->n;
+}
+
+/* The sentence margin (nats) from the set-aside tasks' evaluation (plain
+ * greedy; tlm eval's JSON): for each margin of 0, 0.25, ..., 10 a task
+ * runs the greedy pick where its sentence's log-probability beats the
+ * rule's by the margin, else the rule (speed 1); the margin with the best
+ * geometric-mean speed whose every family keeps 0.95 of the rule's speed
+ * (the gate's own bounds); of equals, the middle of the run of the largest
+ * ones. NaN when the file holds no usable task, or the model departs from
+ * the rule on none (no evidence either way; msg says why). */
+static double margin_choose(const char *json_path, char *msg, size_t cap) {
+  FILE *f = fopen(json_path, "rb");
+  char *text = f ? calloc(1, 1 << 22) : NULL;
+  size_t len = text ? fread(text, 1, (1 << 22) - 1, f) : 0;
+  if (f) fclose(f);
+  cJSON *j = len ? cJSON_Parse(text) : NULL;
+  free(text);
+  const cJSON *tasks = cJSON_GetObjectItem(j, "tasks");
+  enum { MAXT = ASIDE_MAX_TASKS, MAXF = TLM_TRAIN_MAX_SKIP, GRID = 41 };
+  double d[MAXT], g[MAXT];
+  int fam[MAXT], n = 0, nf = 0;
+  char fname[MAXF][48];
+  for (const cJSON *t = cJSON_IsArray(tasks) ? tasks->child : NULL; t && n < MAXT; t = t->next) {
+    const cJSON *r = cJSON_GetObjectItem(t, "default_ns"), *m = cJSON_GetObjectItem(t, "tlm1_ns");
+    const cJSON *l1 = cJSON_GetObjectItem(t, "tlm1_logp"), *l0 = cJSON_GetObjectItem(t, "default_logp");
+    const cJSON *fa = cJSON_GetObjectItem(t, "family");
+    if (!cJSON_IsNumber(r) || !(r->valuedouble > 0) || !cJSON_IsString(fa)) continue;
+    int k = 0;
+    while (k < nf && strcmp(fname[k], fa->valuestring)) k++;
+    if (k == nf) {
+      if (nf == MAXF) continue;
+      snprintf(fname[nf++], sizeof fname[0], "%s", fa->valuestring);
+    }
+    fam[n] = k;
+    /* the rule's own schedule, or no score: the rule at every margin */
+    int departs = cJSON_IsNumber(m) && m->valuedouble > 0 && cJSON_IsNumber(l1) && cJSON_IsNumber(l0) &&
+                  !cJSON_IsTrue(cJSON_GetObjectItem(t, "tlm1_is_default"));
+    d[n] = departs ? l1->valuedouble - l0->valuedouble : -INFINITY;
+    g[n] = departs ? log(r->valuedouble / m->valuedouble) : 0;
+    n++;
+  }
+  cJSON_Delete(j);
+  if (!n) {
+    snprintf(msg, cap, "no timed task in %.900s", json_path);
+    return NAN;
+  }
+  int departs = 0;
+  for (int i = 0; i < n; i++) departs += d[i] > -INFINITY;
+  if (!departs) {
+    snprintf(msg, cap, "the new model picked the rule's schedule on all %d set-aside tasks", n);
+    return NAN;
+  }
+  double best_s = -INFINITY, at[GRID], score[GRID];
+  for (int gi = 0; gi < GRID; gi++) {
+    double margin = 0.25 * gi, sum = 0, fsum[MAXF] = {0};
+    int fn[MAXF] = {0}, ok = 1;
+    for (int i = 0; i < n; i++) {
+      double v = d[i] >= margin ? g[i] : 0;
+      sum += v, fsum[fam[i]] += v, fn[fam[i]]++;
+    }
+    for (int k = 0; k < nf; k++) ok = ok && fsum[k] / fn[k] >= log(0.95);
+    at[gi] = exp(sum / n);
+    score[gi] = ok ? sum / n : -INFINITY;
+    if (score[gi] > best_s) best_s = score[gi];
+  }
+  /* the best margins form runs between the tasks' log-probability gaps:
+   * the middle of the last run (away from the gaps on both sides) */
+  int hi = GRID - 1;
+  while (hi > 0 && !(score[hi] >= best_s - 1e-12)) hi--;
+  int lo = hi;
+  while (lo > 0 && score[lo - 1] >= best_s - 1e-12) lo--;
+  double best_m = best_s > -INFINITY ? 0.25 * ((lo + hi) / 2) : 0.25 * (GRID - 1);
+  snprintf(msg, cap,
+           "%d tasks of %d families: TLM-1 / rule %.3f at margin %.2f (plain greedy %.3f, "
+           "margin 2 %.3f, margin 4 %.3f)",
+           n, nf, at[(int)(best_m / 0.25 + 0.5)], best_m, at[0], at[8], at[16]);
+  return best_m;
 }
 
 int tlm_cmd_adapt(int argc, char **argv) {
@@ -207,35 +388,80 @@ int tlm_cmd_adapt(int argc, char **argv) {
     fprintf(stderr, "tlm adapt: measuring failed\n");
     return rc;
   }
-  /* 2. fine-tune on everything measured here so far (the trainer keeps
-   * the held-out families out), within the time left; 15 s for loading
-   * the records and quantizing, and the gate's time (about 0.4 s a
-   * held-out task on 2 cores, 374 tasks) */
-  double gate_s = (gate_tasks > 0 && gate_tasks < 374 ? gate_tasks : 374) * 0.4;
+  /* 2. a fifth of the measured families set aside for the margin */
+  aside_set aside;
+  int naside = aside_choose(records, &aside);
+  if (naside) {
+    fprintf(stderr, "tlm adapt: %d families set aside (%d tasks) to choose the sentence margin on:",
+            aside.nfamily, naside);
+    for (int f = 0; f < aside.nfamily; f++) fprintf(stderr, "%s %s", f ? "," : "", aside.family[f]);
+    fprintf(stderr, "\n");
+  } else
+    fprintf(stderr, "tlm adapt: no family set aside (no operator has three measured families yet): "
+                    "the sentence margin stays the build's (%.2f nats)\n", TLM_LM_SENTENCE_MARGIN);
+  /* 3. fine-tune on everything else measured here so far (the trainer
+   * keeps the held-out families out), within the time left; 15 s for
+   * loading the records and quantizing, and the evaluations' time (about
+   * 0.4 s a task on 2 cores; the gate's 374 held-out tasks) */
+  double gate_s = ((gate_tasks > 0 && gate_tasks < 374 ? gate_tasks : 374) + naside) * 0.4;
   double left = minutes * 60 - (now_s() - t0) - 15 - gate_s;
   if (left < 10) left = 10;
   char secs[32];
   snprintf(secs, sizeof secs, "%.0f", left);
-  char *targv[] = {"--records", (char *)records, "--init", (char *)base, "--out", ckpt,
-                   "--steps", "3000", "--pretrain", "0", "--lr", (char *)lr, "--seed", (char *)seed,
-                   "--shared", (char *)shared, "--max-seconds", secs, "--rule-prior",
-                   "--synthetic", (char *)synthetic};
-  rc = tlm_cmd_train((int)(sizeof targv / sizeof targv[0]), targv);
+  char *targv[24 + 2 * TLM_TRAIN_MAX_SKIP] = {
+      "--records", (char *)records, "--init", (char *)base, "--out", ckpt, "--steps", "3000",
+      "--pretrain", "0", "--lr", (char *)lr, "--seed", (char *)seed, "--shared", (char *)shared,
+      "--max-seconds", secs, "--rule-prior", "--synthetic", (char *)synthetic};
+  int targc = 21;
+  for (int f = 0; f < aside.nfamily; f++) {
+    targv[targc++] = "--skip-family";
+    targv[targc++] = aside.family[f];
+  }
+  rc = tlm_cmd_train(targc, targv);
   if (rc) {
     fprintf(stderr, "tlm adapt: fine-tuning failed\n");
     remove(ckpt);
+    free(aside.specs);
     return rc;
   }
-  /* 3. quantize (written atomically), 4. the gate, 5. install where
-   * tlm_create looks */
-  char *qargv[] = {ckpt, cand};
+  /* 4. quantize (written atomically); 5. the margin: the set-aside tasks
+   * with plain greedy decoding, then quantized again with the margin
+   * recorded in the file (what tlm_run decodes with) */
+  char *qargv[] = {ckpt, cand, NULL, NULL};
   rc = tlm_cmd_quantize(2, qargv);
+  double margin = NAN;
+  char mwhy[1024] = "", aside_json[4240];
+  snprintf(aside_json, sizeof aside_json, "%s.margin.json", cand);
+  if (!rc && naside) {
+    tlm_eval_opts eo;
+    tlm_eval_opts_init(&eo);
+    eo.k = 0, eo.nrand = 0, eo.margin = 0, eo.model = cand, eo.json = aside_json;
+    eo.shared = shared, eo.specs = aside.specs, eo.nspecs = naside;
+    fprintf(stderr, "tlm adapt: the margin: the set-aside tasks, the new model's greedy picks "
+                    "against the rule\n");
+    if (tlm_eval_run(&eo) == 0) margin = margin_choose(aside_json, mwhy, sizeof mwhy);
+    else snprintf(mwhy, sizeof mwhy, "the evaluation of the set-aside tasks failed");
+    char mtext[32];
+    snprintf(mtext, sizeof mtext, "%.2f", margin);
+    if (!isnan(margin)) {
+      qargv[2] = "--margin", qargv[3] = mtext;
+      rc = tlm_cmd_quantize(4, qargv);
+    }
+    if (isnan(margin))
+      fprintf(stderr, "tlm adapt: sentence margin the build's (%.2f nats): %s\n", TLM_LM_SENTENCE_MARGIN,
+              mwhy);
+    else fprintf(stderr, "tlm adapt: sentence margin %s: %s\n", mtext, mwhy);
+  }
+  free(aside.specs);
   remove(ckpt);
   if (rc) return rc;
+  /* 6. the gate, 7. install where tlm_create looks */
   char ntasks[16];
   snprintf(ntasks, sizeof ntasks, "%d", gate_tasks > 0 ? gate_tasks : 1 << 30);
+  char mtext[32];
+  snprintf(mtext, sizeof mtext, "%.2f", isnan(margin) ? TLM_LM_SENTENCE_MARGIN : margin);
   char *eargv[] = {"--heldout", "--k", "0", "--random", "0", "--model", cand, "--shared",
-                   (char *)shared, "--json", gate_json, "--max-tasks", ntasks};
+                   (char *)shared, "--json", gate_json, "--max-tasks", ntasks, "--margin", mtext};
   fprintf(stderr, "tlm adapt: the gate: held-out tasks, the new model's picks against the rule's\n");
   rc = tlm_cmd_eval((int)(sizeof eargv / sizeof eargv[0]), eargv);
   char why[1024] = "";

@@ -114,7 +114,8 @@ static void usage_train(void) {
           "  task's best that beats the rule by --rule-margin (its equals in noise).\n"
           "  --max-round R: leave out verification rounds after R.\n"
           "  --skip-family TEXT: leave out the tasks whose family contains TEXT\n"
-          "  (e.g. synth: the data before the synthetic models).\n"
+          "  (e.g. synth: the data before the synthetic models), their measured\n"
+          "  targets and their --rule-prior sentences; repeatable (64 at most).\n"
           "  --pretrain-variants V: pretrain also on V copies of each matmul and\n"
           "  convolution task with its extents scaled by 2^u, u in [-1.5, 1.5]\n"
           "  (unmeasured: random schedules only).\n"
@@ -176,7 +177,8 @@ int tlm_cmd_train(int argc, char **argv) {
       o.mean_targets = !strcmp(argv[++i], "mean");
     else if (!strcmp(a, "--seed") && v) o.seed = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(a, "--near") && v) o.near = atof(argv[++i]);
-    else if (!strcmp(a, "--skip-family") && v) o.skip_family = argv[++i];
+    else if (!strcmp(a, "--skip-family") && v && o.nskip_family < TLM_TRAIN_MAX_SKIP)
+      o.skip_family[o.nskip_family++] = argv[++i];
     else if (!strcmp(a, "--equal-within") && v) o.equal_within = atof(argv[++i]);
     else if (!strcmp(a, "--pick") && v && !strcmp(argv[i + 1], "edits")) i++;
     else if (!strcmp(a, "--pick") && v && !strcmp(argv[i + 1], "consensus")) o.consensus = 1, i++;

@@ -252,7 +252,8 @@ void tlm_eval_opts_init(tlm_eval_opts *o) {
 
 int tlm_eval_opts_check(const tlm_eval_opts *o) {
   int bad = o->k < 0 || o->nrand < 0 || o->threads < 1 || o->skip < 0 || o->rounds < 1 ||
-            o->rounds > TLM_SIDE_ROUNDS || isinf(o->rule_bonus) || o->margin < 0 || isinf(o->margin) || (!o->heldout && !o->nfiles) ||
+            o->rounds > TLM_SIDE_ROUNDS || isinf(o->rule_bonus) || o->margin < 0 || isinf(o->margin) || (!o->heldout && !o->nfiles && !o->nspecs) ||
+            o->nspecs < 0 || (o->nspecs && !o->specs) ||
             o->nfiles < 0 || o->nfiles > TLM_EVAL_MAX_FILES;
   return bad ? -1 : 0;
 }
@@ -280,9 +281,21 @@ int tlm_eval_run(const tlm_eval_opts *o) {
       free(specs);
       return 1;
     }
-    specs = realloc(specs, sizeof *specs * (size_t)(n + nf));
-    if (specs) memcpy(specs + n, fs, sizeof *fs * (size_t)nf), n += nf;
+    tlm_task_spec *more = realloc(specs, sizeof *specs * (size_t)(n + nf));
+    if (more) memcpy(more + n, fs, sizeof *fs * (size_t)nf), n += nf;
     free(fs);
+    if (!more) {
+      fprintf(stderr, "tlm eval: out of memory\n");
+      free(specs);
+      return 1;
+    }
+    specs = more;
+  }
+  if (o->nspecs > 0) {
+    tlm_task_spec *more = realloc(specs, sizeof *specs * (size_t)(n + o->nspecs));
+    if (more) memcpy(more + n, o->specs, sizeof *more * (size_t)o->nspecs), n += o->nspecs;
+    else free(specs);
+    specs = more;
   }
   if (!specs || n == 0) {
     fprintf(stderr, "tlm eval: no tasks\n");

@@ -24,6 +24,8 @@ typedef struct tlm_eval_opts {
   const char *family;      /* only families containing this text */
   const char *files[TLM_EVAL_MAX_FILES]; /* task files (benchdnn or task text) */
   int nfiles;
+  const struct tlm_task_spec *specs; /* and these tasks (not owned; NULL: none) */
+  int nspecs;
 } tlm_eval_opts;
 
 /* The defaults of `tlm eval`. */

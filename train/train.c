@@ -196,11 +196,19 @@ static void vote(pend *p, int n, const tlm_best *best) {
   free(agree);
 }
 
+/* --skip-family: is `family` one of those left out */
+static int family_skipped(const tlm_train_opts *o, const char *family) {
+  for (int i = 0; i < o->nskip_family; i++)
+    if (strstr(family, o->skip_family[i])) return 1;
+  return 0;
+}
+
 /* --rule-prior: the rule's sentence on `host` for every training task of
  * the collection's list without a record in `best`. Returns the number
  * added, -1 when the task list cannot be built. */
 static int add_rule_prior(dataset *fine, const tlm_vocab *vocab, const tlm_target *host,
-                          const char *shared, const tlm_best *best, int nbest, uint64_t seed) {
+                          const char *shared, const tlm_best *best, int nbest, uint64_t seed,
+                          const tlm_train_opts *o) {
   tlm_task_spec *tasks;
   char err[256];
   int ntasks = tlm_tasks_build(shared, seed, &tasks, err, sizeof err);
@@ -210,7 +218,7 @@ static int add_rule_prior(dataset *fine, const tlm_vocab *vocab, const tlm_targe
   }
   int added = 0;
   for (int i = 0; i < ntasks; i++) {
-    if (tlm_family_heldout(tasks[i].family)) continue;
+    if (tlm_family_heldout(tasks[i].family) || family_skipped(o, tasks[i].family)) continue;
     int measured = 0;
     for (int j = 0; j < nbest && !measured; j++) measured = !strcmp(best[j].task, tasks[i].text);
     tlm_task task;
@@ -306,7 +314,8 @@ int tlm_train_opts_check(const tlm_train_opts *o) {
             o->variants > 64 || o->batch < 1 || !(o->rule_margin >= 0) ||
             !(o->near >= 0 && o->near < 1) || !(o->equal_within >= 0 && o->equal_within < 1) ||
             !(o->good >= 0 && o->good < 10) || o->good_k < 1 || o->good_k > 256 ||
-            !(o->max_seconds >= 0) || o->unmeasured_rule < 0 || o->unmeasured_rule > 2;
+            !(o->max_seconds >= 0) || o->unmeasured_rule < 0 || o->unmeasured_rule > 2 ||
+            o->nskip_family < 0 || o->nskip_family > TLM_TRAIN_MAX_SKIP;
   return bad ? -1 : 0;
 }
 
@@ -317,7 +326,7 @@ int tlm_train_run(const tlm_train_opts *o) {
   float lr = o->lr;
   double rule_margin = o->rule_margin, near = o->near, equal_within = o->equal_within;
   int mean_targets = o->mean_targets, consensus = o->consensus, drop_rule = o->drop_rule;
-  const char *skip_family = o->skip_family, *init = o->init;
+  const char *init = o->init;
   double good = o->good, max_seconds = o->max_seconds;
   int good_k = o->good_k, rule_prior = o->rule_prior, unmeasured_rule = o->unmeasured_rule;
   int epilogue_variants = o->epilogue_variants;
@@ -365,7 +374,7 @@ int tlm_train_run(const tlm_train_opts *o) {
     tlm_task task;
     tlm_space s;
     tlm_target tg; /* the target the task's records were measured for */
-    if (skip_family && strstr(best[i].family, skip_family)) continue;
+    if (family_skipped(o, best[i].family)) continue;
     if (tlm_best_target(&best[i], &rt->target, &tg)) {
       foreign_isa++;
       continue;
@@ -524,7 +533,7 @@ int tlm_train_run(const tlm_train_opts *o) {
     }
   }
   free(pending);
-  int prior_n = rule_prior ? add_rule_prior(&fine, &vocab, &rt->target, shared, best, nbest, seed) : 0;
+  int prior_n = rule_prior ? add_rule_prior(&fine, &vocab, &rt->target, shared, best, nbest, seed, o) : 0;
   if (prior_n < 0) {
     dataset_free(&fine);
     dataset_free(&pre);

@@ -10,6 +10,9 @@
 /* One training run (`tlm train`; every option is documented in its usage
  * text, tools/pipeline.c): the records' training split, taught as
  * sentences to a new or given fp32 GPT-2, saved as a checkpoint. */
+/* tlm train's --skip-family texts at most */
+#define TLM_TRAIN_MAX_SKIP 64
+
 /* tlm train's default --rule-margin: the gain over the rule below which a
  * task is taught the rule (timing noise). `tlm adapt`'s confirmation round
  * (train/collect.c) re-times exactly the wins above it. */
@@ -28,7 +31,10 @@ typedef struct tlm_train_opts {
   int mean_targets;        /* targets: the mean over every verification round */
   double near;             /* also teach verified schedules within this of the best */
   double equal_within;     /* the best's equals in noise */
-  const char *skip_family; /* leave out families containing this text */
+  /* leave out the tasks whose family contains any of these texts, both
+   * their measured targets and their --rule-prior sentences */
+  const char *skip_family[TLM_TRAIN_MAX_SKIP];
+  int nskip_family;
   int consensus;           /* among equals, the one agreeing most with the family */
   int drop_rule;           /* no task is taught the rule's schedule */
   double good;             /* teach schedules 1 + good times as fast as the rule */
