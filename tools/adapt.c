@@ -207,12 +207,12 @@ static int aside_choose(const char *records, aside_set *a) {
 }
 
 /* The sentence margin (nats) from the set-aside tasks' evaluation (plain
- * greedy; tlm eval's JSON): for each margin of 0, 0.25, ..., 10 a task
+ * greedy; tlm eval's JSON): for each margin of 0, 0.25, ..., 30 a task
  * runs the greedy pick where its sentence's log-probability beats the
  * rule's by the margin, else the rule (speed 1); the margin with the best
  * geometric-mean speed whose every family keeps 0.95 of the rule's speed
  * (the gate's own bounds); of equals, the middle of the run of the largest
- * ones. NaN when the file holds no usable task, or the model departs from
+ * ones (one nat into it when it runs to the grid's end). NaN when the file holds no usable task, or the model departs from
  * the rule on none (no evidence either way; msg says why). */
 static double margin_choose(const char *json_path, char *msg, size_t cap) {
   FILE *f = fopen(json_path, "rb");
@@ -222,7 +222,7 @@ static double margin_choose(const char *json_path, char *msg, size_t cap) {
   cJSON *j = len ? cJSON_Parse(text) : NULL;
   free(text);
   const cJSON *tasks = cJSON_GetObjectItem(j, "tasks");
-  enum { MAXT = ASIDE_MAX_TASKS, MAXF = TLM_TRAIN_MAX_SKIP, GRID = 41 };
+  enum { MAXT = ASIDE_MAX_TASKS, MAXF = TLM_TRAIN_MAX_SKIP, GRID = 121 };
   double d[MAXT], g[MAXT];
   int fam[MAXT], n = 0, nf = 0;
   char fname[MAXF][48];
@@ -270,12 +270,15 @@ static double margin_choose(const char *json_path, char *msg, size_t cap) {
     if (score[gi] > best_s) best_s = score[gi];
   }
   /* the best margins form runs between the tasks' log-probability gaps:
-   * the middle of the last run (away from the gaps on both sides) */
+   * the middle of the last run (away from the gaps on both sides); a run
+   * up to the grid's end lies above every departure that mattered: one nat
+   * above its start (its end is only the grid's) */
   int hi = GRID - 1;
   while (hi > 0 && !(score[hi] >= best_s - 1e-12)) hi--;
   int lo = hi;
   while (lo > 0 && score[lo - 1] >= best_s - 1e-12) lo--;
-  double best_m = best_s > -INFINITY ? 0.25 * ((lo + hi) / 2) : 0.25 * (GRID - 1);
+  int pick = hi < GRID - 1 ? (lo + hi) / 2 : lo + 4 < GRID ? lo + 4 : GRID - 1;
+  double best_m = best_s > -INFINITY ? 0.25 * pick : 0.25 * (GRID - 1);
   snprintf(msg, cap,
            "%d tasks of %d families: TLM-1 / rule %.3f at margin %.2f (plain greedy %.3f, "
            "margin 2 %.3f, margin 4 %.3f)",
