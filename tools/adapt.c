@@ -54,6 +54,7 @@ static void usage(FILE *f) {
           "usage: tlm adapt [--minutes N] [--base MODEL] [--shared DIR] [--out MODEL]\n"
           "                 [--records FILE] [--topk K] [--mutants M] [--collect-share F]\n"
           "                 [--lr LR] [--seed S] [--gate-tasks N] [--force] [--synthetic S]\n"
+          "                 [--rule-prior-variants V]\n"
           "  Measures schedules on this machine at this target (TLM_ISA narrows it)\n"
           "  and fine-tunes the base model (default: $TLM_MODEL, else the shipped\n"
           "  model) on them into a model for this CPU and ISA, which tlm_create then\n"
@@ -77,7 +78,9 @@ static void usage(FILE *f) {
           "  S synthetic transformers (tlm collect --synthetic: widths 256-6144 other\n"
           "  than the held-out ones), so the model sees more widths than the\n"
           "  workloads' (default 8: natively on a Zen 5 the held-out GPT-2-355M\n"
-          "  decode layers went from 0.86 to 1.00 of the rule with them).\n");
+          "  decode layers went from 0.86 to 1.00 of the rule with them).\n"
+          "  --rule-prior-variants V (default 0): the rule taught, besides on the\n"
+          "  unmeasured tasks of the list, on V scaled copies of each (tlm train).\n");
 }
 
 /* The gate's verdict from tlm eval's JSON: 1 pass, 0 fail (why in msg) */
@@ -291,6 +294,7 @@ int tlm_cmd_adapt(int argc, char **argv) {
   int gate_tasks = 0, force = 0;
   const char *base = NULL, *shared = "../shared", *out = NULL, *records = NULL;
   const char *topk = "8", *mutants = "4", *lr = "3e-4", *seed = "1", *synthetic = "8";
+  const char *prior_variants = "0";
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--minutes") && v) minutes = atof(argv[++i]);
@@ -306,6 +310,7 @@ int tlm_cmd_adapt(int argc, char **argv) {
     else if (!strcmp(a, "--gate-tasks") && v) gate_tasks = atoi(argv[++i]);
     else if (!strcmp(a, "--force")) force = 1;
     else if (!strcmp(a, "--synthetic") && v) synthetic = argv[++i];
+    else if (!strcmp(a, "--rule-prior-variants") && v) prior_variants = argv[++i];
     else {
       int help = !strcmp(a, "--help") || !strcmp(a, "-h");
       usage(help ? stdout : stderr);
@@ -414,8 +419,9 @@ int tlm_cmd_adapt(int argc, char **argv) {
   char *targv[24 + 2 * TLM_TRAIN_MAX_SKIP] = {
       "--records", (char *)records, "--init", (char *)base, "--out", ckpt, "--steps", "3000",
       "--pretrain", "0", "--lr", (char *)lr, "--seed", (char *)seed, "--shared", (char *)shared,
-      "--max-seconds", secs, "--rule-prior", "--synthetic", (char *)synthetic};
-  int targc = 21;
+      "--max-seconds", secs, "--rule-prior", "--rule-prior-variants", (char *)prior_variants,
+      "--synthetic", (char *)synthetic};
+  int targc = 23;
   for (int f = 0; f < aside.nfamily; f++) {
     targv[targc++] = "--skip-family";
     targv[targc++] = aside.family[f];

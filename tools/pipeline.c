@@ -144,6 +144,9 @@ static void usage_train(void) {
           "  where a schedule beat the rule. What `tlm adapt` uses, so that a model\n"
           "  fine-tuned on few measurements of a new target falls back on that\n"
           "  target's rule for shapes unlike those measured.\n"
+          "  --rule-prior-variants V (0-16, with --rule-prior): the rule also on V\n"
+          "  copies of each listed task with its extents scaled by 2^u, u in\n"
+          "  [-1.5, 1.5] (not on a measured task): the shapes between the list's.\n"
           "  --epilogue-variants: teach each convolution's target also on the same\n"
           "  layer with a bare epilogue and with bias and ReLU (the epilogue runs once\n"
           "  per output after the reduction, and the records hold most layers under\n"
@@ -190,6 +193,7 @@ int tlm_cmd_train(int argc, char **argv) {
     else if (!strcmp(a, "--init") && v) o.init = argv[++i];
     else if (!strcmp(a, "--max-seconds") && v) o.max_seconds = atof(argv[++i]);
     else if (!strcmp(a, "--rule-prior")) o.rule_prior = 1;
+    else if (!strcmp(a, "--rule-prior-variants") && v) o.rule_prior_variants = atoi(argv[++i]);
     else if (!strcmp(a, "--epilogue-variants")) o.epilogue_variants = 1;
     else if (!strcmp(a, "--unmeasured-rule") && v && !strcmp(argv[i + 1], "best")) o.unmeasured_rule = 0, i++;
     else if (!strcmp(a, "--unmeasured-rule") && v && !strcmp(argv[i + 1], "skip")) o.unmeasured_rule = 1, i++;

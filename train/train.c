@@ -204,7 +204,9 @@ static int family_skipped(const tlm_train_opts *o, const char *family) {
 }
 
 /* --rule-prior: the rule's sentence on `host` for every training task of
- * the collection's list without a record in `best`. Returns the number
+ * the collection's list without a record in `best`, and on
+ * o->rule_prior_variants scaled copies of each (spec_variant) that are not
+ * measured tasks. Returns the number
  * added, -1 when the task list cannot be built. */
 static int add_rule_prior(dataset *fine, const tlm_vocab *vocab, const tlm_target *host,
                           const char *shared, const tlm_best *best, int nbest, uint64_t seed,
@@ -217,16 +219,32 @@ static int add_rule_prior(dataset *fine, const tlm_vocab *vocab, const tlm_targe
     return -1;
   }
   int added = 0;
+  uint64_t rng = seed ^ 0x9e3779b97f4a7c15ull;
   for (int i = 0; i < ntasks; i++) {
     if (tlm_family_heldout(tasks[i].family) || family_skipped(o, tasks[i].family)) continue;
     int measured = 0;
     for (int j = 0; j < nbest && !measured; j++) measured = !strcmp(best[j].task, tasks[i].text);
     tlm_task task;
     tlm_space s;
-    if (measured || tlm_task_spec_task(&tasks[i], &task) || tlm_space_init(&s, &task, host)) continue;
     tlm_schedule rule;
-    tlm_space_default(&s, &rule);
-    if (dataset_add(fine, vocab, &s, &rule) == 0) added++;
+    if (!measured && tlm_task_spec_task(&tasks[i], &task) == 0 && tlm_space_init(&s, &task, host) == 0) {
+      tlm_space_default(&s, &rule);
+      if (dataset_add(fine, vocab, &s, &rule) == 0) added++;
+    }
+    /* --rule-prior-variants: the rule also on scaled copies of every
+     * listed task, measured or not (the shapes between the list's) */
+    for (int v = 0; v < o->rule_prior_variants; v++) {
+      tlm_task_spec vs;
+      if (spec_variant(&tasks[i], &rng, &vs) || tlm_task_spec_task(&vs, &task) ||
+          tlm_space_init(&s, &task, host))
+        continue;
+      tlm_task_spec_text(&vs);
+      int known = 0;
+      for (int j = 0; j < nbest && !known; j++) known = !strcmp(best[j].task, vs.text);
+      if (known) continue;
+      tlm_space_default(&s, &rule);
+      if (dataset_add(fine, vocab, &s, &rule) == 0) added++;
+    }
   }
   free(tasks);
   return added;
@@ -315,7 +333,8 @@ int tlm_train_opts_check(const tlm_train_opts *o) {
             !(o->near >= 0 && o->near < 1) || !(o->equal_within >= 0 && o->equal_within < 1) ||
             !(o->good >= 0 && o->good < 10) || o->good_k < 1 || o->good_k > 256 ||
             !(o->max_seconds >= 0) || o->unmeasured_rule < 0 || o->unmeasured_rule > 2 ||
-            o->nskip_family < 0 || o->nskip_family > TLM_TRAIN_MAX_SKIP;
+            o->nskip_family < 0 || o->nskip_family > TLM_TRAIN_MAX_SKIP ||
+            o->rule_prior_variants < 0 || o->rule_prior_variants > 16;
   return bad ? -1 : 0;
 }
 
@@ -545,7 +564,7 @@ int tlm_train_run(const tlm_train_opts *o) {
     int32_t hw_words[TLM_LM_HW_WORDS];
     if (prior_n > 0) tlm_lm_hw_add(&hw_seen, (tlm_lm_hw_words(&vocab, &rt->target, hw_words), hw_words));
     isa_seen |= prior_n > 0 ? 1u << rt->target.isa : 0;
-    fprintf(stderr, "tlm train: --rule-prior: the rule taught on %d unmeasured training tasks\n", prior_n);
+    fprintf(stderr, "tlm train: --rule-prior: the rule taught on %d unmeasured training tasks and scaled copies (%d a task)\n", prior_n, o->rule_prior_variants);
   }
   if (foreign_isa)
     fprintf(stderr, "tlm train: %d tasks' records are for an ISA this host cannot run: skipped\n",

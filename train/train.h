@@ -43,6 +43,7 @@ typedef struct tlm_train_opts {
   const char *init;        /* fine-tune this checkpoint instead of a new model */
   double max_seconds;      /* stop after about this long (0: no limit) */
   int rule_prior;          /* teach the rule on the unmeasured training tasks */
+  int rule_prior_variants; /* and on this many scaled copies of each (0..16) */
   int unmeasured_rule;     /* tasks whose records never timed the rule: 0 best, 1 skip, 2 rule */
   int max_round;           /* leave out verification rounds after this one */
   int epilogue_variants;   /* convolutions' targets also taught with other epilogues */
