@@ -215,8 +215,9 @@ static int aside_choose(const char *records, aside_set *a) {
  * rule's by the margin, else the rule (speed 1); the margin with the best
  * geometric-mean speed whose every family keeps 0.95 of the rule's speed
  * (the gate's own bounds); of equals, the middle of the run of the largest
- * ones (one nat into it when it runs to the grid's end). NaN when the file holds no usable task, or the model departs from
- * the rule on none (no evidence either way; msg says why). */
+ * ones (one nat into it when it runs to the grid's end). NaN when the file
+ * holds no usable task, or the model departs from the rule on none (no
+ * evidence either way; msg says why). */
 static double margin_choose(const char *json_path, char *msg, size_t cap) {
   FILE *f = fopen(json_path, "rb");
   char *text = f ? calloc(1, 1 << 22) : NULL;

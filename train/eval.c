@@ -252,9 +252,9 @@ void tlm_eval_opts_init(tlm_eval_opts *o) {
 
 int tlm_eval_opts_check(const tlm_eval_opts *o) {
   int bad = o->k < 0 || o->nrand < 0 || o->threads < 1 || o->skip < 0 || o->rounds < 1 ||
-            o->rounds > TLM_SIDE_ROUNDS || isinf(o->rule_bonus) || o->margin < 0 || isinf(o->margin) || (!o->heldout && !o->nfiles && !o->nspecs) ||
-            o->nspecs < 0 || (o->nspecs && !o->specs) ||
-            o->nfiles < 0 || o->nfiles > TLM_EVAL_MAX_FILES;
+            o->rounds > TLM_SIDE_ROUNDS || isinf(o->rule_bonus) || o->margin < 0 ||
+            isinf(o->margin) || (!o->heldout && !o->nfiles && !o->nspecs) || o->nspecs < 0 ||
+            (o->nspecs && !o->specs) || o->nfiles < 0 || o->nfiles > TLM_EVAL_MAX_FILES;
   return bad ? -1 : 0;
 }
 

@@ -564,7 +564,10 @@ int tlm_train_run(const tlm_train_opts *o) {
     int32_t hw_words[TLM_LM_HW_WORDS];
     if (prior_n > 0) tlm_lm_hw_add(&hw_seen, (tlm_lm_hw_words(&vocab, &rt->target, hw_words), hw_words));
     isa_seen |= prior_n > 0 ? 1u << rt->target.isa : 0;
-    fprintf(stderr, "tlm train: --rule-prior: the rule taught on %d unmeasured training tasks and scaled copies (%d a task)\n", prior_n, o->rule_prior_variants);
+    fprintf(stderr,
+            "tlm train: --rule-prior: the rule taught on %d unmeasured training tasks and scaled "
+            "copies (%d a task)\n",
+            prior_n, o->rule_prior_variants);
   }
   if (foreign_isa)
     fprintf(stderr, "tlm train: %d tasks' records are for an ISA this host cannot run: skipped\n",
