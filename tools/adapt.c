@@ -83,14 +83,21 @@ static void usage(FILE *f) {
           "  unmeasured tasks of the list, on V scaled copies of each (tlm train).\n");
 }
 
-/* The gate's verdict from tlm eval's JSON: 1 pass, 0 fail (why in msg) */
-static int gate_passes(const char *json_path, char *msg, size_t cap) {
-  FILE *f = fopen(json_path, "rb");
+/* A JSON file tlm eval wrote (at most 4 MiB), parsed; NULL when it cannot
+ * be read or parsed. */
+static cJSON *json_file(const char *path) {
+  FILE *f = fopen(path, "rb");
   char *text = f ? calloc(1, 1 << 22) : NULL;
   size_t n = text ? fread(text, 1, (1 << 22) - 1, f) : 0;
   if (f) fclose(f);
   cJSON *j = n ? cJSON_Parse(text) : NULL;
   free(text);
+  return j;
+}
+
+/* The gate's verdict from tlm eval's JSON: 1 pass, 0 fail (why in msg) */
+static int gate_passes(const char *json_path, char *msg, size_t cap) {
+  cJSON *j = json_file(json_path);
   const cJSON *g = cJSON_GetObjectItem(j, "tlm1_geomean_speed_vs_default");
   const cJSON *w = cJSON_GetObjectItem(j, "wrong_kernels");
   const cJSON *fams = cJSON_GetObjectItem(j, "families");
@@ -219,12 +226,7 @@ static int aside_choose(const char *records, aside_set *a) {
  * holds no usable task, or the model departs from the rule on none (no
  * evidence either way; msg says why). */
 static double margin_choose(const char *json_path, char *msg, size_t cap) {
-  FILE *f = fopen(json_path, "rb");
-  char *text = f ? calloc(1, 1 << 22) : NULL;
-  size_t len = text ? fread(text, 1, (1 << 22) - 1, f) : 0;
-  if (f) fclose(f);
-  cJSON *j = len ? cJSON_Parse(text) : NULL;
-  free(text);
+  cJSON *j = json_file(json_path);
   const cJSON *tasks = cJSON_GetObjectItem(j, "tasks");
   enum { MAXT = ASIDE_MAX_TASKS, MAXF = TLM_TRAIN_MAX_SKIP, GRID = 121 };
   double d[MAXT], g[MAXT];
