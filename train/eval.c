@@ -258,6 +258,21 @@ int tlm_eval_opts_check(const tlm_eval_opts *o) {
   return bad ? -1 : 0;
 }
 
+/* Appends nadd specs to the malloc'd list (*specs, *n). 0, or -1 out of
+ * memory (the list freed, a message on stderr). */
+static int append_specs(tlm_task_spec **specs, int *n, const tlm_task_spec *add, int nadd) {
+  tlm_task_spec *more = realloc(*specs, sizeof *more * (size_t)(*n + nadd));
+  if (!more) {
+    fprintf(stderr, "tlm eval: out of memory\n");
+    free(*specs);
+    *specs = NULL;
+    return -1;
+  }
+  memcpy(more + *n, add, sizeof *more * (size_t)nadd);
+  *specs = more, *n += nadd;
+  return 0;
+}
+
 int tlm_eval_run(const tlm_eval_opts *o) {
   int k = o->k, nrand = o->nrand, threads = o->threads, max_tasks = o->max_tasks, skip = o->skip;
   int heldout = o->heldout, rounds = o->rounds;
@@ -281,22 +296,11 @@ int tlm_eval_run(const tlm_eval_opts *o) {
       free(specs);
       return 1;
     }
-    tlm_task_spec *more = realloc(specs, sizeof *specs * (size_t)(n + nf));
-    if (more) memcpy(more + n, fs, sizeof *fs * (size_t)nf), n += nf;
+    int bad = append_specs(&specs, &n, fs, nf);
     free(fs);
-    if (!more) {
-      fprintf(stderr, "tlm eval: out of memory\n");
-      free(specs);
-      return 1;
-    }
-    specs = more;
+    if (bad) return 1;
   }
-  if (o->nspecs > 0) {
-    tlm_task_spec *more = realloc(specs, sizeof *specs * (size_t)(n + o->nspecs));
-    if (more) memcpy(more + n, o->specs, sizeof *more * (size_t)o->nspecs), n += o->nspecs;
-    else free(specs);
-    specs = more;
-  }
+  if (o->nspecs > 0 && append_specs(&specs, &n, o->specs, o->nspecs)) return 1;
   if (!specs || n == 0) {
     fprintf(stderr, "tlm eval: no tasks\n");
     free(specs);
