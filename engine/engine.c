@@ -504,7 +504,7 @@ uint64_t tlm_engine_scheduler_id(const tlm_runtime *rt) { return scheduler_id(rt
 
 int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out) {
   /* the tensor language (vocabulary v5) has words for every operator */
-  int covered = rt->model && tlm_lm_covers_task(rt->model, &space->task);
+  int covered = rt->model && tlm_lm_covers_task(rt->model, &space->task, &space->target);
   if (rt->model && !covered) {
     if (space->task.kind == TLM_OP_MATMUL && space->task.u.mm.b_const)
       tlm_log(rt, TLM_LOG_INFO, "matmul of a constant B (one kernel for every M; the model's "
@@ -513,7 +513,7 @@ int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *o
       tlm_log(rt, TLM_LOG_INFO,
               "model trained against rule version %u; this operator family's rule or kernels "
               "changed in version %d, or the model has no words for it: scheduled by the rule",
-              rt->model->rule_version, tlm_rule_family_version(&space->task));
+              rt->model->rule_version, tlm_rule_family_version(&space->task, &space->target));
   }
   if (covered && space->task.kind >= TLM_OP_MATMUL && space->task.kind <= TLM_OP_ELTWISE) {
     tlm_schedule sibling;
@@ -1252,7 +1252,7 @@ int tlm_engine_tune_candidates(tlm_runtime *rt, const tlm_space *s, const tlm_sc
   if (k > TLM_TUNE_MAX_K) k = TLM_TUNE_MAX_K;
   int n = 0;
   out[n++] = *pick;
-  if (rt->model && tlm_lm_covers_task(rt->model, &s->task) && k > 1) {
+  if (rt->model && tlm_lm_covers_task(rt->model, &s->task, &s->target) && k > 1) {
     tlm_schedule top[TLM_TUNE_MAX_K];
     int nt = tlm_lm_decode_topk(rt->model, s, k, top, NULL);
     for (int i = 0; i < nt && n < k; i++)

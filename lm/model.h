@@ -145,13 +145,14 @@ int tlm_lm_covers_workers(const tlm_target *t);
  * nothing. */
 #define TLM_RULE_VERSION_MIN 2
 
-/* 1 when the model (already covering the target) knows the task's
- * family as this build schedules and compiles it: its rule version is at
- * least the family's (tlm_rule_family_version), and the task is one the
+/* 1 when the model (already covering the target tg, not NULL) knows the
+ * task's family as this build schedules and compiles it on tg: its rule
+ * version is at least the family's (tlm_rule_family_version), and the
+ * task is one the
  * tensor language has sentences for (not rotary embeddings, fused
  * attention or a matmul whose B is declared constant). 0: that task is
  * scheduled by the rule. */
-int tlm_lm_covers_task(const tlm_lm_model *m, const tlm_task *task);
+int tlm_lm_covers_task(const tlm_lm_model *m, const tlm_task *task, const tlm_target *tg);
 
 /* Added to the log-probability of the rule's value at each decision when
  * a model is loaded. With a bonus B the decoder keeps the rule's value

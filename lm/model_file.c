@@ -307,7 +307,7 @@ int tlm_lm_covers(const tlm_lm_model *m, const tlm_target *t) {
          tlm_lm_covers_hw(m, t) && tlm_lm_covers_workers(t);
 }
 
-int tlm_lm_covers_task(const tlm_lm_model *m, const tlm_task *task) {
+int tlm_lm_covers_task(const tlm_lm_model *m, const tlm_task *task, const tlm_target *tg) {
   /* the tensor language (vocabulary v5) has no words for rotary embeddings
    * and fused attention */
   if (task->kind == TLM_OP_ROPE || task->kind == TLM_OP_ATTENTION) return 0;
@@ -318,7 +318,7 @@ int tlm_lm_covers_task(const tlm_lm_model *m, const tlm_task *task) {
    * the Zen 5 VM ran the vision sample's 1x1 and im2col layers (2 threads)
    * at 0.61-0.79x of oneDNN where the rule's ran at 0.78-0.98x */
   if (task->kind == TLM_OP_MATMUL && task->u.mm.b_const) return 0;
-  return m->rule_version >= (uint32_t)tlm_rule_family_version(task);
+  return m->rule_version >= (uint32_t)tlm_rule_family_version(task, tg);
 }
 
 void tlm_lm_free(tlm_lm_model *m) {

@@ -32,8 +32,9 @@ typedef struct tlm_family {
   int (*candidates)(const tlm_space *s, int p, const int32_t *d, int32_t *c);
   /* the rule: the index in c[0..n-1] it picks for point p */
   int (*rule)(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n);
-  /* version of the rule for this task (tlm_rule_family_version) */
-  int (*rule_version)(const tlm_task *task);
+  /* version of the rule for this task on target tg
+   * (tlm_rule_family_version) */
+  int (*rule_version)(const tlm_task *task, const tlm_target *tg);
   /* per-thread scratch bytes a kernel of this schedule needs; NULL (left
    * out of the row) = none */
   int64_t (*scratch_bytes)(const tlm_task *task, const tlm_schedule *s);

@@ -127,7 +127,8 @@ static int64_t attn_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
   return tlm_attn_scratch_layout(task, s, NULL);
 }
 
-static int attn_rule_version(const tlm_task *task) {
+static int attn_rule_version(const tlm_task *task, const tlm_target *tg) {
+  (void)tg; /* the same on every target */
   (void)task;
   return 9;
 }

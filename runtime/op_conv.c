@@ -329,7 +329,8 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
 
 /* version 3: depthwise convolutions' rows and kernels; 10: the 3-channel
  * windows (RGB stems) whose red_order changed (space.h); 2 for the rest */
-static int conv_rule_version(const tlm_task *task) {
+static int conv_rule_version(const tlm_task *task, const tlm_target *tg) {
+  (void)tg; /* the same on every target */
   const tlm_conv_task *t = &task->u.conv;
   /* depthwise: 3, and 15 where one AVX-512 vector holds the groups (<= 16)
    * and more than TLM_CONV_PTR_ROWS rows were possible */

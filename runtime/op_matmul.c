@@ -384,6 +384,38 @@ static int64_t mm_short_k1(const tlm_target *tg, const tlm_matmul_task *t, const
   return k1;
 }
 
+/* The rule's register tile rows for nv vectors (MM_M3) under rule
+ * version `version`. A constant B (serving, vision) keeps one tile for
+ * every M, so that prompt lengths share a kernel. A B that is not
+ * constant takes rows that leave no costly tail of M: from rule 15 the
+ * fewest loads per FMA over the fraction of rows used
+ * (tlm_reg_rows_for_extent; 10 rows as 8 + 2 ran 1.2-1.5x slower than as
+ * one tile), and from rule 22, where the vectors are wider than the FMA
+ * datapath (double-pumped: AVX-512 on Zen 4's 256-bit pipes, each FMA two
+ * issue slots), the fewest cycles by the target's FMA and load issue
+ * (tlm_reg_rows_timed): a clamped tail row costs its FMAs, which the
+ * loads-per-FMA count left out, and on such a core those are the scarce
+ * slots. Measured on the Zen 4 VM (family 25 model 17, 2 threads, every
+ * one of the 1,178 matmul tasks of data/records.jsonl.gz whose rule
+ * schedule changed, tlm run --vs rule 22 against rule 21 side by side):
+ * natively 162 tasks, geometric mean 1.119x, 99 faster by more than 3%, 7
+ * slower by more than 3% (1 row -> 3-4 rows at 7-9 rows 1.84x, 6 -> 4 rows
+ * 1.16x over 55 tasks, 6 -> 5 1.02x over 88, 5 -> 3 at 9 rows 1.03x over 6,
+ * 0.85-0.93 on three of them). Under TLM_ISA=avx2 on the same core (vectors
+ * as wide as the pipes) the same count changed 81 tasks at 0.991x (4 -> 3
+ * rows 0.98x, 6 -> 4 0.99x, 6 -> 5 1.00x): there rule 21's rows stay, as
+ * they do on every target whose pipes are as wide as its vectors (the Zen
+ * 5's AVX-512, the rule its models were trained against). */
+static int mm_rule_rows_m3(const tlm_target *tg, const tlm_matmul_task *t, int nv, int version) {
+  int rows, same_nv;
+  tlm_reg_tile(tg, t->M, -nv, 0, TLM_MM_PTR_ROWS, &rows, &same_nv);
+  if (t->b_const) return rows;
+  int bits = 32 * (tg->vec_lanes > 0 ? tg->vec_lanes : 1);
+  int pumped = tg->fma_bits > 0 && tg->fma_bits < bits;
+  return version >= 22 && pumped ? tlm_reg_rows_timed(tg, t->M, nv, rows)
+                                 : tlm_reg_rows_for_extent(tg, t->M, nv, rows);
+}
+
 /* The rule's level-2 rows: every row of the block reuses the B block (k1 x
  * n2*n3, packed or streamed from L2), so the more rows the cheaper B is per
  * FMA; the A block (rows x k1) takes at most a quarter of L2 beside B's
@@ -635,14 +667,7 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
       if (rows > fit) rows = fit;
       return pick_at_most(c, n, rows < 1 ? 1 : rows);
     }
-    int rows, same_nv;
-    tlm_reg_tile(tg, t->M, -(int)nv, 0, TLM_MM_PTR_ROWS, &rows, &same_nv);
-    /* a B that is not constant: rows that leave no costly tail of M
-     * (tlm_reg_rows_for_extent; 10 rows as 8 + 2 ran 1.2-1.5x slower than
-     * as one tile). A constant B (serving, vision) keeps one tile for
-     * every M, so that prompt lengths share a kernel */
-    if (!t->b_const) rows = tlm_reg_rows_for_extent(tg, t->M, (int)nv, rows);
-    return pick_at_most(c, n, rows);
+    return pick_at_most(c, n, mm_rule_rows_m3(tg, t, (int)nv, 22));
   }
   case MM_B3: /* 2 batches a tile of dot products (rule 21); outer products: 1 */
     return tlm_vec_is_k(d[MM_VEC]) && mm_rule_batched_dots(tg, &s->task) ? pick_at_most(c, n, 2) : 0;
@@ -805,8 +830,26 @@ static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
  * where strided loads cross pages (mm_rule_packs_b); 21: batched dot
  * products from memory (mm_rule_batched_dots), and a streamed B of one
  * or two tiles' width keeps its K block (MM_K1) */
-static int mm_rule_version(const tlm_task *task) {
+/* Whether rule 22 changed this task's register tile rows on target tg
+ * (mm_rule_rows_m3): the rule's own vector and width, then the rows under
+ * rule 21 and rule 22. A NULL target: any non-constant B of more than one
+ * row may have. */
+static int mm_rows_changed_22(const tlm_task *task, const tlm_target *tg) {
   const tlm_matmul_task *t = &task->u.mm;
+  if (t->b_const || t->M <= 1) return 0;
+  if (!tg) return 1;
+  tlm_space s;
+  tlm_schedule d;
+  if (tlm_space_init(&s, task, tg)) return 0;
+  tlm_space_default(&s, &d);
+  if (tlm_vec_is_k(d.v[MM_VEC])) return 0;
+  int nv = (int)tlm_vec_per_row(d.v[MM_VEC], d.v[MM_N3]);
+  return mm_rule_rows_m3(&s.target, t, nv, 21) != mm_rule_rows_m3(&s.target, t, nv, 22);
+}
+
+static int mm_rule_version(const tlm_task *task, const tlm_target *tg) {
+  const tlm_matmul_task *t = &task->u.mm;
+  if (mm_rows_changed_22(task, tg)) return 22; /* rows over M by cycles (MM_M3) */
   /* 21: batches of dot products, 1 column x 2 batches where B outlasts
    * the caches (mm_rule_batched_dots) */
   if (mm_rule_dot_products(t)) /* 19: one column at every M; 8 lanes (MM_VEC) */

@@ -46,7 +46,8 @@ static int pool_default(const tlm_space *s, int p, const int32_t *d, const int32
 }
 
 
-static int pool_rule_version(const tlm_task *task) {
+static int pool_rule_version(const tlm_task *task, const tlm_target *tg) {
+  (void)tg; /* the same on every target */
   (void)task;
   return 2;
 }

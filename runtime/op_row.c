@@ -53,7 +53,8 @@ static int row_default(const tlm_space *s, int p, const int32_t *d, const int32_
 }
 
 
-static int row_rule_version(const tlm_task *task) {
+static int row_rule_version(const tlm_task *task, const tlm_target *tg) {
+  (void)tg; /* the same on every target */
   (void)task;
   return 2;
 }

@@ -48,9 +48,9 @@ int tlm_space_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c
   return f ? f->candidates(s, p, d, c) : 0;
 }
 
-int tlm_rule_family_version(const tlm_task *task) {
+int tlm_rule_family_version(const tlm_task *task, const tlm_target *tg) {
   const tlm_family *f = tlm_family_of(task);
-  return f ? f->rule_version(task) : 2;
+  return f ? f->rule_version(task, tg) : 2;
 }
 
 void tlm_points_walk(const void *space, int npoints, tlm_point_cands cands, tlm_point_choose choose,
@@ -205,6 +205,46 @@ int tlm_reg_rows_for_extent(const tlm_target *tg, int64_t extent, int nv, int ro
     double score = cost / used;
     if (score <= best_score) { /* ties: the later, larger r */
       best_score = score;
+      best = r;
+    }
+  }
+  return best;
+}
+
+/* The cycles of one k step of an r x nv register tile, counted from the
+ * target's FMA datapath: r * nv vector FMAs on fma_pipes pipes, each
+ * taking vec_bits / fma_bits issue slots where the vector is wider than
+ * the pipe (AVX-512 on Zen 4's 256-bit pipes: one zmm FMA a cycle), plus
+ * its loads, nv vectors of B and one 4-byte broadcast of A per row (one
+ * for a single row), on TLM_LOAD_PORTS ports each as wide as the FMA
+ * datapath (AMD's Software Optimization Guides for families 17h-1Ah and
+ * Intel's Optimization Reference Manual: two loads a cycle on every core
+ * tlm targets; Zen 4 splits a zmm load in two as it does an FMA). The two
+ * are added, not overlapped: at these tiles both units run near their
+ * rate, so neither hides the other (the measurements below order the
+ * rows so; overlapped, 1 x 4 vectors came out ahead at 7 rows). */
+#define TLM_LOAD_PORTS 2
+static double reg_tile_cycles(const tlm_target *tg, int r, int nv) {
+  int bits = 32 * (tg->vec_lanes > 0 ? tg->vec_lanes : 1);
+  double f = tg->fma_bits > 0 && tg->fma_bits < bits ? (double)tg->fma_bits / bits : 1.0;
+  int pipes = tg->fma_pipes > 0 ? tg->fma_pipes : 2;
+  return (double)r * nv / (pipes * f) + (double)nv / (TLM_LOAD_PORTS * f) +
+         (double)r / TLM_LOAD_PORTS;
+}
+
+int tlm_reg_rows_timed(const tlm_target *tg, int64_t extent, int nv, int rows) {
+  if (extent <= 0 || nv <= 0 || rows <= 1) return rows;
+  int chains = tg->fma_chains > 0 ? tg->fma_chains : 1;
+  int64_t need = (int64_t)rows * nv < chains ? (int64_t)rows * nv : chains;
+  int best = rows;
+  double best_cycles = 1e300;
+  for (int i = 0; i < TLM_N_REG_ROWS; i++) {
+    int r = tlm_reg_rows[i];
+    if (r > rows) break;
+    if ((int64_t)r * nv < need) continue;
+    double cycles = (double)ceil_div(extent, r) * reg_tile_cycles(tg, r, nv);
+    if (cycles <= best_cycles * (1 + 1e-12)) { /* ties: the later, larger r */
+      best_cycles = cycles;
       best = r;
     }
   }

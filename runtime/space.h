@@ -136,8 +136,16 @@
  * streamed matmuls (mm_streams_b) of one or two register tiles across N, which keep
  * the K block of 256 (or the most the space offers under it) instead of
  * 16. The same session reads an AMD L3 larger than one core complex holds
- * as the CCX's (target.c). */
-#define TLM_RULE_VERSION 21
+ * as the CCX's (target.c).
+ * Version 22 (session 46): on targets whose vectors are wider than the
+ * FMA datapath (AVX-512 on Zen 4), the register tile's rows over M for a
+ * B that is not constant are the fewest cycles by the target's FMA and
+ * load issue (tlm_reg_rows_timed), not the fewest loads per FMA over the
+ * rows used: 16 rows as 4 x 4 rows, not 6 + 6 + 4 (op_matmul.c,
+ * mm_rule_rows_m3). The matmuls whose rows change on a target move to 22
+ * there (mm_rule_version takes the target); elsewhere, and on every other
+ * target, they keep their version. */
+#define TLM_RULE_VERSION 22
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows
@@ -146,8 +154,10 @@
  * version 9: fused attention, tiles in L1 at prefill; 2 for every other
  * family). A model trained against rule version v
  * schedules a task only when v >= this (tlm_lm_covers_task): its prompts
- * and its measured records hold the rule and kernels of that time. */
-int tlm_rule_family_version(const tlm_task *task);
+ * and its measured records hold the rule and kernels of that time. From
+ * version 22 the version may depend on the target tg (not NULL): a task
+ * moves only on the targets where its rule schedule changed. */
+int tlm_rule_family_version(const tlm_task *task, const tlm_target *tg);
 
 #define TLM_MAX_POINTS 24
 #define TLM_MAX_CANDIDATES 64
@@ -348,6 +358,17 @@ void tlm_reg_tile(const tlm_target *tg, int64_t max_rows, int max_nv, int64_t nc
  * Over a long extent this is `rows`; over a short one, rows that divide
  * it (12 pixels: 6 + 6, not 10 + 2). */
 int tlm_reg_rows_for_extent(const tlm_target *tg, int64_t extent, int nv, int rows);
+
+/* The rows of an nv-vector register tile over `extent` rows, at most
+ * `rows`, whose tiles take the fewest cycles by a count of FMA issue
+ * slots and loads read off the target (fma_pipes, fma_bits; space.c,
+ * reg_tile_cycles): a tail tile computes its clamped rows again, so it
+ * costs a full tile. Same chains condition and ties as
+ * tlm_reg_rows_for_extent. Over a long extent this is `rows` where the
+ * tail is small; over a few tiles, rows that waste the fewest FMAs. The
+ * matmul rule's rows for a B that is not constant where the vectors are
+ * double-pumped (op_matmul.c, mm_rule_rows_m3, rule 22). */
+int tlm_reg_rows_timed(const tlm_target *tg, int64_t extent, int nv, int rows);
 
 /* The fraction of the work of rows x nv-vector tiles that holds data over
  * ncols columns (a partial tile counted twice) and, when 0 < max_rows <

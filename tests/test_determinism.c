@@ -10,6 +10,7 @@
 #include "check.h"
 #include "engine/engine.h"
 #include "train/problem.h"
+#include "train/records.h"
 
 static const char *k_shapes[] = {"128x768:768x768", "1x768:768x2304", "12x37x64:12x64x37",
                                  "7x13:13x31", "3x1x53:3x53x11"};
@@ -293,6 +294,50 @@ int main(void) {
       if (rule_schedule(k_pv[i].shape, &tg, &sch)) return check_report("test_determinism");
       CHECK(sch.v[MM_K1] == k_pv[i].k1, "%s, %s: tile_k1=%d (tile_n3=%d)", k_pv[i].shape,
             tlm_isa_name((tlm_isa)k_pv[i].isa), sch.v[MM_K1], sch.v[MM_N3]);
+    }
+  }
+  /* Rule 22: where vectors are double-pumped (Zen 4's AVX-512), a B that
+   * is not constant takes the register tile rows over M with the fewest
+   * cycles by the target's FMA and load issue (tlm_reg_rows_timed); the
+   * task moves to version 22 only on the targets where its rows changed */
+  {
+    tlm_target z4, z5;
+    CHECK(tlm_target_from_hw("znver4; avx512+vnni 16 lanes, 32 regs, FMA 2x256 lat 4 (4 chains), 2 "
+                             "cores, L1 32K L2 1024K L3 32768K; host avx512; AMD EPYC (family 25 "
+                             "model 17)",
+                             &z4) == 0 &&
+              tlm_target_from_hw("znver5; avx512+vnni 16 lanes, 32 regs, FMA 2x512 lat 4 (8 "
+                                 "chains), 2 cores, L1 48K L2 1024K L3 32768K; host avx512; AMD "
+                                 "EPYC (family 26 model 2)",
+                                 &z5) == 0,
+          "the Zen 4 and Zen 5 descriptions");
+    /* 6 x 4 vectors: 16 rows as 4 x 4 (64 FMA slots, not 72 as 6 + 6 + 4),
+     * 7 as 4 + 4 (a lone row of 4 vectors reloads B at every FMA), a long
+     * extent keeps 6 */
+    CHECK(tlm_reg_rows_timed(&z4, 16, 4, 6) == 4, "16 rows: %d", tlm_reg_rows_timed(&z4, 16, 4, 6));
+    CHECK(tlm_reg_rows_timed(&z4, 7, 4, 6) == 4, "7 rows: %d", tlm_reg_rows_timed(&z4, 7, 4, 6));
+    CHECK(tlm_reg_rows_timed(&z4, 1200, 4, 6) == 6 && tlm_reg_rows_timed(&z4, 6, 4, 6) == 6,
+          "1200 rows: %d", tlm_reg_rows_timed(&z4, 1200, 4, 6));
+    tlm_schedule sch;
+    if (rule_schedule("16x4096:4096x11008", &z4, &sch)) return check_report("test_determinism");
+    CHECK(sch.v[MM_M3] == 4, "16x4096:4096x11008 on the Zen 4: tile_m3=%d", sch.v[MM_M3]);
+    if (rule_schedule("16x4096:4096x11008", &z5, &sch)) return check_report("test_determinism");
+    CHECK(sch.v[MM_M3] == 6, "16x4096:4096x11008 on the Zen 5: tile_m3=%d", sch.v[MM_M3]);
+    static const struct {
+      const char *shape;
+      int v22;
+    } k_v22[] = {{"16x4096:4096x11008", 1}, {"1200x768:768x768", 0}, {"12x768:768x768", 0}};
+    for (size_t i = 0; i < sizeof k_v22 / sizeof k_v22[0]; i++) {
+      tlm_problem p;
+      tlm_task task;
+      if (mm_task(k_v22[i].shape, (tlm_matmul_desc){0}, &p, &task)) return check_report("test_determinism");
+      int v = tlm_rule_family_version(&task, &z4);
+      CHECK((v == 22) == k_v22[i].v22, "%s on the Zen 4: rule version %d", k_v22[i].shape, v);
+      /* pipes as wide as the vectors (Zen 5's AVX-512): rule 21's rows */
+      CHECK(tlm_rule_family_version(&task, &z5) < 22, "%s on the Zen 5: version 22", k_v22[i].shape);
+      task.u.mm.b_const = 1; /* one tile for every M: unchanged */
+      CHECK(tlm_rule_family_version(&task, &z4) < 22, "%s, constant B: version 22", k_v22[i].shape);
+      tlm_problem_free(&p);
     }
   }
   /* Small M shares one kernel too: prompt lengths 13 and 42 of one layer

@@ -727,26 +727,26 @@ int main(void) {
       pwt.u.conv.G = 1, pwt.u.conv.ICg = pwt.u.conv.OCg = 64;
       pwt.u.conv.N = pwt.u.conv.OD = pwt.u.conv.KD = pwt.u.conv.KH = pwt.u.conv.KW = 1;
       pwt.u.conv.OH = pwt.u.conv.OW = 56;
-      CHECK(tlm_lm_covers_task(&lm, &pwt), "a rule-2 model schedules dense convs");
+      CHECK(tlm_lm_covers_task(&lm, &pwt, &tg), "a rule-2 model schedules dense convs");
       tlm_task narrow = pwt; /* 32 channels on 13 x 13: the tile's rows changed in rule 15 */
       narrow.u.conv.ICg = narrow.u.conv.OCg = 32;
       narrow.u.conv.OH = narrow.u.conv.OW = 13;
-      CHECK(!tlm_lm_covers_task(&lm, &narrow), "a rule-2 model does not schedule narrow convs");
+      CHECK(!tlm_lm_covers_task(&lm, &narrow, &tg), "a rule-2 model does not schedule narrow convs");
       tlm_task stem = pwt; /* an RGB stem: red_order changed in rule 10 */
       stem.u.conv.ICg = 3, stem.u.conv.KW = stem.u.conv.KH = 3;
-      CHECK(!tlm_lm_covers_task(&lm, &stem), "a rule-2 model does not schedule RGB stems");
-      CHECK(!tlm_lm_covers_task(&lm, &mmt), "a rule-2 model does not schedule matmuls (rule 8)");
-      CHECK(!tlm_lm_covers_task(&lm, &dwt), "a rule-2 model does not schedule depthwise convs");
+      CHECK(!tlm_lm_covers_task(&lm, &stem, &tg), "a rule-2 model does not schedule RGB stems");
+      CHECK(!tlm_lm_covers_task(&lm, &mmt, &tg), "a rule-2 model does not schedule matmuls (rule 8)");
+      CHECK(!tlm_lm_covers_task(&lm, &dwt, &tg), "a rule-2 model does not schedule depthwise convs");
       lm.rule_version = 7;
-      CHECK(tlm_lm_covers_task(&lm, &dwt), "a rule-7 model schedules depthwise convs");
-      CHECK(!tlm_lm_covers_task(&lm, &mmt), "a rule-7 model does not schedule matmuls");
+      CHECK(tlm_lm_covers_task(&lm, &dwt, &tg), "a rule-7 model schedules depthwise convs");
+      CHECK(!tlm_lm_covers_task(&lm, &mmt, &tg), "a rule-7 model does not schedule matmuls");
       lm.rule_version = TLM_RULE_VERSION;
-      CHECK(tlm_lm_covers_task(&lm, &dwt), "a current model schedules depthwise convs");
-      CHECK(tlm_lm_covers_task(&lm, &mmt), "a current model schedules matmuls");
+      CHECK(tlm_lm_covers_task(&lm, &dwt, &tg), "a current model schedules depthwise convs");
+      CHECK(tlm_lm_covers_task(&lm, &mmt, &tg), "a current model schedules matmuls");
       {
         tlm_task cb = mmt; /* the same product with B declared constant */
         cb.u.mm.b_const = 1;
-        CHECK(!tlm_lm_covers_task(&lm, &cb), "a model schedules a matmul of a constant B");
+        CHECK(!tlm_lm_covers_task(&lm, &cb, &tg), "a model schedules a matmul of a constant B");
       }
       tlm_lm_free(&lm);
       {

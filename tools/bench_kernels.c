@@ -490,7 +490,7 @@ static int measure_task(const bench_env *env, const tlm_task_spec *spec, cJSON *
   tc.rt = rt, tc.task = task, tc.p = &p, tc.best_ns = INFINITY;
   /* TLM-1 as tlm_run: the model where it covers the task, else the rule */
   double t0 = tlm_now_ns();
-  int covered = rt->model && tlm_lm_covers_task(rt->model, task);
+  int covered = rt->model && tlm_lm_covers_task(rt->model, task, &s.target);
   if (covered) tlm_lm_decode(rt->model, &s, &ct[C_TLM1].sched, NULL);
   else tlm_space_default(&s, &ct[C_TLM1].sched);
   tlm_kernel *k;

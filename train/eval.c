@@ -409,7 +409,7 @@ int tlm_eval_run(const tlm_eval_opts *o) {
      * rule's, a tie (measuring it again would only draw noise) */
     t0 = now_ms();
     /* as tlm_run: the model where it knows the task's family */
-    int covered = rt->model && tlm_lm_covers_task(rt->model, &task);
+    int covered = rt->model && tlm_lm_covers_task(rt->model, &task, &s.target);
     if (covered) tlm_lm_decode(rt->model, &s, &sched, NULL);
     r[M_TLM1].make_ms = now_ms() - t0;
     /* how sure the model is: natural-log probabilities of both schedules
