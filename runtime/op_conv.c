@@ -210,6 +210,29 @@ static int dw_tile_nv(int64_t vext, int W, int most) {
  * 64 groups of 8 channels 3x3 s2 at 240 px 0.75 of the time, 128 groups of
  * 4 0.76, 4 groups of 4 at 13 px 0.74, of 5 at 5 px (8 lanes) 0.86. */
 
+/* The rule's register tile rows over rext rows (pixels, or rows of the
+ * other axis) for nv vectors, under rule version `version`: rows that leave
+ * no costly tail over a short extent (a tail tile runs the safe version
+ * with every row: 12 pixels as 10 + 2 ran 1.5-1.65x slower than as 12):
+ * the fewest loads per FMA over the rows used (tlm_reg_rows_for_extent),
+ * and from rule 22 on targets whose vectors are wider than the FMA
+ * datapath (AVX-512 on Zen 4) the fewest cycles by the target's FMA and
+ * load issue (tlm_reg_rows_timed), as matmul takes them (op_matmul.c,
+ * mm_rule_rows_m3). Measured on the Zen 4 VM (family 25 model 17, 2
+ * threads, scripts/rule_ab.py, RULE_AB_ONLY=conv: rule 22 against rule 21
+ * side by side on every convolution of data/records.jsonl.gz whose rule
+ * schedule changed): 52 tasks, geometric mean 1.051x, 30 faster by more
+ * than 3%, 5 slower (1 -> 5 rows at 13 pixels 1.44x over 3, 6 -> 4 1.06x
+ * over 15, 6 -> 5 1.01x over 21, 10 -> 8 1.05x over 6). */
+static int conv_rule_rows(const tlm_target *tg, int64_t rext, int nv, int version) {
+  int rows, same_nv;
+  tlm_reg_tile(tg, rext, -nv, 0, TLM_CONV_PTR_ROWS, &rows, &same_nv);
+  int bits = 32 * (tg->vec_lanes > 0 ? tg->vec_lanes : 1);
+  if (version >= 22 && tg->fma_bits > 0 && tg->fma_bits < bits)
+    return tlm_reg_rows_timed(tg, rext, nv, rows);
+  return tlm_reg_rows_for_extent(tg, rext, nv, rows);
+}
+
 /* The rule: lanes along the axis that is unit-stride in dst (channels for
  * NHWC, ow for NCHW, groups for NHWC depthwise), the full vector width,
  * the register tile of tlm_reg_tile (6 x 4 vectors on 32 registers, 6 x 2
@@ -254,7 +277,7 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
     return pick_at_most(c, n, (int64_t)conv_tile_nv(tg, vext, rext, (int)most) * d[CV_VEC]);
   }
   case CV_ROWS: {
-    int rows, nv = d[CV_TILE_V] / d[CV_VEC];
+    int nv = d[CV_TILE_V] / d[CV_VEC];
     int64_t wvecs = (int64_t)nv * t->KD * t->KH * t->KW;
     int chains = tg->fma_chains > 0 ? tg->fma_chains : 1;
     if (d[CV_AXIS] == 2 && wvecs + (int64_t)nv * ((chains + nv - 1) / nv) + 1 <= tg->vec_regs) {
@@ -279,11 +302,7 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
       if (r > TLM_CONV_PTR_ROWS) r = TLM_CONV_PTR_ROWS;
       return pick_at_most(c, n, r < 1 ? 1 : r);
     }
-    tlm_reg_tile(tg, rext, -nv, 0, TLM_CONV_PTR_ROWS, &rows, &nv);
-    /* rows that leave no costly tail over a short extent (a tail tile runs
-     * the safe version with every row: 12 pixels as 10 + 2 ran 1.5-1.65x
-     * slower than as 12; tlm_reg_rows_for_extent) */
-    return pick_at_most(c, n, tlm_reg_rows_for_extent(tg, rext, nv, rows));
+    return pick_at_most(c, n, conv_rule_rows(tg, rext, nv, 22));
   }
   case CV_UNROLL: {
     /* the inner loop's trip count under the red_order the rule picks next;
@@ -329,9 +348,28 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
 
 /* version 3: depthwise convolutions' rows and kernels; 10: the 3-channel
  * windows (RGB stems) whose red_order changed (space.h); 2 for the rest */
-static int conv_rule_version(const tlm_task *task, const tlm_target *tg) {
-  (void)tg; /* the same on every target */
+/* Whether rule 22 changed the task's tile rows on target tg
+ * (conv_rule_rows): the rule's own axis and tile, then the rows under
+ * rules 21 and 22; a NULL target: any convolution may have, but a
+ * depthwise one (its rows come from the register file alone). */
+static int conv_rows_changed_22(const tlm_task *task, const tlm_target *tg) {
   const tlm_conv_task *t = &task->u.conv;
+  if (t->G > 1 && t->ICg == 1 && t->OCg == 1) return 0;
+  if (!tg) return 1;
+  tlm_space s;
+  tlm_schedule d;
+  if (tlm_space_init(&s, task, tg)) return 0;
+  tlm_space_default(&s, &d);
+  if (d.v[CV_AXIS] == 2 || d.v[CV_VEC] <= 0) return 0;
+  int64_t vext, rext;
+  conv_axis_extents(t, d.v[CV_AXIS], &vext, &rext);
+  int nv = d.v[CV_TILE_V] / d.v[CV_VEC];
+  return conv_rule_rows(&s.target, rext, nv, 21) != conv_rule_rows(&s.target, rext, nv, 22);
+}
+
+static int conv_rule_version(const tlm_task *task, const tlm_target *tg) {
+  const tlm_conv_task *t = &task->u.conv;
+  if (conv_rows_changed_22(task, tg)) return 22; /* rows by cycles (conv_rule_rows) */
   /* depthwise: 3, and 15 where one AVX-512 vector holds the groups (<= 16)
    * and more than TLM_CONV_PTR_ROWS rows were possible */
   if (t->G > 1 && t->ICg == 1 && t->OCg == 1) {

@@ -142,9 +142,10 @@
  * B that is not constant are the fewest cycles by the target's FMA and
  * load issue (tlm_reg_rows_timed), not the fewest loads per FMA over the
  * rows used: 16 rows as 4 x 4 rows, not 6 + 6 + 4 (op_matmul.c,
- * mm_rule_rows_m3). The matmuls whose rows change on a target move to 22
- * there (mm_rule_version takes the target); elsewhere, and on every other
- * target, they keep their version. */
+ * mm_rule_rows_m3), and so are a convolution's tile rows over its pixels
+ * (op_conv.c, conv_rule_rows). The matmuls and convolutions whose rows
+ * change on a target move to 22 there (the families' rule_version take
+ * the target); elsewhere, and on every other target, they keep theirs. */
 #define TLM_RULE_VERSION 22
 
 /* The rule version in which the rule or the code generation of the task's
@@ -366,8 +367,9 @@ int tlm_reg_rows_for_extent(const tlm_target *tg, int64_t extent, int nv, int ro
  * costs a full tile. Same chains condition and ties as
  * tlm_reg_rows_for_extent. Over a long extent this is `rows` where the
  * tail is small; over a few tiles, rows that waste the fewest FMAs. The
- * matmul rule's rows for a B that is not constant where the vectors are
- * double-pumped (op_matmul.c, mm_rule_rows_m3, rule 22). */
+ * matmul rule's rows for a B that is not constant, and the convolution
+ * rule's tile rows, where the vectors are double-pumped (op_matmul.c
+ * mm_rule_rows_m3, op_conv.c conv_rule_rows; rule 22). */
 int tlm_reg_rows_timed(const tlm_target *tg, int64_t extent, int nv, int rows);
 
 /* The fraction of the work of rows x nv-vector tiles that holds data over

@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "train/problem.h"
 #include "train/records.h"
+#include "train/tasks.h"
 
 static const char *k_shapes[] = {"128x768:768x768", "1x768:768x2304", "12x37x64:12x64x37",
                                  "7x13:13x31", "3x1x53:3x53x11"};
@@ -338,6 +339,35 @@ int main(void) {
       task.u.mm.b_const = 1; /* one tile for every M: unchanged */
       CHECK(tlm_rule_family_version(&task, &z4) < 22, "%s, constant B: version 22", k_v22[i].shape);
       tlm_problem_free(&p);
+    }
+    /* convolutions' tile rows too: 49 pixels of a 1x1 NHWC layer as 5-row
+     * tiles on the Zen 4 (10 x 5 slots against 9 x 6 and a tail), 6 on the
+     * Zen 5; a depthwise layer's rows come from the register file alone */
+    static const struct {
+      const char *spec;
+      int rows4, rows5, v22;
+    } k_cv[] = {
+        {"conv:g1mb1_ic2048ih7iw7_oc512oh7ow7_kh1kw1_sh1sw1_ph0pw0_dh0dw0 nhwc bias1 bn0 act1 res0", 5, 6, 1},
+        {"conv:g1mb1_ic64ih56iw56_oc64oh56ow56_kh3kw3_sh1sw1_ph1pw1_dh0dw0 nhwc bias1 bn0 act1 res0", 6, 6, 0},
+        {"conv:g32mb1_ic32ih112iw112_oc32oh112ow112_kh3kw3_sh1sw1_ph1pw1_dh0dw0 nhwc bias1 bn0 act1 res0",
+         -1, -1, 0}};
+    for (size_t i = 0; i < sizeof k_cv / sizeof k_cv[0]; i++) {
+      tlm_task_spec spec;
+      tlm_task task;
+      CHECK(tlm_task_spec_parse(k_cv[i].spec, &spec) == 0 && tlm_task_spec_task(&spec, &task) == 0,
+            "%s: no task", k_cv[i].spec);
+      tlm_space sp;
+      tlm_schedule a, b;
+      tlm_space_init(&sp, &task, &z4);
+      tlm_space_default(&sp, &a);
+      tlm_space_init(&sp, &task, &z5);
+      tlm_space_default(&sp, &b);
+      if (k_cv[i].rows4 > 0)
+        CHECK(a.v[CV_ROWS] == k_cv[i].rows4 && b.v[CV_ROWS] == k_cv[i].rows5,
+              "%s: tile_rows %d (Zen 4), %d (Zen 5)", k_cv[i].spec, a.v[CV_ROWS], b.v[CV_ROWS]);
+      int v4 = tlm_rule_family_version(&task, &z4), v5 = tlm_rule_family_version(&task, &z5);
+      CHECK((v4 == 22) == k_cv[i].v22 && v5 < 22, "%s: rule version %d (Zen 4), %d (Zen 5)",
+            k_cv[i].spec, v4, v5);
     }
   }
   /* Small M shares one kernel too: prompt lengths 13 and 42 of one layer
