@@ -190,25 +190,41 @@ double tlm_reg_tile_used(const tlm_target *tg, int rows, int nv, int64_t max_row
   return used;
 }
 
-int tlm_reg_rows_for_extent(const tlm_target *tg, int64_t extent, int nv, int rows) {
+/* Of the row counts up to `rows` whose accumulators cover as many FMA
+ * chains as `rows` does (or all of fma_chains), the one of the lowest
+ * score(tg, extent, r, nv); a score within a factor `tie` of the best so
+ * far takes the later, larger r. */
+typedef double (*rows_score_fn)(const tlm_target *tg, int64_t extent, int r, int nv);
+static int rows_by_score(const tlm_target *tg, int64_t extent, int nv, int rows,
+                         rows_score_fn score_of, double tie) {
   if (extent <= 0 || nv <= 0 || rows <= 1) return rows;
   int chains = tg->fma_chains > 0 ? tg->fma_chains : 1;
   int64_t need = (int64_t)rows * nv < chains ? (int64_t)rows * nv : chains;
   int best = rows;
-  double best_score = 1e30;
+  double best_score = 1e300;
   for (int i = 0; i < TLM_N_REG_ROWS; i++) {
     int r = tlm_reg_rows[i];
     if (r > rows) break;
     if ((int64_t)r * nv < need) continue;
-    double cost = (double)(r + (r > 1 ? nv : 1)) / ((double)r * nv);
-    double used = (double)extent / (double)(ceil_div(extent, r) * r);
-    double score = cost / used;
-    if (score <= best_score) { /* ties: the later, larger r */
+    double score = score_of(tg, extent, r, nv);
+    if (score <= best_score * tie) {
       best_score = score;
       best = r;
     }
   }
   return best;
+}
+
+/* loads per FMA over the fraction of the tiles' rows that hold data */
+static double rows_loads_score(const tlm_target *tg, int64_t extent, int r, int nv) {
+  (void)tg;
+  double cost = (double)(r + (r > 1 ? nv : 1)) / ((double)r * nv);
+  double used = (double)extent / (double)(ceil_div(extent, r) * r);
+  return cost / used;
+}
+
+int tlm_reg_rows_for_extent(const tlm_target *tg, int64_t extent, int nv, int rows) {
+  return rows_by_score(tg, extent, nv, rows, rows_loads_score, 1.0); /* exact ties */
 }
 
 /* The cycles of one k step of an r x nv register tile, counted from the
@@ -232,23 +248,14 @@ static double reg_tile_cycles(const tlm_target *tg, int r, int nv) {
          (double)r / TLM_LOAD_PORTS;
 }
 
+/* the cycles of the tiles that cover the extent */
+static double rows_cycles_score(const tlm_target *tg, int64_t extent, int r, int nv) {
+  return (double)ceil_div(extent, r) * reg_tile_cycles(tg, r, nv);
+}
+
 int tlm_reg_rows_timed(const tlm_target *tg, int64_t extent, int nv, int rows) {
-  if (extent <= 0 || nv <= 0 || rows <= 1) return rows;
-  int chains = tg->fma_chains > 0 ? tg->fma_chains : 1;
-  int64_t need = (int64_t)rows * nv < chains ? (int64_t)rows * nv : chains;
-  int best = rows;
-  double best_cycles = 1e300;
-  for (int i = 0; i < TLM_N_REG_ROWS; i++) {
-    int r = tlm_reg_rows[i];
-    if (r > rows) break;
-    if ((int64_t)r * nv < need) continue;
-    double cycles = (double)ceil_div(extent, r) * reg_tile_cycles(tg, r, nv);
-    if (cycles <= best_cycles * (1 + 1e-12)) { /* ties: the later, larger r */
-      best_cycles = cycles;
-      best = r;
-    }
-  }
-  return best;
+  /* ties within rounding: the cycles are sums of fractions */
+  return rows_by_score(tg, extent, nv, rows, rows_cycles_score, 1 + 1e-12);
 }
 
 void tlm_reg_tile(const tlm_target *tg, int64_t max_rows, int max_nv, int64_t ncols,
