@@ -7,7 +7,8 @@ whose rule schedule changed. One JSON line a changed task in OUT; a summary
 both builds. Time on 2 cores: about 15 minutes over data/records.jsonl.gz
 (1,178 matmul tasks), most of it printing the two rules' schedules.
 
-usage: TLM_CACHE_DIR=none [TLM_ISA=avx2] [RULE_AB_ONLY=conv|matmul] scripts/rule_ab.py OLD_TLM OUT.jsonl RECORDS.jsonl.gz...
+usage: TLM_CACHE_DIR=none [TLM_ISA=avx2] [RULE_AB_ONLY=conv|matmul] [RULE_AB_EVERY=N]
+       [RULE_AB_SPEC_ONLY=1] scripts/rule_ab.py OLD_TLM OUT.jsonl RECORDS.jsonl.gz...
 """
 import gzip,json,sys,subprocess,re,os,math
 ACT={1:'relu',2:'gelu',3:'silu',4:'relu6'}
@@ -32,6 +33,8 @@ def args(task):
     if ep:a+=['--epilogue',','.join(ep)]
     return a
 only=os.environ.get('RULE_AB_ONLY')  # 'conv' or 'matmul': one family only
+every=int(os.environ.get('RULE_AB_EVERY','1'))  # every Nth task only
+spec_only=os.environ.get('RULE_AB_SPEC_ONLY')  # count the changed tasks, time nothing
 tasks=[]
 seen=set()
 for f in sys.argv[3:]:
@@ -47,10 +50,15 @@ def spec(binary,a):
     m=re.search(r'^schedule\s+((?:vec|vec_axis)=.*)$',p.stdout,re.M)
     return m.group(1) if m else None
 ratios=[]
+changed=0
 for i,(t,fam) in enumerate(tasks):
+    if i % every: continue
     a=args(t)
     o=spec(old_tlm,a); n=spec('build/tools/tlm',a)
     if not o or not n or o==n: continue
+    changed+=1
+    if spec_only:
+        print('changed',t,flush=True); continue
     p=subprocess.run(['build/tools/tlm','run']+a+['--schedule','rule','--vs',o,'--min-time','0.3'],capture_output=True,text=True)
     m=re.search(r'speed A/B\s+([\d.]+) \(min ([\d.]+), max ([\d.]+)',p.stdout)
     if not m: print('ERR',t,p.stderr[-200:],flush=True); continue
@@ -61,4 +69,4 @@ for i,(t,fam) in enumerate(tasks):
     out.write(line+'\n'); out.flush()
     print(f'{x:.3f} [{m.group(2)}-{m.group(3)}] rows {om}->{nm} {t}',flush=True)
 g=math.exp(sum(map(math.log,ratios))/len(ratios)) if ratios else 0
-print('changed',len(ratios),'geomean',round(g,4),'wins>3%',sum(1 for x in ratios if x>1.03),'losses>3%',sum(1 for x in ratios if x<0.97))
+print('tasks',len(tasks[::every]),'changed',changed,'timed',len(ratios),'geomean',round(g,4),'wins>3%',sum(1 for x in ratios if x>1.03),'losses>3%',sum(1 for x in ratios if x<0.97))
