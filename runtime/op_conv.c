@@ -227,9 +227,7 @@ static int dw_tile_nv(int64_t vext, int W, int most) {
 static int conv_rule_rows(const tlm_target *tg, int64_t rext, int nv, int version) {
   int rows, same_nv;
   tlm_reg_tile(tg, rext, -nv, 0, TLM_CONV_PTR_ROWS, &rows, &same_nv);
-  int bits = 32 * (tg->vec_lanes > 0 ? tg->vec_lanes : 1);
-  if (version >= 22 && tg->fma_bits > 0 && tg->fma_bits < bits)
-    return tlm_reg_rows_timed(tg, rext, nv, rows);
+  if (version >= 22 && tlm_target_double_pumped(tg)) return tlm_reg_rows_timed(tg, rext, nv, rows);
   return tlm_reg_rows_for_extent(tg, rext, nv, rows);
 }
 

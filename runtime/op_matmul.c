@@ -410,10 +410,8 @@ static int mm_rule_rows_m3(const tlm_target *tg, const tlm_matmul_task *t, int n
   int rows, same_nv;
   tlm_reg_tile(tg, t->M, -nv, 0, TLM_MM_PTR_ROWS, &rows, &same_nv);
   if (t->b_const) return rows;
-  int bits = 32 * (tg->vec_lanes > 0 ? tg->vec_lanes : 1);
-  int pumped = tg->fma_bits > 0 && tg->fma_bits < bits;
-  return version >= 22 && pumped ? tlm_reg_rows_timed(tg, t->M, nv, rows)
-                                 : tlm_reg_rows_for_extent(tg, t->M, nv, rows);
+  return version >= 22 && tlm_target_double_pumped(tg) ? tlm_reg_rows_timed(tg, t->M, nv, rows)
+                                                     : tlm_reg_rows_for_extent(tg, t->M, nv, rows);
 }
 
 /* The rule's level-2 rows: every row of the block reuses the B block (k1 x
@@ -817,19 +815,6 @@ static int64_t mm_scratch_bytes(const tlm_task *task, const tlm_schedule *s) {
   return bblock * s->v[MM_N2] * (int64_t)s->v[MM_N3] * s->v[MM_K1] * 4;
 }
 
-/* version 8: tile_n1 (level-0 blocks of N, about one per worker);
- * 10: 3-vector register tiles on 16 registers, packed B for rows that are
- * not whole cache lines; 11: level-1 tiles balanced by work; 12: workers
- * share M at M >= N; 13: one block of all of M is the L3 block (space.h);
- * 14: a B beyond a worker's L2 streams under up to 16 rows too; 15: at
- * most TLM_MM_PTR_ROWS rows a tile, which changes the rule's tile only
- * where more rows were possible: more than 8 rows of M and at most 2
- * vectors (N <= 48: 3 AVX-512 vectors; a third is never taken with more
- * rows than 8); and, B not constant, rows chosen for M's tail; and a task
- * under TLM_PARALLEL_MIN_FLOPS on one worker; 19: dot products; 20: B packing
- * where strided loads cross pages (mm_rule_packs_b); 21: batched dot
- * products from memory (mm_rule_batched_dots), and a streamed B of one
- * or two tiles' width keeps its K block (MM_K1) */
 /* Whether rule 22 changed this task's register tile rows on target tg
  * (mm_rule_rows_m3): the rule's own vector and width, then the rows under
  * rule 21 and rule 22. A NULL target: any non-constant B of more than one
@@ -847,6 +832,20 @@ static int mm_rows_changed_22(const tlm_task *task, const tlm_target *tg) {
   return mm_rule_rows_m3(&s.target, t, nv, 21) != mm_rule_rows_m3(&s.target, t, nv, 22);
 }
 
+/* version 8: tile_n1 (level-0 blocks of N, about one per worker);
+ * 10: 3-vector register tiles on 16 registers, packed B for rows that are
+ * not whole cache lines; 11: level-1 tiles balanced by work; 12: workers
+ * share M at M >= N; 13: one block of all of M is the L3 block (space.h);
+ * 14: a B beyond a worker's L2 streams under up to 16 rows too; 15: at
+ * most TLM_MM_PTR_ROWS rows a tile, which changes the rule's tile only
+ * where more rows were possible: more than 8 rows of M and at most 2
+ * vectors (N <= 48: 3 AVX-512 vectors; a third is never taken with more
+ * rows than 8); and, B not constant, rows chosen for M's tail; and a task
+ * under TLM_PARALLEL_MIN_FLOPS on one worker; 19: dot products; 20: B packing
+ * where strided loads cross pages (mm_rule_packs_b); 21: batched dot
+ * products from memory (mm_rule_batched_dots), and a streamed B of one
+ * or two tiles' width keeps its K block (MM_K1); 22: rows over M by
+ * cycles on double-pumped targets, only where they changed on tg */
 static int mm_rule_version(const tlm_task *task, const tlm_target *tg) {
   const tlm_matmul_task *t = &task->u.mm;
   if (mm_rows_changed_22(task, tg)) return 22; /* rows over M by cycles (MM_M3) */

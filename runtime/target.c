@@ -269,6 +269,10 @@ void tlm_target_complete(tlm_target *t) {
   set_isa_shape(t);
 }
 
+int tlm_target_double_pumped(const tlm_target *t) {
+  return t->fma_bits > 0 && t->fma_bits < 32 * (t->vec_lanes > 0 ? t->vec_lanes : 1);
+}
+
 int tlm_target_restrict(tlm_target *t, int isa) {
   if (isa < 0) return 0;
   if (isa > t->host_isa) return -1;

@@ -92,6 +92,11 @@ void tlm_target_complete(tlm_target *t);
  * Returns 0, or -1 when the host cannot run `isa`. */
 int tlm_target_restrict(tlm_target *t, int isa);
 
+/* 1 when a vector of the target's ISA is wider than its FMA datapath, so
+ * each vector FMA takes vector bits / fma_bits issue slots (AVX-512 on
+ * Zen 4's 256-bit pipes); 0 otherwise or when fma_bits is unset. */
+int tlm_target_double_pumped(const tlm_target *t);
+
 /* "avx2" for TLM_ISA_AVX2 and so on; "?" when out of range. */
 const char *tlm_isa_name(int isa);
 
