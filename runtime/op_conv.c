@@ -354,6 +354,7 @@ static int conv_rows_changed_22(const tlm_task *task, const tlm_target *tg) {
   const tlm_conv_task *t = &task->u.conv;
   if (t->G > 1 && t->ICg == 1 && t->OCg == 1) return 0;
   if (!tg) return 1;
+  if (!tlm_target_double_pumped(tg)) return 0; /* rule 21's rows there: no walk */
   tlm_space s;
   tlm_schedule d;
   if (tlm_space_init(&s, task, tg)) return 0;

@@ -823,6 +823,7 @@ static int mm_rows_changed_22(const tlm_task *task, const tlm_target *tg) {
   const tlm_matmul_task *t = &task->u.mm;
   if (t->b_const || t->M <= 1) return 0;
   if (!tg) return 1;
+  if (!tlm_target_double_pumped(tg)) return 0; /* rule 21's rows there: no walk */
   tlm_space s;
   tlm_schedule d;
   if (tlm_space_init(&s, task, tg)) return 0;

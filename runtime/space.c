@@ -237,8 +237,9 @@ int tlm_reg_rows_for_extent(const tlm_target *tg, int64_t extent, int nv, int ro
  * Intel's Optimization Reference Manual: two loads a cycle on every core
  * tlm targets; Zen 4 splits a zmm load in two as it does an FMA). The two
  * are added, not overlapped: at these tiles both units run near their
- * rate, so neither hides the other (the measurements below order the
- * rows so; overlapped, 1 x 4 vectors came out ahead at 7 rows). */
+ * rate, so neither hides the other (the measurements in op_matmul.c,
+ * mm_rule_rows_m3, order the rows so; overlapped, 1 x 4 vectors came out
+ * ahead at 7 rows). */
 #define TLM_LOAD_PORTS 2
 static double reg_tile_cycles(const tlm_target *tg, int r, int nv) {
   int bits = 32 * (tg->vec_lanes > 0 ? tg->vec_lanes : 1);
