@@ -424,14 +424,19 @@ static void kernel_row(conv_cg *cc, LLVMValueRef kd, LLVMValueRef id, LLVMValueR
                           mul(g, kh, c64(g, t->dh)));
     jh = if_begin(g, in_range(g, ih, cc->IH));
     cc->xoff = add(g, cc->xoff, mul(g, ih, cc->ss[3]));
-  } else if (cc->safe && cc->rows_given) {
-    /* a safe tile in one output row (one_row_version): a kernel row in
-     * the top or bottom padding is skipped for all its rows at once, as
-     * above, instead of each row reading the zero page KW x ICg times
-     * (the rows' own checks still cover the left and right padding) */
-    LLVMValueRef ih = add(g, sub(g, mul(g, cc->ohr[0], c64(g, t->sh)), c64(g, t->ph)),
-                          mul(g, kh, c64(g, t->dh)));
-    jh = if_begin(g, in_range(g, ih, cc->IH));
+  } else if (cc->safe && !cc->plane) {
+    /* a safe tile over the flattened plane: a kernel row in the top or
+     * bottom padding for every tile row is skipped for all of them at
+     * once, as above, instead of each row reading the zero page KW x ICg
+     * times (the rows' own checks still cover the left and right padding
+     * and a tile whose rows straddle the edge). The rows' output rows
+     * never decrease with r (clamped rows repeat the block's last pixel),
+     * and neither does ih, so the first and last rows bound them all. */
+    LLVMValueRef base = sub(g, mul(g, kh, c64(g, t->dh)), c64(g, t->ph));
+    LLVMValueRef ih0 = add(g, mul(g, cc->ohr[0], c64(g, t->sh)), base);
+    LLVMValueRef ih1 = add(g, mul(g, cc->ohr[cc->R - 1], c64(g, t->sh)), base);
+    jh = if_begin(g, LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSGE, ih1, c64(g, 0), ""),
+                                  LLVMBuildICmp(g->b, LLVMIntSLT, ih0, cc->IH, ""), ""));
   }
   cc->woff = add(g, mul(g, kd, cc->sw[2]), mul(g, kh, cc->sw[3]));
   if (cc->window_unrolled) {

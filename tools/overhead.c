@@ -134,7 +134,7 @@ static void compile_breakdown(const char *model, int each, double out[2][5], int
  * the p99 (nearest rank) is the second largest stall, not the largest: one
  * scheduler tick (4 ms at 250 Hz) in 32 samples decided it before. */
 enum { NSTALL = 128 };
-static void new_shape_stall(const char *model, int async, double *p50, double *p99) {
+static void new_shape_stall(const char *model, int async, int each, double *p50, double *p99) {
   *p50 = *p99 = -1;
   tlm_runtime *rt = make_async("none", model, async);
   if (!rt) return;
@@ -160,6 +160,9 @@ static void new_shape_stall(const char *model, int async, double *p50, double *p
       warm[r] = tlm_now_ns() - a;
     }
     if (st == TLM_OK) stall[n++] = (first - median(warm, 3)) * 1e-6;
+    if (each && st == TLM_OK)
+      printf("  stall %s %s: first %.3f ms, warm %.3f ms\n", async ? "async" : "sync", desc,
+             first * 1e-6, median(warm, 3) * 1e-6);
     tlm_problem_free(&p);
   }
   tlm_wait_background(rt);
@@ -331,8 +334,8 @@ int tlm_cmd_bench_overhead(int argc, char **argv) {
 
   /* 4. first call of a new shape when a kernel of the operator exists */
   double sync50, sync99, async50, async99;
-  new_shape_stall(model, 0, &sync50, &sync99);
-  new_shape_stall(model, 1, &async50, &async99);
+  new_shape_stall(model, 0, each, &sync50, &sync99);
+  new_shape_stall(model, 1, each, &async50, &async99);
   printf("new shape, a kernel of the operator compiled (64xK:KxN, %d new K and N), stall over a "
          "warm call: synchronous p50 %.3f ms p99 %.3f ms; async_compile (TLM_ASYNC=1) p50 %.3f ms "
          "p99 %.3f ms\n", NSTALL, sync50, sync99, async50, async99);
