@@ -403,9 +403,22 @@ int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor 
  * even. Under AVX2 the Xeon ran res4 8% and res5 1.3x slower in blocks,
  * the Zen 5 res4 1.06-1.25x faster and res5 0.93-0.96x: AVX2 keeps
  * im2col. */
+/* Where the vectors are wider than the FMA pipes (double-pumped:
+ * AVX-512 on Zen 4), a register tile takes twice the cycles for each k
+ * step's weight vectors, so it asks for its block's weights at half the
+ * rate a full-width core does; beyond L2 they then come from L3 fast
+ * enough, and the bound is L2 times vector bits over FMA bits. Measured
+ * after codegen 33 (direct tiles skip kernel rows in the padding, which
+ * im2col multiplies as zeros) on the Zen 4 (family 25 model 17, L2 1 MiB,
+ * bench_conv --layout nhwc, tlm/oneDNN, im2col -> blocks, three runs):
+ * ResNet-50's res5 3x3 (K 4608: 1.1 MiB a block) at 5x5-9x9 px, 1 thread
+ * 0.72-1.01 -> 0.87-1.07, 2 threads 0.61-0.85 -> 0.81-1.00. Full-width
+ * targets keep the L2 bound (the Zen 5 measurement above). */
 static int few_pixels_direct(const tlm_target *tg, int64_t K) {
-  return tg && tg->vec_regs >= 32 && 4 * (int64_t)tg->vec_lanes >= TLM_CONV_OC_BLOCK &&
-         K * TLM_CONV_OC_BLOCK * (int64_t)sizeof(float) <= tg->l2_bytes;
+  if (!tg || tg->vec_regs < 32 || 4 * (int64_t)tg->vec_lanes < TLM_CONV_OC_BLOCK) return 0;
+  int64_t l2 = tg->l2_bytes;
+  if (tlm_target_double_pumped(tg)) l2 = l2 * 32 * tg->vec_lanes / tg->fma_bits;
+  return K * TLM_CONV_OC_BLOCK * (int64_t)sizeof(float) <= l2;
 }
 
 int tlm_conv_oc_blocks(const tlm_task *task, const tlm_op *op, const tlm_target *tg) {

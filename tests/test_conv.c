@@ -21,6 +21,7 @@
 #include "runtime/reference.h"
 #include "train/conv_problem.h"
 #include "train/problem.h"
+#include "train/records.h"
 
 static int g_random = 1;
 static uint64_t g_rng = 99;
@@ -743,7 +744,9 @@ static void oc_blocks(void) {
         /* the few-pixel one goes to im2col under AVX2 and narrower, but not
          * with a scale/shift; under AVX-512 to blocks where a block's
          * weights (K = 2304 rows of 64) fit the L2 (few_pixels_direct in api/conv_as_matmul.c) */
-        int avx512 = rt->target.isa == TLM_ISA_AVX512 && 2304 * 64 * 4 <= rt->target.l2_bytes;
+        int64_t l2 = rt->target.l2_bytes; /* twice that where AVX-512 is double-pumped */
+        if (tlm_target_double_pumped(&rt->target)) l2 = l2 * 32 * rt->target.vec_lanes / rt->target.fma_bits;
+        int avx512 = rt->target.isa == TLM_ISA_AVX512 && 2304 * 64 * 4 <= l2;
         CHECK(blocked == (declared && hwio && (i < 5 || (i == 5 && (epi.bn || avx512)))),
               "%s: blocked %d", what, blocked);
         nblocked += blocked;
@@ -762,6 +765,41 @@ static void oc_blocks(void) {
     tlm_destroy(rt);
   }
   CHECK(nblocked >= 30, "only %d blocked runs", nblocked);
+  /* the few-pixel bound by target: a block's weights within L2 (Zen 5,
+   * full-width AVX-512), within twice L2 where AVX-512 is double-pumped
+   * (Zen 4): ResNet-50's res5 3x3 (K 4608, 1.1 MiB a block) in blocks on
+   * the Zen 4 only, a 3x3 over 1024 channels (2.25 MiB) on neither, res4's
+   * (576 KiB) on both */
+  tlm_target z4, z5;
+  CHECK(tlm_target_from_hw("znver4; avx512+vnni 16 lanes, 32 regs, FMA 2x256 lat 4 (4 chains), 2 "
+                           "cores, L1 32K L2 1024K L3 32768K; host avx512; AMD EPYC (family 25 "
+                           "model 17)", &z4) == 0 &&
+            tlm_target_from_hw("znver5; avx512+vnni 16 lanes, 32 regs, FMA 2x512 lat 4 (8 "
+                               "chains), 2 cores, L1 48K L2 1024K L3 32768K; host avx512; AMD "
+                               "EPYC (family 26 model 2)", &z5) == 0,
+        "the Zen 4 and Zen 5 descriptions");
+  static const struct { const char *desc; int z4, z5; } k_few[] = {
+      {"mb1ic512ih7oc512oh7kh3ph1", 8, 0},
+      {"mb1ic1024ih7oc512oh7kh3ph1", 0, 0},
+      {"mb1ic256ih14oc256oh14kh3ph1", 4, 4}};
+  for (size_t i = 0; i < sizeof k_few / sizeof k_few[0]; i++) {
+    tlm_conv_prb prb;
+    tlm_conv_problem p;
+    tlm_conv_epi epi = {0, 0, 0, TLM_ACT_NONE};
+    if (tlm_conv_prb_parse(k_few[i].desc, &prb, err, sizeof err) != 1 ||
+        tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO, &epi, 3, &p)) {
+      CHECK(0, "%s: cannot make the problem", k_few[i].desc);
+      continue;
+    }
+    tlm_task vt;
+    tlm_conv_args va;
+    CHECK(tlm_validate_conv(&p.op, p.in, p.n_in, &p.out, 1, &vt, &va, err, sizeof err) == TLM_OK,
+          "%s: %s", k_few[i].desc, err);
+    int b4 = tlm_conv_oc_blocks(&vt, &p.op, &z4), b5 = tlm_conv_oc_blocks(&vt, &p.op, &z5);
+    CHECK(b4 == k_few[i].z4 && b5 == k_few[i].z5, "%s: %d blocks on the Zen 4, %d on the Zen 5",
+          k_few[i].desc, b4, b5);
+    tlm_conv_problem_free(&p);
+  }
 }
 
 int main(int argc, char **argv) {
