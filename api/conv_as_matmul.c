@@ -417,7 +417,7 @@ int tlm_conv_as_matmul(const tlm_task *task, const tlm_op *op, const tlm_tensor 
 static int few_pixels_direct(const tlm_target *tg, int64_t K) {
   if (!tg || tg->vec_regs < 32 || 4 * (int64_t)tg->vec_lanes < TLM_CONV_OC_BLOCK) return 0;
   int64_t l2 = tg->l2_bytes;
-  if (tlm_target_double_pumped(tg)) l2 = l2 * 32 * tg->vec_lanes / tg->fma_bits;
+  l2 = (int64_t)((double)l2 / tlm_target_fma_width(tg));
   return K * TLM_CONV_OC_BLOCK * (int64_t)sizeof(float) <= l2;
 }
 

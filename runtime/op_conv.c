@@ -354,11 +354,9 @@ static int conv_rows_changed_22(const tlm_task *task, const tlm_target *tg) {
   const tlm_conv_task *t = &task->u.conv;
   if (t->G > 1 && t->ICg == 1 && t->OCg == 1) return 0;
   if (!tg) return 1;
-  if (!tlm_target_double_pumped(tg)) return 0; /* rule 21's rows there: no walk */
   tlm_space s;
   tlm_schedule d;
-  if (tlm_space_init(&s, task, tg)) return 0;
-  tlm_space_default(&s, &d);
+  if (!tlm_rule22_default(task, tg, &s, &d)) return 0;
   if (d.v[CV_AXIS] == 2 || d.v[CV_VEC] <= 0) return 0;
   int64_t vext, rext;
   conv_axis_extents(t, d.v[CV_AXIS], &vext, &rext);

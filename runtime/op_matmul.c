@@ -823,11 +823,9 @@ static int mm_rows_changed_22(const tlm_task *task, const tlm_target *tg) {
   const tlm_matmul_task *t = &task->u.mm;
   if (t->b_const || t->M <= 1) return 0;
   if (!tg) return 1;
-  if (!tlm_target_double_pumped(tg)) return 0; /* rule 21's rows there: no walk */
   tlm_space s;
   tlm_schedule d;
-  if (tlm_space_init(&s, task, tg)) return 0;
-  tlm_space_default(&s, &d);
+  if (!tlm_rule22_default(task, tg, &s, &d)) return 0;
   if (tlm_vec_is_k(d.v[MM_VEC])) return 0;
   int nv = (int)tlm_vec_per_row(d.v[MM_VEC], d.v[MM_N3]);
   return mm_rule_rows_m3(&s.target, t, nv, 21) != mm_rule_rows_m3(&s.target, t, nv, 22);

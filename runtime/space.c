@@ -53,6 +53,13 @@ int tlm_rule_family_version(const tlm_task *task, const tlm_target *tg) {
   return f ? f->rule_version(task, tg) : 2;
 }
 
+int tlm_rule22_default(const tlm_task *task, const tlm_target *tg, tlm_space *s, tlm_schedule *d) {
+  if (!tlm_target_double_pumped(tg)) return 0; /* rule 21's rows there: no walk */
+  if (tlm_space_init(s, task, tg)) return 0;
+  tlm_space_default(s, d);
+  return 1;
+}
+
 void tlm_points_walk(const void *space, int npoints, tlm_point_cands cands, tlm_point_choose choose,
                      void *ctx, tlm_schedule *out) {
   int32_t c[TLM_MAX_CANDIDATES];
@@ -242,8 +249,7 @@ int tlm_reg_rows_for_extent(const tlm_target *tg, int64_t extent, int nv, int ro
  * ahead at 7 rows). */
 #define TLM_LOAD_PORTS 2
 static double reg_tile_cycles(const tlm_target *tg, int r, int nv) {
-  int bits = 32 * (tg->vec_lanes > 0 ? tg->vec_lanes : 1);
-  double f = tg->fma_bits > 0 && tg->fma_bits < bits ? (double)tg->fma_bits / bits : 1.0;
+  double f = tlm_target_fma_width(tg);
   int pipes = tg->fma_pipes > 0 ? tg->fma_pipes : 2;
   return (double)r * nv / (pipes * f) + (double)nv / (TLM_LOAD_PORTS * f) +
          (double)r / TLM_LOAD_PORTS;

@@ -339,6 +339,13 @@ void tlm_space_sample(const tlm_space *s, uint64_t *rng, tlm_schedule *out);
  * outer loop with more blocks parallel. */
 void tlm_space_default(const tlm_space *s, tlm_schedule *out);
 
+/* For a family's check of whether rule 22 changed a task's rows on target
+ * tg (not NULL): 1 with the task's space *s and the rule's schedule *d on
+ * tg where its vectors are double-pumped (the only targets where rule 22
+ * differs from 21); 0, without walking the rule, elsewhere or when the
+ * task has no space on tg. */
+int tlm_rule22_default(const tlm_task *task, const tlm_target *tg, tlm_space *s, tlm_schedule *d);
+
 /* The rule's register tile for a target: rows x nv vectors (nv a power of
  * two <= max_nv, or 3 when ncols > 0, or exactly -max_nv when max_nv < 0;
  * rows <= max_rows unless 1, and rows <= ptr_rows), from the register

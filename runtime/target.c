@@ -269,9 +269,12 @@ void tlm_target_complete(tlm_target *t) {
   set_isa_shape(t);
 }
 
-int tlm_target_double_pumped(const tlm_target *t) {
-  return t->fma_bits > 0 && t->fma_bits < 32 * (t->vec_lanes > 0 ? t->vec_lanes : 1);
+double tlm_target_fma_width(const tlm_target *t) {
+  int bits = 32 * (t->vec_lanes > 0 ? t->vec_lanes : 1);
+  return t->fma_bits > 0 && t->fma_bits < bits ? (double)t->fma_bits / bits : 1.0;
 }
+
+int tlm_target_double_pumped(const tlm_target *t) { return tlm_target_fma_width(t) < 1.0; }
 
 int tlm_target_restrict(tlm_target *t, int isa) {
   if (isa < 0) return 0;

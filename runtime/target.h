@@ -92,9 +92,13 @@ void tlm_target_complete(tlm_target *t);
  * Returns 0, or -1 when the host cannot run `isa`. */
 int tlm_target_restrict(tlm_target *t, int isa);
 
-/* 1 when a vector of the target's ISA is wider than its FMA datapath, so
- * each vector FMA takes vector bits / fma_bits issue slots (AVX-512 on
- * Zen 4's 256-bit pipes); 0 otherwise or when fma_bits is unset. */
+/* The FMA datapath's width over the vector's: fma_bits / vector bits
+ * where a vector of the target's ISA is wider than the pipes, so each
+ * vector FMA takes its inverse in issue slots (0.5 for AVX-512 on Zen 4's
+ * 256-bit pipes); 1 otherwise or when fma_bits is unset. */
+double tlm_target_fma_width(const tlm_target *t);
+
+/* 1 when tlm_target_fma_width is under 1 (the vectors double-pumped). */
 int tlm_target_double_pumped(const tlm_target *t);
 
 /* "avx2" for TLM_ISA_AVX2 and so on; "?" when out of range. */
