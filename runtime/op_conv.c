@@ -231,6 +231,12 @@ static int dw_tile_nv(int64_t vext, int W, int most) {
  * run 0.99-1.05 -> 1.10-1.18 natively and the whole warm pass 0.99-1.02 ->
  * 1.03-1.06, under AVX2 unchanged (0.81-0.91 either way). */
 #define DW_BLOCK_CHANNEL_PIXELS 4096
+/* the task's FLOPs as the rule weighs them against TLM_PARALLEL_MIN_FLOPS */
+static double conv_rule_flops(const tlm_conv_task *t) {
+  return 2.0 * (double)t->N * t->G * t->OCg * t->ICg * t->KD * t->KH * t->KW *
+         (double)(t->OD * t->OH * t->OW);
+}
+
 static int64_t dw_c_block_tiles(int64_t c_t, int rows) {
   int64_t per_tile = c_t * (rows > 0 ? rows : 1) * 8, k = 1;
   while (k * per_tile < DW_BLOCK_CHANNEL_PIXELS) k *= 2;
@@ -361,7 +367,8 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
     int64_t per_c = (int64_t)t->ICg * t->KD * t->KH * t->KW * 4; /* weight bytes per channel */
     if (d[CV_AXIS] == 2) per_c *= t->OCg;
     int64_t fit = (l2 / 2) / (per_c * c_t);
-    if (d[CV_AXIS] == 2 && workers > 1) {
+    if (d[CV_AXIS] == 2 && workers > 1 && conv_rule_flops(t) >= TLM_PARALLEL_MIN_FLOPS) {
+      /* (only when the rule runs a parallel loop: CV_PARALLEL) */
       int64_t k = dw_c_block_tiles(c_t, d[CV_ROWS]);
       if (k < fit) fit = k;
     }
@@ -375,9 +382,7 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
   case CV_ORDER: return 0;
   case CV_PARALLEL: {
     if (workers == 1) return 0;
-    double flops = 2.0 * (double)t->N * t->G * t->OCg * t->ICg * t->KD * t->KH * t->KW *
-                   (double)(t->OD * t->OH * t->OW);
-    if (flops < TLM_PARALLEL_MIN_FLOPS) return 0;
+    if (conv_rule_flops(t) < TLM_PARALLEL_MIN_FLOPS) return 0;
     /* depthwise: pixel blocks major, channel blocks minor (rule 23,
      * dw_c_block_tiles) */
     if (d[CV_AXIS] == 2) return pick_value(c, n, 3);
@@ -411,11 +416,12 @@ static int conv_rows_changed_22(const tlm_task *task, const tlm_target *tg) {
 }
 
 /* Whether rule 23 changed the task's schedule on target tg: an NHWC
- * depthwise convolution (the rule's lanes along the groups) with more than
- * one worker (any, with a NULL target) */
+ * depthwise convolution (the rule's lanes along the groups) with a
+ * parallel loop, i.e. more than one worker (any, with a NULL target) and
+ * at least TLM_PARALLEL_MIN_FLOPS */
 static int conv_dw_blocks_23(const tlm_conv_task *t, const tlm_target *tg) {
   if (!(t->G > 1 && t->ICg == 1 && t->OCg == 1) || !(t->unit & TLM_UNIT_CONV_DST_C)) return 0;
-  return !tg || tg->threads > 1;
+  return (!tg || tg->threads > 1) && conv_rule_flops(t) >= TLM_PARALLEL_MIN_FLOPS;
 }
 
 static int conv_rule_version(const tlm_task *task, const tlm_target *tg) {

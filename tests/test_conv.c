@@ -667,16 +667,20 @@ static void dw_lanes(tlm_runtime *rt) {
  * two) whose block of 8 pixel tiles holds 4096 channel-pixels (or one
  * block of them all), and runs them minor in its parallel loop (parallel
  * = 3), so the workers share a small map's groups; with one worker, one
- * block and no parallel loop. The rule version follows. The schedules made
- * for 1, 2 and 3 workers pass the reference check in this runtime (5x5 and
- * 7x7 maps, a tile tail, a block tail, stride 2, 5x5 windows, two images),
- * and so do 3, 5 and 7 workers' on a runtime of that many threads. */
+ * block and no parallel loop, and so below TLM_PARALLEL_MIN_FLOPS (the
+ * maps under 10x10 of fewer than 512 groups). The rule version follows.
+ * The schedules made for 1, 2 and 3 workers pass the reference check in
+ * this runtime (5x5 and 7x7 maps, tile and block tails, stride 2, 5x5
+ * windows, two images), and so do 3, 5 and 7 workers' on a runtime of
+ * that many threads. */
 static void dw_split(tlm_runtime *rt) {
   static const char *const lines[] = {
       "g1024mb1ic1024ih5oc1024oh5kh3ph1", "g144mb1ic144ih7oc144oh7kh3ph1",
       "g96mb1ic96ih9oc96oh5kh3sh2ph1",   "g40mb1ic40ih6oc40oh6kh5ph2",
       "g32mb1ic32ih11oc32oh11kh3ph1",    "g200mb2ic200ih3oc200oh3kh3ph1",
-      "g512mb1ic512ih10oc512oh10kh3ph1", "g2048mb1ic2048ih4oc2048oh4kh3ph1"};
+      "g512mb1ic512ih10oc512oh10kh3ph1", "g2048mb1ic2048ih4oc2048oh4kh3ph1",
+      "g1000mb1ic1000ih7oc1000oh7kh3ph1", "g200mb2ic200ih9oc200oh9kh3ph1",
+      "g480mb1ic480ih14oc480oh7kh5sh2ph2"};
   for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
     tlm_conv_problem p;
     tlm_task task;
@@ -694,20 +698,21 @@ static void dw_split(tlm_runtime *rt) {
       int64_t G = task.u.conv.G, c_t = s.v[CV_TILE_V], k = s.v[CV_TILE_C2];
       int64_t per_tile = c_t * s.v[CV_ROWS] * 8;
       double flops = tlm_task_flops(&task);
-      if (workers == 1) {
+      int par = workers > 1 && flops >= 2e5;
+      if (!par) {
         CHECK(k * c_t >= G && s.v[CV_PARALLEL] == 0,
-              "%s, 1 worker: channel blocks of %lld tiles, parallel %d [%s]", lines[i],
+              "%s, %d workers: channel blocks of %lld tiles, parallel %d [%s]", lines[i], workers,
               (long long)k, s.v[CV_PARALLEL], ss);
       } else {
         CHECK((k * per_tile >= 4096 || k * c_t >= G) && (k == 1 || (k / 2) * per_tile < 4096),
               "%s, %d workers: channel blocks of %lld tiles of %lld channel-pixels [%s]", lines[i],
               workers, (long long)k, (long long)per_tile, ss);
-        CHECK(s.v[CV_PARALLEL] == (flops >= 2e5 ? 3 : 0), "%s, %d workers: parallel %d [%s]",
-              lines[i], workers, s.v[CV_PARALLEL], ss);
+        CHECK(s.v[CV_PARALLEL] == 3, "%s, %d workers: parallel %d [%s]", lines[i], workers,
+              s.v[CV_PARALLEL], ss);
       }
       int version = tlm_rule_family_version(&task, &tg);
-      CHECK((version == 23) == (workers > 1), "%s, %d workers: rule version %d [%s]", lines[i],
-            workers, version, ss);
+      CHECK((version == 23) == par, "%s, %d workers: rule version %d [%s]", lines[i], workers,
+            version, ss);
       snprintf(what, sizeof what, "%s, the rule for %d workers [%s]", lines[i], workers, ss);
       run_check(rt, &p, what, &s);
     }
