@@ -59,6 +59,9 @@ static inline LLVMValueRef mul(cg *g, LLVMValueRef x, LLVMValueRef y) { return L
 static inline LLVMValueRef smin(cg *g, LLVMValueRef x, LLVMValueRef y) {
   return LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, x, y, ""), x, y, "");
 }
+static inline LLVMValueRef smax(cg *g, LLVMValueRef x, LLVMValueRef y) {
+  return LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, x, y, ""), x, y, "");
+}
 static inline LLVMValueRef gep(cg *g, LLVMValueRef base, LLVMValueRef idx) {
   return LLVMBuildGEP2(g->b, g->f32, base, &idx, 1, "");
 }

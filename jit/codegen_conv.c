@@ -55,6 +55,21 @@ typedef struct conv_cg {
   /* safe version whose C-axis lanes (axes 0 and 2) are all valid: rows are
    * clamped and padding read as 0, but vectors load and store whole */
   int lanes_full;
+  /* tiles with only the safe version (only_safe, emit_tile) and padding
+   * along ow: the flattened plane in another pixel order (edges apart,
+   * pixel_of), so that no tile of the interior columns reads the left or
+   * right padding and a tile down an edge column skips its padded kernel
+   * columns whole (kernel_row). pL: the left edge columns (those whose
+   * window starts in the padding), pR0: the first right edge column, pWd:
+   * the interior width (at least 1, a divisor), pInt: the interior's
+   * pixels (OH x interior width), pOH: OH (at least 1) */
+  int only_safe, perm;
+  LLVMValueRef pL, pR0, pWd, pInt, pOH;
+  LLVMValueRef p_oh, p_ow; /* perm: the current tile's first pixel (allocas) */
+  /* the current safe tile's bounds on its rows' output rows, and the
+   * kernel columns [kw_lo, kw_hi) that some row reads inside the input
+   * (perm: rows are not in raster order; tile_version) */
+  LLVMValueRef oh_lo, oh_hi, kw_lo, kw_hi;
   /* a zeroed global of IC floats: in the safe version, tile rows whose
    * input pixel lies in the padding read from it instead of src, so the
    * inner loop needs no select (NULL: selects instead) */
@@ -431,10 +446,12 @@ static void kernel_row(conv_cg *cc, LLVMValueRef kd, LLVMValueRef id, LLVMValueR
      * times (the rows' own checks still cover the left and right padding
      * and a tile whose rows straddle the edge). The rows' output rows
      * never decrease with r (clamped rows repeat the block's last pixel),
-     * and neither does ih, so the first and last rows bound them all. */
+     * and neither does ih, so the first and last rows bound them all
+     * (perm: bounds from tile_version). */
     LLVMValueRef base = sub(g, mul(g, kh, c64(g, t->dh)), c64(g, t->ph));
-    LLVMValueRef ih0 = add(g, mul(g, cc->ohr[0], c64(g, t->sh)), base);
-    LLVMValueRef ih1 = add(g, mul(g, cc->ohr[cc->R - 1], c64(g, t->sh)), base);
+    LLVMValueRef ih0 = add(g, mul(g, cc->perm ? cc->oh_lo : cc->ohr[0], c64(g, t->sh)), base);
+    LLVMValueRef ih1 =
+        add(g, mul(g, cc->perm ? cc->oh_hi : cc->ohr[cc->R - 1], c64(g, t->sh)), base);
     jh = if_begin(g, LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSGE, ih1, c64(g, 0), ""),
                                   LLVMBuildICmp(g->b, LLVMIntSLT, ih0, cc->IH, ""), ""));
   }
@@ -448,7 +465,11 @@ static void kernel_row(conv_cg *cc, LLVMValueRef kd, LLVMValueRef id, LLVMValueR
       }
   } else if (cc->red_order == 0) {
     loop Lw;
-    cc->kw = loop_begin(g, &Lw, c64(g, 0), c64(g, t->KW), c64(g, 1));
+    /* perm: a kernel column in the left or right padding for every row
+     * (a tile down an edge column) is not run for any of them */
+    int skip = cc->perm && cc->safe;
+    cc->kw = loop_begin(g, &Lw, skip ? cc->kw_lo : c64(g, 0), skip ? cc->kw_hi : c64(g, t->KW),
+                        c64(g, 1));
     unrolled(cc, t->ICg, cc->U, &cc->icg);
     loop_end(g, &Lw);
   } else {
@@ -482,6 +503,41 @@ static void tile_version(conv_cg *cc, int safe) {
       LLVMValueRef in = LLVMBuildICmp(g->b, LLVMIntSLT, add(g, cc->w0, c64(g, r)), cc->w_end, "");
       cc->ohr[r] = LLVMBuildSelect(g->b, in, cc->ohu[r], oh_last, "");
       cc->owr[r] = LLVMBuildSelect(g->b, in, cc->owu[r], ow_last, "");
+    }
+    if (cc->perm) {
+      /* bounds of the rows' output rows and columns for kernel_row, from
+       * the first and last rows where they bound them all: a tile inside
+       * the interior has its rows in raster order over the interior (its
+       * columns then need no bound: none reads the left or right padding,
+       * and first and last are interior columns either way); one inside
+       * the edge columns goes down a column and on to the next (columns
+       * never decrease; rows may, from a column's bottom to the next
+       * one's top: the whole height then). A tile with a row in both takes
+       * the whole range of each (no kernel row or column skipped for all
+       * its rows). Clamped rows repeat the block's last pixel, which comes
+       * after all of them. */
+      LLVMValueRef last = add(g, cc->w0, c64(g, cc->R - 1));
+      LLVMValueRef edge = LLVMBuildICmp(g->b, LLVMIntSGE, last, cc->pInt, "");
+      LLVMValueRef both =
+          LLVMBuildAnd(g->b, edge, LLVMBuildICmp(g->b, LLVMIntSLT, cc->w0, cc->pInt, ""), "");
+      cc->oh_lo = LLVMBuildSelect(g->b, edge, c64(g, 0), cc->ohr[0], "");
+      cc->oh_hi = LLVMBuildSelect(g->b, edge, sub(g, cc->OH, c64(g, 1)), cc->ohr[cc->R - 1], "");
+      /* (a straddling tile's first row is an interior column: no bound on
+       * kw_hi from it) */
+      LLVMValueRef ow_lo = cc->owr[0];
+      LLVMValueRef ow_hi =
+          LLVMBuildSelect(g->b, both, sub(g, cc->OW, c64(g, 1)), cc->owr[cc->R - 1], "");
+      /* kernel columns some row reads inside the input: [kw_lo, kw_hi)
+       * with ow_hi * sw - pw + kw * dw >= 0 and ow_lo * sw - pw + kw * dw
+       * < IW (the rows' own checks cover the rest) */
+      LLVMValueRef lo = LLVMBuildSDiv(
+          g->b, add(g, sub(g, c64(g, t->pw), mul(g, ow_hi, c64(g, t->sw))), c64(g, t->dw - 1)),
+          c64(g, t->dw), "");
+      cc->kw_lo = smax(g, lo, c64(g, 0));
+      LLVMValueRef hi = LLVMBuildSDiv(
+          g->b, add(g, sub(g, cc->IW, mul(g, ow_lo, c64(g, t->sw))), c64(g, t->pw - 1)),
+          c64(g, t->dw), "");
+      cc->kw_hi = smin(g, add(g, hi, c64(g, 1)), c64(g, t->KW));
     }
   }
   /* a kernel depth of 1 (every 2-D convolution) without a loop: its
@@ -524,6 +580,63 @@ static void one_row_version(conv_cg *cc, int safe) {
   memcpy(cc->owu, owu, sizeof owu);
 }
 
+/* Output row and column of pixel w of the flattened plane. In raster
+ * order w = oh * OW + ow. With cc->perm the interior columns [pL, pR0)
+ * come first, in raster order over OH rows of their own width, then the
+ * edge columns one after another, each from its top row down: a tile of
+ * the interior then never reads the left or right padding, and one down
+ * an edge column reads it at the same kernel columns in every row. Two
+ * divisions, for a block's first and last pixels (pixel_next steps from
+ * one tile row to the next, and on to the next tile's first). */
+static void pixel_of(conv_cg *cc, LLVMValueRef w, LLVMValueRef *oh, LLVMValueRef *ow) {
+  cg *g = &cc->g;
+  if (!cc->perm) {
+    *oh = LLVMBuildSDiv(g->b, w, cc->OW, "");
+    *ow = LLVMBuildSRem(g->b, w, cc->OW, "");
+    return;
+  }
+  LLVMValueRef in_int = LLVMBuildICmp(g->b, LLVMIntSLT, w, cc->pInt, "");
+  LLVMValueRef wi = LLVMBuildSelect(g->b, in_int, w, c64(g, 0), "");
+  LLVMValueRef oh_i = LLVMBuildSDiv(g->b, wi, cc->pWd, "");
+  LLVMValueRef ow_i = add(g, cc->pL, LLVMBuildSRem(g->b, wi, cc->pWd, ""));
+  LLVMValueRef e = LLVMBuildSelect(g->b, in_int, c64(g, 0), sub(g, w, cc->pInt), "");
+  LLVMValueRef col = LLVMBuildSDiv(g->b, e, cc->pOH, "");
+  LLVMValueRef oh_e = LLVMBuildSRem(g->b, e, cc->pOH, "");
+  /* edge column `col`: left ones are columns 0..pL-1, right ones pR0.. */
+  LLVMValueRef right = LLVMBuildICmp(g->b, LLVMIntSGE, col, cc->pL, "");
+  LLVMValueRef ow_e =
+      add(g, col, LLVMBuildSelect(g->b, right, sub(g, cc->pR0, cc->pL), c64(g, 0), ""));
+  *oh = LLVMBuildSelect(g->b, in_int, oh_i, oh_e, "");
+  *ow = LLVMBuildSelect(g->b, in_int, ow_i, ow_e, "");
+}
+
+/* The pixel after (oh, ow) in cc->perm's order, without a division: the
+ * next column of an interior row, or the next row's first interior
+ * column, or after the interior's last pixel the first edge column's top
+ * (column 0: pL >= 1 wherever there is a pixel); down an edge column, or
+ * at its bottom the next edge column's top. Past the last pixel it goes
+ * on to columns >= OW, which only rows beyond the block take (clamped). */
+static void pixel_next(conv_cg *cc, LLVMValueRef oh, LLVMValueRef ow, LLVMValueRef *noh,
+                       LLVMValueRef *now) {
+  cg *g = &cc->g;
+  LLVMValueRef interior = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSGE, ow, cc->pL, ""),
+                                       LLVMBuildICmp(g->b, LLVMIntSLT, ow, cc->pR0, ""), "");
+  LLVMValueRef ow1 = add(g, ow, c64(g, 1)), oh1 = add(g, oh, c64(g, 1));
+  LLVMValueRef wrap_i = LLVMBuildICmp(g->b, LLVMIntEQ, ow1, cc->pR0, "");
+  LLVMValueRef oh_i = LLVMBuildSelect(g->b, wrap_i, oh1, oh, "");
+  LLVMValueRef ow_i = LLVMBuildSelect(g->b, wrap_i, cc->pL, ow1, "");
+  LLVMValueRef done_i = LLVMBuildICmp(g->b, LLVMIntEQ, oh_i, cc->OH, "");
+  oh_i = LLVMBuildSelect(g->b, done_i, c64(g, 0), oh_i, "");
+  ow_i = LLVMBuildSelect(g->b, done_i, c64(g, 0), ow_i, "");
+  LLVMValueRef wrap_e = LLVMBuildICmp(g->b, LLVMIntEQ, oh1, cc->OH, "");
+  LLVMValueRef col =
+      LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, ow1, cc->pL, ""), cc->pR0, ow1, "");
+  LLVMValueRef oh_e = LLVMBuildSelect(g->b, wrap_e, c64(g, 0), oh1, "");
+  LLVMValueRef ow_e = LLVMBuildSelect(g->b, wrap_e, col, ow, "");
+  *noh = LLVMBuildSelect(g->b, interior, oh_i, oh_e, "");
+  *now = LLVMBuildSelect(g->b, interior, ow_i, ow_e, "");
+}
+
 static void emit_tile(conv_cg *cc) {
   cg *g = &cc->g;
   const tlm_conv_task *t = cc->t;
@@ -533,6 +646,20 @@ static void emit_tile(conv_cg *cc) {
   LLVMValueRef inside;
   if (cc->plane) { /* 1x1, no padding: always inside */
     inside = LLVMConstInt(g->i1, 1, 0);
+  } else if (cc->perm) { /* only the safe version: each row's pixel */
+    cc->ohu[0] = LLVMBuildLoad2(g->b, g->i64, cc->p_oh, "");
+    cc->owu[0] = LLVMBuildLoad2(g->b, g->i64, cc->p_ow, "");
+    for (int r = 1; r <= cc->R; r++) {
+      LLVMValueRef oh, ow;
+      pixel_next(cc, cc->ohu[r - 1], cc->owu[r - 1], &oh, &ow);
+      if (r < cc->R) {
+        cc->ohu[r] = oh, cc->owu[r] = ow;
+      } else { /* the next tile's first pixel */
+        LLVMBuildStore(g->b, oh, cc->p_oh);
+        LLVMBuildStore(g->b, ow, cc->p_ow);
+      }
+    }
+    inside = LLVMConstInt(g->i1, 0, 0);
   } else if (cc->flat) {
     /* output row and column of each tile row, unclamped: one division for
      * the tile's first pixel, then a step with wrap-around per row (a
@@ -594,10 +721,7 @@ static void emit_tile(conv_cg *cc) {
    * (ICg 3) 38%. Only with the lanes along C (axis 0): the safe version of
    * lanes along the pixels masks or gathers its loads at every step (NCHW
    * 1x1 144 -> 24 at 128x128: 0.70x without the fast version). */
-  int64_t tile_fmas = (int64_t)t->ICg * t->KD * t->KH * t->KW * cc->R * cc->NV;
-  int only_safe = cc->axis == 0 && !cc->window_unrolled && tile_fmas >= 2048 &&
-                  (int64_t)t->ICg * cc->NV >= 128;
-  if (only_safe) {
+  if (cc->only_safe) {
     LLVMBuildBr(g->b, bs);
     LLVMDeleteBasicBlock(bf);
   } else {
@@ -657,11 +781,16 @@ static void emit_block(conv_cg *cc, LLVMValueRef cb, LLVMValueRef wb) {
   cc->w_end = smin(g, add(g, ws, c64(g, cc->wblk)), cc->wext);
   LLVMValueRef c_end = cc->c_end, w_end = cc->w_end;
   if (cc->flat && !cc->plane) { /* the block's last pixel, for the safe tiles' clamped rows */
-    cc->oh_last = LLVMBuildSDiv(g->b, sub(g, w_end, c64(g, 1)), cc->OW, "");
-    cc->ow_last = LLVMBuildSRem(g->b, sub(g, w_end, c64(g, 1)), cc->OW, "");
+    pixel_of(cc, sub(g, w_end, c64(g, 1)), &cc->oh_last, &cc->ow_last);
   }
   loop Lc, Lw;
   LLVMValueRef c0 = loop_begin_outer(g, &Lc, cs, c_end, c64(g, cc->c_t));
+  if (cc->perm) { /* the block's first pixel; emit_tile steps on from it */
+    LLVMValueRef oh, ow;
+    pixel_of(cc, ws, &oh, &ow);
+    LLVMBuildStore(g->b, oh, cc->p_oh);
+    LLVMBuildStore(g->b, ow, cc->p_ow);
+  }
   LLVMValueRef w0 = loop_begin_outer(g, &Lw, ws, w_end, c64(g, cc->w_t));
   cc->c0 = c0, cc->w0 = w0, cc->c_end = c_end, cc->w_end = w_end;
   emit_tile(cc);
@@ -696,6 +825,11 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
   /* depthwise only: unrolled, MobileNet's IC=3 stem (axis 0) ran 0.75 ->
    * 0.48x oneDNN on AVX-512 */
   cc.window_unrolled = cc.axis == 2 && (int64_t)t->KH * t->KW * t->ICg * cc.R * cc.NV <= CONV_UNROLL_FMAS;
+  {
+    int64_t tile_fmas = (int64_t)t->ICg * t->KD * t->KH * t->KW * cc.R * cc.NV;
+    cc.only_safe = cc.axis == 0 && !cc.window_unrolled && tile_fmas >= 2048 &&
+                   (int64_t)t->ICg * cc.NV >= 128;
+  }
   cc.cblk = cc.c_t * v[CV_TILE_C2];
   cc.wblk = cc.w_t * v[CV_TILE_W2];
   LLVMBasicBlockRef start = begin_kernel(g, ctx, "tlm_conv", name, cpu, features);
@@ -758,6 +892,26 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
   cc.plane = cc.axis == 1 && (t->unit & TLM_UNIT_CONV_PLANE);
   cc.flat = cc.axis != 1 || cc.plane;
   cc.wext = cc.flat ? mul(g, cc.OH, cc.OW) : cc.OW;
+  /* edges apart (pixel_of) where the only version is the safe one and the
+   * window overhangs the input's left edge (symmetric padding: its right
+   * edge too) */
+  cc.perm = cc.only_safe && cc.flat && !cc.plane && t->pw > 0;
+  if (cc.perm) {
+    int64_t lc = ((int64_t)t->pw + t->sw - 1) / t->sw; /* ow * sw - pw < 0 */
+    cc.pL = smin(g, c64(g, lc), cc.OW);
+    /* first ow with ow * sw - pw + (KW - 1) * dw >= IW: ceil(num / sw), num
+     * = IW + pw - (KW - 1) * dw (num <= 0: 0), then within [pL, OW] */
+    LLVMValueRef num = add(g, cc.IW, c64(g, (int64_t)t->pw - (int64_t)(t->KW - 1) * t->dw));
+    LLVMValueRef r0 = LLVMBuildSDiv(g->b, smax(g, add(g, num, c64(g, t->sw - 1)), c64(g, 0)),
+                                    c64(g, t->sw), "");
+    cc.pR0 = smin(g, smax(g, r0, cc.pL), cc.OW);
+    LLVMValueRef wi = sub(g, cc.pR0, cc.pL);
+    cc.pWd = smax(g, wi, c64(g, 1));
+    cc.pInt = mul(g, cc.OH, wi);
+    cc.pOH = smax(g, cc.OH, c64(g, 1));
+    cc.p_oh = alloca_of(g, g->i64);
+    cc.p_ow = alloca_of(g, g->i64);
+  }
   /* rows: (n, other, od) when flat, (n, other, od, oh) otherwise */
   LLVMValueRef rows_total = mul(g, mul(g, cc.N, c64(g, other_ext)), cc.OD);
   if (!cc.flat) rows_total = mul(g, rows_total, cc.OH);

@@ -655,6 +655,59 @@ static void dw_lanes(tlm_runtime *rt) {
   }
 }
 
+/* codegen 34: a tile with only the safe version (lanes along output
+ * channels, 2048+ FMAs and ICg x vectors >= 128: emit_tile's bound,
+ * restated as this test's premise) over a map with padding along ow runs
+ * the interior columns first, then the edge columns (pixel_of,
+ * pixel_next), skipping kernel rows and columns that every row of a tile
+ * reads in the padding. Reference checks with the rule and sampled
+ * schedules that take that version: tiles that wrap, straddle the
+ * interior and an edge column, or cross from one edge column to the
+ * next; strides, dilation, 5x5, a channel tail, padding wider than the
+ * kernel (whole windows in it), an ow short of the padding, maps of 1
+ * and 2 pixels (no interior) and a minibatch of 2. */
+static int safe_only_tile(const tlm_task *task, const tlm_schedule *s) {
+  const tlm_conv_task *t = &task->u.conv;
+  int64_t nv = s->v[CV_TILE_V] / s->v[CV_VEC];
+  return s->v[CV_AXIS] == 0 && t->ICg * nv >= 128 &&
+         (int64_t)t->ICg * t->KD * t->KH * t->KW * s->v[CV_ROWS] * nv >= 2048;
+}
+
+static void edges_apart(tlm_runtime *rt) {
+  static const char *const lines[] = {
+      "mb1ic128ih14oc128oh14kh3ph1",        "mb2ic96ih7oc80oh7kh3ph1",
+      "mb1ic128ih13iw17oc128oh13ow17kh3kw3ph1pw1", "mb1ic64ih12oc64oh6kh5sh2ph2",
+      "mb1ic64ih11oc64oh11kh3ph2dh1",       "mb1ic128oc128_ih10kh5_ph7sh1",
+      "mb1ic128oc128_ih16kh3ph1oh16_iw16kw3pw1ow15", "mb1ic153oc153_ih5oh5kh3ph1",
+      "mb1ic64ih2oc64oh2kh3ph1",            "mb1ic128ih1oc128oh1kh3ph1",
+      "mb1ic96ih9oc96oh5kh3sh2ph1"};
+  int rule_safe = 0, sampled = 0;
+  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+    char ss[512], what[700];
+    tlm_conv_problem p;
+    tlm_task task;
+    tlm_schedule s;
+    if (nhwc_rule(rt, lines[i], 60 + i, &p, &task, &s, ss, sizeof ss)) continue;
+    rule_safe += safe_only_tile(&task, &s);
+    snprintf(what, sizeof what, "%s edges apart, rule [%s]", lines[i], ss);
+    run_check(rt, &p, what, &s);
+    tlm_space space;
+    tlm_space_init(&space, &task, &rt->target);
+    for (int tries = 0, taken = 0; tries < 200 && taken < 2; tries++) {
+      tlm_space_sample(&space, &g_rng, &s);
+      if (!safe_only_tile(&task, &s)) continue;
+      taken++, sampled++;
+      snprintf(what, sizeof what, "%s edges apart, sampled [%s]", lines[i],
+               tlm_schedule_str(&space, &s, ss, sizeof ss));
+      run_check(rt, &p, what, &s);
+    }
+    tlm_conv_problem_free(&p);
+  }
+  CHECK(rule_safe >= 5 && sampled >= 10,
+        "the safe-only tile is the rule's on %d shapes and sampled %d times: too few to test it",
+        rule_safe, sampled);
+}
+
 /* rule 18: lanes along output channels that do not fill the full width
  * take the narrowest vector of at least 4 lanes that holds them (8
  * channels a group: 8 lanes; 4: 4; 5: 8; 20: the full width), at both
@@ -825,6 +878,7 @@ int main(int argc, char **argv) {
   ow_lanes(rt);
   rule_rows(rt);
   dw_lanes(rt);
+  edges_apart(rt);
   narrow_vec(rt);
   epilogues(rt);
   strided(rt);
