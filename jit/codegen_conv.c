@@ -831,7 +831,7 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
   cc.order = v[CV_ORDER];
   cc.par = v[CV_PARALLEL];
   if (cc.NV < 1 || cc.NV > 4 || cc.R * cc.NV > CONV_ACC_MAX || cc.W < 1 || cc.W > 16 ||
-      cc.U < 1 || cc.axis < 0 || cc.axis > 2) {
+      cc.U < 1 || cc.axis < 0 || cc.axis > 2 || cc.par < 0 || cc.par > 3) {
     snprintf(err, (size_t)errcap, "conv schedule out of the code generator's range");
     return -1;
   }
@@ -933,9 +933,10 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
   LLVMValueRef nwb = LLVMBuildSDiv(g->b, add(g, cc.wext, c64(g, cc.wblk - 1)), c64(g, cc.wblk), "");
   loop Li;
   LLVMValueRef i = loop_begin_outer(g, &Li, begin, end, c64(g, 1));
-  /* iteration i: nothing split (0), a (row, w block) (1), or a (C block,
+  /* iteration i: nothing split (0), a (row, w block) (1), a (C block,
    * row, w block), C-block major so neighbouring iterations share weights
-   * (2); see tlm_conv_parallel_count */
+   * (2), or a (row, w block, C block), C-block minor (3: depthwise); see
+   * tlm_conv_parallel_count */
   LLVMValueRef rlo, rhi, cblo, cbhi, wblo, wbhi;
   if (cc.par == 0) {
     rlo = c64(g, 0), rhi = rows_total, cblo = c64(g, 0), cbhi = c64(g, ncb);
@@ -948,6 +949,10 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
       cblo = LLVMBuildSDiv(g->b, i, per, "");
       cbhi = add(g, cblo, c64(g, 1));
       rw = LLVMBuildSRem(g->b, i, per, "");
+    } else if (cc.par == 3) { /* C blocks minor */
+      cblo = LLVMBuildSRem(g->b, i, c64(g, ncb), "");
+      cbhi = add(g, cblo, c64(g, 1));
+      rw = LLVMBuildSDiv(g->b, i, c64(g, ncb), "");
     }
     rlo = LLVMBuildSDiv(g->b, rw, nwb, "");
     rhi = add(g, rlo, c64(g, 1));

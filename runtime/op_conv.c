@@ -54,7 +54,8 @@ int64_t tlm_conv_parallel_count(const tlm_task *task, const int32_t *v) {
   int64_t rows = conv_rows_total(t, v[CV_AXIS]);
   switch (v[CV_PARALLEL]) {
   case 1: return rows * nwb;
-  case 2: return ncb * rows * nwb;
+  case 2:
+  case 3: return ncb * rows * nwb;
   default: return 1;
   }
 }
@@ -135,6 +136,9 @@ static int conv_candidates(const tlm_space *s, int p, const int32_t *d, int32_t 
     c[n++] = 0;
     c[n++] = 1;
     c[n++] = 2;
+    /* (row, w block, C block), C-block minor: lanes along the groups only
+     * (rule 23) */
+    if (d[CV_AXIS] == 2) c[n++] = 3;
     break;
   default: break;
   }
@@ -196,6 +200,47 @@ static int dw_tile_nv(int64_t vext, int W, int most) {
     if (lanes < best_lanes) best = nv, best_lanes = lanes;
   }
   return best;
+}
+
+/* Rule 23: a depthwise convolution (lanes along the groups, axis 2) run by
+ * more than one worker splits its groups into channel blocks of the fewest
+ * register tiles (a power of two) whose block of 8 pixel tiles holds
+ * DW_BLOCK_CHANNEL_PIXELS groups x pixels, and runs its parallel loop as
+ * (row, pixel block, channel block), channel blocks minor (parallel = 3).
+ * Before, every group was one block (a depthwise layer's weights are KH x
+ * KW floats a channel, far under the L2 bound that sizes other channel
+ * blocks), so the workers shared pixel blocks alone, and a network's last
+ * stages had too few: a 5x5 map was one 32-pixel block for two workers, a
+ * 7x7 map blocks of 32 and 17 pixels. The map size is a run-time argument
+ * of the kernel, so the rule cannot count the pixel blocks; with the
+ * channel blocks minor, a worker's share of a large map is still a range
+ * of pixels with all their groups (channel blocks major, so that each
+ * worker read a part of every pixel, ran 0.75-0.95x at 14-128 px), and the
+ * pool's chunks of a small map split its groups, the late worker taking
+ * the rest (threadpool.c). The floor keeps an iteration's work above its
+ * own cost (an index division and a block's set-up): smaller blocks of
+ * pixels, 2 tiles for every depthwise layer, lost 3-15% where a block held
+ * 128-1000 channel-pixels (32-64 groups, 28-256 px maps) and won where it
+ * held 4096 or more (scripts/rule_ab.py on the Zen 4 VM, session 48:
+ * docs/design.md). Measured with this rule on that VM (family 25 model
+ * 17, 2 threads): rule_ab over the 60 changed depthwise record tasks, native
+ * geometric mean 1.021 (5-7 px maps with 480-2304 groups 1.34-1.49x, worst
+ * 0.91 at 10-20 px; one task's spread here is about 10%), AVX2 1.011; the
+ * vision sample's MobileNet (60 images, 7 rounds, three alternations
+ * against the rule before), depthwise layers against oneDNN's in the same
+ * run 0.99-1.05 -> 1.10-1.18 natively and the whole warm pass 0.99-1.02 ->
+ * 1.03-1.06, under AVX2 unchanged (0.81-0.91 either way). */
+#define DW_BLOCK_CHANNEL_PIXELS 4096
+/* the task's FLOPs as the rule weighs them against TLM_PARALLEL_MIN_FLOPS */
+static double conv_rule_flops(const tlm_conv_task *t) {
+  return 2.0 * (double)t->N * t->G * t->OCg * t->ICg * t->KD * t->KH * t->KW *
+         (double)(t->OD * t->OH * t->OW);
+}
+
+static int64_t dw_c_block_tiles(int64_t c_t, int rows) {
+  int64_t per_tile = c_t * (rows > 0 ? rows : 1) * 8, k = 1;
+  while (k * per_tile < DW_BLOCK_CHANNEL_PIXELS) k *= 2;
+  return k;
 }
 
 /* Rule 18: a convolution whose lanes run along its output channels
@@ -322,6 +367,11 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
     int64_t per_c = (int64_t)t->ICg * t->KD * t->KH * t->KW * 4; /* weight bytes per channel */
     if (d[CV_AXIS] == 2) per_c *= t->OCg;
     int64_t fit = (l2 / 2) / (per_c * c_t);
+    if (d[CV_AXIS] == 2 && workers > 1 && conv_rule_flops(t) >= TLM_PARALLEL_MIN_FLOPS) {
+      /* (only when the rule runs a parallel loop: CV_PARALLEL) */
+      int64_t k = dw_c_block_tiles(c_t, d[CV_ROWS]);
+      if (k < fit) fit = k;
+    }
     return pick_at_most(c, n, fit < 1 ? 1 : pow2_floor(fit));
   }
   case CV_TILE_W2:
@@ -332,9 +382,10 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
   case CV_ORDER: return 0;
   case CV_PARALLEL: {
     if (workers == 1) return 0;
-    double flops = 2.0 * (double)t->N * t->G * t->OCg * t->ICg * t->KD * t->KH * t->KW *
-                   (double)(t->OD * t->OH * t->OW);
-    if (flops < TLM_PARALLEL_MIN_FLOPS) return 0;
+    if (conv_rule_flops(t) < TLM_PARALLEL_MIN_FLOPS) return 0;
+    /* depthwise: pixel blocks major, channel blocks minor (rule 23,
+     * dw_c_block_tiles) */
+    if (d[CV_AXIS] == 2) return pick_value(c, n, 3);
     /* rows x C blocks, C-block major; with one C block the same as rows
      * alone, and a choice that does not depend on the image size */
     return 2;
@@ -364,8 +415,18 @@ static int conv_rows_changed_22(const tlm_task *task, const tlm_target *tg) {
   return conv_rule_rows(&s.target, rext, nv, 21) != conv_rule_rows(&s.target, rext, nv, 22);
 }
 
+/* Whether rule 23 changed the task's schedule on target tg: an NHWC
+ * depthwise convolution (the rule's lanes along the groups) with a
+ * parallel loop, i.e. more than one worker (any, with a NULL target) and
+ * at least TLM_PARALLEL_MIN_FLOPS */
+static int conv_dw_blocks_23(const tlm_conv_task *t, const tlm_target *tg) {
+  if (!(t->G > 1 && t->ICg == 1 && t->OCg == 1) || !(t->unit & TLM_UNIT_CONV_DST_C)) return 0;
+  return (!tg || tg->threads > 1) && conv_rule_flops(t) >= TLM_PARALLEL_MIN_FLOPS;
+}
+
 static int conv_rule_version(const tlm_task *task, const tlm_target *tg) {
   const tlm_conv_task *t = &task->u.conv;
+  if (conv_dw_blocks_23(t, tg)) return 23; /* channel blocks minor for the workers */
   if (conv_rows_changed_22(task, tg)) return 22; /* rows by cycles (conv_rule_rows) */
   /* depthwise: 3, and 15 where one AVX-512 vector holds the groups (<= 16)
    * and more than TLM_CONV_PTR_ROWS rows were possible */

@@ -145,8 +145,14 @@
  * mm_rule_rows_m3), and so are a convolution's tile rows over its pixels
  * (op_conv.c, conv_rule_rows). The matmuls and convolutions whose rows
  * change on a target move to 22 there (the families' rule_version take
- * the target); elsewhere, and on every other target, they keep theirs. */
-#define TLM_RULE_VERSION 22
+ * the target); elsewhere, and on every other target, they keep theirs.
+ * Version 23 (session 48): with more than one worker, an NHWC depthwise
+ * convolution splits its groups into channel blocks of a few register
+ * tiles and runs its parallel loop with the channel blocks minor
+ * (parallel = 3, a value the space offers depthwise tiles from this
+ * version: op_conv.c, dw_c_block_tiles), so the workers share a small
+ * map's groups; those tasks move to 23 on such targets. */
+#define TLM_RULE_VERSION 23
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows
@@ -233,6 +239,7 @@ enum { ROW_VEC = 0, ROW_UNROLL, ROW_TILE, ROW_PARALLEL, ROW_NPOINTS };
  *
  *   parallel: nothing | (row, w block) | (C block, row, w block)
  *             (C-block major: neighbouring iterations share weights)
+ *             | (row, w block, C block) (C-block minor; axis 2 only)
  *   for row
  *     for C blocks, for w blocks    (or swapped)          <- "order"
  *       for C tiles, for w tiles of the block             <- tile_c2, tile_w2

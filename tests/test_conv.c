@@ -708,6 +708,113 @@ static void edges_apart(tlm_runtime *rt) {
         rule_safe, sampled);
 }
 
+/* a problem of `line` (NHWC, HWIO weights) with epilogue e, validated */
+static int dw_problem(const char *line, const tlm_conv_epi *e, uint64_t seed, tlm_conv_problem *p,
+                      tlm_task *task) {
+  char err[256];
+  tlm_conv_prb prb;
+  tlm_conv_args args;
+  if (tlm_conv_prb_parse(line, &prb, err, sizeof err) != 1 ||
+      tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO, e, seed, p)) {
+    CHECK(0, "%s: %s", line, err);
+    return -1;
+  }
+  if (tlm_validate_conv(&p->op, p->in, p->n_in, &p->out, 1, task, &args, err, sizeof err)) {
+    CHECK(0, "%s: %s", line, err);
+    tlm_conv_problem_free(p);
+    return -1;
+  }
+  return 0;
+}
+
+/* rule 23: with more than one worker, an NHWC depthwise convolution splits
+ * its groups into channel blocks of the fewest register tiles (a power of
+ * two) whose block of 8 pixel tiles holds 4096 channel-pixels (or one
+ * block of them all), and runs them minor in its parallel loop (parallel
+ * = 3), so the workers share a small map's groups; with one worker, one
+ * block and no parallel loop, and so below TLM_PARALLEL_MIN_FLOPS (the
+ * maps under 10x10 of fewer than 512 groups). The rule version follows.
+ * The schedules made for 1, 2 and 3 workers pass the reference check in
+ * this runtime (5x5 and 7x7 maps, tile and block tails, stride 2, 5x5
+ * windows, two images), and so do 3, 5 and 7 workers' on a runtime of
+ * that many threads. */
+static void dw_split(tlm_runtime *rt) {
+  static const char *const lines[] = {
+      "g1024mb1ic1024ih5oc1024oh5kh3ph1", "g144mb1ic144ih7oc144oh7kh3ph1",
+      "g96mb1ic96ih9oc96oh5kh3sh2ph1",   "g40mb1ic40ih6oc40oh6kh5ph2",
+      "g32mb1ic32ih11oc32oh11kh3ph1",    "g200mb2ic200ih3oc200oh3kh3ph1",
+      "g512mb1ic512ih10oc512oh10kh3ph1", "g2048mb1ic2048ih4oc2048oh4kh3ph1",
+      "g1000mb1ic1000ih7oc1000oh7kh3ph1", "g200mb2ic200ih9oc200oh9kh3ph1",
+      "g480mb1ic480ih14oc480oh7kh5sh2ph2"};
+  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+    tlm_conv_problem p;
+    tlm_task task;
+    if (dw_problem(lines[i], NULL, 60 + i, &p, &task)) continue;
+    for (int workers = 1; workers <= 3; workers++) {
+      tlm_target tg = rt->target;
+      tg.threads = workers;
+      tlm_space space;
+      tlm_space_init(&space, &task, &tg);
+      tlm_schedule s;
+      tlm_space_default(&space, &s);
+      char ss[512], what[700];
+      tlm_schedule_str(&space, &s, ss, sizeof ss);
+      CHECK(s.v[CV_AXIS] == 2, "%s: lanes on axis %d [%s]", lines[i], s.v[CV_AXIS], ss);
+      int64_t G = task.u.conv.G, c_t = s.v[CV_TILE_V], k = s.v[CV_TILE_C2];
+      int64_t per_tile = c_t * s.v[CV_ROWS] * 8;
+      double flops = tlm_task_flops(&task);
+      int par = workers > 1 && flops >= 2e5;
+      if (!par) {
+        CHECK(k * c_t >= G && s.v[CV_PARALLEL] == 0,
+              "%s, %d workers: channel blocks of %lld tiles, parallel %d [%s]", lines[i], workers,
+              (long long)k, s.v[CV_PARALLEL], ss);
+      } else {
+        CHECK((k * per_tile >= 4096 || k * c_t >= G) && (k == 1 || (k / 2) * per_tile < 4096),
+              "%s, %d workers: channel blocks of %lld tiles of %lld channel-pixels [%s]", lines[i],
+              workers, (long long)k, (long long)per_tile, ss);
+        CHECK(s.v[CV_PARALLEL] == 3, "%s, %d workers: parallel %d [%s]", lines[i], workers,
+              s.v[CV_PARALLEL], ss);
+      }
+      int version = tlm_rule_family_version(&task, &tg);
+      CHECK((version == 23) == par, "%s, %d workers: rule version %d [%s]", lines[i], workers,
+            version, ss);
+      snprintf(what, sizeof what, "%s, the rule for %d workers [%s]", lines[i], workers, ss);
+      run_check(rt, &p, what, &s);
+    }
+    tlm_conv_problem_free(&p);
+  }
+  /* runtimes of 3, 5 and 7 threads (the pool's chunks split the groups
+   * among more workers than cores): each its own rule's schedule */
+  for (int threads = 3; threads <= 7; threads += 2) {
+    tlm_config cfg;
+    tlm_config_init(&cfg);
+    cfg.cache_dir = "none";
+    cfg.model_path = "none";
+    cfg.num_threads = threads;
+    cfg.async_compile = 0;
+    tlm_runtime *rn;
+    if (tlm_create(&cfg, &rn) != TLM_OK) {
+      CHECK(0, "tlm_create (%d threads): %s", threads, tlm_last_error(NULL));
+      continue;
+    }
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+      tlm_conv_problem p;
+      tlm_task task;
+      if (dw_problem(lines[i], NULL, 80 + i, &p, &task)) continue;
+      tlm_space space;
+      tlm_space_init(&space, &task, &rn->target);
+      tlm_schedule s;
+      tlm_space_default(&space, &s);
+      char ss[512], what[700];
+      tlm_schedule_str(&space, &s, ss, sizeof ss);
+      snprintf(what, sizeof what, "%s, %d threads [%s]", lines[i], threads, ss);
+      run_check(rn, &p, what, &s);
+      tlm_conv_problem_free(&p);
+    }
+    tlm_destroy(rn);
+  }
+}
+
 /* rule 18: lanes along output channels that do not fill the full width
  * take the narrowest vector of at least 4 lanes that holds them (8
  * channels a group: 8 lanes; 4: 4; 5: 8; 20: the full width), at both
@@ -879,6 +986,7 @@ int main(int argc, char **argv) {
   rule_rows(rt);
   dw_lanes(rt);
   edges_apart(rt);
+  dw_split(rt);
   narrow_vec(rt);
   epilogues(rt);
   strided(rt);
