@@ -597,15 +597,15 @@ static void rule_rows(tlm_runtime *rt) {
     }
 }
 
-/* line's NHWC problem (HWIO weights) with the rule's schedule for this
- * runtime's target, printed into ss; 0, or -1 (checked) on a bad line */
-static int nhwc_rule(tlm_runtime *rt, const char *line, uint64_t seed, tlm_conv_problem *p,
-                     tlm_task *task, tlm_schedule *s, char *ss, size_t sscap) {
+/* a problem of `line` (NHWC, HWIO weights) with epilogue e (NULL: none),
+ * validated into task; 0, or -1 (checked) on a bad line */
+static int nhwc_problem(const char *line, const tlm_conv_epi *e, uint64_t seed, tlm_conv_problem *p,
+                        tlm_task *task) {
   char err[256];
   tlm_conv_prb prb;
   tlm_conv_args args;
   if (tlm_conv_prb_parse(line, &prb, err, sizeof err) != 1 ||
-      tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO, NULL, seed, p)) {
+      tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO, e, seed, p)) {
     CHECK(0, "%s: %s", line, err);
     return -1;
   }
@@ -614,6 +614,14 @@ static int nhwc_rule(tlm_runtime *rt, const char *line, uint64_t seed, tlm_conv_
     tlm_conv_problem_free(p);
     return -1;
   }
+  return 0;
+}
+
+/* line's NHWC problem (HWIO weights) with the rule's schedule for this
+ * runtime's target, printed into ss; 0, or -1 (checked) on a bad line */
+static int nhwc_rule(tlm_runtime *rt, const char *line, uint64_t seed, tlm_conv_problem *p,
+                     tlm_task *task, tlm_schedule *s, char *ss, size_t sscap) {
+  if (nhwc_problem(line, NULL, seed, p, task)) return -1;
   tlm_space space;
   tlm_space_init(&space, task, &rt->target);
   tlm_space_default(&space, s);
@@ -708,25 +716,6 @@ static void edges_apart(tlm_runtime *rt) {
         rule_safe, sampled);
 }
 
-/* a problem of `line` (NHWC, HWIO weights) with epilogue e, validated */
-static int dw_problem(const char *line, const tlm_conv_epi *e, uint64_t seed, tlm_conv_problem *p,
-                      tlm_task *task) {
-  char err[256];
-  tlm_conv_prb prb;
-  tlm_conv_args args;
-  if (tlm_conv_prb_parse(line, &prb, err, sizeof err) != 1 ||
-      tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO, e, seed, p)) {
-    CHECK(0, "%s: %s", line, err);
-    return -1;
-  }
-  if (tlm_validate_conv(&p->op, p->in, p->n_in, &p->out, 1, task, &args, err, sizeof err)) {
-    CHECK(0, "%s: %s", line, err);
-    tlm_conv_problem_free(p);
-    return -1;
-  }
-  return 0;
-}
-
 /* rule 23: with more than one worker, an NHWC depthwise convolution splits
  * its groups into channel blocks of the fewest register tiles (a power of
  * two) whose block of 8 pixel tiles holds 4096 channel-pixels (or one
@@ -749,7 +738,7 @@ static void dw_split(tlm_runtime *rt) {
   for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
     tlm_conv_problem p;
     tlm_task task;
-    if (dw_problem(lines[i], NULL, 60 + i, &p, &task)) continue;
+    if (nhwc_problem(lines[i], NULL, 60 + i, &p, &task)) continue;
     for (int workers = 1; workers <= 3; workers++) {
       tlm_target tg = rt->target;
       tg.threads = workers;
@@ -800,7 +789,7 @@ static void dw_split(tlm_runtime *rt) {
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
       tlm_conv_problem p;
       tlm_task task;
-      if (dw_problem(lines[i], NULL, 80 + i, &p, &task)) continue;
+      if (nhwc_problem(lines[i], NULL, 80 + i, &p, &task)) continue;
       tlm_space space;
       tlm_space_init(&space, &task, &rn->target);
       tlm_schedule s;
