@@ -447,11 +447,10 @@ static void kernel_row(conv_cg *cc, LLVMValueRef kd, LLVMValueRef id, LLVMValueR
      * and a tile whose rows straddle the edge). The rows' output rows
      * never decrease with r (clamped rows repeat the block's last pixel),
      * and neither does ih, so the first and last rows bound them all
-     * (perm: bounds from tile_version). */
+     * (oh_lo, oh_hi: tile_version, which widens them for perm). */
     LLVMValueRef base = sub(g, mul(g, kh, c64(g, t->dh)), c64(g, t->ph));
-    LLVMValueRef ih0 = add(g, mul(g, cc->perm ? cc->oh_lo : cc->ohr[0], c64(g, t->sh)), base);
-    LLVMValueRef ih1 =
-        add(g, mul(g, cc->perm ? cc->oh_hi : cc->ohr[cc->R - 1], c64(g, t->sh)), base);
+    LLVMValueRef ih0 = add(g, mul(g, cc->oh_lo, c64(g, t->sh)), base);
+    LLVMValueRef ih1 = add(g, mul(g, cc->oh_hi, c64(g, t->sh)), base);
     jh = if_begin(g, LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSGE, ih1, c64(g, 0), ""),
                                   LLVMBuildICmp(g->b, LLVMIntSLT, ih0, cc->IH, ""), ""));
   }
@@ -504,6 +503,7 @@ static void tile_version(conv_cg *cc, int safe) {
       cc->ohr[r] = LLVMBuildSelect(g->b, in, cc->ohu[r], oh_last, "");
       cc->owr[r] = LLVMBuildSelect(g->b, in, cc->owu[r], ow_last, "");
     }
+    cc->oh_lo = cc->ohr[0], cc->oh_hi = cc->ohr[cc->R - 1];
     if (cc->perm) {
       /* bounds of the rows' output rows and columns for kernel_row, from
        * the first and last rows where they bound them all: a tile inside
@@ -797,13 +797,15 @@ static void emit_block(conv_cg *cc, LLVMValueRef cb, LLVMValueRef wb) {
   if (cc->flat && !cc->plane) { /* the block's last pixel, for the safe tiles' clamped rows */
     pixel_of(cc, sub(g, w_end, c64(g, 1)), &cc->oh_last, &cc->ow_last);
   }
+  /* perm: the block's first pixel, stored again for each C tile's walk
+   * (emit_tile steps on from it) */
+  LLVMValueRef oh_first = NULL, ow_first = NULL;
+  if (cc->perm) pixel_of(cc, ws, &oh_first, &ow_first);
   loop Lc, Lw;
   LLVMValueRef c0 = loop_begin_outer(g, &Lc, cs, c_end, c64(g, cc->c_t));
-  if (cc->perm) { /* the block's first pixel; emit_tile steps on from it */
-    LLVMValueRef oh, ow;
-    pixel_of(cc, ws, &oh, &ow);
-    LLVMBuildStore(g->b, oh, cc->p_oh);
-    LLVMBuildStore(g->b, ow, cc->p_ow);
+  if (cc->perm) {
+    LLVMBuildStore(g->b, oh_first, cc->p_oh);
+    LLVMBuildStore(g->b, ow_first, cc->p_ow);
   }
   LLVMValueRef w0 = loop_begin_outer(g, &Lw, ws, w_end, c64(g, cc->w_t));
   cc->c0 = c0, cc->w0 = w0, cc->c_end = c_end, cc->w_end = w_end;

@@ -37,6 +37,9 @@ void tlm_conv_tile_dims(const tlm_task *task, const int32_t *v, int64_t *c_t, in
 static int conv_flat(const tlm_conv_task *t, int axis) {
   return axis != 1 || (t->unit & TLM_UNIT_CONV_PLANE); /* lanes over the dense pixel plane */
 }
+/* one input and one output channel a group, more than one group */
+static int conv_depthwise(const tlm_conv_task *t) { return t->G > 1 && t->ICg == 1 && t->OCg == 1; }
+
 static int64_t conv_rows_total(const tlm_conv_task *t, int axis) {
   int64_t r = t->N * (axis == 2 ? t->OCg : t->G) * t->OD;
   return conv_flat(t, axis) ? r : r * t->OH;
@@ -81,7 +84,7 @@ static int conv_candidates(const tlm_space *s, int p, const int32_t *d, int32_t 
      * fastest on 4 of 1,216 NHWC tasks, each with fewer channels than
      * lanes; a model once put them on MobileNet's first depthwise layer
      * (32 groups): 0.045x of the channel lanes. */
-    int dw = t->G > 1 && t->OCg == 1 && t->ICg == 1;
+    int dw = conv_depthwise(t);
     int64_t chans = dw ? t->G : t->OCg;
     int lanes = s->target.vec_lanes > 0 ? s->target.vec_lanes : 1;
     c[n++] = 0;
@@ -291,7 +294,7 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
   if (p > CV_AXIS) conv_axis_extents(t, d[CV_AXIS], &vext, &rext);
   switch (p) {
   case CV_AXIS: {
-    int dw = t->G > 1 && t->OCg == 1 && t->ICg == 1;
+    int dw = conv_depthwise(t);
     int want = 0;
     if (dw) want = (t->unit & TLM_UNIT_CONV_DST_C) ? 2 : 1;
     else if (!(t->unit & TLM_UNIT_CONV_DST_C) && (t->unit & TLM_UNIT_CONV_DST_W)) want = 1;
@@ -403,7 +406,7 @@ static int conv_default(const tlm_space *s, int p, const int32_t *d, const int32
  * depthwise one (its rows come from the register file alone). */
 static int conv_rows_changed_22(const tlm_task *task, const tlm_target *tg) {
   const tlm_conv_task *t = &task->u.conv;
-  if (t->G > 1 && t->ICg == 1 && t->OCg == 1) return 0;
+  if (conv_depthwise(t)) return 0;
   if (!tg) return 1;
   tlm_space s;
   tlm_schedule d;
@@ -420,7 +423,7 @@ static int conv_rows_changed_22(const tlm_task *task, const tlm_target *tg) {
  * parallel loop, i.e. more than one worker (any, with a NULL target) and
  * at least TLM_PARALLEL_MIN_FLOPS */
 static int conv_dw_blocks_23(const tlm_conv_task *t, const tlm_target *tg) {
-  if (!(t->G > 1 && t->ICg == 1 && t->OCg == 1) || !(t->unit & TLM_UNIT_CONV_DST_C)) return 0;
+  if (!conv_depthwise(t) || !(t->unit & TLM_UNIT_CONV_DST_C)) return 0;
   return (!tg || tg->threads > 1) && conv_rule_flops(t) >= TLM_PARALLEL_MIN_FLOPS;
 }
 
@@ -430,7 +433,7 @@ static int conv_rule_version(const tlm_task *task, const tlm_target *tg) {
   if (conv_rows_changed_22(task, tg)) return 22; /* rows by cycles (conv_rule_rows) */
   /* depthwise: 3, and 15 where one AVX-512 vector holds the groups (<= 16)
    * and more than TLM_CONV_PTR_ROWS rows were possible */
-  if (t->G > 1 && t->ICg == 1 && t->OCg == 1) {
+  if (conv_depthwise(t)) {
     /* 16 where the lanes' tail picks a narrower tile (dw_tile_nv) under
      * either x86 width (AVX-512 16 lanes, AVX2 8): the model's prompt does
      * not name the lanes' waste, and its records had 4-vector tiles;
