@@ -187,8 +187,13 @@ typedef struct tlm_config {
    * passing the same reference checks). A convolution or pooling with no
    * such kernel runs on its family's tier-0 kernel meanwhile (tier0); other shapes
    * with none are compiled before tlm_run returns. The background thread
-   * runs at nice 10 (Linux), so it takes little from the application's
-   * busy threads. Schedules stay deterministic once
+   * runs under SCHED_IDLE (Linux; elsewhere at nice 10): it compiles in
+   * CPU time the application leaves idle and any other thread preempts it
+   * at once. Of the queued shapes it builds first the one whose calls
+   * have spent the most time on their provisional kernel. When the
+   * application keeps every core busy and no build has finished for a
+   * second, tlm_run starts a second thread at nice 10 that builds until
+   * none is queued (tlm_stats.bg_rescues). Schedules stay deterministic once
    * tlm_wait_background() has returned, but which kernel served a call
    * before that depends on timing (the results agree within the reference
    * tolerance, not bit for bit). A shape whose plan and kernel the disk
@@ -808,6 +813,9 @@ typedef struct tlm_stats {
   uint64_t tunes;            /* shapes measured by tlm_config.tune_k's background thread */
   uint64_t tune_improved;    /* of which given a faster kernel than their first */
   double tune_ms;            /* total wall time of that thread's tuning */
+  uint64_t bg_rescues;       /* times the background builds made no progress for a second
+                                while every core was busy, so a rescue thread at nice 10
+                                took them over until none was queued (tlm_config.async_compile) */
 } tlm_stats;
 
 /* Blocks until the background thread (tlm_config.async_compile) has no

@@ -55,6 +55,9 @@ typedef struct tlm_plan {
    * tlm_engine_rerun reads it under exec_lock only) */
   tlm_kernel *kernel;
   int provisional; /* 1: another shape's kernel until the background build */
+  /* wall time its calls have spent on the provisional kernel, in ns: the
+   * background thread builds the shape with the most first (bg_pick) */
+  atomic_uint_fast64_t provisional_ns;
   tlm_schedule sched;
   double schedule_ms;
   int by_model;  /* 1: the language model chose the schedule */
@@ -99,17 +102,25 @@ struct tlm_runtime {
   atomic_uint_fast64_t epoch; /* grows whenever eviction frees anything */
   /* background builds (cfg.async_compile): shapes (task, shape key) whose
    * plan runs a provisional kernel, built by one thread started on first
-   * use; bg_mu guards the queue, bg_busy and bg_stop */
+   * use (SCHED_IDLE: idle CPU time only) and, while that one is starved, a
+   * rescue thread at nice 10 that exits when the queue is empty (bg_rescue:
+   * 0 none, 1 running, 2 exited and not joined yet); bg_mu guards the
+   * queue, bg_busy (jobs in progress), bg_rescue and bg_stop */
   pthread_mutex_t bg_mu;
   pthread_cond_t bg_cv;
-  pthread_t bg_thread;
-  int bg_started, bg_stop, bg_busy;
+  pthread_t bg_thread, bg_rescue_thread;
+  int bg_started, bg_stop, bg_busy, bg_rescue;
   struct tlm_bg_job *bg_head, *bg_tail;
-  /* the background thread's plan under construction (bg_build): no plan of
-   * the map, but its kernel field, set and cleared under map_lock, keeps
-   * that kernel from being freed by an eviction before the swap
-   * (free_unreferenced_locked) */
-  tlm_plan bg_plan;
+  /* CLOCK_MONOTONIC ns of the background's last progress: a job finished,
+   * or one queued while none was queued or in progress; 0 before any */
+  atomic_uint_fast64_t bg_progress_ns;
+  atomic_int bg_rescue_running; /* bg_rescue == 1, read without bg_mu */
+  atomic_uint_fast64_t bg_rescues;
+  /* each background thread's plan under construction (bg_build; [0] the
+   * idle thread's, [1] the rescue thread's): no plan of the map, but its
+   * kernel field, set and cleared under map_lock, keeps that kernel from
+   * being freed by an eviction before the swap (free_unreferenced_locked) */
+  tlm_plan bg_plan[2];
   atomic_uint_fast64_t provisional, upgrades;
   /* measured top-k (cfg.tune_k): shapes tuned by the background thread,
    * of which given a faster kernel, and its time */

@@ -353,6 +353,7 @@ void tlm_engine_stats(const tlm_runtime *rt, tlm_stats *out) {
   out->compile_link_ms = atomic_load(&r->compile_link_ms);
   out->provisional = atomic_load(&r->provisional);
   out->upgrades = atomic_load(&r->upgrades);
+  out->bg_rescues = atomic_load(&r->bg_rescues);
   out->prepacks = atomic_load(&r->prepacks);
   out->prepacked_bytes = atomic_load(&r->prepacked_bytes_pub);
 }

@@ -7,15 +7,18 @@
  * running builds neither hangs nor leaks (ASan); two threads on one new
  * shape and a waiter; a capacity of 1 kernel, so provisional kernels are
  * evicted under the builds; a disk cache the builds fill and a second
- * runtime loads before each first call returns, without compiling (TSan
- * runs this file too).
+ * runtime loads before each first call returns, without compiling; every
+ * core kept busy, so the rescue thread builds what the idle-priority
+ * background thread cannot (TSan runs this file too).
  */
 #include <dirent.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -251,7 +254,63 @@ static void with_disk(void) {
   if (system(cmd)) CHECK(0, "could not remove %s", dir);
 }
 
+/* Every core kept busy by threads of the application's own priority: the
+ * background thread (SCHED_IDLE) gets next to no time, and after a second
+ * without progress a rescue thread at nice 10 builds the queued shapes,
+ * started from tlm_run (run_path = 1: the calls on provisional kernels go
+ * on) or from tlm_wait_background (run_path = 0). Every answer is checked. */
+static atomic_int g_spin_stop;
+static void *spinner(void *p) {
+  (void)p;
+  volatile unsigned x = 0;
+  while (!atomic_load_explicit(&g_spin_stop, memory_order_relaxed)) x++;
+  return NULL;
+}
+
+static void starved_builds_rescued(int run_path) {
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int nspin = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
+  pthread_t spin[64];
+  tlm_runtime *rt = make_rt(1, 0);
+  if (!rt) return;
+  int wrong = run_check(rt, &k_shapes[0], 0) != 0; /* built before it returns */
+  atomic_store(&g_spin_stop, 0);
+  int started = 0;
+  while (started < nspin && pthread_create(&spin[started], NULL, spinner, NULL) == 0) started++;
+  for (int i = 1; i < NSHAPES; i++) wrong += run_check(rt, &k_shapes[i], i) != 0;
+  tlm_stats s;
+  tlm_get_stats(rt, &s);
+  if (run_path) {
+    /* the application keeps calling; about 60 s at most */
+    for (int round = 0; round < 3000 && s.upgrades < s.provisional; round++) {
+      for (int i = 1; i < NSHAPES; i++) wrong += run_check(rt, &k_shapes[i], 10 + i) != 0;
+      struct timespec ts = {0, 20 * 1000000L};
+      nanosleep(&ts, NULL);
+      tlm_get_stats(rt, &s);
+    }
+  } else {
+    CHECK(tlm_wait_background(rt) == TLM_OK, "tlm_wait_background");
+    tlm_get_stats(rt, &s);
+  }
+  atomic_store(&g_spin_stop, 1);
+  for (int t = 0; t < started; t++) pthread_join(spin[t], NULL);
+  CHECK(wrong == 0, "busy cores (%s): %d wrong results", run_path ? "runs" : "wait", wrong);
+  CHECK(s.provisional >= 1 && s.upgrades == s.provisional,
+        "busy cores (%s): %llu of %llu provisional shapes upgraded", run_path ? "runs" : "wait",
+        (unsigned long long)s.upgrades, (unsigned long long)s.provisional);
+#ifdef __linux__
+  CHECK(s.bg_rescues >= 1, "busy cores (%s): no rescue thread started (%d spinning threads)",
+        run_path ? "runs" : "wait", started);
+#endif
+  for (int i = 0; i < NSHAPES; i++) wrong += run_check(rt, &k_shapes[i], 50 + i) != 0;
+  CHECK(wrong == 0, "busy cores (%s): %d wrong results after the upgrades",
+        run_path ? "runs" : "wait", wrong);
+  tlm_destroy(rt);
+}
+
 int main(void) {
+  starved_builds_rescued(1);
+  starved_builds_rescued(0);
   for (g_tier0 = 0; g_tier0 < 2; g_tier0++) {
     provisional_then_own();
     with_disk();
