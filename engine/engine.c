@@ -794,23 +794,31 @@ static void *bg_rescue_main(void *arg) {
 
 /* With bg_mu held: when jobs are queued, no rescue thread runs and the
  * background has made no progress for BG_RESCUE_MS, starts the rescue
- * thread. The caller is an application thread (tlm_run, or
- * tlm_wait_background), so the new thread does not inherit SCHED_IDLE. */
-static void bg_rescue_if_starved_locked(tlm_runtime *rt) {
+ * thread; 1 when it did (the caller logs it once the lock is dropped: the
+ * log callback is the application's). The caller is an application thread
+ * (tlm_run, or tlm_wait_background), so the new thread does not inherit
+ * SCHED_IDLE. */
+static int bg_rescue_if_starved_locked(tlm_runtime *rt) {
   const uint64_t period = (uint64_t)BG_RESCUE_MS * 1000000u;
   uint64_t now = (uint64_t)tlm_clock_ns(), last = atomic_load(&rt->bg_progress_ns);
-  if (rt->bg_stop || rt->bg_rescue == 1 || !last || now < last || now - last < period) return;
-  if (!rt->bg_head) return;
+  if (rt->bg_stop || rt->bg_rescue == 1 || !last || now < last || now - last < period) return 0;
+  if (!rt->bg_head) return 0;
   if (rt->bg_rescue == 2) pthread_join(rt->bg_rescue_thread, NULL); /* it has returned */
   rt->bg_rescue = 0;
-  if (pthread_create(&rt->bg_rescue_thread, NULL, bg_rescue_main, rt) == 0) {
+  int started = pthread_create(&rt->bg_rescue_thread, NULL, bg_rescue_main, rt) == 0;
+  if (started) {
     rt->bg_rescue = 1;
     atomic_store(&rt->bg_rescue_running, 1);
     atomic_fetch_add(&rt->bg_rescues, 1);
-    tlm_log(rt, TLM_LOG_INFO, "background builds made no progress for %d ms: a rescue thread at nice %d takes them",
-            BG_RESCUE_MS, BG_NICE);
   }
   atomic_store(&rt->bg_progress_ns, now); /* a failed start is retried a period later */
+  return started;
+}
+
+static void log_rescue(tlm_runtime *rt) {
+  tlm_log(rt, TLM_LOG_INFO,
+          "background builds made no progress for %d ms: a rescue thread at nice %d takes them",
+          BG_RESCUE_MS, BG_NICE);
 }
 
 /* Called by tlm_run after a call on a provisional kernel (no lock held):
@@ -822,8 +830,9 @@ static void bg_check_starved(tlm_runtime *rt) {
       atomic_load_explicit(&rt->bg_rescue_running, memory_order_relaxed))
     return;
   pthread_mutex_lock(&rt->bg_mu);
-  bg_rescue_if_starved_locked(rt);
+  int started = bg_rescue_if_starved_locked(rt);
   pthread_mutex_unlock(&rt->bg_mu);
+  if (started) log_rescue(rt);
 }
 
 /* Queues a job (the queue owns it on success); 0, or -1 (no thread,
@@ -905,6 +914,7 @@ void tlm_engine_bg_stop(tlm_runtime *rt) {
 }
 
 void tlm_engine_bg_wait(tlm_runtime *rt) {
+  int started = 0;
   pthread_mutex_lock(&rt->bg_mu);
   /* the caller waits, so the idle thread should have the cores: unless
    * other processes keep them busy, then the rescue thread takes over */
@@ -915,9 +925,10 @@ void tlm_engine_bg_wait(tlm_runtime *rt) {
     ts.tv_sec += ts.tv_nsec / 1000000000L;
     ts.tv_nsec %= 1000000000L;
     pthread_cond_timedwait(&rt->bg_cv, &rt->bg_mu, &ts);
-    bg_rescue_if_starved_locked(rt);
+    started += bg_rescue_if_starved_locked(rt);
   }
   pthread_mutex_unlock(&rt->bg_mu);
+  if (started) log_rescue(rt);
 }
 
 /* Makes sure the plan of `key` exists and is READY (building it as the

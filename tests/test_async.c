@@ -11,10 +11,13 @@
  * core kept busy, so the rescue thread builds what the idle-priority
  * background thread cannot (TSan runs this file too).
  */
+#define _GNU_SOURCE /* pthread_setaffinity_np, sched_getaffinity */
 #include <dirent.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,22 +264,45 @@ static void with_disk(void) {
  * on) or from tlm_wait_background (run_path = 0). Every answer is checked. */
 static atomic_int g_spin_stop;
 static void *spinner(void *p) {
+#ifdef __linux__
+  /* one spinner on each CPU this process may use, so no core is ever left
+   * to the idle thread by the load balancer's placement */
+  int cpu = (int)(intptr_t)p;
+  if (cpu >= 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+  }
+#else
   (void)p;
+#endif
   volatile unsigned x = 0;
   while (!atomic_load_explicit(&g_spin_stop, memory_order_relaxed)) x++;
   return NULL;
 }
 
 static void starved_builds_rescued(int run_path) {
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  int nspin = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
+  int cpus[64], nspin = 0;
+#ifdef __linux__
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+    for (int c = 0; c < CPU_SETSIZE && nspin < 64; c++)
+      if (CPU_ISSET(c, &allowed)) cpus[nspin++] = c;
+#endif
+  if (nspin == 0) { /* no affinity: as many as online CPUs, unpinned */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    for (nspin = 0; nspin < (ncpu < 1 ? 1 : ncpu > 64 ? 64 : ncpu); nspin++) cpus[nspin] = -1;
+  }
   pthread_t spin[64];
   tlm_runtime *rt = make_rt(1, 0);
   if (!rt) return;
   int wrong = run_check(rt, &k_shapes[0], 0) != 0; /* built before it returns */
   atomic_store(&g_spin_stop, 0);
   int started = 0;
-  while (started < nspin && pthread_create(&spin[started], NULL, spinner, NULL) == 0) started++;
+  while (started < nspin &&
+         pthread_create(&spin[started], NULL, spinner, (void *)(intptr_t)cpus[started]) == 0)
+    started++;
   for (int i = 1; i < NSHAPES; i++) wrong += run_check(rt, &k_shapes[i], i) != 0;
   tlm_stats s;
   tlm_get_stats(rt, &s);
