@@ -187,16 +187,15 @@ typedef struct tlm_config {
    * passing the same reference checks). A convolution or pooling with no
    * such kernel runs on its family's tier-0 kernel meanwhile (tier0); other shapes
    * with none are compiled before tlm_run returns. The background thread
-   * runs under SCHED_IDLE (Linux; elsewhere at nice 10): it compiles in
-   * CPU time the application leaves idle and any other thread preempts it
-   * at once. Of the queued shapes it builds first the one whose calls
+   * runs under SCHED_IDLE where the process may lift it out again (Linux,
+   * root or RLIMIT_NICE >= 10; elsewhere at nice 10): it compiles in CPU
+   * time the application leaves idle and any other thread preempts it at
+   * once. Of the queued shapes it builds first the one whose calls
    * have spent the most time on their provisional kernel. When the
    * application keeps every core busy and no build has finished for a
    * second, tlm_run starts a second thread at nice 10 that builds until
-   * none is queued (tlm_stats.bg_rescues); a build the idle thread had
-   * already begun stays with it, so that one shape may keep its
-   * provisional kernel for seconds while the cores stay busy (see
-   * tlm_destroy). Schedules stay deterministic once
+   * none is queued (tlm_stats.bg_rescues) and lifts the idle thread to
+   * nice 10 for the build it holds. Schedules stay deterministic once
    * tlm_wait_background() has returned, but which kernel served a call
    * before that depends on timing (the results agree within the reference
    * tolerance, not bit for bit). A shape whose plan and kernel the disk
@@ -315,10 +314,9 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out);
 /* Frees a runtime, its worker threads and its JIT memory. NULL is a no-op.
  * Must not run concurrently with any other call on the same runtime.
  * Queued background builds are dropped; one in progress is finished first
- * (one compile, tens of milliseconds). Known limit: the background thread
- * runs under SCHED_IDLE, so when other threads keep every core busy while
- * tlm_destroy runs, that one compile gets almost no CPU and tlm_destroy
- * can block for seconds (12 s measured with a spinning thread per core). */
+ * (one compile: tens of milliseconds, 1-2 s measured with every core kept
+ * busy by other threads; the idle-priority thread is lifted to nice 10
+ * for it). */
 void tlm_destroy(tlm_runtime *rt);
 
 /* Detailed message of the last failed call made ON THE CALLING THREAD with

@@ -760,15 +760,48 @@ static void bg_run_job(tlm_runtime *rt, tlm_bg_job *j, int t) {
 #define BG_NICE 10
 #define BG_RESCUE_MS 1000
 
+/* An application thread lifts the idle thread to SCHED_OTHER at BG_NICE
+ * (before joining it in tlm_destroy, and when builds starve), so a build
+ * it holds is not left on idle time; this needs the privilege to leave
+ * SCHED_IDLE (root, CAP_SYS_NICE or RLIMIT_NICE), else nothing changes.
+ * The thread goes back to SCHED_IDLE when it next finds the queue empty. */
+static void bg_raise_idle(tlm_runtime *rt) {
+#ifdef __linux__
+  int tid = atomic_load(&rt->bg_tid);
+  struct sched_param sp = {0};
+  if (tid > 0 && !atomic_load(&rt->bg_raised) && sched_setscheduler(tid, SCHED_OTHER, &sp) == 0) {
+    setpriority(PRIO_PROCESS, (id_t)tid, BG_NICE);
+    atomic_store(&rt->bg_raised, 1);
+  }
+#else
+  (void)rt;
+#endif
+}
+
+/* SCHED_IDLE only where an application thread can lift the thread out of
+ * it again (bg_raise_idle: root, or RLIMIT_NICE allowing nice BG_NICE);
+ * elsewhere nice BG_NICE, as a held build under SCHED_IDLE could wait for
+ * minutes on busy cores (and tlm_destroy with it: 33 s measured). */
+static void bg_set_idle(void) {
+#ifdef __linux__
+  struct rlimit rl;
+  int reversible = geteuid() == 0 ||
+                   (getrlimit(RLIMIT_NICE, &rl) == 0 && rl.rlim_cur >= (rlim_t)(20 - BG_NICE));
+  struct sched_param sp = {0};
+  if (!reversible || sched_setscheduler(0, SCHED_IDLE, &sp) != 0)
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), BG_NICE);
+#endif
+}
+
 static void *bg_main(void *arg) {
   tlm_runtime *rt = arg;
 #ifdef __linux__
-  struct sched_param sp = {0};
-  if (sched_setscheduler(0, SCHED_IDLE, &sp) != 0)
-    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), BG_NICE);
+  atomic_store(&rt->bg_tid, (int)syscall(SYS_gettid));
 #endif
+  bg_set_idle();
   pthread_mutex_lock(&rt->bg_mu);
   for (;;) {
+    if (!rt->bg_head && atomic_exchange(&rt->bg_raised, 0)) bg_set_idle();
     while (!rt->bg_stop && !rt->bg_head) pthread_cond_wait(&rt->bg_cv, &rt->bg_mu);
     if (rt->bg_stop) break;
     pthread_mutex_unlock(&rt->bg_mu);
@@ -801,8 +834,9 @@ static void *bg_rescue_main(void *arg) {
 static int bg_rescue_if_starved_locked(tlm_runtime *rt) {
   const uint64_t period = (uint64_t)BG_RESCUE_MS * 1000000u;
   uint64_t now = (uint64_t)tlm_clock_ns(), last = atomic_load(&rt->bg_progress_ns);
-  if (rt->bg_stop || rt->bg_rescue == 1 || !last || now < last || now - last < period) return 0;
-  if (!rt->bg_head) return 0;
+  if (rt->bg_stop || !last || now < last || now - last < period) return 0;
+  if (rt->bg_busy) bg_raise_idle(rt); /* the build it holds, when privileged */
+  if (rt->bg_rescue == 1 || !rt->bg_head) return 0;
   if (rt->bg_rescue == 2) pthread_join(rt->bg_rescue_thread, NULL); /* it has returned */
   rt->bg_rescue = 0;
   int started = pthread_create(&rt->bg_rescue_thread, NULL, bg_rescue_main, rt) == 0;
@@ -897,6 +931,7 @@ void tlm_engine_bg_stop(tlm_runtime *rt) {
   rt->bg_stop = 1;
   pthread_cond_broadcast(&rt->bg_cv);
   int started = rt->bg_started;
+  if (rt->bg_busy) bg_raise_idle(rt); /* its build in progress, when privileged */
   pthread_mutex_unlock(&rt->bg_mu);
   if (started) pthread_join(rt->bg_thread, NULL);
   /* no rescue starts once bg_stop is set; one running sees it in bg_pick */

@@ -115,6 +115,10 @@ struct tlm_runtime {
    * or one queued while none was queued or in progress; 0 before any */
   atomic_uint_fast64_t bg_progress_ns;
   atomic_int bg_rescue_running; /* bg_rescue == 1, read without bg_mu */
+  /* the idle thread's kernel id (0 before it starts) and whether an
+   * application thread has raised it to SCHED_OTHER at BG_NICE (possible
+   * only with the privilege to: bg_raise_idle) */
+  atomic_int bg_tid, bg_raised;
   atomic_uint_fast64_t bg_rescues;
   /* each background thread's plan under construction (bg_build; [0] the
    * idle thread's, [1] the rescue thread's): no plan of the map, but its

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -325,8 +326,13 @@ static void starved_builds_rescued(int run_path) {
         "busy cores (%s): %llu of %llu provisional shapes upgraded", run_path ? "runs" : "wait",
         (unsigned long long)s.upgrades, (unsigned long long)s.provisional);
 #ifdef __linux__
-  CHECK(s.bg_rescues >= 1, "busy cores (%s): no rescue thread started (%d spinning threads)",
-        run_path ? "runs" : "wait", started);
+  /* the background thread is under SCHED_IDLE only where it can be lifted
+   * out again (root or RLIMIT_NICE >= 10, engine.c bg_set_idle); at nice 10
+   * it keeps a share of the busy cores and needs no rescue */
+  struct rlimit rl;
+  if (geteuid() == 0 || (getrlimit(RLIMIT_NICE, &rl) == 0 && rl.rlim_cur >= 10))
+    CHECK(s.bg_rescues >= 1, "busy cores (%s): no rescue thread started (%d spinning threads)",
+          run_path ? "runs" : "wait", started);
 #endif
   for (int i = 0; i < NSHAPES; i++) wrong += run_check(rt, &k_shapes[i], 50 + i) != 0;
   CHECK(wrong == 0, "busy cores (%s): %d wrong results after the upgrades",
