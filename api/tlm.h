@@ -237,9 +237,12 @@ typedef struct tlm_config {
    * neighbours of the current one), checks each against the current
    * kernel's output, times them side by side on private copies of that
    * first call's operands (never the caller's buffers; up to 256 MiB of
-   * copies, larger calls are not tuned) while no tlm_run executes a
-   * kernel, and gives the shape the fastest when it is more than 2%
-   * faster. The winner is stored in the disk cache as measured, so later
+   * copies, larger calls are not tuned) only in the application's pauses
+   * (5 ms without a tlm_run call) and while no kernel of it runs, and
+   * gives the shape the fastest when it is more than 2% faster. A tuning
+   * job gives way to any queued background build (it starts again later),
+   * so an application that never pauses gets no tuning but still gets
+   * each new shape's own kernel. The winner is stored in the disk cache as measured, so later
    * processes start from it without tuning again. tlm_destroy cancels a
    * tuning job at its next step. Schedules then depend on timing: keep 0
    * where byte-identical schedules matter. At most TLM_TUNE_MAX (32).

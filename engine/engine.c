@@ -651,7 +651,14 @@ static void job_free(tlm_bg_job *j) {
   free(j);
 }
 
-static void bg_tune(tlm_runtime *rt, tlm_bg_job *j);
+static int bg_tune(tlm_runtime *rt, tlm_bg_job *j);
+
+/* With bg_mu held: 1 when a build (not a tuning job) is queued. */
+static int bg_build_queued_locked(const tlm_runtime *rt) {
+  for (const tlm_bg_job *q = rt->bg_head; q; q = q->next)
+    if (!q->tune) return 1;
+  return 0;
+}
 
 /* Builds the shape's own plan and puts its kernel in place of the
  * provisional one (if the plan is still there and still provisional). */
@@ -698,10 +705,12 @@ static void bg_build(tlm_runtime *rt, const tlm_bg_job *j, tlm_plan *tmp) {
  * big layer on the tier-0 kernel, or on a sibling whose schedule was made
  * for other extents), the queue's order breaking ties (urgent ones first,
  * then first come first served); a tuning job only when no build is
- * queued. MobileNet's pointwise layers
+ * queued, and never for the rescue thread (tuning waits for the
+ * application's pauses: a rescue parked in one held every later build off
+ * the cores while the application ran). MobileNet's pointwise layers
  * on the first pointwise kernel ran 1.4x slower than on their own, yet
  * queued behind nine depthwise builds (docs/design.md, "Which build
- * first"). NULL when stopping or when the queue is empty for the rescue
+ * first"). NULL when stopping, or when no build is queued for the rescue
  * thread, which is then marked exited (bg_rescue = 2) under the same lock.
  * Takes the map's read lock before bg_mu, the order ensure_plan holds
  * them in. */
@@ -712,7 +721,7 @@ static tlm_bg_job *bg_pick(tlm_runtime *rt, int rescue) {
   uint64_t best_ns = 0;
   for (tlm_bg_job *q = rt->bg_head; q && !rt->bg_stop; prev = q, q = q->next) {
     if (q->tune) {
-      if (!best) best = q, best_prev = prev;
+      if (!best && !rescue) best = q, best_prev = prev;
       continue;
     }
     tlm_plan *p = tlm_map_get(&rt->plans, &q->key);
@@ -734,11 +743,22 @@ static tlm_bg_job *bg_pick(tlm_runtime *rt, int rescue) {
   return best;
 }
 
-/* Runs one job taken by bg_pick, then records the progress. */
+/* Runs one job taken by bg_pick, then records the progress. A tuning job
+ * that gave way to a queued build goes back to the end of the queue (its
+ * private operands as they were), to start again once no build waits. */
 static void bg_run_job(tlm_runtime *rt, tlm_bg_job *j, int t) {
-  if (j->tune) bg_tune(rt, j);
+  int requeue = 0;
+  if (j->tune) requeue = bg_tune(rt, j);
   else bg_build(rt, j, &rt->bg_plan[t]);
-  job_free(j);
+  pthread_mutex_lock(&rt->bg_mu);
+  if (requeue && !rt->bg_stop) {
+    if (rt->bg_tail) rt->bg_tail->next = j;
+    else rt->bg_head = j;
+    rt->bg_tail = j;
+    j = NULL;
+  }
+  pthread_mutex_unlock(&rt->bg_mu);
+  if (j) job_free(j);
   pthread_mutex_lock(&rt->bg_mu);
   rt->bg_busy--;
   atomic_store(&rt->bg_progress_ns, (uint64_t)tlm_clock_ns());
@@ -755,8 +775,8 @@ static void bg_run_job(tlm_runtime *rt, tlm_bg_job *j, int t) {
  * An unprivileged thread cannot leave SCHED_IDLE, so when the application
  * keeps every core busy and the queue makes no progress for
  * BG_RESCUE_MS, tlm_run or tlm_wait_background starts a rescue thread at
- * BG_NICE (bg_rescue_if_starved_locked) that works until the queue is
- * empty. */
+ * BG_NICE (bg_rescue_if_starved_locked) that works until no build is
+ * queued. */
 #define BG_NICE 10
 #define BG_RESCUE_MS 1000
 
@@ -825,7 +845,7 @@ static void *bg_rescue_main(void *arg) {
   return NULL;
 }
 
-/* With bg_mu held: when jobs are queued, no rescue thread runs and the
+/* With bg_mu held: when builds are queued, no rescue thread runs and the
  * background has made no progress for BG_RESCUE_MS, starts the rescue
  * thread; 1 when it did (the caller logs it once the lock is dropped: the
  * log callback is the application's). The caller is an application thread
@@ -836,7 +856,7 @@ static int bg_rescue_if_starved_locked(tlm_runtime *rt) {
   uint64_t now = (uint64_t)tlm_clock_ns(), last = atomic_load(&rt->bg_progress_ns);
   if (rt->bg_stop || !last || now < last || now - last < period) return 0;
   if (rt->bg_busy) bg_raise_idle(rt); /* the build it holds, when privileged */
-  if (rt->bg_rescue == 1 || !rt->bg_head) return 0;
+  if (rt->bg_rescue == 1 || !bg_build_queued_locked(rt)) return 0;
   if (rt->bg_rescue == 2) pthread_join(rt->bg_rescue_thread, NULL); /* it has returned */
   rt->bg_rescue = 0;
   int started = pthread_create(&rt->bg_rescue_thread, NULL, bg_rescue_main, rt) == 0;
@@ -1499,9 +1519,14 @@ int tlm_engine_outputs_agree(const float *out, const float *ref, size_t n) {
   return 1;
 }
 
-static int bg_stopping(tlm_runtime *rt) {
+/* -1 when the runtime is being destroyed, 1 when a build is queued (a
+ * tuning job gives way to it), else 0. The thread that asks is awake, so
+ * it is getting CPU time: that counts as progress for the rescue's test
+ * (a tuning job parked in wait_idle is not a starved build). */
+static int bg_tune_should_stop(tlm_runtime *rt) {
   pthread_mutex_lock(&rt->bg_mu);
-  int s = rt->bg_stop;
+  int s = rt->bg_stop ? -1 : bg_build_queued_locked(rt);
+  atomic_store(&rt->bg_progress_ns, (uint64_t)tlm_clock_ns());
   pthread_mutex_unlock(&rt->bg_mu);
   return s;
 }
@@ -1509,25 +1534,29 @@ static int bg_stopping(tlm_runtime *rt) {
 /* Waits until the application has made no tlm_run call for TUNE_IDLE_MS
  * (its runs counter stood still): tuning compiles and times only in such
  * pauses, so a busy application never shares its cores with it (on 2
- * cores, serving with tuning at any time ran 30% slower). 0, or -1 when
- * the runtime is being destroyed. */
+ * cores, serving with tuning at any time ran 30% slower). 0, or what
+ * bg_tune_should_stop says when it is not 0: builds go first, so an
+ * application that never pauses cannot park the background thread in a
+ * tuning job while its new shapes run on provisional kernels. */
 #define TUNE_IDLE_MS 5
 static int wait_idle(tlm_runtime *rt) {
   for (;;) {
     uint64_t r0 = atomic_load_explicit(&rt->runs, memory_order_relaxed);
     struct timespec ts = {0, TUNE_IDLE_MS * 1000000L};
     nanosleep(&ts, NULL);
-    if (bg_stopping(rt)) return -1;
+    int s = bg_tune_should_stop(rt);
+    if (s) return s;
     if (atomic_load_explicit(&rt->runs, memory_order_relaxed) == r0) return 0;
   }
 }
 
 /* The execution lock, taken only in an idle pause (wait_idle) and when no
  * kernel runs: tuning never delays an application's kernel by more than
- * one batch. 0, or -1 when the runtime is being destroyed. */
+ * one batch. 0, or wait_idle's -1 or 1. */
 static int lock_when_idle(tlm_runtime *rt) {
   for (;;) {
-    if (wait_idle(rt)) return -1;
+    int s = wait_idle(rt);
+    if (s) return s;
     if (pthread_mutex_trylock(&rt->exec_lock) == 0) return 0;
   }
 }
@@ -1549,8 +1578,10 @@ static int cmp_double(const void *a, const void *b) {
  * job's copies, times them side by side while no kernel of the
  * application runs, and gives the plan the fastest (more than 2% faster
  * than the pick) through the kernel table, as the background build does.
- * The plan is stored on disk as measured either way. */
-static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
+ * The plan is stored on disk as measured either way. 1 when it gave way
+ * to a queued build (the job is to be queued again, its in-place operands
+ * restored), else 0. */
+static int bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
   double t0 = now_ms();
   char err[TLM_ERRMSG];
   tlm_schedule pick;
@@ -1564,7 +1595,7 @@ static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
   }
   pthread_rwlock_unlock(&rt->map_lock);
   tlm_space s;
-  if (!found || tlm_space_init(&s, &j->task, &rt->target)) return;
+  if (!found || tlm_space_init(&s, &j->task, &rt->target)) return 0;
   static const int k_cap = TLM_TUNE_MAX_K;
   tlm_schedule cand[TLM_TUNE_MAX_K];
   int k = rt->cfg.tune_k < k_cap ? rt->cfg.tune_k : k_cap;
@@ -1595,7 +1626,7 @@ static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
   memset(pristine, 0, sizeof pristine);
   float *ref = NULL, *outp = NULL;
   size_t out_n = 0;
-  int ok = 1;
+  int ok = 1, yield = 0;
   for (int i = 0; i < j->nbufs; i++) {
     if (j->is_in[i] && j->is_out[i]) { /* in place: restored before each run */
       pristine[i] = malloc(j->sizes[i]);
@@ -1609,8 +1640,9 @@ static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
   /* build and check: the pick's output is the reference */
   double check_ms = 0;
   for (int i = 0; ok && i < nc; i++) {
-    if (wait_idle(rt)) { /* compiles too wait for a pause */
-      ok = 0;
+    int w = wait_idle(rt); /* compiles too wait for a pause */
+    if (w) {
+      ok = 0, yield = w > 0;
       break;
     }
     static atomic_int serial;
@@ -1628,8 +1660,8 @@ static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
     atomic_store(&kk->entry.state, TLM_ENTRY_READY);
     ks[i] = kk;
     restore_inputs(j, pristine);
-    if (lock_when_idle(rt)) {
-      ok = 0;
+    if ((w = lock_when_idle(rt)) != 0) {
+      ok = 0, yield = w > 0;
       break;
     }
     double te = now_ms();
@@ -1662,8 +1694,9 @@ static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
       for (int i = 0; ok && i < nc; i++) {
         if (!ks[i]) continue;
         restore_inputs(j, pristine);
-        if (lock_when_idle(rt)) {
-          ok = 0;
+        int w = lock_when_idle(rt);
+        if (w) {
+          ok = 0, yield = w > 0;
           break;
         }
         double ts = now_ms();
@@ -1680,6 +1713,7 @@ static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
     if (ok && best != 0 && !(med[best] < 0.98 * med[0])) best = 0; /* noise keeps the pick */
   }
   for (int i = 0; i < nc; i++) tlm_engine_kernel_free(rt, ks[i]);
+  if (yield) restore_inputs(j, pristine); /* as queued, for the next try */
   for (int i = 0; i < j->nbufs; i++) free(pristine[i]);
   free(ref);
   if (const_range) { /* and its packed copies freed */
@@ -1687,7 +1721,7 @@ static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
     tlm_prepack_remove_locked(rt, const_range);
     pthread_mutex_unlock(&rt->exec_lock);
   }
-  if (!ok) return;
+  if (!ok) return yield;
   /* the winner into the kernel table, then the plan, as bg_build does */
   tlm_kernel *nk = NULL;
   if (best != 0 && get_kernel(rt, &j->task, &cand[best], &nk, NULL, err, sizeof err) != TLM_OK)
@@ -1728,4 +1762,5 @@ static void bg_tune(tlm_runtime *rt, tlm_bg_job *j) {
             tlm_schedule_str(&s, &cand[improved ? best : 0], ss, sizeof ss),
             med[improved ? best : 0] * 1e3, med[0] * 1e3, now_ms() - t0);
   }
+  return 0;
 }

@@ -9,7 +9,8 @@
  * evicted under the builds; a disk cache the builds fill and a second
  * runtime loads before each first call returns, without compiling; every
  * core kept busy, so the rescue thread builds what the idle-priority
- * background thread cannot (TSan runs this file too).
+ * background thread cannot; tuning jobs giving way to builds while the
+ * application never pauses (TSan runs this file too).
  */
 #define _GNU_SOURCE /* pthread_setaffinity_np, sched_getaffinity */
 #include <dirent.h>
@@ -340,7 +341,58 @@ static void starved_builds_rescued(int run_path) {
   tlm_destroy(rt);
 }
 
+/* Measured top-k on (tune_k = 2) and an application that never pauses:
+ * tuning waits for a pause of the application's calls, so a thread that
+ * has taken a tuning job would wait in it for good. New shapes keep
+ * coming, and each must get its own kernel while the calls go on (a
+ * tuning job gives way to a queued build, and the rescue thread takes no
+ * tuning job: before, the background thread and the rescue each sat in
+ * one and the third new shape stayed on a provisional kernel for as long
+ * as the calls went on). Once the calls stop, the tuning jobs finish. */
+static void tuning_gives_way_to_builds(void) {
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.cache_dir = "none";
+  cfg.model_path = "none";
+  cfg.num_threads = 1;
+  cfg.async_compile = 1;
+  cfg.tune_k = 2;
+  tlm_runtime *rt = NULL;
+  CHECK(tlm_create(&cfg, &rt) == TLM_OK, "tlm_create: %s", tlm_last_error(NULL));
+  if (!rt) return;
+  int wrong = 0, stuck = -1;
+  const int nnew = 5;
+  for (int i = 0; i <= nnew && stuck < 0; i++) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    tlm_stats s;
+    /* every shape so far, over and over, no sleep: about 20 s at most */
+    for (;;) {
+      for (int j = 0; j <= i; j++) wrong += run_check(rt, &k_shapes[j], i + j) != 0;
+      tlm_get_stats(rt, &s);
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      double el = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+      if (s.upgrades == s.provisional && el > 0.05) break; /* and the tuning job queued */
+      if (el > 20) {
+        stuck = i;
+        break;
+      }
+    }
+  }
+  CHECK(stuck < 0, "tuning on, calls without a pause: new shape %d not upgraded in 20 s", stuck);
+  CHECK(wrong == 0, "tuning on, calls without a pause: %d wrong results", wrong);
+  CHECK(tlm_wait_background(rt) == TLM_OK, "tlm_wait_background");
+  tlm_stats s;
+  tlm_get_stats(rt, &s);
+  CHECK(stuck >= 0 || s.tunes == (uint64_t)nnew + 1, "tuning on: %llu of %d shapes tuned",
+        (unsigned long long)s.tunes, nnew + 1);
+  for (int j = 0; j <= nnew; j++) wrong += run_check(rt, &k_shapes[j], 90 + j) != 0;
+  CHECK(wrong == 0, "tuning on: %d wrong results after tuning", wrong);
+  tlm_destroy(rt);
+}
+
 int main(void) {
+  tuning_gives_way_to_builds();
   starved_builds_rescued(1);
   starved_builds_rescued(0);
   for (g_tier0 = 0; g_tier0 < 2; g_tier0++) {
