@@ -1285,6 +1285,21 @@ tlm_status tlm_engine_exec(tlm_runtime *rt, const tlm_kernel *k, const tlm_task 
   return st;
 }
 
+/* exec_locked for a plan's call; a call on a provisional kernel adds its
+ * wall time to the plan's provisional_ns (bg_pick's order). The caller
+ * holds the execution lock (so p lives: evict_locked needs it too) and
+ * calls bg_check_starved after dropping it when provisional. */
+static tlm_status exec_plan_locked(tlm_runtime *rt, tlm_plan *p, const tlm_kernel *k,
+                                   int provisional, const tlm_task *task, const void *args,
+                                   char *err, int errcap) {
+  uint64_t t0 = provisional ? (uint64_t)tlm_clock_ns() : 0;
+  tlm_status st = exec_locked(rt, k, task, args, err, errcap);
+  if (provisional)
+    atomic_fetch_add_explicit(&p->provisional_ns, (uint64_t)tlm_clock_ns() - t0,
+                              memory_order_relaxed);
+  return st;
+}
+
 int tlm_engine_rerun(tlm_runtime *rt, tlm_plan *plan, uint64_t epoch, const tlm_task *task,
                      const void *args) {
   pthread_mutex_lock(&rt->exec_lock);
@@ -1295,11 +1310,8 @@ int tlm_engine_rerun(tlm_runtime *rt, tlm_plan *plan, uint64_t epoch, const tlm_
   }
   char err[64];
   int provisional = plan->provisional; /* bg_build swaps it under the execution lock too */
-  double t0 = provisional ? tlm_clock_ns() : 0;
-  int ok = exec_locked(rt, plan->kernel, task, args, err, sizeof err) == TLM_OK;
-  if (provisional)
-    atomic_fetch_add_explicit(&plan->provisional_ns, (uint64_t)(tlm_clock_ns() - t0),
-                              memory_order_relaxed);
+  int ok = exec_plan_locked(rt, plan, plan->kernel, provisional, task, args, err, sizeof err) ==
+           TLM_OK;
   pthread_mutex_unlock(&rt->exec_lock);
   if (provisional) bg_check_starved(rt);
   if (ok) atomic_fetch_add_explicit(&rt->hits, 1, memory_order_relaxed);
@@ -1332,11 +1344,7 @@ tlm_status tlm_engine_run(tlm_runtime *rt, const tlm_task *task, const void *arg
        * needs both, so k cannot be freed under us */
       pthread_mutex_lock(&rt->exec_lock);
       pthread_rwlock_unlock(&rt->map_lock);
-      double t0 = provisional ? tlm_clock_ns() : 0;
-      tlm_status st = exec_locked(rt, k, task, args, err, errcap);
-      if (provisional) /* p lives while the execution lock is held (evict_locked) */
-        atomic_fetch_add_explicit(&p->provisional_ns, (uint64_t)(tlm_clock_ns() - t0),
-                                  memory_order_relaxed);
+      tlm_status st = exec_plan_locked(rt, p, k, provisional, task, args, err, errcap);
       pthread_mutex_unlock(&rt->exec_lock);
       if (provisional) bg_check_starved(rt);
       /* exactly one of hits, misses, waits per successful run */
