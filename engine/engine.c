@@ -845,6 +845,13 @@ static void *bg_rescue_main(void *arg) {
   return NULL;
 }
 
+/* 1 when the background has made no progress for BG_RESCUE_MS by `now`
+ * (bg_progress_ns is 0 until the first job is queued) */
+static int bg_no_progress(tlm_runtime *rt, uint64_t now) {
+  uint64_t last = atomic_load_explicit(&rt->bg_progress_ns, memory_order_relaxed);
+  return last && now >= last && now - last >= (uint64_t)BG_RESCUE_MS * 1000000u;
+}
+
 /* With bg_mu held: when builds are queued, no rescue thread runs and the
  * background has made no progress for BG_RESCUE_MS, starts the rescue
  * thread; 1 when it did (the caller logs it once the lock is dropped: the
@@ -852,9 +859,8 @@ static void *bg_rescue_main(void *arg) {
  * (tlm_run, or tlm_wait_background), so the new thread does not inherit
  * SCHED_IDLE. */
 static int bg_rescue_if_starved_locked(tlm_runtime *rt) {
-  const uint64_t period = (uint64_t)BG_RESCUE_MS * 1000000u;
-  uint64_t now = (uint64_t)tlm_clock_ns(), last = atomic_load(&rt->bg_progress_ns);
-  if (rt->bg_stop || !last || now < last || now - last < period) return 0;
+  uint64_t now = (uint64_t)tlm_clock_ns();
+  if (rt->bg_stop || !bg_no_progress(rt, now)) return 0;
   if (rt->bg_busy) bg_raise_idle(rt); /* the build it holds, when privileged */
   if (rt->bg_rescue == 1 || !bg_build_queued_locked(rt)) return 0;
   if (rt->bg_rescue == 2) pthread_join(rt->bg_rescue_thread, NULL); /* it has returned */
@@ -878,9 +884,7 @@ static void log_rescue(tlm_runtime *rt) {
 /* Called by tlm_run after a call on a provisional kernel (no lock held):
  * the cheap test first, bg_mu only when the period has passed. */
 static void bg_check_starved(tlm_runtime *rt) {
-  uint64_t last = atomic_load_explicit(&rt->bg_progress_ns, memory_order_relaxed);
-  uint64_t now = (uint64_t)tlm_clock_ns();
-  if (!last || now < last || now - last < (uint64_t)BG_RESCUE_MS * 1000000u ||
+  if (!bg_no_progress(rt, (uint64_t)tlm_clock_ns()) ||
       atomic_load_explicit(&rt->bg_rescue_running, memory_order_relaxed))
     return;
   pthread_mutex_lock(&rt->bg_mu);
