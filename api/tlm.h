@@ -242,7 +242,9 @@ typedef struct tlm_config {
    * gives the shape the fastest when it is more than 2% faster. A tuning
    * job gives way to any queued background build (it starts again later),
    * so an application that never pauses gets no tuning but still gets
-   * each new shape's own kernel. The winner is stored in the disk cache as measured, so later
+   * each new shape's own kernel. The copies of all tuning jobs waiting or
+   * running together stay under 256 MiB: a shape whose copies would pass
+   * that is not tuned in this process. The winner is stored in the disk cache as measured, so later
    * processes start from it without tuning again. tlm_destroy cancels a
    * tuning job at its next step. Schedules then depend on timing: keep 0
    * where byte-identical schedules matter. At most TLM_TUNE_MAX (32).
@@ -829,9 +831,13 @@ typedef struct tlm_stats {
 
 /* Blocks until the background thread (tlm_config.async_compile) has no
  * shape left to schedule and compile: afterwards every shape run so far
- * runs its own kernel. Returns at once when there is none. Statuses:
- * TLM_OK, TLM_ERR_NULL_POINTER. Thread-safe; tlm_run may go on meanwhile
- * (shapes it adds are waited for too). */
+ * runs its own kernel. With tuning on (tlm_config.tune_k) it also waits
+ * for the queued tuning jobs, but only while no other thread calls
+ * tlm_run: tuning runs in the application's pauses, so beside a thread
+ * that goes on calling it returns once the builds are done. Returns at
+ * once when there is nothing to wait for. Statuses: TLM_OK,
+ * TLM_ERR_NULL_POINTER. Thread-safe; tlm_run may go on meanwhile (shapes
+ * it adds are waited for too). */
 tlm_status tlm_wait_background(tlm_runtime *rt);
 
 /* Copies the runtime's counters into *out. Counters only grow.

@@ -631,6 +631,13 @@ static tlm_status build_plan(tlm_runtime *rt, tlm_plan *p, const tlm_task *task,
 /* ---- background builds (cfg.async_compile) ---------------------------------------------- */
 
 #define TUNE_MAX_BUFS 8
+/* Most bytes of operand copies all queued and running tuning jobs hold
+ * together: one job's largest (api/tlm.c TUNE_COPY_MAX). A shape whose
+ * copies would pass it is not tuned (as one over TUNE_COPY_MAX alone):
+ * an application that never pauses queued a job per new shape and ran
+ * none, 4 MB a shape without bound (a helper's reproducer: 56 -> 406 MB
+ * of RSS in 80 shapes). */
+#define TUNE_HELD_MAX ((size_t)256 << 20)
 typedef struct tlm_bg_job {
   struct tlm_bg_job *next;
   tlm_task task;
@@ -734,6 +741,7 @@ static tlm_bg_job *bg_pick(tlm_runtime *rt, int rescue) {
     if (rt->bg_tail == best) rt->bg_tail = best_prev;
     best->next = NULL;
     rt->bg_busy++; /* with the take, under bg_mu: tlm_engine_bg_wait sees one or the other */
+    rt->bg_busy_tune += best->tune;
   } else if (rescue) {
     rt->bg_rescue = 2;
     atomic_store(&rt->bg_rescue_running, 0);
@@ -747,8 +755,8 @@ static tlm_bg_job *bg_pick(tlm_runtime *rt, int rescue) {
  * that gave way to a queued build goes back to the end of the queue (its
  * private operands as they were), to start again once no build waits. */
 static void bg_run_job(tlm_runtime *rt, tlm_bg_job *j, int t) {
-  int requeue = 0;
-  if (j->tune) requeue = bg_tune(rt, j);
+  int requeue = 0, tune = j->tune;
+  if (tune) requeue = bg_tune(rt, j);
   else bg_build(rt, j, &rt->bg_plan[t]);
   pthread_mutex_lock(&rt->bg_mu);
   if (requeue && !rt->bg_stop) {
@@ -756,11 +764,14 @@ static void bg_run_job(tlm_runtime *rt, tlm_bg_job *j, int t) {
     else rt->bg_head = j;
     rt->bg_tail = j;
     j = NULL;
+  } else if (tune) {
+    for (int i = 0; i < j->nbufs; i++) rt->bg_tune_bytes -= j->sizes[i];
   }
   pthread_mutex_unlock(&rt->bg_mu);
   if (j) job_free(j);
   pthread_mutex_lock(&rt->bg_mu);
   rt->bg_busy--;
+  rt->bg_busy_tune -= tune;
   atomic_store(&rt->bg_progress_ns, (uint64_t)tlm_clock_ns());
   pthread_cond_broadcast(&rt->bg_cv); /* tlm_engine_bg_wait */
   pthread_mutex_unlock(&rt->bg_mu);
@@ -972,12 +983,24 @@ void tlm_engine_bg_stop(tlm_runtime *rt) {
   pthread_mutex_destroy(&rt->bg_mu);
 }
 
+/* With bg_mu held: 1 while tlm_engine_bg_wait has work to wait for. The
+ * builds always; the tuning jobs only while no other thread has called
+ * tlm_run since the wait began (runs0): tuning runs only in the
+ * application's pauses, so with another thread calling on it could wait
+ * for as long as those calls go on. */
+static int bg_wait_pending_locked(tlm_runtime *rt, uint64_t runs0) {
+  if (rt->bg_busy > rt->bg_busy_tune || bg_build_queued_locked(rt)) return 1;
+  if (atomic_load_explicit(&rt->runs, memory_order_relaxed) != runs0) return 0;
+  return rt->bg_head != NULL || rt->bg_busy > 0;
+}
+
 void tlm_engine_bg_wait(tlm_runtime *rt) {
   int started = 0;
+  uint64_t runs0 = atomic_load_explicit(&rt->runs, memory_order_relaxed);
   pthread_mutex_lock(&rt->bg_mu);
   /* the caller waits, so the idle thread should have the cores: unless
    * other processes keep them busy, then the rescue thread takes over */
-  while (!rt->bg_stop && (rt->bg_head || rt->bg_busy)) {
+  while (!rt->bg_stop && bg_wait_pending_locked(rt, runs0)) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_nsec += (long)BG_RESCUE_MS * 1000000L / 4;
@@ -1502,6 +1525,8 @@ int tlm_engine_tune_enqueue(tlm_runtime *rt, const tlm_task *task, const void *a
     free(j);
     return -1;
   }
+  size_t bytes = 0;
+  for (int i = 0; i < nbufs; i++) bytes += sizes[i];
   j->tune = 1;
   j->task = *task;
   tlm_key_shape(&j->key, task, &rt->target, scheduler_id(rt));
@@ -1513,7 +1538,18 @@ int tlm_engine_tune_enqueue(tlm_runtime *rt, const tlm_task *task, const void *a
     j->is_in[i] = is_in[i];
     j->is_out[i] = is_out[i];
   }
-  if (bg_push(rt, j)) {
+  /* the copies held by tuning jobs are bounded: an application that never
+   * pauses queues one per new shape and runs none */
+  pthread_mutex_lock(&rt->bg_mu);
+  int room = rt->bg_tune_bytes <= TUNE_HELD_MAX && bytes <= TUNE_HELD_MAX - rt->bg_tune_bytes;
+  if (room) rt->bg_tune_bytes += bytes;
+  pthread_mutex_unlock(&rt->bg_mu);
+  if (!room || bg_push(rt, j)) {
+    if (room) {
+      pthread_mutex_lock(&rt->bg_mu);
+      rt->bg_tune_bytes -= bytes;
+      pthread_mutex_unlock(&rt->bg_mu);
+    }
     j->nbufs = 0; /* the caller keeps them */
     free(j);
     return -1;

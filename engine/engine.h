@@ -105,11 +105,14 @@ struct tlm_runtime {
    * use (SCHED_IDLE: idle CPU time only) and, while that one is starved, a
    * rescue thread at nice 10 that exits when the queue is empty (bg_rescue:
    * 0 none, 1 running, 2 exited and not joined yet); bg_mu guards the
-   * queue, bg_busy (jobs in progress), bg_rescue and bg_stop */
+   * queue, bg_busy (jobs in progress; bg_busy_tune of them tuning jobs),
+   * bg_tune_bytes (operand copies held by queued and running tuning jobs),
+   * bg_rescue and bg_stop */
   pthread_mutex_t bg_mu;
   pthread_cond_t bg_cv;
   pthread_t bg_thread, bg_rescue_thread;
-  int bg_started, bg_stop, bg_busy, bg_rescue;
+  int bg_started, bg_stop, bg_busy, bg_busy_tune, bg_rescue;
+  size_t bg_tune_bytes;
   struct tlm_bg_job *bg_head, *bg_tail;
   /* CLOCK_MONOTONIC ns of the background's last progress: a job finished,
    * or one queued while none was queued or in progress; 0 before any */

@@ -10,7 +10,8 @@
  * runtime loads before each first call returns, without compiling; every
  * core kept busy, so the rescue thread builds what the idle-priority
  * background thread cannot; tuning jobs giving way to builds while the
- * application never pauses (TSan runs this file too).
+ * application never pauses, and tlm_wait_background beside a thread that
+ * goes on calling (TSan runs this file too).
  */
 #define _GNU_SOURCE /* pthread_setaffinity_np, sched_getaffinity */
 #include <dirent.h>
@@ -349,6 +350,24 @@ static void starved_builds_rescued(int run_path) {
  * tuning job: before, the background thread and the rescue each sat in
  * one and the third new shape stayed on a provisional kernel for as long
  * as the calls went on). Once the calls stop, the tuning jobs finish. */
+/* calls the first n shapes over and over until ca_stop (or 15 s) */
+typedef struct caller_arg {
+  tlm_runtime *rt;
+  int n, wrong;
+} caller_arg;
+static atomic_int ca_stop;
+static void *caller(void *p) {
+  caller_arg *a = p;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int round = 0; !atomic_load(&ca_stop); round++) {
+    for (int j = 0; j < a->n; j++) a->wrong += run_check(a->rt, &k_shapes[j], round + j) != 0;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (t1.tv_sec - t0.tv_sec > 15) break;
+  }
+  return NULL;
+}
+
 static void tuning_gives_way_to_builds(void) {
   tlm_config cfg;
   tlm_config_init(&cfg);
@@ -381,6 +400,24 @@ static void tuning_gives_way_to_builds(void) {
   }
   CHECK(stuck < 0, "tuning on, calls without a pause: new shape %d not upgraded in 20 s", stuck);
   CHECK(wrong == 0, "tuning on, calls without a pause: %d wrong results", wrong);
+  /* tlm_wait_background while another thread goes on calling: it waits
+   * for the builds (none left), not for tuning jobs that only run in a
+   * pause (it returned only when the calls stopped) */
+  caller_arg ca = {rt, nnew + 1, 0};
+  atomic_store(&ca_stop, 0);
+  pthread_t th;
+  if (pthread_create(&th, NULL, caller, &ca) == 0) {
+    struct timespec t0, t1, pause = {0, 50 * 1000000L};
+    nanosleep(&pause, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK(tlm_wait_background(rt) == TLM_OK, "tlm_wait_background");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double el = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    atomic_store(&ca_stop, 1);
+    pthread_join(th, NULL);
+    CHECK(el < 5, "tlm_wait_background beside a calling thread: %.1f s (builds were done)", el);
+    wrong += ca.wrong;
+  }
   CHECK(tlm_wait_background(rt) == TLM_OK, "tlm_wait_background");
   tlm_stats s;
   tlm_get_stats(rt, &s);
