@@ -188,14 +188,17 @@ typedef struct tlm_config {
    * such kernel runs on its family's tier-0 kernel meanwhile (tier0); other shapes
    * with none are compiled before tlm_run returns. The background thread
    * runs under SCHED_IDLE where the process may lift it out again (Linux,
-   * root or RLIMIT_NICE >= 10; elsewhere at nice 10): it compiles in CPU
-   * time the application leaves idle and any other thread preempts it at
+   * root or RLIMIT_NICE >= 10; elsewhere at nice 19 with a 100 us
+   * scheduler slice on Linux 6.12+): it compiles in CPU time the
+   * application leaves idle and the application's threads preempt it at
    * once. Of the queued shapes it builds first the one whose calls
    * have spent the most time on their provisional kernel. When the
    * application keeps every core busy and no build has finished for a
    * second, tlm_run starts a second thread at nice 10 that builds until
-   * none is queued (tlm_stats.bg_rescues) and lifts the idle thread to
-   * nice 10 for the build it holds. Schedules stay deterministic once
+   * none is queued (tlm_stats.bg_rescues); the build the idle thread holds
+   * is lifted to nice 10 with it (SCHED_IDLE), or given up at its next
+   * compile stage and taken by that thread (nice 19). tlm_destroy stops
+   * background compiles at their next stage. Schedules stay deterministic once
    * tlm_wait_background() has returned, but which kernel served a call
    * before that depends on timing (the results agree within the reference
    * tolerance, not bit for bit). A shape whose plan and kernel the disk

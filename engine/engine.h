@@ -122,6 +122,15 @@ struct tlm_runtime {
    * application thread has raised it to SCHED_OTHER at BG_NICE (possible
    * only with the privilege to: bg_raise_idle) */
   atomic_int bg_tid, bg_raised;
+  /* the idle thread runs at BG_NICE_LOW (no privilege to lift it out of
+   * SCHED_IDLE); its compiles and the rescue thread's stop at the next
+   * stage boundary when their flag is set (tlm_jit_set_cancel: [0] the
+   * idle thread's, [1] the rescue's), by tlm_destroy, or when the idle
+   * thread at BG_NICE_LOW holds a build (bg_idle_build, under bg_mu) that
+   * starves: the rescue thread then takes it */
+  atomic_int bg_idle_lowprio;
+  atomic_int bg_cancel[2];
+  int bg_idle_build;
   atomic_uint_fast64_t bg_rescues;
   /* each background thread's plan under construction (bg_build; [0] the
    * idle thread's, [1] the rescue thread's): no plan of the map, but its

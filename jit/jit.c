@@ -242,12 +242,27 @@ int tlm_jit_optimize(tlm_jit *j, LLVMModuleRef mod, const char *pipeline, char *
   return 0;
 }
 
+static _Thread_local const atomic_int *tls_cancel;
+
+void tlm_jit_set_cancel(const atomic_int *flag) { tls_cancel = flag; }
+
+int tlm_jit_cancel_requested(void) { return tls_cancel && atomic_load(tls_cancel); }
+
 int tlm_jit_compile_object(tlm_jit *j, LLVMModuleRef mod, const char *pipeline, void **obj,
                            size_t *len, tlm_jit_times *times, char *err, int errcap) {
   *obj = NULL;
   *len = 0;
   LLVMTargetMachineRef tm;
+  if (tlm_jit_cancel_requested()) {
+    snprintf(err, (size_t)errcap, "cancelled");
+    return -1;
+  }
   if (prepare(j, mod, pipeline, &tm, times, err, errcap)) return -1;
+  if (tlm_jit_cancel_requested()) {
+    give_tm(j, tm);
+    snprintf(err, (size_t)errcap, "cancelled");
+    return -1;
+  }
   double t0 = now_ms();
   char *msg = NULL;
   LLVMMemoryBufferRef buf = NULL;

@@ -4,6 +4,7 @@
 
 #include <llvm-c/Core.h>
 #include <llvm-c/Orc.h>
+#include <stdatomic.h>
 
 typedef struct tlm_jit tlm_jit;
 
@@ -61,6 +62,18 @@ typedef struct tlm_jit_times {
 
 int tlm_jit_compile_object(tlm_jit *j, LLVMModuleRef mod, const char *pipeline, void **obj,
                            size_t *len, tlm_jit_times *times, char *err, int errcap);
+
+/* The calling thread's compiles stop at their next stage boundary (before
+ * the optimization passes, before object emission) once *flag is nonzero
+ * (NULL: never): tlm_jit_compile_object then fails with "cancelled" and
+ * tlm_jit_build with TLM_ERR_JIT. A stage already begun runs to its end.
+ * The engine's background threads use it, so that tlm_destroy, or a build
+ * a low-priority thread holds while the cores are busy, need not wait for
+ * a whole compile on the little CPU time that thread gets. */
+void tlm_jit_set_cancel(const atomic_int *flag);
+
+/* 1 when the calling thread's cancel flag (tlm_jit_set_cancel) is set. */
+int tlm_jit_cancel_requested(void);
 
 /* JIT memory of one loaded object. */
 typedef struct tlm_jit_code tlm_jit_code;

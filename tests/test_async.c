@@ -329,8 +329,10 @@ static void starved_builds_rescued(int run_path) {
         (unsigned long long)s.upgrades, (unsigned long long)s.provisional);
 #ifdef __linux__
   /* the background thread is under SCHED_IDLE only where it can be lifted
-   * out again (root or RLIMIT_NICE >= 10, engine.c bg_set_idle); at nice 10
-   * it keeps a share of the busy cores and needs no rescue */
+   * out again (root or RLIMIT_NICE >= 10, engine.c bg_set_idle); elsewhere
+   * it runs at nice 19, keeps a small share of the busy cores and may
+   * finish each build within the rescue's second, so a rescue is not
+   * required there (the answers and the upgrades still are) */
   struct rlimit rl;
   if (geteuid() == 0 || (getrlimit(RLIMIT_NICE, &rl) == 0 && rl.rlim_cur >= 10))
     CHECK(s.bg_rescues >= 1, "busy cores (%s): no rescue thread started (%d spinning threads)",
