@@ -749,7 +749,10 @@ static tlm_bg_job *bg_pick(tlm_runtime *rt, int rescue, int *wait) {
     best->next = NULL;
     rt->bg_busy++; /* with the take, under bg_mu: tlm_engine_bg_wait sees one or the other */
     rt->bg_busy_tune += best->tune;
-    if (!rescue) rt->bg_idle_build = !best->tune;
+    if (!rescue) {
+      rt->bg_idle_build = !best->tune;
+      rt->bg_idle_since_ns = (uint64_t)tlm_clock_ns();
+    }
   } else if (rescue && !rt->bg_stop && rt->bg_idle_build && atomic_load(&rt->bg_cancel[0])) {
     *wait = 1; /* the idle thread's build is on its way back to the queue */
   } else if (rescue) {
@@ -883,6 +886,14 @@ static void *bg_main(void *arg) {
     tlm_bg_job *j = bg_pick(rt, 0, NULL);
     if (j) bg_run_job(rt, j, 0);
     pthread_mutex_lock(&rt->bg_mu);
+    if (!j && !rt->bg_stop) { /* only jobs for the running rescue: not a busy loop */
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      ts.tv_nsec += 20 * 1000000L;
+      ts.tv_sec += ts.tv_nsec / 1000000000L;
+      ts.tv_nsec %= 1000000000L;
+      pthread_cond_timedwait(&rt->bg_cv, &rt->bg_mu, &ts);
+    }
   }
   pthread_mutex_unlock(&rt->bg_mu);
   return NULL;
@@ -934,8 +945,12 @@ static int bg_rescue_if_starved_locked(tlm_runtime *rt) {
   uint64_t now = (uint64_t)tlm_clock_ns();
   if (rt->bg_stop || !bg_no_progress(rt, now)) return 0;
   if (rt->bg_busy) bg_raise_idle(rt); /* the build it holds, when privileged */
-  /* at BG_NICE_LOW, the build it holds goes to the rescue thread */
-  int handed = rt->bg_idle_build && atomic_load(&rt->bg_idle_lowprio);
+  /* at BG_NICE_LOW, a build it has held for the whole period goes to the
+   * rescue thread (one it took since stays: the check runs every 250 ms
+   * from tlm_wait_background while a slow rescue may not progress) */
+  int handed = rt->bg_idle_build && atomic_load(&rt->bg_idle_lowprio) &&
+               now - rt->bg_idle_since_ns >= (uint64_t)BG_RESCUE_MS * 1000000u &&
+               !atomic_load(&rt->bg_cancel[0]);
   if (handed) atomic_store(&rt->bg_cancel[0], 1);
   if (rt->bg_rescue == 1 || (!bg_build_queued_locked(rt) && !handed)) return 0;
   if (rt->bg_rescue == 2) pthread_join(rt->bg_rescue_thread, NULL); /* it has returned */

@@ -131,6 +131,7 @@ struct tlm_runtime {
   atomic_int bg_idle_lowprio;
   atomic_int bg_cancel[2];
   int bg_idle_build;
+  uint64_t bg_idle_since_ns; /* when the idle thread took that build (bg_mu) */
   atomic_uint_fast64_t bg_rescues;
   /* each background thread's plan under construction (bg_build; [0] the
    * idle thread's, [1] the rescue thread's): no plan of the map, but its
