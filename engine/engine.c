@@ -870,6 +870,17 @@ static void bg_set_idle(tlm_runtime *rt) {
 #endif
 }
 
+/* With bg_mu held: waits on bg_cv for at most ms milliseconds (bg_cv
+ * runs on CLOCK_MONOTONIC: tlm_engine_bg_init) */
+static void bg_cv_wait_ms_locked(tlm_runtime *rt, long ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_nsec += ms * 1000000L;
+  ts.tv_sec += ts.tv_nsec / 1000000000L;
+  ts.tv_nsec %= 1000000000L;
+  pthread_cond_timedwait(&rt->bg_cv, &rt->bg_mu, &ts);
+}
+
 static void *bg_main(void *arg) {
   tlm_runtime *rt = arg;
 #ifdef __linux__
@@ -886,14 +897,7 @@ static void *bg_main(void *arg) {
     tlm_bg_job *j = bg_pick(rt, 0, NULL);
     if (j) bg_run_job(rt, j, 0);
     pthread_mutex_lock(&rt->bg_mu);
-    if (!j && !rt->bg_stop) { /* only jobs for the running rescue: not a busy loop */
-      struct timespec ts;
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-      ts.tv_nsec += 20 * 1000000L;
-      ts.tv_sec += ts.tv_nsec / 1000000000L;
-      ts.tv_nsec %= 1000000000L;
-      pthread_cond_timedwait(&rt->bg_cv, &rt->bg_mu, &ts);
-    }
+    if (!j && !rt->bg_stop) bg_cv_wait_ms_locked(rt, 20); /* only jobs for the running rescue */
   }
   pthread_mutex_unlock(&rt->bg_mu);
   return NULL;
@@ -917,12 +921,7 @@ static void *bg_rescue_main(void *arg) {
     if (!wait) break;
     /* the idle thread is giving up its build (at its next compile stage) */
     pthread_mutex_lock(&rt->bg_mu);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += 20 * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(&rt->bg_cv, &rt->bg_mu, &ts);
+    bg_cv_wait_ms_locked(rt, 20);
     pthread_mutex_unlock(&rt->bg_mu);
   }
   return NULL;
@@ -1083,12 +1082,7 @@ void tlm_engine_bg_wait(tlm_runtime *rt) {
   /* the caller waits, so the idle thread should have the cores: unless
    * other processes keep them busy, then the rescue thread takes over */
   while (!rt->bg_stop && bg_wait_pending_locked(rt, runs0)) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += (long)BG_RESCUE_MS * 1000000L / 4;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(&rt->bg_cv, &rt->bg_mu, &ts);
+    bg_cv_wait_ms_locked(rt, BG_RESCUE_MS / 4);
     started += bg_rescue_if_starved_locked(rt);
   }
   pthread_mutex_unlock(&rt->bg_mu);
