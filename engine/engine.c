@@ -1332,6 +1332,18 @@ static tlm_status exec_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_ta
     mm_args.bpk = k->scratch_bytes > 0 ? tlm_prepack_lookup_locked(rt, k, task, &mm_args) : NULL;
     args = &mm_args;
   }
+  /* direct convolutions: constant weights off a cache line read from an
+   * aligned copy (tlm_prepack_conv_aligned_locked) */
+  tlm_conv_args conv_args;
+  if (task->kind == TLM_OP_CONV && task->u.conv.oc_blocks <= 1) {
+    const tlm_conv_args *ca = args;
+    const float *w = tlm_prepack_conv_aligned_locked(rt, &task->u.conv, ca->wei, ca->sw);
+    if (w) {
+      conv_args = *ca;
+      conv_args.wei = w;
+      args = &conv_args;
+    }
+  }
   exec_ctx e = {k, args, rt->scratch};
   if (task->kind == TLM_OP_CONV && task->u.conv.oc_blocks > 1) {
     /* the channel blocks: one parallel loop over (block, iteration), block

@@ -199,6 +199,15 @@ int tlm_prepack_conv_constant(tlm_runtime *rt, const tlm_conv_task *t, const flo
 const float *tlm_prepack_conv_lookup_locked(tlm_runtime *rt, const tlm_task *task,
                                             const float *wei);
 
+/* A direct convolution's weights (t not in channel blocks; strides sw as
+ * in tlm_conv_args) copied to a 64-byte boundary, the same layout, when
+ * they lie inside a declared constant range and start off one: made on
+ * first use within prepack_limit and kept until the range is removed
+ * (exec_lock held). NULL when they are aligned, not constant, or the copy
+ * does not fit: the kernel then reads the caller's weights. */
+const float *tlm_prepack_conv_aligned_locked(tlm_runtime *rt, const tlm_conv_task *t,
+                                             const float *wei, const int64_t sw[5]);
+
 /* Logs a formatted line at `level` through the runtime's sink. */
 void tlm_log(const tlm_runtime *rt, tlm_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -956,6 +956,86 @@ static void oc_blocks(void) {
   }
 }
 
+/* constant weights that start off a 64-byte line (where malloc puts them)
+ * run from an aligned copy of the same layout (engine/prepack.c,
+ * tlm_prepack_conv_aligned_locked): the same kernel, so the output is bit
+ * for bit that of undeclared weights; one copy, made on first use, reused,
+ * freed by tlm_constant_remove; none for aligned weights or with no room.
+ * An NHWC 3x3 under the channel-block bound, a depthwise one, an NCHW one
+ * with OIHW weights, and odd extents (a 5x5 over 7 to 13 channels). */
+static void aligned_weights(void) {
+  static const struct { const char *desc; tlm_layout layout; tlm_weight_layout wl; } k_cases[] = {
+      {"mb1ic128ih28oc128oh28kh3ph1", TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO},
+      {"g64mb1ic64ih15oc64oh15kh3ph1", TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO},
+      {"mb2ic16ih19oc24oh19kh3ph1", TLM_LAYOUT_NCHW, TLM_WEIGHTS_OIHW},
+      {"mb1ic7ih13iw11oc13oh9ow7kh5kw5", TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO}};
+  char err[256];
+  for (int room = 0; room < 2; room++) {
+    tlm_config cfg;
+    tlm_config_init(&cfg);
+    cfg.cache_dir = "none";
+    cfg.num_threads = 2;
+    if (!room) cfg.prepack_bytes = 1; /* no copy fits */
+    tlm_runtime *rt;
+    if (tlm_create(&cfg, &rt)) return;
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+      tlm_conv_prb prb;
+      tlm_conv_problem p;
+      tlm_conv_epi epi = {1, 0, 0, TLM_ACT_RELU};
+      if (tlm_conv_prb_parse(k_cases[i].desc, &prb, err, sizeof err) != 1 ||
+          tlm_conv_problem_make(&prb, k_cases[i].layout, k_cases[i].wl, &epi, 5 + i, &p)) {
+        CHECK(0, "%s: cannot make the problem", k_cases[i].desc);
+        continue;
+      }
+      size_t wbytes = tlm_tensor_span_bytes(&p.in[1]), obytes = tlm_tensor_span_bytes(&p.out);
+      float *wbuf = aligned_alloc(64, (wbytes + 128 + 63) / 64 * 64);
+      float *ref = malloc(obytes);
+      void *own = p.in[1].data;
+      if (!wbuf || !ref) {
+        CHECK(0, "out of memory");
+        free(wbuf), free(ref);
+        tlm_conv_problem_free(&p);
+        continue;
+      }
+      for (int off = 0; off < 2; off++) { /* 16 bytes past a line, then on one */
+        float *w = wbuf + (off ? 0 : 4);
+        memcpy(w, own, wbytes);
+        p.in[1].data = w;
+        char what[128];
+        snprintf(what, sizeof what, "%s room %d %s", k_cases[i].desc, room,
+                 off ? "aligned" : "off a line");
+        tlm_stats s0, s1;
+        run_check(rt, &p, what, NULL); /* undeclared */
+        memcpy(ref, p.out.data, obytes);
+        CHECK(tlm_constant_add(rt, w, wbytes) == TLM_OK, "%s: constant_add: %s", what,
+              tlm_last_error(rt));
+        tlm_get_stats(rt, &s0);
+        for (int rep = 0; rep < 2; rep++) {
+          memset(p.out.data, 0xff, obytes);
+          run_check(rt, &p, what, NULL);
+          CHECK(!memcmp(ref, p.out.data, obytes), "%s: declared differs from undeclared (run %d)",
+                what, rep);
+        }
+        tlm_get_stats(rt, &s1);
+        uint64_t want = room && !off ? 1 : 0;
+        CHECK(s1.prepacks - s0.prepacks == want, "%s: %llu copies, want %llu", what,
+              (unsigned long long)(s1.prepacks - s0.prepacks), (unsigned long long)want);
+        CHECK((s1.prepacked_bytes >= wbytes) == (want == 1), "%s: %llu bytes of copies", what,
+              (unsigned long long)s1.prepacked_bytes);
+        CHECK(tlm_constant_remove(rt, w) == TLM_OK, "%s: constant_remove", what);
+        tlm_get_stats(rt, &s1);
+        CHECK(s1.prepacked_bytes == 0, "%s: %llu bytes of copies after remove", what,
+              (unsigned long long)s1.prepacked_bytes);
+      }
+      p.in[1].data = own;
+      free(wbuf);
+      free(ref);
+      tlm_conv_problem_free(&p);
+    }
+    tlm_destroy(rt);
+  }
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "../shared";
   if (check_isa_unsupported()) return CHECK_SKIP;
@@ -982,6 +1062,7 @@ int main(int argc, char **argv) {
   as_matmul();
   strided_as_matmul();
   oc_blocks();
+  aligned_weights();
   pooling(rt);
   sizes();
   shared_files(rt, dir);
