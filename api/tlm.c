@@ -420,7 +420,10 @@ static void tune_request(tlm_runtime *rt, const tlm_op *op, const tlm_tensor *in
       size_t bytes = span_bytes(src);
       total += bytes;
       if (total > TUNE_COPY_MAX) goto drop;
-      bufs[nb] = malloc(bytes);
+      /* each copy on a cache line: constant weights off one are read
+       * from an aligned copy in the run too (tlm_prepack_conv_aligned_locked),
+       * and no candidate pays for split loads the others do not */
+      bufs[nb] = aligned_alloc(64, ((bytes ? bytes : 1) + 63) & ~(size_t)63);
       if (!bufs[nb]) goto drop;
       sizes[nb] = bytes;
       if (i < n_in) memcpy(bufs[nb], src->data, bytes);
