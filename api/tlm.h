@@ -772,7 +772,8 @@ tlm_status tlm_run_on_stream(tlm_runtime *rt, const tlm_op *op, const tlm_tensor
  * boundary (malloc() gives 16) reads a copy of them at one, in the same
  * layout: the same kernel, bit for bit the same results, without the
  * split vector loads (ResNet-50's 3x3 layers ran up to 1.45x slower from
- * misaligned weights on an AMD Zen 3). Such a matmul or blocked task is scheduled on its own (its schedule packs B),
+ * misaligned weights on an AMD Zen 3); undeclared weights off a boundary
+ * are copied onto one for each call of 256 or more output pixels. Such a matmul or blocked task is scheduled on its own (its schedule packs B),
  * so results agree with undeclared B up to float rounding, not bit for
  * bit. Writing the bytes while declared is not detected: later runs may
  * use the old values. At most tlm_config.prepack_bytes of copies are kept;

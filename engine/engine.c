@@ -1307,6 +1307,41 @@ static int64_t parallel_count(const tlm_kernel *k, const tlm_task *task) {
   return f ? f->parallel_count(task, &k->sched, &k->nest) : 1;
 }
 
+/* Most bytes of undeclared weights copied per call; output pixels a
+ * call needs before it copies. */
+#define WCOPY_MAX_BYTES ((size_t)16 << 20)
+#define WCOPY_MIN_PIXELS 256
+
+/* Undeclared convolution weights that start off a 64-byte line, copied
+ * onto one for this call (the runtime's buffer, under exec_lock), or NULL
+ * to read them where they are. A direct kernel streams its C tile's
+ * weights once per register tile of pixels, R of them (at most
+ * TLM_CONV_PTR_ROWS), so over P output pixels it reads the weights about
+ * P / R times; the copy reads and writes them once, 2R / P of that, under
+ * 5% from 256 pixels on (6-row tiles). Measured on the AMD Zen 3 of
+ * session 52 (one thread, vision --no-prepack, --sizes 224): ResNet-50's
+ * res3b-d 3x3 layers (784 pixels, 576 KiB of weights 16 or 48 bytes off
+ * a line) 0.65-0.68x oneDNN as given; see "Dynamic and static dimensions"
+ * in docs/design.md. */
+static const float *conv_weights_on_line(tlm_runtime *rt, const tlm_conv_task *t,
+                                         const tlm_conv_args *a) {
+  if (!a->wei || !((uintptr_t)a->wei & 63)) return NULL;
+  if (a->N * a->OD * a->OH * a->OW < WCOPY_MIN_PIXELS) return NULL;
+  int64_t floats = tlm_conv_weight_span(t, a->sw);
+  if (floats < 1 || (size_t)floats > WCOPY_MAX_BYTES / sizeof(float)) return NULL;
+  size_t bytes = (size_t)floats * sizeof(float);
+  if (bytes > rt->wcopy_bytes) {
+    size_t cap = (bytes + 63) & ~(size_t)63;
+    float *p = aligned_alloc(64, cap);
+    if (!p) return NULL; /* not an error: the kernel reads the caller's */
+    free(rt->wcopy);
+    rt->wcopy = p;
+    rt->wcopy_bytes = cap;
+  }
+  memcpy(rt->wcopy, a->wei, bytes);
+  return rt->wcopy;
+}
+
 /* caller holds exec_lock */
 static tlm_status exec_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
                               const void *args, char *err, int errcap) {
@@ -1332,12 +1367,14 @@ static tlm_status exec_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_ta
     mm_args.bpk = k->scratch_bytes > 0 ? tlm_prepack_lookup_locked(rt, k, task, &mm_args) : NULL;
     args = &mm_args;
   }
-  /* direct convolutions: constant weights off a cache line read from an
-   * aligned copy (tlm_prepack_conv_aligned_locked) */
+  /* direct convolutions: weights off a cache line read from an aligned
+   * copy, kept when they are declared constant, else made for this call
+   * when it pays (conv_weights_on_line) */
   tlm_conv_args conv_args;
   if (task->kind == TLM_OP_CONV && task->u.conv.oc_blocks <= 1) {
     const tlm_conv_args *ca = args;
     const float *w = tlm_prepack_conv_aligned_locked(rt, &task->u.conv, ca->wei, ca->sw);
+    if (!w) w = conv_weights_on_line(rt, &task->u.conv, ca);
     if (w) {
       conv_args = *ca;
       conv_args.wei = w;

@@ -97,6 +97,8 @@ struct tlm_runtime {
   pthread_mutex_t exec_lock;
   float **scratch;
   int64_t scratch_bytes;
+  float *wcopy;               /* undeclared convolution weights on a line, per call */
+  size_t wcopy_bytes;
   uint64_t serial;            /* unique per runtime ever created */
   int dry_run;                /* benchmarks only: skip kernel bodies */
   atomic_uint_fast64_t epoch; /* grows whenever eviction frees anything */
@@ -207,6 +209,10 @@ const float *tlm_prepack_conv_lookup_locked(tlm_runtime *rt, const tlm_task *tas
  * does not fit: the kernel then reads the caller's weights. */
 const float *tlm_prepack_conv_aligned_locked(tlm_runtime *rt, const tlm_conv_task *t,
                                              const float *wei, const int64_t sw[5]);
+
+/* Floats from a convolution's first weight to its last through strides
+ * sw (tlm_conv_args); 0 when a stride is negative or the span overflows. */
+int64_t tlm_conv_weight_span(const tlm_conv_task *t, const int64_t sw[5]);
 
 /* Logs a formatted line at `level` through the runtime's sink. */
 void tlm_log(const tlm_runtime *rt, tlm_log_level level, const char *fmt, ...)

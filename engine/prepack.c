@@ -11,6 +11,7 @@
  *
  * Everything here runs under the runtime's exec_lock: every kernel call
  * holds it, so a copy is never freed while a kernel reads it. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <string.h>
@@ -311,22 +312,28 @@ const float *tlm_prepack_conv_lookup_locked(tlm_runtime *rt, const tlm_task *tas
 const float *tlm_prepack_conv_aligned_locked(tlm_runtime *rt, const tlm_conv_task *t,
                                              const float *wei, const int64_t sw[5]) {
   if (!rt->nconsts || !wei || !((uintptr_t)wei & 63) || !rt->prepack_limit) return NULL;
-  const int64_t ext[5] = {(int64_t)t->OCg * (t->G > 0 ? t->G : 1), t->ICg, t->KD, t->KH, t->KW};
-  int64_t last = 0;
-  for (int d = 0; d < 5; d++) {
-    if (ext[d] < 1 || sw[d] < 0) return NULL;
-    int64_t step;
-    if (__builtin_mul_overflow(ext[d] - 1, sw[d], &step) || __builtin_add_overflow(last, step, &last))
-      return NULL;
-  }
-  uintptr_t lo = (uintptr_t)wei, hi = lo + ((uintptr_t)last + 1) * sizeof(float);
+  int64_t floats = tlm_conv_weight_span(t, sw);
+  if (floats < 1) return NULL;
+  uintptr_t lo = (uintptr_t)wei, hi = lo + (uintptr_t)floats * sizeof(float);
   int r = range_index(rt, lo, hi);
   if (r < 0) return NULL;
   prepack_key key;
   memset(&key, 0, sizeof key);
   key.b = wei;
-  key.N = last + 1;
+  key.N = floats;
   key.kblock = -1; /* a plain copy: no packed layout has a negative block */
-  const float *copy = copy_of(rt, &key, NULL, NULL, NULL, r);
-  return copy;
+  return copy_of(rt, &key, NULL, NULL, NULL, r);
+}
+
+int64_t tlm_conv_weight_span(const tlm_conv_task *t, const int64_t sw[5]) {
+  const int64_t ext[5] = {(int64_t)t->OCg * (t->G > 0 ? t->G : 1), t->ICg, t->KD, t->KH, t->KW};
+  int64_t last = 0;
+  for (int d = 0; d < 5; d++) {
+    if (ext[d] < 1 || sw[d] < 0) return 0;
+    int64_t step;
+    if (__builtin_mul_overflow(ext[d] - 1, sw[d], &step) || __builtin_add_overflow(last, step, &last) ||
+        last >= INT64_MAX / (int64_t)sizeof(float) - 1)
+      return 0;
+  }
+  return last + 1;
 }

@@ -397,6 +397,7 @@ void tlm_engine_destroy(tlm_runtime *rt) {
     for (int t = 0; t < rt->nthreads; t++) free(rt->scratch[t]);
     free(rt->scratch);
   }
+  free(rt->wcopy);
   tlm_table_free(&rt->kernels, free_kernel, rt);
   for (size_t i = 0; i < rt->nplans; i++) free(rt->plan_list[i]);
   free(rt->plan_list);
