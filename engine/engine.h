@@ -211,7 +211,9 @@ const float *tlm_prepack_conv_aligned_locked(tlm_runtime *rt, const tlm_conv_tas
                                              const float *wei, const int64_t sw[5]);
 
 /* Floats from a convolution's first weight to its last through strides
- * sw (tlm_conv_args); 0 when a stride is negative or the span overflows. */
+ * sw (tlm_conv_args) when the weights fill that span (dense in some order
+ * of their dims); 0 when they leave gaps, a stride is negative or the span
+ * overflows. */
 int64_t tlm_conv_weight_span(const tlm_conv_task *t, const int64_t sw[5]);
 
 /* Logs a formatted line at `level` through the runtime's sink. */

@@ -22,7 +22,7 @@
 
 struct tlm_const_range {
   uintptr_t lo, hi; /* bytes [lo, hi) */
-  size_t packed;    /* bytes of copies made from it (written under both locks) */
+  size_t packed;    /* bytes of packed Bs made from it (written under both locks; not plain aligned copies) */
 };
 
 /* a copy is reused for exactly the same B view and pack geometry */
@@ -205,9 +205,11 @@ static const float *copy_of(tlm_runtime *rt, const prepack_key *key, const ln_pa
   p->hash = hash;
   p->key = *key;
   p->range_lo = rt->consts[r].lo;
-  pthread_rwlock_wrlock(&rt->const_lock);
-  rt->consts[r].packed += bytes;
-  pthread_rwlock_unlock(&rt->const_lock);
+  if (lay) { /* a packed B: what tlm_prepack_b_constant asks about (not a plain copy) */
+    pthread_rwlock_wrlock(&rt->const_lock);
+    rt->consts[r].packed += bytes;
+    pthread_rwlock_unlock(&rt->const_lock);
+  }
   p->data = data;
   p->bytes = bytes;
   rt->prepacked_bytes += bytes;
@@ -327,13 +329,16 @@ const float *tlm_prepack_conv_aligned_locked(tlm_runtime *rt, const tlm_conv_tas
 
 int64_t tlm_conv_weight_span(const tlm_conv_task *t, const int64_t sw[5]) {
   const int64_t ext[5] = {(int64_t)t->OCg * (t->G > 0 ? t->G : 1), t->ICg, t->KD, t->KH, t->KW};
-  int64_t last = 0;
+  int64_t last = 0, count = 1;
   for (int d = 0; d < 5; d++) {
     if (ext[d] < 1 || sw[d] < 0) return 0;
     int64_t step;
     if (__builtin_mul_overflow(ext[d] - 1, sw[d], &step) || __builtin_add_overflow(last, step, &last) ||
-        last >= INT64_MAX / (int64_t)sizeof(float) - 1)
+        __builtin_mul_overflow(count, ext[d], &count) || last >= INT64_MAX / (int64_t)sizeof(float) - 1)
       return 0;
   }
-  return last + 1;
+  /* only a span the weights fill (a dense layout, in any order of dims):
+   * one with gaps would copy bytes that are no part of the tensor, which
+   * may be unreadable, written by another thread, or far larger */
+  return last + 1 == count ? count : 0;
 }

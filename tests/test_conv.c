@@ -1036,6 +1036,98 @@ static void aligned_weights(void) {
   }
 }
 
+/* the aligned copies copy only weights that fill their span: weights
+ * with gaps (a kh stride of twice the dense one, NaN between) off a line
+ * get no copy, declared or not, and stay correct (a copy of the span
+ * read the gaps: a crash on an unreadable gap, a race with a thread
+ * writing one, 16 MiB copied for 72 bytes). And a plain aligned copy in
+ * a declared range does not make a matmul B in the same range constant
+ * when B's own copy does not fit (tlm_prepack_b_constant). */
+static void aligned_weights_gaps(void) {
+  char err[256];
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.cache_dir = "none";
+  cfg.num_threads = 2;
+  tlm_runtime *rt;
+  if (tlm_create(&cfg, &rt)) return;
+  tlm_conv_prb prb;
+  tlm_conv_problem p;
+  tlm_conv_epi epi = {1, 0, 0, TLM_ACT_RELU};
+  if (tlm_conv_prb_parse("mb1ic32ih20oc48oh20kh3ph1", &prb, err, sizeof err) != 1 ||
+      tlm_conv_problem_make(&prb, TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO, &epi, 9, &p)) {
+    CHECK(0, "gaps: cannot make the problem");
+    tlm_destroy(rt);
+    return;
+  }
+  const int64_t KH = 3, KW = 3, IC = 32, OC = 48, slab = KW * IC * OC;
+  size_t gapped = (size_t)(2 * KH * slab) * sizeof(float);
+  float *buf = aligned_alloc(64, gapped + 64), *w = buf + 4; /* 16 bytes off a line */
+  const float *dense = p.in[1].data;
+  void *own = p.in[1].data;
+  if (!buf) {
+    CHECK(0, "out of memory");
+    tlm_conv_problem_free(&p);
+    tlm_destroy(rt);
+    return;
+  }
+  for (size_t i = 0; i < 2 * (size_t)KH * slab; i++) w[i] = NAN;
+  for (int64_t kh = 0; kh < KH; kh++)
+    memcpy(w + 2 * kh * slab, dense + kh * slab, sizeof(float) * (size_t)slab);
+  p.in[1].data = w;
+  p.in[1].strides[0] = 2 * slab;
+  for (int declared = 0; declared < 2; declared++) {
+    if (declared)
+      CHECK(tlm_constant_add(rt, w, gapped) == TLM_OK, "gaps: constant_add: %s", tlm_last_error(rt));
+    tlm_stats s0, s1;
+    tlm_get_stats(rt, &s0);
+    run_check(rt, &p, declared ? "gapped weights, declared" : "gapped weights", NULL);
+    tlm_get_stats(rt, &s1);
+    CHECK(s1.prepacks == s0.prepacks && s1.prepacked_bytes == 0, "gapped weights: %llu copies",
+          (unsigned long long)(s1.prepacks - s0.prepacks));
+    if (declared) CHECK(tlm_constant_remove(rt, w) == TLM_OK, "gaps: constant_remove");
+  }
+  p.in[1].data = own;
+  p.in[1].strides[0] = slab;
+  free(buf);
+
+  /* one declared range: the conv's weights off a line, then a 64x64 B */
+  size_t wbytes = tlm_tensor_span_bytes(&p.in[1]), bbytes = 64 * 64 * sizeof(float);
+  tlm_config c1 = cfg;
+  c1.prepack_bytes = (wbytes + 63) / 64 * 64; /* the conv's copy, nothing more */
+  tlm_runtime *r1;
+  float *range = aligned_alloc(64, wbytes + bbytes + 128);
+  if (range && tlm_create(&c1, &r1) == TLM_OK) {
+    float *cw = range + 4, *b = range + 4 + wbytes / sizeof(float);
+    memcpy(cw, own, wbytes);
+    for (int i = 0; i < 64 * 64; i++) b[i] = (float)(i % 7) * 0.125f;
+    CHECK(tlm_constant_add(r1, range, wbytes + bbytes + 128) == TLM_OK, "budget: constant_add");
+    p.in[1].data = cw;
+    run_check(r1, &p, "conv beside a B, one range", NULL);
+    tlm_stats st;
+    tlm_get_stats(r1, &st);
+    CHECK(st.prepacks == 1, "budget: %llu copies, want the conv's one", (unsigned long long)st.prepacks);
+    tlm_op mm = tlm_op_matmul();
+    float a[8 * 64], c[8 * 64];
+    for (int i = 0; i < 8 * 64; i++) a[i] = 1.0f;
+    tlm_tensor in[2], out;
+    tlm_tensor_dense(&in[0], TLM_F32, 2, (int64_t[]){8, 64}, a);
+    tlm_tensor_dense(&in[1], TLM_F32, 2, (int64_t[]){64, 64}, b);
+    tlm_tensor_dense(&out, TLM_F32, 2, (int64_t[]){8, 64}, c);
+    tlm_task task;
+    tlm_mm_args args;
+    CHECK(tlm_validate_matmul(&mm, in, 2, &out, 1, &task, &args, err, sizeof err) == TLM_OK,
+          "budget: %s", err);
+    CHECK(tlm_prepack_b_constant(r1, &task, &args) == 0,
+          "a B whose copy does not fit counts as constant beside a conv's aligned copy");
+    p.in[1].data = own;
+    tlm_destroy(r1);
+  }
+  free(range);
+  tlm_conv_problem_free(&p);
+  tlm_destroy(rt);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "../shared";
   if (check_isa_unsupported()) return CHECK_SKIP;
@@ -1063,6 +1155,7 @@ int main(int argc, char **argv) {
   strided_as_matmul();
   oc_blocks();
   aligned_weights();
+  aligned_weights_gaps();
   pooling(rt);
   sizes();
   shared_files(rt, dir);
