@@ -837,6 +837,18 @@ static void narrow_vec(tlm_runtime *rt) {
   }
 }
 
+/* a two-thread runtime without a disk cache; room 0: no weight copy fits
+ * (prepack_bytes 1). NULL if it cannot be created. */
+static tlm_runtime *prepack_runtime(int room) {
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.cache_dir = "none";
+  cfg.num_threads = 2;
+  if (!room) cfg.prepack_bytes = 1; /* no copy fits */
+  tlm_runtime *rt;
+  return tlm_create(&cfg, &rt) == TLM_OK ? rt : NULL;
+}
+
 /* channel blocks (api/tlm.c conv_oc_blocked): an NHWC convolution with a
  * window, HWIO weights declared constant and >= 256 output channels in
  * whole blocks of 64 runs block by block over a packed copy of its
@@ -858,13 +870,8 @@ static void oc_blocks(void) {
   int nblocked = 0;
   char err[256], what[300];
   for (int room = 0; room < 2; room++) {
-    tlm_config cfg;
-    tlm_config_init(&cfg);
-    cfg.cache_dir = "none";
-    cfg.num_threads = 2;
-    if (!room) cfg.prepack_bytes = 1; /* no copy fits */
-    tlm_runtime *rt;
-    if (tlm_create(&cfg, &rt)) return;
+    tlm_runtime *rt = prepack_runtime(room);
+    if (!rt) return;
     for (size_t i = 0; i < sizeof descs / sizeof descs[0]; i++) {
       tlm_conv_prb prb;
       CHECK(tlm_conv_prb_parse(descs[i], &prb, err, sizeof err) == 1, "%s: %s", descs[i], err);
@@ -971,13 +978,8 @@ static void aligned_weights(void) {
       {"mb1ic7ih13iw11oc13oh9ow7kh5kw5", TLM_LAYOUT_NHWC, TLM_WEIGHTS_HWIO}};
   char err[256];
   for (int room = 0; room < 2; room++) {
-    tlm_config cfg;
-    tlm_config_init(&cfg);
-    cfg.cache_dir = "none";
-    cfg.num_threads = 2;
-    if (!room) cfg.prepack_bytes = 1; /* no copy fits */
-    tlm_runtime *rt;
-    if (tlm_create(&cfg, &rt)) return;
+    tlm_runtime *rt = prepack_runtime(room);
+    if (!rt) return;
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
       tlm_conv_prb prb;
       tlm_conv_problem p;
