@@ -43,7 +43,10 @@
  * strength reduction (taken out of the code generator,
  * tlm_jit_llvm_options) runs where the addressing needs it: convolutions
  * with vectors along the output pixels (NCHW: without LSR 0.37-0.55x on
- * the held-out 1x1 layers) or along groups (depthwise), with fewer than 8
+ * the held-out 1x1 layers) or along groups (depthwise: 5-20% slower
+ * without it, except where the code generator steps its own pointers per
+ * kernel row, tlm_jit_conv_strength_reduced: the same speed and 5-8 ms
+ * less compile, 3x3 depthwise on the Zen 3), with fewer than 8
  * input channels per group (the RGB stems: 0.42-0.75x), or with a channel
  * tail (a masked tile version: 0.65-0.75x at 36 and 40 channels);
  * pooling; attention. Matmul, row and channels-last dense convolution
@@ -52,6 +55,7 @@
  * (docs/design.md, "Compile time"). Only these fixed texts reach LLVM (it
  * aborts on some malformed pipelines). */
 static int conv_needs_lsr(const tlm_task *task, const tlm_schedule *sched) {
+  if (tlm_jit_conv_strength_reduced(task, sched)) return 0;
   if (sched->v[CV_AXIS] != 0 || task->u.conv.ICg < 8) return 1;
   int64_t c_t, w_t, c_ext;
   tlm_conv_tile_dims(task, sched->v, &c_t, &w_t, &c_ext);

@@ -108,3 +108,7 @@ tlm_status tlm_jit_build(tlm_jit *j, const tlm_jit_request *r, void **obj, size_
   LLVMContextDispose(ctx);
   return st;
 }
+
+int tlm_jit_conv_strength_reduced(const tlm_task *task, const tlm_schedule *sched) {
+  return tlm_codegen_conv_strength_reduced(task, sched);
+}

@@ -42,4 +42,10 @@ tlm_status tlm_jit_build(tlm_jit *j, const tlm_jit_request *r, void **obj, size_
                          char **ir, int optimize_ir, tlm_jit_build_times *times, char *err,
                          int errcap);
 
+/* 1 when the convolution kernel of this task and schedule addresses its
+ * input through pointers its code generator steps itself, so the IR loop
+ * strength reduction pass has nothing to add (tlm_codegen_conv_strength_
+ * reduced); 0 otherwise (and for other kinds). Pure; thread-safe. */
+int tlm_jit_conv_strength_reduced(const tlm_task *task, const tlm_schedule *sched);
+
 #endif

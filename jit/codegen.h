@@ -32,6 +32,12 @@ int tlm_codegen_row(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule
                     const char *name, const char *cpu, const char *features, LLVMModuleRef *out,
                     char *err, int errcap);
 
+/* 1 when the convolution kernel for this task and schedule addresses its
+ * input through pointers stepped per kernel row (depthwise-like tiles with
+ * the window unrolled): the IR loop strength reduction pass has nothing
+ * to add there and is skipped (engine.c's pipeline); 0 otherwise. */
+int tlm_codegen_conv_strength_reduced(const tlm_task *task, const tlm_schedule *sched);
+
 /* Emits `void name(const tlm_conv_args *, i64 begin, i64 end, float *)` for
  * a convolution task and schedule (CV_* decisions). */
 int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched,

@@ -23,6 +23,7 @@
 #include "../runtime/space.h"
 
 #define CONV_ACC_MAX 32 /* == CONV_MAX_ACC in space.c */
+#define CONV_COLS_MAX 256
 #define CONV_UNROLL_FMAS 512 /* vector FMAs of a tile's window emitted inline at most */
 
 typedef struct conv_cg {
@@ -41,6 +42,9 @@ typedef struct conv_cg {
   LLVMValueRef n, other, od, oh;
   /* the current tile; flat: the output row and column of each tile row */
   LLVMValueRef c0, w0, c_end, w_end;
+  /* runs_version: the end of the current run (rows at or past it are not
+   * stored); NULL elsewhere */
+  LLVMValueRef row_end;
   LLVMValueRef ohr[CONV_ACC_MAX], owr[CONV_ACC_MAX];
   LLVMValueRef ohu[CONV_ACC_MAX], owu[CONV_ACC_MAX]; /* unclamped (emit_tile) */
   LLVMValueRef oh_last, ow_last; /* the block's last pixel (emit_block; flat) */
@@ -74,6 +78,22 @@ typedef struct conv_cg {
    * input pixel lies in the padding read from it instead of src, so the
    * inner loop needs no select (NULL: selects instead) */
   LLVMValueRef zeros;
+  /* safe one-row versions with a row pointer: the pointer to each input
+   * column j = r * sw + kw * dw of the current kernel row (the zero page's
+   * where the column lies in the padding), made once per kernel row and
+   * shared by every (r, kw) that reads it (NULL: not made yet); kw_c: the
+   * unrolled kw */
+  int kw_c;
+  LLVMValueRef colp[CONV_COLS_MAX];
+  /* one-row versions with the window unrolled (row_pointer): the input
+   * pixel (ih0 + kh * dh, iw0) of the current kernel row, a pointer
+   * stepped by dh input rows per kernel row (rowp_slot: its alloca), and
+   * the tile's first input column iw0 */
+  int row_pointer, row_pointers; /* row_pointers: for every one-row version */
+  LLVMValueRef rowp, rowp_slot, iw0;
+  /* and the weights of the current kernel row (kd, kh) of the row's
+   * channel block, stepped by one kernel row (wrowp_slot: its alloca) */
+  LLVMValueRef wrowp, wrowp_slot;
   LLVMValueRef acc[CONV_ACC_MAX];
   /* reduction position inside the tile */
   LLVMValueRef xoff, woff, kh, kw, icg;
@@ -136,6 +156,26 @@ static LLVMValueRef row_src(conv_cg *cc, int r, LLVMValueRef *ok) {
  * *ok comes back NULL (nothing left to select). */
 static LLVMValueRef row_ptr(conv_cg *cc, int r, LLVMValueRef chan, LLVMValueRef *ok) {
   cg *g = &cc->g;
+  if (cc->row_pointer) {
+    /* input column j = r * sw + kw * dw of the tile's first one, at a
+     * constant offset from the kernel row's pointer where the pixel
+     * stride is one (channels-last): no address arithmetic per window
+     * step, and no loop strength reduction needed to get there */
+    const tlm_conv_task *t = cc->t;
+    int j = r * t->sw + cc->kw_c * t->dw;
+    LLVMValueRef p = gep(g, cc->rowp, mul(g, c64(g, j), cc->ss[4]));
+    *ok = NULL;
+    if (cc->safe) {
+      /* the kernel row lies inside the input for all rows (kernel_row
+       * skips it otherwise): only the column is checked, once per column
+       * and kernel row, shared by every (r, kw) that reads it */
+      if (!cc->colp[j])
+        cc->colp[j] = LLVMBuildSelect(g->b, in_range(g, add(g, cc->iw0, c64(g, j)), cc->IW), p,
+                                      cc->zeros, "");
+      p = cc->colp[j];
+    }
+    return gep(g, p, chan);
+  }
   LLVMValueRef off = row_src(cc, r, ok);
   LLVMValueRef p = gep(g, cc->src, add(g, add(g, cc->xoff, off), chan));
   if (*ok && cc->zeros) {
@@ -286,8 +326,11 @@ static void step(conv_cg *cc) {
   }
   /* axis 2: src vector along groups x weight vector along groups */
   LLVMValueRef ocg = cc->other;
-  LLVMValueRef wb = gep(g, cc->wei, add(g, add(g, cc->woff, kwoff),
-                                        add(g, mul(g, ocg, cc->sw[0]), mul(g, cc->icg, cc->sw[1]))));
+  LLVMValueRef wb =
+      cc->row_pointer
+          ? gep(g, cc->wrowp, add(g, kwoff, mul(g, cc->icg, cc->sw[1])))
+          : gep(g, cc->wei, add(g, add(g, cc->woff, kwoff),
+                                add(g, mul(g, ocg, cc->sw[0]), mul(g, cc->icg, cc->sw[1]))));
   LLVMValueRef wstride = mul(g, c64(g, t->OCg), cc->sw[0]);
   int wunit = t->OCg == 1 && (t->unit & TLM_UNIT_CONV_WEI_O);
   LLVMValueRef xstride = mul(g, c64(g, t->ICg), cc->ss[1]);
@@ -361,7 +404,10 @@ static void epilogue_store(conv_cg *cc) {
     LLVMValueRef rowpos = add(g, (cc->axis == 1 ? cc->c0 : cc->w0), c64(g, r));
     if (cc->safe)
       join = if_begin(g, LLVMBuildICmp(g->b, LLVMIntSLT, rowpos,
-                                       cc->axis == 1 ? cc->c_end : cc->w_end, ""));
+                                       cc->axis == 1  ? cc->c_end
+                                       : cc->row_end ? cc->row_end
+                                                     : cc->w_end,
+                                       ""));
     for (int v = 0; v < cc->NV; v++) {
       LLVMValueRef x = LLVMBuildLoad2(g->b, vt, cc->acc[r * cc->NV + v], "");
       LLVMValueRef start = add(g, (cc->axis == 1 ? cc->w0 : cc->c0), c64(g, (int64_t)v * W));
@@ -433,6 +479,10 @@ static void kernel_row(conv_cg *cc, LLVMValueRef kd, LLVMValueRef id, LLVMValueR
   const tlm_conv_task *t = cc->t;
   cc->kh = kh;
   LLVMBasicBlockRef jh = NULL;
+  if (cc->row_pointer) {
+    cc->rowp = LLVMBuildLoad2(g->b, g->ptr, cc->rowp_slot, "");
+    cc->wrowp = LLVMBuildLoad2(g->b, g->ptr, cc->wrowp_slot, "");
+  }
   cc->xoff = add(g, mul(g, cc->n, cc->ss[0]), mul(g, id, cc->ss[2]));
   if (!cc->flat) { /* one output row: skip kernel rows in the padding */
     LLVMValueRef ih = add(g, sub(g, mul(g, cc->oh, c64(g, t->sh)), c64(g, t->ph)),
@@ -456,8 +506,10 @@ static void kernel_row(conv_cg *cc, LLVMValueRef kd, LLVMValueRef id, LLVMValueR
   }
   cc->woff = add(g, mul(g, kd, cc->sw[2]), mul(g, kh, cc->sw[3]));
   if (cc->window_unrolled) {
+    memset(cc->colp, 0, sizeof cc->colp);
     for (int64_t kw = 0; kw < t->KW; kw++)
       for (int64_t ic = 0; ic < t->ICg; ic++) {
+        cc->kw_c = (int)kw;
         cc->kw = c64(g, kw);
         cc->icg = c64(g, ic);
         step(cc);
@@ -552,8 +604,21 @@ static void tile_version(conv_cg *cc, int safe) {
    * taps are what share loads (one_row_version), and the kernel rows
    * unrolled made each tile version three times as long (3x3 depthwise:
    * about 85 -> 45 ms of compile for its three versions) */
+  if (cc->row_pointer) {
+    LLVMValueRef ih0 = sub(g, mul(g, cc->ohr[0], c64(g, t->sh)), c64(g, t->ph));
+    cc->iw0 = sub(g, mul(g, cc->owr[0], c64(g, t->sw)), c64(g, t->pw));
+    LLVMValueRef off = add(g, add(g, mul(g, cc->n, cc->ss[0]), mul(g, id, cc->ss[2])),
+                           add(g, mul(g, ih0, cc->ss[3]), mul(g, cc->iw0, cc->ss[4])));
+    LLVMBuildStore(g->b, gep(g, cc->src, off), cc->rowp_slot);
+    LLVMBuildStore(g->b, gep(g, cc->wei, add(g, mul(g, kd, cc->sw[2]), mul(g, cc->other, cc->sw[0]))),
+                   cc->wrowp_slot);
+  }
   loop Lh;
   kernel_row(cc, kd, id, loop_begin(g, &Lh, c64(g, 0), c64(g, t->KH), c64(g, 1)));
+  if (cc->row_pointer) {
+    LLVMBuildStore(g->b, gep(g, cc->rowp, mul(g, c64(g, t->dh), cc->ss[3])), cc->rowp_slot);
+    LLVMBuildStore(g->b, gep(g, cc->wrowp, cc->sw[3]), cc->wrowp_slot);
+  }
   loop_end(g, &Lh);
   if_end(g, jd);
   if (t->KD != 1) loop_end(g, &Ld);
@@ -574,7 +639,9 @@ static void one_row_version(conv_cg *cc, int safe) {
     cc->owu[r] = add(g, owu[0], c64(g, r));
   }
   cc->rows_given = 1;
+  cc->row_pointer = cc->row_pointers;
   tile_version(cc, safe);
+  cc->row_pointer = 0;
   cc->rows_given = 0;
   memcpy(cc->ohu, ohu, sizeof ohu);
   memcpy(cc->owu, owu, sizeof owu);
@@ -635,6 +702,56 @@ static void pixel_next(conv_cg *cc, LLVMValueRef oh, LLVMValueRef ow, LLVMValueR
   LLVMValueRef ow_e = LLVMBuildSelect(g->b, wrap_e, col, ow, "");
   *noh = LLVMBuildSelect(g->b, interior, oh_i, oh_e, "");
   *now = LLVMBuildSelect(g->b, interior, ow_i, ow_e, "");
+}
+
+/* volatile i64 load and store: counters kept in memory */
+static LLVMValueRef vload(cg *g, LLVMValueRef p) {
+  LLVMValueRef v = LLVMBuildLoad2(g->b, g->i64, p, "");
+  LLVMSetVolatile(v, 1);
+  return v;
+}
+static void vstore(cg *g, LLVMValueRef v, LLVMValueRef p) { LLVMSetVolatile(LLVMBuildStore(g->b, v, p), 1); }
+
+/* The safe version of a one-row tile version (window unrolled): every
+ * tile the fast version does not take, as runs of pixels within one output
+ * row. A tile at the image's left or right edge or in its top or bottom
+ * rows is one run; one whose rows wrap to the next output row, two or
+ * more (the next starts at that row's column 0); one past the block's
+ * end stops there. Each run is the one-row version's R rows from its
+ * first pixel, with only the run's own rows stored (row_end): rows past
+ * the output row's end read input columns beyond the row, which its
+ * column checks read as zeros. With a separate R-row version for the
+ * wrapping tiles (rare: an output width that R does not divide) a 3x3
+ * depthwise kernel compiled about 9 ms longer (27 -> 21 ms AVX2, Zen 3). */
+static void runs_version(conv_cg *cc) {
+  cg *g = &cc->g;
+  LLVMValueRef w0 = cc->w0, ohu0 = cc->ohu[0], owu0 = cc->owu[0];
+  LLVMValueRef lim = smin(g, add(g, w0, c64(g, cc->R)), cc->w_end);
+  LLVMValueRef pw = alloca_of(g, g->i64), poh = alloca_of(g, g->i64), pow_ = alloca_of(g, g->i64);
+  /* the run's pixel in memory (volatile), as loop_begin_outer's counters:
+   * nothing for loop strength reduction */
+  vstore(g, w0, pw);
+  vstore(g, ohu0, poh);
+  vstore(g, owu0, pow_);
+  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(g->C, g->fn, "run");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(g->C, g->fn, "run_body");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->C, g->fn, "runs_done");
+  LLVMBuildBr(g->b, head);
+  LLVMPositionBuilderAtEnd(g->b, head);
+  LLVMValueRef w = vload(g, pw);
+  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, w, lim, ""), body, done);
+  LLVMPositionBuilderAtEnd(g->b, body);
+  LLVMValueRef oh = vload(g, poh), ow = vload(g, pow_);
+  LLVMValueRef end = add(g, w, smin(g, sub(g, cc->OW, ow), sub(g, lim, w)));
+  cc->w0 = w, cc->ohu[0] = oh, cc->owu[0] = ow, cc->row_end = end;
+  one_row_version(cc, 1);
+  cc->row_end = NULL;
+  vstore(g, end, pw);
+  vstore(g, add(g, oh, c64(g, 1)), poh);
+  vstore(g, c64(g, 0), pow_);
+  LLVMBuildBr(g->b, head);
+  LLVMPositionBuilderAtEnd(g->b, done);
+  cc->w0 = w0, cc->ohu[0] = ohu0, cc->owu[0] = owu0;
 }
 
 static void emit_tile(conv_cg *cc) {
@@ -718,7 +835,8 @@ static void emit_tile(conv_cg *cc) {
    * VM), and the simpler version compiles in a third less time (16 -> 24
    * 3x3: 130 -> 82 ms); with the window unrolled, neighbouring rows also
    * share loads */
-  int one_row = cc->flat && !cc->plane && cc->R > 1;
+  /* (with row pointers one row too: every version is a one-row one) */
+  int one_row = cc->flat && !cc->plane && (cc->R > 1 || cc->row_pointers);
   LLVMValueRef in_one_row =
       one_row ? LLVMBuildICmp(g->b, LLVMIntEQ, cc->ohu[cc->R - 1], cc->ohu[0], "") : NULL;
   if (one_row) fast = LLVMBuildAnd(g->b, fast, in_one_row, "");
@@ -762,17 +880,9 @@ static void emit_tile(conv_cg *cc) {
     LLVMPositionBuilderAtEnd(g->b, bl);
     cc->lanes_full = 1;
     /* at the image's edges, all rows valid and in one output row: without
-     * this copy a 3x3 depthwise layer at 56 px ran 4-8% slower */
-    if (one_row && cc->window_unrolled) {
-      LLVMBasicBlockRef b1 = LLVMAppendBasicBlockInContext(g->C, g->fn, "safe_one_row");
-      LLVMBasicBlockRef b2 = LLVMAppendBasicBlockInContext(g->C, g->fn, "safe_rows");
-      LLVMBuildCondBr(g->b, LLVMBuildAnd(g->b, full_w, in_one_row, ""), b1, b2);
-      LLVMPositionBuilderAtEnd(g->b, b1);
-      one_row_version(cc, 1);
-      LLVMBuildBr(g->b, join);
-      LLVMPositionBuilderAtEnd(g->b, b2);
-    }
-    tile_version(cc, 1);
+     * a one-row safe version a 3x3 depthwise layer at 56 px ran 4-8% slower */
+    if (one_row && cc->window_unrolled) runs_version(cc);
+    else tile_version(cc, 1);
     cc->lanes_full = 0;
     LLVMBuildBr(g->b, join);
     if (c_whole) {
@@ -781,7 +891,8 @@ static void emit_tile(conv_cg *cc) {
     }
     LLVMPositionBuilderAtEnd(g->b, bm);
   }
-  tile_version(cc, 1);
+  if (one_row && cc->window_unrolled) runs_version(cc);
+  else tile_version(cc, 1);
   LLVMBuildBr(g->b, join);
   LLVMPositionBuilderAtEnd(g->b, join);
 }
@@ -814,6 +925,28 @@ static void emit_block(conv_cg *cc, LLVMValueRef cb, LLVMValueRef wb) {
   loop_end(g, &Lc);
 }
 
+/* depthwise-like tiles (lanes along groups) whose whole window is emitted
+ * inline: see conv_cg.window_unrolled */
+static int window_unrolled_of(const tlm_conv_task *t, const int32_t *v) {
+  if (v[CV_AXIS] != 2 || v[CV_VEC] < 1) return 0;
+  return (int64_t)t->KH * t->KW * t->ICg * v[CV_ROWS] * (v[CV_TILE_V] / v[CV_VEC]) <=
+         CONV_UNROLL_FMAS;
+}
+
+/* every tile version is a one-row one addressing the input through a
+ * kernel-row pointer (conv_cg.row_pointer): the window unrolled, a zero
+ * page (unit channel stride, at most 262144 channels) and the columns a
+ * tile reads within CONV_COLS_MAX */
+static int row_pointer_of(const tlm_conv_task *t, const int32_t *v) {
+  return window_unrolled_of(t, v) && (t->unit & TLM_UNIT_CONV_SRC_C) &&
+         (int64_t)t->G * t->ICg <= 262144 &&
+         (int64_t)(v[CV_ROWS] - 1) * t->sw + (int64_t)(t->KW - 1) * t->dw < CONV_COLS_MAX;
+}
+
+int tlm_codegen_conv_strength_reduced(const tlm_task *task, const tlm_schedule *sched) {
+  return task->kind == TLM_OP_CONV && row_pointer_of(&task->u.conv, sched->v);
+}
+
 int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedule *sched,
                      const char *name, const char *cpu, const char *features, LLVMModuleRef *out,
                      char *err, int errcap) {
@@ -840,7 +973,8 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
   tlm_conv_tile_dims(task, v, &cc.c_t, &cc.w_t, &cc.c_ext);
   /* depthwise only: unrolled, MobileNet's IC=3 stem (axis 0) ran 0.75 ->
    * 0.48x oneDNN on AVX-512 */
-  cc.window_unrolled = cc.axis == 2 && (int64_t)t->KH * t->KW * t->ICg * cc.R * cc.NV <= CONV_UNROLL_FMAS;
+  cc.window_unrolled = window_unrolled_of(t, v);
+  cc.row_pointers = row_pointer_of(t, v);
   {
     int64_t tile_fmas = (int64_t)t->ICg * t->KD * t->KH * t->KW * cc.R * cc.NV;
     cc.only_safe = cc.axis == 0 && !cc.window_unrolled && tile_fmas >= 2048 &&
@@ -893,6 +1027,10 @@ int tlm_codegen_conv(LLVMContextRef ctx, const tlm_task *task, const tlm_schedul
   if (t->unit & TLM_UNIT_CONV_VEC) cc.sbias = cc.sscale = cc.sshift = c64(g, 1);
   LLVMTypeRef vt = vtype(g, cc.W);
   for (int i = 0; i < cc.R * cc.NV; i++) cc.acc[i] = alloca_of(g, vt);
+  if (cc.row_pointers) {
+    cc.rowp_slot = alloca_of(g, g->ptr);
+    cc.wrowp_slot = alloca_of(g, g->ptr);
+  }
   int64_t IC = (int64_t)t->G * t->ICg;
   if (cc.axis != 1 && (t->unit & TLM_UNIT_CONV_SRC_C) && IC <= 262144) {
     LLVMTypeRef at = LLVMArrayType2(g->f32, (uint64_t)IC);

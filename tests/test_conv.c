@@ -18,6 +18,7 @@
 #include "check.h"
 #include "pool_case.h"
 #include "engine/engine.h"
+#include "jit/build.h"
 #include "runtime/reference.h"
 #include "train/conv_problem.h"
 #include "train/problem.h"
@@ -716,6 +717,76 @@ static void edges_apart(tlm_runtime *rt) {
         rule_safe, sampled);
 }
 
+/* codegen 35: depthwise-like tiles with the window unrolled address the
+ * input through a pointer per kernel row (no loop strength reduction
+ * pass), and every tile the fast one-row version does not take runs as
+ * runs of pixels within one output row (runs_version): edge tiles one
+ * run, tiles that wrap to the next output row two or more, the block's
+ * partial last tile stopped at its end, rows past a run's end computed on
+ * zeros and not stored. Reference checks with the rule and sampled
+ * schedules that take that path: widths R does not divide (tiles that
+ * wrap, some more than once), stride 2 and 3, dilation, 5x5, padding
+ * wider than the window's reach, maps of 1 and 2 pixels, a channel tail
+ * (the masked runs), two input channels per group, a minibatch of 2. */
+/* run_check with dst a view whose output rows are two pixels apart more
+ * than dense (NHWC, 4-D): the pixels between rows must keep their value
+ * (a run stores only its own rows, none past an output row's end) */
+static void run_check_row_gaps(tlm_runtime *rt, tlm_conv_problem *p, const char *what,
+                               const tlm_schedule *sched) {
+  tlm_tensor dense = p->out;
+  if (dense.ndim != 4) return;
+  int64_t N = dense.shape[0], OH = dense.shape[1], OW = dense.shape[2], C = dense.shape[3];
+  int64_t rs = (OW + 2) * C, n = N * OH * rs;
+  float *buf = malloc((size_t)n * sizeof *buf);
+  CHECK(buf != NULL, "out of memory");
+  if (!buf) return;
+  for (int64_t i = 0; i < n; i++) buf[i] = 12345.0f;
+  p->out.data = buf;
+  p->out.strides[0] = OH * rs, p->out.strides[1] = rs, p->out.strides[2] = C, p->out.strides[3] = 1;
+  char w2[800];
+  snprintf(w2, sizeof w2, "%s, dst rows 2 pixels apart", what);
+  run_check(rt, p, w2, sched);
+  int64_t touched = 0;
+  for (int64_t b = 0; b < N * OH; b++)
+    for (int64_t i = OW * C; i < rs; i++) touched += buf[b * rs + i] != 12345.0f;
+  CHECK(touched == 0, "%s: %lld values stored between output rows", w2, (long long)touched);
+  p->out = dense;
+  free(buf);
+}
+
+static void dw_runs(tlm_runtime *rt) {
+  static const char *const lines[] = {
+      "g40mb1ic40ih7oc40oh7kh3ph1",          "g24mb2ic24ih9iw5oc24oh5ow3kh3kw3sh2sw2ph1pw1",
+      "g17mb1ic17ih10oc17oh4kh3sh3ph2dh1",   "g32mb1ic32ih1oc32oh1kh3ph1",
+      "g64mb1ic64ih13iw11oc64oh13ow11kh5kw5ph2pw2", "g48mb1ic48ih6oc48oh10kh3ph3",
+      "g16mb1ic16ih9iw2oc16oh9ow4kh3kw3ph1pw2", "g8mb1ic16ih7oc16oh7kh3ph1",
+      "g128mb1ic128ih14oc128oh7kh3sh2ph1",   "g72mb1ic72ih3iw2oc72oh3ow2kh3kw3ph1pw1"};
+  int reduced = 0, wrapping = 0;
+  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+    char ss[512], what[700];
+    tlm_conv_problem p;
+    tlm_task task;
+    tlm_schedule s;
+    if (nhwc_rule(rt, lines[i], 90 + i, &p, &task, &s, ss, sizeof ss)) continue;
+    tlm_space space;
+    tlm_space_init(&space, &task, &rt->target);
+    for (int tries = 0, taken = 0; tries < 300 && taken < 4; tries++) {
+      if (tries > 0) tlm_space_sample(&space, &g_rng, &s);
+      if (!tlm_jit_conv_strength_reduced(&task, &s)) continue;
+      taken++, reduced++;
+      wrapping += task.u.conv.OW % s.v[CV_ROWS] != 0;
+      snprintf(what, sizeof what, "%s row pointers, %s [%s]", lines[i], tries ? "sampled" : "rule",
+               tlm_schedule_str(&space, &s, ss, sizeof ss));
+      if (taken == 1) run_check_row_gaps(rt, &p, what, &s);
+      else run_check(rt, &p, what, &s);
+    }
+    tlm_conv_problem_free(&p);
+  }
+  CHECK(reduced >= 25 && wrapping >= 8,
+        "%d schedules with row pointers, %d with tiles that wrap: too few to test them", reduced,
+        wrapping);
+}
+
 /* rule 23: with more than one worker, an NHWC depthwise convolution splits
  * its groups into channel blocks of the fewest register tiles (a power of
  * two) whose block of 8 pixel tiles holds 4096 channel-pixels (or one
@@ -1149,6 +1220,7 @@ int main(int argc, char **argv) {
   rule_rows(rt);
   dw_lanes(rt);
   edges_apart(rt);
+  dw_runs(rt);
   dw_split(rt);
   narrow_vec(rt);
   epilogues(rt);
