@@ -727,7 +727,8 @@ static void edges_apart(tlm_runtime *rt) {
  * schedules that take that path: widths R does not divide (tiles that
  * wrap, some more than once), stride 2 and 3, dilation, 5x5, padding
  * wider than the window's reach, maps of 1 and 2 pixels, a channel tail
- * (the masked runs), two input channels per group, a minibatch of 2. */
+ * (the masked runs), two input channels per group, a minibatch of 2, a
+ * 3-D map (the pointers set again for each kernel plane). */
 /* run_check with dst a view whose output rows are two pixels apart more
  * than dense (NHWC, 4-D): the pixels between rows must keep their value
  * (a run stores only its own rows, none past an output row's end) */
@@ -760,7 +761,8 @@ static void dw_runs(tlm_runtime *rt) {
       "g17mb1ic17ih10oc17oh4kh3sh3ph2dh1",   "g32mb1ic32ih1oc32oh1kh3ph1",
       "g64mb1ic64ih13iw11oc64oh13ow11kh5kw5ph2pw2", "g48mb1ic48ih6oc48oh10kh3ph3",
       "g16mb1ic16ih9iw2oc16oh9ow4kh3kw3ph1pw2", "g8mb1ic16ih7oc16oh7kh3ph1",
-      "g128mb1ic128ih14oc128oh7kh3sh2ph1",   "g72mb1ic72ih3iw2oc72oh3ow2kh3kw3ph1pw1"};
+      "g128mb1ic128ih14oc128oh7kh3sh2ph1",   "g72mb1ic72ih3iw2oc72oh3ow2kh3kw3ph1pw1",
+      "g16mb1ic16id5ih6iw7oc16od5oh6ow7kd3kh3kw3pd1ph1pw1"};
   int reduced = 0, wrapping = 0;
   for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
     char ss[512], what[700];
