@@ -27,6 +27,8 @@
 #include <unistd.h>
 #endif
 
+#include <xxhash.h>
+
 #include "../cache/disk.h"
 #include "../cache/key.h"
 #include "../generic/generic.h"
@@ -496,8 +498,12 @@ static int nearest_sibling(tlm_runtime *rt, const tlm_space *space, int ready, i
 /* what decides a shape's schedule, for the plan keys: the model (by its
  * file checksum) and whether kernel reuse anchors its decoding */
 static uint64_t scheduler_id(const tlm_runtime *rt) {
-  if (!rt->model) return 0;
-  uint64_t id = rt->model->checksum ^ (rt->cfg.disable_kernel_reuse ? 0x9e3779b97f4a7c15ull : 0);
+  /* forced schedules (TLM_SCHEDULE_OVERRIDE): by the text's hash */
+  uint64_t forced =
+      rt->sched_override ? XXH64(rt->sched_override, strlen(rt->sched_override), 0x5c4edu) | 1 : 0;
+  if (!rt->model) return forced;
+  uint64_t id = rt->model->checksum ^ forced ^
+                (rt->cfg.disable_kernel_reuse ? 0x9e3779b97f4a7c15ull : 0);
   if (rt->model->sentence_margin > 0) { /* selective decoding, by its margin's bits */
     uint64_t bits;
     double margin = rt->model->sentence_margin;
@@ -509,7 +515,55 @@ static uint64_t scheduler_id(const tlm_runtime *rt) {
 
 uint64_t tlm_engine_scheduler_id(const tlm_runtime *rt) { return scheduler_id(rt); }
 
+static int schedule_chosen(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out);
+
+/* TLM_SCHEDULE_OVERRIDE: entries "TEXT=DECISIONS" separated by ';'; the
+ * first entry whose TEXT occurs in the task's descriptor (tlm_task_str, as
+ * TLM_VERBOSE=3 prints it) and whose DECISIONS (tlm_schedule_str's form,
+ * every point) the space accepts replaces *out. Returns 1 when one did. */
+static int override_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out) {
+  if (!rt->sched_override) return 0;
+  char desc[512];
+  tlm_task_str(&space->task, desc, sizeof desc);
+  for (const char *e = rt->sched_override; *e;) {
+    const char *end = strchr(e, ';');
+    size_t len = end ? (size_t)(end - e) : strlen(e);
+    char item[1024];
+    if (len > 0 && len < sizeof item) {
+      memcpy(item, e, len);
+      item[len] = 0;
+      char *eq = strchr(item, '=');
+      if (eq && eq > item) {
+        *eq = 0;
+        if (strstr(desc, item)) {
+          tlm_schedule forced;
+          char perr[256];
+          if (tlm_schedule_parse(space, eq + 1, &forced, perr, sizeof perr) == 0 &&
+              tlm_space_accepts(space, &forced)) {
+            *out = forced;
+            tlm_log(rt, TLM_LOG_INFO, "TLM_SCHEDULE_OVERRIDE: schedule of %s forced", desc);
+            return 1;
+          }
+          tlm_log(rt, TLM_LOG_WARN,
+                  "TLM_SCHEDULE_OVERRIDE: '%s' matches %s, but its decisions are not a schedule "
+                  "of that task's space; ignored",
+                  item, desc);
+        }
+      }
+    }
+    if (!end) break;
+    e = end + 1;
+  }
+  return 0;
+}
+
 int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out) {
+  int by_model = schedule_chosen(rt, space, out);
+  if (override_schedule(rt, space, out)) return 0;
+  return by_model;
+}
+
+static int schedule_chosen(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out) {
   /* the tensor language (vocabulary v5) has words for every operator */
   int covered = rt->model && tlm_lm_covers_task(rt->model, &space->task, &space->target);
   if (rt->model && !covered) {

@@ -72,6 +72,10 @@ typedef struct tlm_plan {
 struct tlm_runtime {
   tlm_config cfg;
   char *cache_dir, *model_path;
+  /* TLM_SCHEDULE_OVERRIDE at tlm_create (NULL: unset): schedules forced
+   * for tasks by descriptor text (tlm_engine_schedule); part of the
+   * scheduler id, so plans it forced never serve a runtime without it */
+  char *sched_override;
   tlm_target target;
   tlm_pool *pool;
   int nthreads;
@@ -265,7 +269,8 @@ tlm_status tlm_engine_ir(tlm_runtime *rt, const tlm_task *task, const tlm_schedu
  * at other extents anchors the decoding (TLM_LM_REUSE_BONUS, lm/model.h;
  * the nearest in extents), so the schedule, and with it the kernel, may
  * depend on the shapes run before: the same calls in the same order give
- * the same schedules. Returns 1 if the model chose it. */
+ * the same schedules. A matching TLM_SCHEDULE_OVERRIDE entry (README)
+ * replaces either. Returns 1 if the model chose it (0 when forced). */
 int tlm_engine_schedule(tlm_runtime *rt, const tlm_space *space, tlm_schedule *out);
 
 /* Stores `sched` in the disk cache as the measured plan of `task` (`tlm

@@ -283,7 +283,10 @@ tlm_status tlm_engine_create(const tlm_config *config, int64_t disk_cap_bytes, t
   rt->model_path = cfg.model_path ? strdup(cfg.model_path) : NULL;
   rt->cfg.cache_dir = rt->cache_dir;
   rt->cfg.model_path = rt->model_path;
-  if ((cfg.cache_dir && !rt->cache_dir) || (cfg.model_path && !rt->model_path)) {
+  const char *so = getenv("TLM_SCHEDULE_OVERRIDE");
+  rt->sched_override = so && *so ? strdup(so) : NULL;
+  if ((cfg.cache_dir && !rt->cache_dir) || (cfg.model_path && !rt->model_path) ||
+      (so && *so && !rt->sched_override)) {
     st = TLM_ERR_OUT_OF_MEMORY;
     snprintf(err, (size_t)errcap, "config strings");
     goto fail;
@@ -412,6 +415,7 @@ void tlm_engine_destroy(tlm_runtime *rt) {
   pthread_rwlock_destroy(&rt->const_lock);
   free(rt->cache_dir);
   free(rt->model_path);
+  free(rt->sched_override);
   tlm_error_clear(rt, 1);
   free(rt);
 }

@@ -1203,6 +1203,68 @@ static void aligned_weights_gaps(void) {
   tlm_destroy(rt);
 }
 
+/* TLM_SCHEDULE_OVERRIDE: a runtime created with it runs the forced
+ * schedule for the tasks whose descriptor contains the entry's text (the
+ * result still the reference's), keeps its own schedule for the others and
+ * for an entry whose decisions are not a schedule of the task's space, and
+ * its scheduler id differs from a runtime's without it (forced plans are
+ * never another runtime's) */
+static void schedule_override(void) {
+  const char *line = "g24mb1ic24ih9oc24oh9kh3ph1", *other = "g8mb1ic8ih6oc8oh6kh3ph1";
+  tlm_conv_problem p, q;
+  tlm_task task, task2;
+  if (nhwc_problem(line, NULL, 7, &p, &task)) return;
+  if (nhwc_problem(other, NULL, 8, &q, &task2)) {
+    tlm_conv_problem_free(&p);
+    return;
+  }
+  tlm_config cfg;
+  tlm_config_init(&cfg);
+  cfg.cache_dir = "none";
+  cfg.async_compile = 0;
+  tlm_runtime *plain = NULL, *rt = NULL;
+  CHECK(tlm_create(&cfg, &plain) == TLM_OK, "override: runtime");
+  /* a schedule of the space that is not the rule's */
+  tlm_space space;
+  tlm_space_init(&space, &task, &plain->target);
+  tlm_schedule rule, want = {0};
+  tlm_space_default(&space, &rule);
+  uint64_t rng = 11;
+  for (int i = 0; i < 100; i++) {
+    tlm_space_sample(&space, &rng, &want);
+    if (memcmp(want.v, rule.v, sizeof want.v)) break;
+  }
+  char ss[512], env[1400], desc[256];
+  tlm_schedule_str(&space, &want, ss, sizeof ss);
+  tlm_task_str(&task, desc, sizeof desc);
+  snprintf(env, sizeof env, "g8mb1_ic8ih6=vec=99 nonsense;%.14s=%s", desc, ss);
+  setenv("TLM_SCHEDULE_OVERRIDE", env, 1);
+  CHECK(tlm_create(&cfg, &rt) == TLM_OK, "override: runtime with it");
+  unsetenv("TLM_SCHEDULE_OVERRIDE");
+  if (rt && plain) {
+    CHECK(tlm_engine_scheduler_id(rt) != tlm_engine_scheduler_id(plain),
+          "override: the same scheduler id with and without it");
+    run_check(rt, &p, "override: forced schedule", NULL);
+    run_check(rt, &q, "override: bad entry, rule", NULL);
+    const tlm_plan *plan;
+    char err[256];
+    CHECK(tlm_engine_plan(rt, &task, &plan, err, sizeof err) == TLM_OK, "override: plan %s", err);
+    CHECK(!memcmp(plan->sched.v, want.v, sizeof want.v), "override: %s ran another schedule than [%s]",
+          desc, ss);
+    tlm_space s2;
+    tlm_space_init(&s2, &task2, &rt->target);
+    tlm_schedule rule2;
+    tlm_space_default(&s2, &rule2);
+    CHECK(tlm_engine_plan(rt, &task2, &plan, err, sizeof err) == TLM_OK, "override: plan %s", err);
+    CHECK(!memcmp(plan->sched.v, rule2.v, sizeof rule2.v),
+          "override: an entry with bad decisions changed %s's schedule", other);
+  }
+  tlm_destroy(rt);
+  tlm_destroy(plain);
+  tlm_conv_problem_free(&p);
+  tlm_conv_problem_free(&q);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "../shared";
   if (check_isa_unsupported()) return CHECK_SKIP;
@@ -1223,6 +1285,7 @@ int main(int argc, char **argv) {
   dw_lanes(rt);
   edges_apart(rt);
   dw_runs(rt);
+  schedule_override();
   dw_split(rt);
   narrow_vec(rt);
   epilogues(rt);
