@@ -27,8 +27,6 @@
 #include <unistd.h>
 #endif
 
-#include <xxhash.h>
-
 #include "../cache/disk.h"
 #include "../cache/key.h"
 #include "../generic/generic.h"
@@ -498,9 +496,9 @@ static int nearest_sibling(tlm_runtime *rt, const tlm_space *space, int ready, i
 /* what decides a shape's schedule, for the plan keys: the model (by its
  * file checksum) and whether kernel reuse anchors its decoding */
 static uint64_t scheduler_id(const tlm_runtime *rt) {
-  /* forced schedules (TLM_SCHEDULE_OVERRIDE): by the text's hash */
-  uint64_t forced =
-      rt->sched_override ? XXH64(rt->sched_override, strlen(rt->sched_override), 0x5c4edu) | 1 : 0;
+  /* forced schedules (TLM_SCHEDULE_OVERRIDE): by the text's hash, made
+   * once at creation (this runs on every call's key) */
+  uint64_t forced = rt->sched_override_id;
   if (!rt->model) return forced;
   uint64_t id = rt->model->checksum ^ forced ^
                 (rt->cfg.disable_kernel_reuse ? 0x9e3779b97f4a7c15ull : 0);

@@ -76,6 +76,7 @@ struct tlm_runtime {
    * for tasks by descriptor text (tlm_engine_schedule); part of the
    * scheduler id, so plans it forced never serve a runtime without it */
   char *sched_override;
+  uint64_t sched_override_id; /* its text's hash (odd), 0 when unset: scheduler_id */
   tlm_target target;
   tlm_pool *pool;
   int nthreads;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -285,6 +286,8 @@ tlm_status tlm_engine_create(const tlm_config *config, int64_t disk_cap_bytes, t
   rt->cfg.model_path = rt->model_path;
   const char *so = getenv("TLM_SCHEDULE_OVERRIDE");
   rt->sched_override = so && *so ? strdup(so) : NULL;
+  if (rt->sched_override)
+    rt->sched_override_id = XXH64(rt->sched_override, strlen(rt->sched_override), 0x5c4edu) | 1;
   if ((cfg.cache_dir && !rt->cache_dir) || (cfg.model_path && !rt->model_path) ||
       (so && *so && !rt->sched_override)) {
     st = TLM_ERR_OUT_OF_MEMORY;
