@@ -72,6 +72,7 @@ static const struct env_var {
     {"TLM_CONV_AS_MATMUL", 0, 1, offsetof(tlm_config, disable_conv_as_matmul), FIELD_FLAG_OFF},
     {"TLM_ASYNC", 0, 1, offsetof(tlm_config, async_compile), FIELD_INT},
     {"TLM_TIER0", -1, 1, offsetof(tlm_config, tier0), FIELD_INT},
+    {"TLM_SPIN_US", 0, 1000000, offsetof(tlm_config, spin_us), FIELD_INT},
     {"TLM_TUNE", 0, TLM_TUNE_MAX, offsetof(tlm_config, tune_k), FIELD_INT},
     {"TLM_CUDA_DEVICE", 0, 1023, offsetof(tlm_config, cuda_device), FIELD_INT},
     {"TLM_PREPACK_BYTES", 0, (long long)1 << 50, offsetof(tlm_config, prepack_bytes), FIELD_SIZE},
@@ -158,6 +159,10 @@ tlm_status tlm_create(const tlm_config *config, tlm_runtime **out) {
     return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "isa must be a tlm_cpu_isa (0..4)");
   if (cfg.cuda_device < 0 || cfg.cuda_device > 1023)
     return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "cuda_device must be in 0..1023");
+  if (cfg.tier0 < -1 || cfg.tier0 > 1)
+    return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "tier0 must be -1, 0 or 1");
+  if (cfg.spin_us < 0 || cfg.spin_us > 1000000)
+    return tlm_set_error(NULL, TLM_ERR_INVALID_ARGUMENT, "spin_us must be in 0..1000000");
   long long disk_cap = 256ll << 20, x;
   if (env_int("TLM_CACHE_DISK_BYTES", 0, (long long)1 << 50, &x) == 0) disk_cap = x;
   tlm_runtime *rt;

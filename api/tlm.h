@@ -269,7 +269,23 @@ typedef struct tlm_config {
    * tlm_run returns. No effect without async_compile. Environment:
    * TLM_TIER0 = -1 | 0 | 1. */
   int tier0;
+  /* How long a worker thread, its part of a parallel loop done, keeps
+   * spinning for the next one before it sleeps, in microseconds; 0 = the
+   * default, TLM_SPIN_US_DEFAULT (1000). A sleeping worker wakes through
+   * the kernel (a futex): 5-10 us on bare metal, 30-100 us measured on a
+   * 2-vCPU KVM guest, which a kernel of tens of microseconds run right
+   * after a pause in the caller's calls then mostly runs without. Longer
+   * spins keep the workers' cores busy after the last call (as OpenMP
+   * runtimes do by default, for milliseconds); 1 makes them sleep almost
+   * at once. While background builds (async_compile) wait for idle CPU
+   * time, the workers spin 100 us whatever this says. Range 0..1000000.
+   * Environment: TLM_SPIN_US. */
+  int spin_us;
 } tlm_config;
+
+/* tlm_config.spin_us when it is 0: microseconds a worker spins between
+ * parallel loops before it sleeps. */
+#define TLM_SPIN_US_DEFAULT 1000
 
 /* Largest tlm_config.tune_k. */
 #define TLM_TUNE_MAX 32
@@ -302,8 +318,8 @@ tlm_status tlm_config_init(tlm_config *config);
  * On success *out owns a new runtime that the caller frees with
  * tlm_destroy(); on failure *out is set to NULL.
  * Statuses: TLM_OK, TLM_ERR_NULL_POINTER (out is NULL),
- * TLM_ERR_INVALID_ARGUMENT (num_threads, verbose, tune_k, passes, isa or
- * cuda_device out of range),
+ * TLM_ERR_INVALID_ARGUMENT (num_threads, verbose, tune_k, passes, isa,
+ * cuda_device, tier0 or spin_us out of range),
  * TLM_ERR_UNSUPPORTED (config.isa wider than the host runs),
  * TLM_ERR_OUT_OF_MEMORY, TLM_ERR_THREAD (worker threads failed to start),
  * TLM_ERR_JIT (LLVM could not set up a JIT for this host), TLM_ERR_IO or

@@ -8,12 +8,20 @@
  *
  * Prints us per run for 0, 100, 1,000 and 5,000 multiply-adds per
  * iteration. Run old and new builds alternately: these VMs' noise is
- * 10-20%. */
+ * 10-20%.
+ *
+ * Then runs after a pause: the caller alone busy for G us (50 to 5,000),
+ * then one run of 8 x 1,000 multiply-adds, timed; the median of 101 such
+ * runs for workers that spin 100 us (TLM_POOL_SPIN_SHORT_NS: the pool
+ * under background builds) and TLM_SPIN_US_DEFAULT between runs, the two
+ * alternating, and how often a worker slept. A pause longer than the spin
+ * makes the next run wait for a worker's wake-up. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/tlm.h"
 #include "runtime/clock.h"
 #include "runtime/threadpool.h"
 #include "train/measure.h"
@@ -46,6 +54,37 @@ static double us_per_run(tlm_pool *p) {
   return t[BATCHES / 2];
 }
 
+/* the caller alone, busy for us microseconds */
+static void busy_us(double us) {
+  double t0 = tlm_clock_ns();
+  while (tlm_clock_ns() - t0 < us * 1e3) {
+  }
+}
+
+#define GAP_RUNS 101
+
+/* median us of one run after each pause of gap_us, over GAP_RUNS runs,
+ * pools p[0] and p[1] alternating; *sleeps: their workers' sleeps */
+static void runs_after_gap(tlm_pool *const p[2], double gap_us, double med[2], uint64_t sleeps[2]) {
+  static double t[2][GAP_RUNS];
+  uint64_t s0[2] = {tlm_pool_sleeps(p[0]), tlm_pool_sleeps(p[1])};
+  for (int i = 0; i < GAP_RUNS; i++)
+    for (int k = 0; k < 2; k++) {
+      int j = (i + k) % 2;
+      for (int w = 0; w < 3; w++) tlm_pool_run(p[j], ITERS, body, NULL); /* the worker awake */
+      busy_us(gap_us);
+      double t0 = tlm_clock_ns();
+      tlm_pool_run(p[j], ITERS, body, NULL);
+      t[j][i] = (tlm_clock_ns() - t0) * 1e-3;
+      busy_us(2.0 * TLM_SPIN_US_DEFAULT + 1000); /* this pool's worker asleep again */
+    }
+  for (int k = 0; k < 2; k++) {
+    qsort(t[k], GAP_RUNS, sizeof(double), tlm_cmp_double);
+    med[k] = t[k][GAP_RUNS / 2];
+    sleeps[k] = tlm_pool_sleeps(p[k]) - s0[k];
+  }
+}
+
 int main(int argc, char **argv) {
   int threads = 2;
   if (argc == 3 && !strcmp(argv[1], "--threads")) threads = atoi(argv[2]);
@@ -70,6 +109,28 @@ int main(int argc, char **argv) {
     printf("%5lld multiply-adds x %d      %9.2f us %9.2f us (%d)\n", (long long)work[w], ITERS, t1,
            tn, threads);
   }
+  tlm_pool *gp[2];
+  if (tlm_pool_create(threads, &gp[0]) || tlm_pool_create(threads, &gp[1])) {
+    fprintf(stderr, "bench_pool: cannot create the pools\n");
+    return 1;
+  }
+  tlm_pool_set_spin_ns(gp[0], TLM_POOL_SPIN_SHORT_NS);
+  tlm_pool_set_spin_ns(gp[1], (int64_t)TLM_SPIN_US_DEFAULT * 1000);
+  g_work = 1000;
+  printf("\none run of %d x 1000 multiply-adds after the caller alone for G us (median of %d,"
+         " alternating; sleeps: of the workers)\n",
+         ITERS, GAP_RUNS);
+  printf("%-10s %24s %24s\n", "G", "spin 100 us", "spin " "1000 us");
+  static const double gaps[] = {50, 200, 500, 900, 2000, 5000};
+  for (size_t g = 0; g < sizeof gaps / sizeof gaps[0]; g++) {
+    double med[2];
+    uint64_t sl[2];
+    runs_after_gap(gp, gaps[g], med, sl);
+    printf("%7.0f us %12.2f us %5llu sl %12.2f us %5llu sl\n", gaps[g], med[0],
+           (unsigned long long)sl[0], med[1], (unsigned long long)sl[1]);
+  }
+  tlm_pool_destroy(gp[0]);
+  tlm_pool_destroy(gp[1]);
   double sum = 0;
   for (int i = 0; i < ITERS; i++) sum += g_out[i * 16];
   printf("(checksum %g)\n", sum);

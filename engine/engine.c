@@ -725,6 +725,16 @@ static int bg_build_queued_locked(const tlm_runtime *rt) {
   return 0;
 }
 
+/* With bg_mu held: the workers spin the short budget while builds are
+ * queued or running (the idle thread compiles only in CPU time the
+ * application leaves idle, and a spinning worker's is not), the
+ * runtime's own otherwise. Tuning jobs wait for pauses of 5 ms, longer
+ * than any spin, so they leave it as it is. */
+static void bg_spin_locked(tlm_runtime *rt) {
+  int building = rt->bg_busy > rt->bg_busy_tune || bg_build_queued_locked(rt);
+  tlm_pool_set_spin_ns(rt->pool, building ? TLM_POOL_SPIN_SHORT_NS : rt->spin_ns);
+}
+
 /* Builds the shape's own plan and puts its kernel in place of the
  * provisional one (if the plan is still there and still provisional). */
 static int bg_build(tlm_runtime *rt, const tlm_bg_job *j, int t) {
@@ -847,6 +857,7 @@ static void bg_run_job(tlm_runtime *rt, tlm_bg_job *j, int t) {
   pthread_mutex_lock(&rt->bg_mu);
   rt->bg_busy--;
   rt->bg_busy_tune -= tune;
+  bg_spin_locked(rt);
   atomic_store(&rt->bg_progress_ns, (uint64_t)tlm_clock_ns());
   pthread_cond_broadcast(&rt->bg_cv); /* tlm_engine_bg_wait */
   pthread_mutex_unlock(&rt->bg_mu);
@@ -1063,6 +1074,7 @@ static int bg_push(tlm_runtime *rt, tlm_bg_job *j) {
     else rt->bg_head = j;
     rt->bg_tail = j;
   }
+  bg_spin_locked(rt);
   pthread_cond_broadcast(&rt->bg_cv);
   pthread_mutex_unlock(&rt->bg_mu);
   return 0;

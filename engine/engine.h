@@ -80,6 +80,10 @@ struct tlm_runtime {
   tlm_target target;
   tlm_pool *pool;
   int nthreads;
+  /* the workers' spin between parallel loops (tlm_config.spin_us), ns;
+   * the pool spins TLM_POOL_SPIN_SHORT_NS instead while background
+   * builds are pending (bg_spin_locked) */
+  int64_t spin_ns;
   tlm_jit *jit;
   tlm_lm_model *model;     /* NULL: the default rule schedules */
   struct tlm_disk *disk;   /* NULL: no disk cache */

@@ -310,6 +310,8 @@ tlm_status tlm_engine_create(const tlm_config *config, int64_t disk_cap_bytes, t
     snprintf(err, (size_t)errcap, "cannot start %d worker threads", threads - 1);
     goto fail;
   }
+  rt->spin_ns = (int64_t)(cfg.spin_us ? cfg.spin_us : TLM_SPIN_US_DEFAULT) * 1000;
+  tlm_pool_set_spin_ns(rt->pool, rt->spin_ns);
   rt->scratch = calloc((size_t)threads, sizeof *rt->scratch);
   if (!rt->scratch) {
     st = TLM_ERR_OUT_OF_MEMORY;

@@ -13,9 +13,20 @@
  * a thread wrote in one call it reads again in the next. Each slot's claim
  * counter carries the run's generation in its high 32 bits, and a claim is
  * a compare-and-swap that fails on a newer generation, so a late worker
- * never runs a chunk of a run it did not see start. Workers spin briefly
- * for the next run (kernels of microseconds should not pay a futex
- * wake-up), yield, then sleep on a condition variable. */
+ * never runs a chunk of a run it did not see start.
+ *
+ * Between runs a worker spins (kernels of microseconds should not pay a
+ * futex wake-up), then yields a few times, then sleeps on a condition
+ * variable. The spin is measured in time, not in PAUSE instructions
+ * (a PAUSE takes 3 to 140 cycles across x86 cores: Zen 3 here 27-31 ns),
+ * and it is the pool's spin budget (tlm_pool_set_spin_ns): a sleeping
+ * worker's wake-up cost the next run 30-100 us on a 2-vCPU KVM guest
+ * (Zen 3, session 54: 600 of 620 wake-ups), the whole of a small
+ * kernel's time, so the caller ran it alone. The budget is a policy, not
+ * a machine constant: the runtime spins long (tlm_config.spin_us, default
+ * 1 ms, as OpenMP runtimes spin for milliseconds by default) except while
+ * its background builds wait for idle CPU time, when it spins
+ * TLM_POOL_SPIN_SHORT_NS (what 4000 PAUSEs took on that Zen 3). */
 #include "threadpool.h"
 
 #include <pthread.h>
@@ -24,9 +35,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SPIN_ITERATIONS 4000
+#include "clock.h"
+
 #define YIELD_ITERATIONS 50
 #define CHUNKS_PER_THREAD 4
+#define SPIN_CLOCK_EVERY 64 /* PAUSEs between clock reads (about 2 us on Zen 3) */
 
 struct tlm_pool {
   int threads;
@@ -35,6 +48,8 @@ struct tlm_pool {
   pthread_mutex_t lock;
   pthread_cond_t wake;
   atomic_int stop;
+  _Atomic int_fast64_t spin_ns; /* tlm_pool_set_spin_ns */
+  atomic_uint_fast64_t sleeps;  /* tlm_pool_sleeps */
   /* Each on its own cache line: spinning workers read `generation`, so a
    * line that the caller also writes the job into would travel between
    * the cores at every one of those writes (2.5 us a run of 0.45 us of
@@ -97,6 +112,32 @@ static void work(tlm_pool *p, uint32_t gen, int tid) {
   }
 }
 
+/* Waits for a generation other than `seen`: spins for the pool's spin
+ * budget (read again at each clock read, so a shorter budget set meanwhile
+ * applies at once), yields, then sleeps. */
+static void wait_for_run(tlm_pool *p, uint32_t seen) {
+  double t0 = tlm_clock_ns();
+  unsigned spins = 0;
+  while ((uint32_t)atomic_load_explicit(&p->generation, memory_order_acquire) == seen &&
+         !atomic_load_explicit(&p->stop, memory_order_relaxed)) {
+    cpu_relax();
+    if (++spins % SPIN_CLOCK_EVERY) continue;
+    if (tlm_clock_ns() - t0 < (double)atomic_load_explicit(&p->spin_ns, memory_order_relaxed))
+      continue;
+    for (int y = 0; y < YIELD_ITERATIONS; y++) {
+      if ((uint32_t)atomic_load_explicit(&p->generation, memory_order_acquire) != seen) return;
+      sched_yield();
+    }
+    pthread_mutex_lock(&p->lock);
+    if ((uint32_t)atomic_load(&p->generation) == seen && !atomic_load(&p->stop))
+      atomic_fetch_add_explicit(&p->sleeps, 1, memory_order_relaxed);
+    while ((uint32_t)atomic_load(&p->generation) == seen && !atomic_load(&p->stop))
+      pthread_cond_wait(&p->wake, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    return;
+  }
+}
+
 static void *worker(void *arg) {
   worker_arg *wa = arg;
   tlm_pool *p = wa->pool;
@@ -104,20 +145,7 @@ static void *worker(void *arg) {
   free(wa);
   uint32_t seen = 0;
   for (;;) {
-    int spins = 0;
-    while ((uint32_t)atomic_load_explicit(&p->generation, memory_order_acquire) == seen &&
-           !atomic_load(&p->stop)) {
-      if (++spins < SPIN_ITERATIONS) {
-        cpu_relax();
-      } else if (spins < SPIN_ITERATIONS + YIELD_ITERATIONS) {
-        sched_yield();
-      } else {
-        pthread_mutex_lock(&p->lock);
-        while ((uint32_t)atomic_load(&p->generation) == seen && !atomic_load(&p->stop))
-          pthread_cond_wait(&p->wake, &p->lock);
-        pthread_mutex_unlock(&p->lock);
-      }
-    }
+    wait_for_run(p, seen);
     if (atomic_load(&p->stop)) break;
     seen = (uint32_t)atomic_load_explicit(&p->generation, memory_order_acquire);
     work(p, seen, tid);
@@ -132,6 +160,8 @@ int tlm_pool_create(int threads, tlm_pool **out) {
   if (!p) return -1;
   memset(p, 0, sizeof *p);
   p->threads = threads;
+  atomic_init(&p->spin_ns, TLM_POOL_SPIN_SHORT_NS);
+  atomic_init(&p->sleeps, 0);
   p->slots = aligned_alloc(64, sizeof(pool_slot) * (size_t)threads);
   if (!p->slots) {
     free(p);
@@ -180,6 +210,14 @@ void tlm_pool_destroy(tlm_pool *p) {
 }
 
 int tlm_pool_threads(const tlm_pool *p) { return p->threads; }
+
+void tlm_pool_set_spin_ns(tlm_pool *p, int64_t ns) {
+  atomic_store_explicit(&p->spin_ns, ns < 0 ? 0 : ns, memory_order_relaxed);
+}
+
+uint64_t tlm_pool_sleeps(const tlm_pool *p) {
+  return atomic_load_explicit(&((tlm_pool *)p)->sleeps, memory_order_relaxed);
+}
 
 void tlm_pool_run(tlm_pool *p, int64_t n, tlm_pool_fn fn, void *ctx) {
   if (n <= 0) return;

@@ -10,10 +10,24 @@ typedef struct tlm_pool tlm_pool;
 /* fn runs iterations [begin, end) on thread `tid` (0..threads-1). */
 typedef void (*tlm_pool_fn)(void *ctx, int64_t begin, int64_t end, int tid);
 
-/* Starts threads-1 workers. Returns 0, or -1 if a thread cannot start. */
+/* A worker's spin between runs under a runtime's background builds, and a
+ * new pool's budget: about what 4000 PAUSEs took on Zen 3 (threadpool.c). */
+#define TLM_POOL_SPIN_SHORT_NS 100000
+
+/* Starts threads-1 workers, with the spin budget TLM_POOL_SPIN_SHORT_NS.
+ * Returns 0, or -1 if a thread cannot start. */
 int tlm_pool_create(int threads, tlm_pool **out);
 void tlm_pool_destroy(tlm_pool *p);
 int tlm_pool_threads(const tlm_pool *p);
+
+/* How long an idle worker spins for the next run before it yields and
+ * sleeps, in ns (negative: 0). Takes effect at once, also for workers
+ * spinning now. Thread-safe. */
+void tlm_pool_set_spin_ns(tlm_pool *p, int64_t ns);
+
+/* How many times a worker has gone to sleep between runs (its spin budget
+ * ran out). Thread-safe. */
+uint64_t tlm_pool_sleeps(const tlm_pool *p);
 
 /* Splits [0, n) into contiguous, nearly equal chunks (at most 4 per
  * thread; an empty chunk is skipped), runs each once and returns when all

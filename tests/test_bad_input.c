@@ -209,6 +209,20 @@ int main(void) {
   CHECK(tlm_create(&bad, &rt) == TLM_ERR_INVALID_ARGUMENT && rt == NULL, "isa 9");
   bad.isa = -1;
   CHECK(tlm_create(&bad, &rt) == TLM_ERR_INVALID_ARGUMENT && rt == NULL, "isa -1");
+  /* the workers' spin and the tier-0 switch, out of range */
+  bad = cfg;
+  bad.spin_us = -1;
+  CHECK(tlm_create(&bad, &rt) == TLM_ERR_INVALID_ARGUMENT && rt == NULL, "spin_us -1");
+  bad.spin_us = 1000001;
+  CHECK(tlm_create(&bad, &rt) == TLM_ERR_INVALID_ARGUMENT && rt == NULL &&
+            strstr(tlm_last_error(NULL), "spin_us"),
+        "spin_us 1000001");
+  bad = cfg;
+  bad.tier0 = 2;
+  CHECK(tlm_create(&bad, &rt) == TLM_ERR_INVALID_ARGUMENT && rt == NULL, "tier0 2");
+  bad.tier0 = -2;
+  CHECK(tlm_create(&bad, &rt) == TLM_ERR_INVALID_ARGUMENT && rt == NULL, "tier0 -2");
+  bad = cfg;
   for (int isa = TLM_CPU_ISA_SCALAR; isa <= TLM_CPU_ISA_AVX512; isa++) {
     bad.isa = isa;
     tlm_status st = tlm_create(&bad, &rt);
@@ -257,7 +271,7 @@ int main(void) {
                                        "TLM_CACHE_CAPACITY_BYTES", "TLM_KERNEL_REUSE",
                                        "TLM_CONV_AS_MATMUL", "TLM_ASYNC", "TLM_TUNE",
                                        "TLM_CUDA_DEVICE", "TLM_PREPACK_BYTES",
-                                       "TLM_CACHE_DISK_BYTES"};
+                                       "TLM_CACHE_DISK_BYTES", "TLM_SPIN_US"};
     tlm_config a, d;
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
     tlm_config_init(&d);
@@ -274,15 +288,17 @@ int main(void) {
     setenv("TLM_KERNEL_REUSE", "0", 1);
     setenv("TLM_CONV_AS_MATMUL", "0", 1);
     setenv("TLM_PREPACK_BYTES", "4096", 1);
+    setenv("TLM_SPIN_US", "250", 1);
     tlm_config_init(&a);
     CHECK(a.num_threads == 3 && a.cache_capacity == 17 && a.disable_kernel_reuse == 1 &&
-              a.disable_conv_as_matmul == 1 && a.prepack_bytes == 4096,
-          "environment table: %d %zu %d %d %zu", a.num_threads, a.cache_capacity,
-          a.disable_kernel_reuse, a.disable_conv_as_matmul, a.prepack_bytes);
+              a.disable_conv_as_matmul == 1 && a.prepack_bytes == 4096 && a.spin_us == 250,
+          "environment table: %d %zu %d %d %zu %d", a.num_threads, a.cache_capacity,
+          a.disable_kernel_reuse, a.disable_conv_as_matmul, a.prepack_bytes, a.spin_us);
+    CHECK(d.spin_us == 0, "default spin_us %d (0: TLM_SPIN_US_DEFAULT)", d.spin_us);
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) setenv(vars[i], "-7x", 1);
     tlm_config_init(&a);
     CHECK(a.num_threads == 0 && a.cache_capacity == 0 && a.disable_kernel_reuse == 0 &&
-              a.prepack_bytes == d.prepack_bytes,
+              a.prepack_bytes == d.prepack_bytes && a.spin_us == 0,
           "malformed environment keeps the defaults");
     a.cache_dir = "none";
     a.model_path = "none";

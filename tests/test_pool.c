@@ -4,16 +4,31 @@
  * threads, thousands of runs back to back (the workers still spinning on
  * the last run, so late workers meet the next one) and two callers at
  * once (runs serialized). With the caller's share slowed, another thread
- * runs part of it (stealing). Run under TSan by `make test-tsan`. */
+ * runs part of it (stealing). Workers given a spin budget of 10 s do not
+ * sleep in a 30 ms pause, with 1 us they do (also when it is lowered while
+ * they spin), and a pool spinning 10 s is destroyed at once. Run under
+ * TSan by `make test-tsan`. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "runtime/threadpool.h"
 
 static int g_fail, g_pass;
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static void pause_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L}, rem;
+  while (nanosleep(&ts, &rem) != 0) ts = rem;
+}
 
 #define CHECK(cond, ...)                                                  \
   do {                                                                    \
@@ -103,6 +118,38 @@ int main(void) {
     if (!sb) pthread_join(tb, NULL);
     CHECK(!sa && !sb && a.ok && b.ok, "%d threads: two callers", threads);
     tlm_pool_destroy(p);
+  }
+  /* the spin budget: workers that spin 10 s never sleep in a pause of
+   * 30 ms; with 1 us they sleep in it, and a budget lowered while they
+   * spin applies at once; a pool whose workers spin 10 s is destroyed at
+   * once (the stop flag ends the spin) */
+  for (int threads = 2; threads <= 3; threads++) {
+    tlm_pool *sp = NULL;
+    if (tlm_pool_create(threads, &sp)) {
+      CHECK(0, "create %d threads (spin)", threads);
+      continue;
+    }
+    tlm_pool_set_spin_ns(sp, 10000000000ll);
+    pause_ms(30); /* workers spinning since their start may have slept: */
+    CHECK(run_counted(sp, threads, 64, 3, 0, NULL), "spin 10 s: runs");
+    uint64_t s0 = tlm_pool_sleeps(sp);
+    pause_ms(30);
+    CHECK(run_counted(sp, threads, 64, 1, 0, NULL), "spin 10 s: run after the pause");
+    CHECK(tlm_pool_sleeps(sp) == s0, "%d threads: spin 10 s, a worker slept in a 30 ms pause",
+          threads);
+    tlm_pool_set_spin_ns(sp, 1000);
+    pause_ms(30);
+    CHECK(tlm_pool_sleeps(sp) >= s0 + (uint64_t)(threads - 1),
+          "%d threads: budget lowered to 1 us while spinning, %llu sleeps in 30 ms", threads,
+          (unsigned long long)(tlm_pool_sleeps(sp) - s0));
+    CHECK(run_counted(sp, threads, 64, 3, 0, NULL), "spin 1 us: runs after sleeping");
+    tlm_pool_set_spin_ns(sp, -5); /* negative: no spin */
+    CHECK(run_counted(sp, threads, 13, 20, 0, NULL), "spin 0: runs");
+    tlm_pool_set_spin_ns(sp, 10000000000ll);
+    CHECK(run_counted(sp, threads, 64, 2, 0, NULL), "spin 10 s: runs before destroy");
+    double t0 = now_ms();
+    tlm_pool_destroy(sp);
+    CHECK(now_ms() - t0 < 2000, "destroy with workers spinning 10 s took %.0f ms", now_ms() - t0);
   }
   /* n <= 0 runs nothing */
   tlm_pool *p = NULL;
