@@ -278,7 +278,8 @@ typedef struct tlm_config {
    * spins keep the workers' cores busy after the last call (as OpenMP
    * runtimes do by default, for milliseconds); 1 makes them sleep almost
    * at once. While background builds (async_compile) wait for idle CPU
-   * time, the workers spin 100 us whatever this says. Range 0..1000000.
+   * time, and when num_threads exceeds the CPUs the process may run on,
+   * the workers spin at most 100 us whatever this says. Range 0..1000000.
    * Environment: TLM_SPIN_US. */
   int spin_us;
 } tlm_config;

@@ -725,14 +725,16 @@ static int bg_build_queued_locked(const tlm_runtime *rt) {
   return 0;
 }
 
-/* With bg_mu held: the workers spin the short budget while builds are
+/* With bg_mu held: the workers spin at most the short budget while builds are
  * queued or running (the idle thread compiles only in CPU time the
  * application leaves idle, and a spinning worker's is not), the
  * runtime's own otherwise. Tuning jobs wait for pauses of 5 ms, longer
  * than any spin, so they leave it as it is. */
 static void bg_spin_locked(tlm_runtime *rt) {
   int building = rt->bg_busy > rt->bg_busy_tune || bg_build_queued_locked(rt);
-  tlm_pool_set_spin_ns(rt->pool, building ? TLM_POOL_SPIN_SHORT_NS : rt->spin_ns);
+  int64_t spin = rt->spin_ns;
+  if (building && spin > TLM_POOL_SPIN_SHORT_NS) spin = TLM_POOL_SPIN_SHORT_NS;
+  tlm_pool_set_spin_ns(rt->pool, spin);
 }
 
 /* Builds the shape's own plan and puts its kernel in place of the

@@ -2,8 +2,9 @@
  * (locks, kernel table, target, worker threads, scratch, the JIT, the model,
  * the disk cache) and destroying it (the background thread first, then
  * everything it used). api/tlm.c checks the configuration and calls these. */
-#define _GNU_SOURCE /* dladdr */
+#define _GNU_SOURCE /* dladdr, sched_getaffinity */
 #include <dlfcn.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,6 +312,13 @@ tlm_status tlm_engine_create(const tlm_config *config, int64_t disk_cap_bytes, t
     goto fail;
   }
   rt->spin_ns = (int64_t)(cfg.spin_us ? cfg.spin_us : TLM_SPIN_US_DEFAULT) * 1000;
+  /* more threads than CPUs the process may run on: a spinning worker
+   * holds a CPU another of them needs (OpenMP runtimes shorten their spin
+   * there too), so at most the short spin */
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && threads > CPU_COUNT(&allowed) &&
+      rt->spin_ns > TLM_POOL_SPIN_SHORT_NS)
+    rt->spin_ns = TLM_POOL_SPIN_SHORT_NS;
   tlm_pool_set_spin_ns(rt->pool, rt->spin_ns);
   rt->scratch = calloc((size_t)threads, sizeof *rt->scratch);
   if (!rt->scratch) {

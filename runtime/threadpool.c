@@ -215,6 +215,10 @@ void tlm_pool_set_spin_ns(tlm_pool *p, int64_t ns) {
   atomic_store_explicit(&p->spin_ns, ns < 0 ? 0 : ns, memory_order_relaxed);
 }
 
+int64_t tlm_pool_spin_ns(const tlm_pool *p) {
+  return (int64_t)atomic_load_explicit(&((tlm_pool *)p)->spin_ns, memory_order_relaxed);
+}
+
 uint64_t tlm_pool_sleeps(const tlm_pool *p) {
   return atomic_load_explicit(&((tlm_pool *)p)->sleeps, memory_order_relaxed);
 }

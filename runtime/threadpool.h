@@ -25,6 +25,9 @@ int tlm_pool_threads(const tlm_pool *p);
  * spinning now. Thread-safe. */
 void tlm_pool_set_spin_ns(tlm_pool *p, int64_t ns);
 
+/* The spin budget now, ns. Thread-safe. */
+int64_t tlm_pool_spin_ns(const tlm_pool *p);
+
 /* How many times a worker has gone to sleep between runs (its spin budget
  * ran out). Thread-safe. */
 uint64_t tlm_pool_sleeps(const tlm_pool *p);

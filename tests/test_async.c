@@ -11,7 +11,10 @@
  * core kept busy, so the rescue thread builds what the idle-priority
  * background thread cannot; tuning jobs giving way to builds while the
  * application never pauses, and tlm_wait_background beside a thread that
- * goes on calling (TSan runs this file too).
+ * goes on calling; the workers' spin budget (tlm_config.spin_us): its
+ * default, at most 100 us with more threads than CPUs, back to the
+ * runtime's own once the background builds are done, never raised above a
+ * shorter one (TSan runs this file too).
  */
 #define _GNU_SOURCE /* pthread_setaffinity_np, sched_getaffinity */
 #include <dirent.h>
@@ -28,6 +31,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "engine/engine.h"
 #include "tlm.h"
 
 typedef struct shape {
@@ -103,6 +107,9 @@ static void provisional_then_own(void) {
                      : s.provisional == (uint64_t)NSHAPES,
         "%llu of %d new shapes provisional", (unsigned long long)s.provisional, NSHAPES);
   CHECK(tlm_wait_background(rt) == TLM_OK, "tlm_wait_background");
+  CHECK(tlm_pool_spin_ns(rt->pool) == rt->spin_ns,
+        "after the builds the workers spin %lld ns, the runtime's budget is %lld",
+        (long long)tlm_pool_spin_ns(rt->pool), (long long)rt->spin_ns);
   tlm_get_stats(rt, &s);
   CHECK(s.upgrades == s.provisional, "%llu of %llu provisional shapes upgraded",
         (unsigned long long)s.upgrades, (unsigned long long)s.provisional);
@@ -430,7 +437,54 @@ static void tuning_gives_way_to_builds(void) {
   tlm_destroy(rt);
 }
 
+/* tlm_config.spin_us: the default, a value of its own, at most the short
+ * spin with more threads than CPUs, and a budget under the short one kept
+ * through background builds */
+static void spin_budget(void) {
+  cpu_set_t allowed;
+  int ncpu = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
+  static const struct {
+    int threads_over, spin_us;
+    int64_t want_ns;
+  } cases[] = {{0, 0, (int64_t)TLM_SPIN_US_DEFAULT * 1000},
+               {0, 5000, 5000000},
+               {0, 1, 1000},
+               {1, 5000, TLM_POOL_SPIN_SHORT_NS},
+               {1, 1, 1000}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    tlm_config cfg;
+    tlm_config_init(&cfg);
+    cfg.cache_dir = "none";
+    cfg.model_path = "none";
+    cfg.num_threads = cases[c].threads_over ? ncpu + 1 : 1;
+    cfg.spin_us = cases[c].spin_us;
+    cfg.async_compile = 1;
+    tlm_runtime *rt = NULL;
+    CHECK(tlm_create(&cfg, &rt) == TLM_OK, "tlm_create: %s", tlm_last_error(NULL));
+    if (!rt) continue;
+    CHECK(rt->spin_ns == cases[c].want_ns && tlm_pool_spin_ns(rt->pool) == cases[c].want_ns,
+          "%d threads (%d CPUs), spin_us %d: %lld ns (pool %lld), want %lld", cfg.num_threads,
+          ncpu, cfg.spin_us, (long long)rt->spin_ns, (long long)tlm_pool_spin_ns(rt->pool),
+          (long long)cases[c].want_ns);
+    int wrong = 0;
+    for (int i = 0; i < 3; i++) wrong += run_check(rt, &k_shapes[i], 300 + i) != 0;
+    CHECK(wrong == 0, "spin case %zu: %d wrong results", c, wrong);
+    /* builds queued or running (or just done): the short spin, or less */
+    int64_t during = tlm_pool_spin_ns(rt->pool), shorter = cases[c].want_ns;
+    if (shorter > TLM_POOL_SPIN_SHORT_NS) shorter = TLM_POOL_SPIN_SHORT_NS;
+    CHECK(during == shorter || during == cases[c].want_ns,
+          "spin_us %d: %lld ns while building, want %lld (or %lld once built)", cfg.spin_us,
+          (long long)during, (long long)shorter, (long long)cases[c].want_ns);
+    CHECK(tlm_wait_background(rt) == TLM_OK, "tlm_wait_background");
+    CHECK(tlm_pool_spin_ns(rt->pool) == cases[c].want_ns,
+          "spin_us %d: %lld ns after the builds, want %lld", cfg.spin_us,
+          (long long)tlm_pool_spin_ns(rt->pool), (long long)cases[c].want_ns);
+    tlm_destroy(rt);
+  }
+}
+
 int main(void) {
+  spin_budget();
   tuning_gives_way_to_builds();
   starved_builds_rescued(1);
   starved_builds_rescued(0);
