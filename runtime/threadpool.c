@@ -25,8 +25,9 @@
  * kernel's time, so the caller ran it alone. The budget is a policy, not
  * a machine constant: the runtime spins long (tlm_config.spin_us, default
  * 1 ms, as OpenMP runtimes spin for milliseconds by default) except while
- * its background builds wait for idle CPU time, when it spins
- * TLM_POOL_SPIN_SHORT_NS (what 4000 PAUSEs took on that Zen 3). */
+ * its background builds wait for idle CPU time or it has more threads than
+ * CPUs, when it spins at most TLM_POOL_SPIN_SHORT_NS (what 4000 PAUSEs
+ * took on that Zen 3). */
 #include "threadpool.h"
 
 #include <pthread.h>
