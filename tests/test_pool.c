@@ -5,8 +5,8 @@
  * the last run, so late workers meet the next one) and two callers at
  * once (runs serialized). With the caller's share slowed, another thread
  * runs part of it (stealing). Workers given a spin budget of 10 s do not
- * sleep in a 30 ms pause, with 1 us they do (also when it is lowered while
- * they spin), and a pool spinning 10 s is destroyed at once. Run under
+ * sleep in a 30 ms pause; lowered to 1 us while they spin, they go to
+ * sleep; a pool spinning 10 s is destroyed at once. Run under
  * TSan by `make test-tsan`. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -137,11 +137,15 @@ int main(void) {
     CHECK(run_counted(sp, threads, 64, 1, 0, NULL), "spin 10 s: run after the pause");
     CHECK(tlm_pool_sleeps(sp) == s0, "%d threads: spin 10 s, a worker slept in a 30 ms pause",
           threads);
+    /* lowered while they spin: every worker sleeps soon (within 5 s: after
+     * the budget a worker yields 50 times, and on a loaded machine each
+     * yield may give the CPU away for a whole time slice) */
     tlm_pool_set_spin_ns(sp, 1000);
-    pause_ms(30);
+    double t1 = now_ms();
+    while (tlm_pool_sleeps(sp) < s0 + (uint64_t)(threads - 1) && now_ms() - t1 < 5000) pause_ms(5);
     CHECK(tlm_pool_sleeps(sp) >= s0 + (uint64_t)(threads - 1),
-          "%d threads: budget lowered to 1 us while spinning, %llu sleeps in 30 ms", threads,
-          (unsigned long long)(tlm_pool_sleeps(sp) - s0));
+          "%d threads: budget lowered to 1 us while spinning, %llu sleeps in %.0f ms", threads,
+          (unsigned long long)(tlm_pool_sleeps(sp) - s0), now_ms() - t1);
     CHECK(run_counted(sp, threads, 64, 3, 0, NULL), "spin 1 us: runs after sleeping");
     tlm_pool_set_spin_ns(sp, -5); /* negative: no spin */
     CHECK(run_counted(sp, threads, 13, 20, 0, NULL), "spin 0: runs");
