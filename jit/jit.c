@@ -13,6 +13,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,12 +300,14 @@ int tlm_jit_compile_object(tlm_jit *j, LLVMModuleRef mod, const char *pipeline, 
  * concurrent loads do not interleave. Failures are ignored (a profiling
  * aid, never a reason for a load to fail). */
 static int perf_map_on(void) {
-  static int on = -1;
-  if (on < 0) {
+  static atomic_int on = -1; /* loads run on application and background threads */
+  int v = atomic_load_explicit(&on, memory_order_relaxed);
+  if (v < 0) {
     const char *e = getenv("TLM_PERF_MAP");
-    on = e && !strcmp(e, "1");
+    v = e && !strcmp(e, "1");
+    atomic_store_explicit(&on, v, memory_order_relaxed);
   }
-  return on;
+  return v;
 }
 
 static uint64_t symbol_size(const void *obj, size_t len, const char *name) {
