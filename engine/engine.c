@@ -730,8 +730,13 @@ static int bg_build_queued_locked(const tlm_runtime *rt) {
  * application leaves idle, and a spinning worker's is not), the
  * runtime's own otherwise. Tuning jobs wait for pauses of 5 ms, longer
  * than any spin, so they leave it as it is. */
+/* With bg_mu held: 1 while a build (not a tuning job) is queued or running. */
+static int bg_building_locked(const tlm_runtime *rt) {
+  return rt->bg_busy > rt->bg_busy_tune || bg_build_queued_locked(rt);
+}
+
 static void bg_spin_locked(tlm_runtime *rt) {
-  int building = rt->bg_busy > rt->bg_busy_tune || bg_build_queued_locked(rt);
+  int building = bg_building_locked(rt);
   int64_t spin = rt->spin_ns;
   if (building && spin > TLM_POOL_SPIN_SHORT_NS) spin = TLM_POOL_SPIN_SHORT_NS;
   tlm_pool_set_spin_ns(rt->pool, spin);
@@ -1140,7 +1145,7 @@ void tlm_engine_bg_stop(tlm_runtime *rt) {
  * application's pauses, so with another thread calling on it could wait
  * for as long as those calls go on. */
 static int bg_wait_pending_locked(tlm_runtime *rt, uint64_t runs0) {
-  if (rt->bg_busy > rt->bg_busy_tune || bg_build_queued_locked(rt)) return 1;
+  if (bg_building_locked(rt)) return 1;
   if (atomic_load_explicit(&rt->runs, memory_order_relaxed) != runs0) return 0;
   return rt->bg_head != NULL || rt->bg_busy > 0;
 }
