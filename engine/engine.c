@@ -1371,15 +1371,16 @@ static void (*const k_exec_chunk[])(void *, int64_t, int64_t, int) = {
     [TLM_OP_ATTENTION] = exec_attn_chunk,
 };
 
-/* iterations of the kernel's parallel loop for this task */
-static int64_t parallel_count(const tlm_kernel *k, const tlm_task *task) {
+/* iterations of the kernel's parallel loop for this task on `workers`
+ * threads */
+static int64_t parallel_count(const tlm_kernel *k, const tlm_task *task, int64_t workers) {
   if (k->generic && task->kind == TLM_OP_MATMUL)
     return tlm_generic_matmul_iters(tlm_task_batch_total(task), task->u.mm.M, task->u.mm.N);
   if (k->generic) /* convolution and pooling: rows (n, od, oh) */
     return task->kind == TLM_OP_POOL ? task->u.pool.N * task->u.pool.OD * task->u.pool.OH
                                      : task->u.conv.N * task->u.conv.OD * task->u.conv.OH;
   const tlm_family *f = tlm_family_of(task);
-  return f ? f->parallel_count(task, &k->sched, &k->nest) : 1;
+  return f ? f->parallel_count(task, &k->sched, &k->nest, workers) : 1;
 }
 
 /* Most bytes of undeclared weights copied per call; output pixels a
@@ -1420,7 +1421,7 @@ static const float *conv_weights_on_line(tlm_runtime *rt, const tlm_conv_task *t
 /* caller holds exec_lock */
 static tlm_status exec_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_task *task,
                               const void *args, char *err, int errcap) {
-  int64_t n = parallel_count(k, task);
+  int64_t n = parallel_count(k, task, rt->nthreads);
   if (k->scratch_bytes > rt->scratch_bytes) {
     size_t bytes = ((size_t)k->scratch_bytes + 63) & ~(size_t)63;
     for (int t = 0; t < rt->nthreads; t++) {
@@ -1440,6 +1441,9 @@ static tlm_status exec_locked(tlm_runtime *rt, const tlm_kernel *k, const tlm_ta
   if (task->kind == TLM_OP_MATMUL) {
     mm_args = *(const tlm_mm_args *)args;
     mm_args.bpk = k->scratch_bytes > 0 ? tlm_prepack_lookup_locked(rt, k, task, &mm_args) : NULL;
+    /* M's parallel blocks cut at run time where the nest says so (n above
+     * counts them the same way) */
+    mm_args.mblock = k->generic ? 0 : ln_parallel_m_block(&k->nest, task, rt->nthreads);
     args = &mm_args;
   }
   /* direct convolutions: weights off a cache line read from an aligned

@@ -36,6 +36,7 @@ typedef struct cg {
   int batched;
   LLVMValueRef begin, end, scratch;
   LLVMValueRef pa, pb, pc, pbias, pres, pbpk, M, N, K;
+  LLVMValueRef mblock;     /* tlm_mm_args.mblock: the run-time M split (ln_node.split_m) */
   LLVMValueRef sa[6], sb[6], sc[6], sr[6], sbias;
   /* packing state, valid inside an LN_PACK_B */
   int packed;

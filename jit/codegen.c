@@ -97,8 +97,12 @@ static int emit_parallel(cg *g, const ln_node *n, blk *bk) {
   for (int f = n->nfused - 1; f >= 0; f--) {
     int a = n->fused_axis[f];
     LLVMValueRef bsz = c64(g, n->fused_block[f]);
+    if (n->split_m && a == LN_M) { /* the run-time split (ln_parallel_m_block) */
+      LLVMValueRef mb = g->mblock;
+      bsz = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, mb, c64(g, 0), ""), mb, bsz, "");
+    }
     LLVMValueRef ext = root_extent(g, a);
-    LLVMValueRef trips = LLVMBuildSDiv(g->b, add(g, ext, c64(g, n->fused_block[f] - 1)), bsz, "");
+    LLVMValueRef trips = LLVMBuildSDiv(g->b, sub(g, add(g, ext, bsz), c64(g, 1)), bsz, "");
     LLVMValueRef i = f ? LLVMBuildSRem(g->b, q, trips, "") : q;
     if (f) q = LLVMBuildSDiv(g->b, q, trips, "");
     LLVMValueRef st = mul(g, i, bsz);
@@ -695,6 +699,7 @@ static int codegen(LLVMContextRef ctx, const tlm_task *task, const ln_nest *nest
   g.pbias = arg_field(&g, args, offsetof(tlm_mm_args, bias), g.ptr);
   g.pres = arg_field(&g, args, offsetof(tlm_mm_args, res), g.ptr);
   g.pbpk = arg_field(&g, args, offsetof(tlm_mm_args, bpk), g.ptr);
+  g.mblock = arg_field(&g, args, offsetof(tlm_mm_args, mblock), g.i64);
   /* static_m: every extent a constant (the fully specialized kernel that
    * benchmarks compare against) */
   g.M = static_m ? c64(&g, g.mm->M) : arg_field(&g, args, offsetof(tlm_mm_args, M), g.i64);

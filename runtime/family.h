@@ -45,9 +45,11 @@ typedef struct tlm_family {
   /* zero the fields a kernel takes at run time (tlm_task_clear_runtime) */
   void (*clear_runtime)(tlm_task *t);
   /* iterations of the parallel loop of a kernel of schedule s running
-   * task (1 when it runs serially); nest: the schedule's loop nest, for
-   * families that lower to one (matmul), else unused */
-  int64_t (*parallel_count)(const tlm_task *task, const tlm_schedule *s, const ln_nest *nest);
+   * task (1 when it runs serially) on `workers` threads; nest: the
+   * schedule's loop nest, for families that lower to one (matmul, whose
+   * run-time M split depends on the workers), else unused */
+  int64_t (*parallel_count)(const tlm_task *task, const tlm_schedule *s, const ln_nest *nest,
+                            int64_t workers);
   /* how far apart two tasks of one kernel are in their run-time extents
    * (sum of |log ratio|; 0 = the same): which sibling kernel is nearest */
   double (*extent_distance)(const tlm_task *a, const tlm_task *b);

@@ -25,6 +25,10 @@ typedef struct tlm_mm_args {
    * this kernel's nest, or NULL: a kernel whose nest packs B then packs
    * each block into scratch. The engine sets it (tlm_engine_exec). */
   const float *bpk;
+  /* rows of the parallel loop's blocks of M when the kernel's nest cuts
+   * them at run time (ln_node.split_m, ln_parallel_m_block), else 0 for
+   * the nest's own blocks. The engine sets it with the iteration count. */
+  int64_t mblock;
 } tlm_mm_args;
 
 /* A kernel runs iterations [begin, end) of its fused parallel loops.

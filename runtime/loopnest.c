@@ -68,6 +68,12 @@ int ln_lower_matmul(const tlm_task *task, const tlm_schedule *s, ln_nest *n) {
     n->nodes[root].fused_axis[i] = axes[i];
     n->nodes[root].fused_block[i] = blocks[i];
   }
+  /* M alone shared by the workers: its blocks are cut at run time (M is
+   * a run-time argument a kernel serves at every value) */
+  if (nf == 1 && axes[0] == LN_M) {
+    n->nodes[root].split_m = 1;
+    n->nodes[root].split_rows = v[MM_M3];
+  }
   int l0 = chain_loops(n, root, axes + nf, blocks + nf, c0 - nf);
   int c1 = level_loops(batched, v[MM_ORDER1], blk1, axes, blocks);
   int l1 = chain_loops(n, l0, axes, blocks, c1);
@@ -129,12 +135,28 @@ static int64_t axis_extent(const tlm_task *task, int axis) {
   }
 }
 
-int64_t ln_parallel_count(const ln_nest *nest, const tlm_task *task) {
+int64_t ln_split_m_block(int64_t M, int64_t block, int64_t rows, int64_t workers) {
+  if (workers <= 1 || M <= 0 || block <= 0 || (M + block - 1) / block >= workers) return 0;
+  if (rows < 1) rows = 1;
+  int64_t tiles = (M + rows - 1) / rows, parts = tiles < workers ? tiles : workers;
+  if (parts <= 1) return 0;
+  return (tiles + parts - 1) / parts * rows;
+}
+
+int64_t ln_parallel_m_block(const ln_nest *nest, const tlm_task *task, int64_t workers) {
   const ln_node *r = &nest->nodes[nest->root];
+  if (!r->split_m || r->nfused != 1 || r->fused_axis[0] != LN_M) return 0;
+  return ln_split_m_block(task->u.mm.M, r->fused_block[0], r->split_rows, workers);
+}
+
+int64_t ln_parallel_count(const ln_nest *nest, const tlm_task *task, int64_t workers) {
+  const ln_node *r = &nest->nodes[nest->root];
+  int64_t mblock = ln_parallel_m_block(nest, task, workers);
   int64_t count = 1;
   for (int i = 0; i < r->nfused; i++) {
     int64_t e = axis_extent(task, r->fused_axis[i]);
-    count *= (e + r->fused_block[i] - 1) / r->fused_block[i];
+    int64_t b = mblock > 0 && r->fused_axis[i] == LN_M ? mblock : r->fused_block[i];
+    count *= (e + b - 1) / b;
   }
   return count;
 }
@@ -158,6 +180,8 @@ static int print_node(const ln_nest *nest, int i, int depth, char *buf, int cap,
       for (int f = 0; f < n->nfused; f++)
         l += snprintf(line + l, sizeof line - (size_t)l, " %s/%lld", axis_name(n->fused_axis[f]),
                       (long long)n->fused_block[f]);
+      if (n->split_m)
+        snprintf(line + l, sizeof line - (size_t)l, ", fewer blocks than workers cut into one each");
     }
     break;
   case LN_FOR:

@@ -7,7 +7,9 @@
  *   LN_PARALLEL  iterations [begin, end) of the fused loops, each loop
  *                stepping its axis in blocks of `block`; the runtime splits
  *                the fused count over threads. Zero fused loops = one
- *                iteration.
+ *                iteration. With `split_m` (M the one fused loop), M's
+ *                block is tlm_mm_args.mblock where that is > 0: the
+ *                run-time split of ln_parallel_m_block.
  *   LN_FOR       serial loop stepping `axis` in blocks of `block`; the last
  *                block is partial when block does not divide the size.
  *   LN_PACK_B    copies the current (b, k, n) block of B into per-thread
@@ -51,6 +53,11 @@ typedef struct ln_node {
   int32_t nfused;
   int32_t fused_axis[3];
   int64_t fused_block[3];
+  /* 1 when the one fused loop is M's: where its blocks at the run-time M
+   * are fewer than the workers, they become `workers` blocks of whole
+   * tiles of split_rows rows (ln_parallel_m_block), so a kernel shared by
+   * every M keeps every worker busy at each M */
+  int32_t split_m, split_rows;
   /* LN_TILE */
   int32_t tile_b, tile_m, vec, nvec, unroll, epilogue;
   int32_t kvec; /* 1: vectors run along k (dot products), nvec = columns */
@@ -112,9 +119,20 @@ void ln_prepack_b(const ln_pack_layout *lay, const tlm_task *task, const float *
 /* Sets every register tile's `chains` (see ln_node). */
 void ln_set_fma_chains(ln_nest *nest, int chains);
 
+/* Rows of M's parallel blocks at this task's M on `workers` threads, or 0
+ * for the nest's own blocks (no split_m, or its static blocks already
+ * number at least `workers`, or M has a single tile of rows): M in
+ * min(workers, tiles) blocks of whole split_rows tiles, the last the
+ * smallest. The engine passes it as tlm_mm_args.mblock. */
+int64_t ln_parallel_m_block(const ln_nest *nest, const tlm_task *task, int64_t workers);
+
+/* The same from the numbers: M rows, the static block of M, the tile's
+ * rows, the workers (the space counts a schedule's blocks with it). */
+int64_t ln_split_m_block(int64_t M, int64_t block, int64_t rows, int64_t workers);
+
 /* Iterations of the root's fused parallel loops for this task (M is the
- * run-time M). >= 1. */
-int64_t ln_parallel_count(const ln_nest *nest, const tlm_task *task);
+ * run-time M) on `workers` threads (ln_parallel_m_block). >= 1. */
+int64_t ln_parallel_count(const ln_nest *nest, const tlm_task *task, int64_t workers);
 
 /* Human-readable nest, one loop per line, indented, into buf. Returns buf. */
 char *ln_print(const ln_nest *nest, char *buf, int cap);

@@ -160,7 +160,8 @@ static void attn_clear_runtime(tlm_task *t) {
 
 /* (b, K/V head, block of (group head, row)) tiles */
 static int64_t attn_parallel_count(const tlm_task *task, const tlm_schedule *s,
-                                   const ln_nest *nest) {
+                                   const ln_nest *nest, int64_t workers) {
+  (void)workers;
   (void)nest;
   const tlm_attn_task *a = &task->u.attn;
   int64_t qb = s->v[ATT_QBLOCK], rows = a->Hq / a->Hkv * a->Tq;

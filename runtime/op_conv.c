@@ -508,7 +508,8 @@ static void conv_clear_runtime(tlm_task *t) {
 }
 
 static int64_t conv_parallel_iterations(const tlm_task *task, const tlm_schedule *s,
-                                        const ln_nest *nest) {
+                                        const ln_nest *nest, int64_t workers) {
+  (void)workers;
   (void)nest;
   return tlm_conv_parallel_count(task, s->v);
 }

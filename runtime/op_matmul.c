@@ -134,6 +134,14 @@ static int64_t mm_fused_blocks(const tlm_space *s, const int32_t *d, int fused) 
   order[nl++] = d[MM_ORDER0] ? cnt[1] : cnt[2];
   int64_t r = 1;
   for (int i = 0; i < fused && i < nl; i++) r *= order[i];
+  /* M alone in the parallel loop: fewer blocks than workers are cut at
+   * run time into one a worker (ln_split_m_block) */
+  if (fused == 1 && nl == 2 && !d[MM_ORDER0]) {
+    int64_t ext[3];
+    mm_level0_tiles(d, MM_NPOINTS, ext);
+    int64_t rows = ln_split_m_block(s->task.u.mm.M, ext[1], d[MM_M3], mm_workers(s));
+    if (rows > 0) r = ceil_div(s->task.u.mm.M, rows);
+  }
   return r;
 }
 
@@ -906,9 +914,9 @@ static void mm_clear_runtime(tlm_task *t) {
 }
 
 static int64_t mm_parallel_count(const tlm_task *task, const tlm_schedule *s,
-                                 const ln_nest *nest) {
+                                 const ln_nest *nest, int64_t workers) {
   (void)s;
-  return ln_parallel_count(nest, task);
+  return ln_parallel_count(nest, task, workers);
 }
 
 static double mm_extent_distance(const tlm_task *a, const tlm_task *b) {

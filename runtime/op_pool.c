@@ -78,7 +78,8 @@ static void pool_clear_runtime(tlm_task *t) {
 }
 
 static int64_t pool_parallel_count(const tlm_task *task, const tlm_schedule *s,
-                                   const ln_nest *nest) {
+                                   const ln_nest *nest, int64_t workers) {
+  (void)workers;
   (void)nest;
   const tlm_pool_task *p = &task->u.pool;
   return s->v[PL_PARALLEL] ? p->N * p->OD * p->OH : 1;

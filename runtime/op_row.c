@@ -97,7 +97,8 @@ static void row_clear_runtime(tlm_task *t) {
 }
 
 static int64_t row_parallel_count(const tlm_task *task, const tlm_schedule *s,
-                                  const ln_nest *nest) {
+                                  const ln_nest *nest, int64_t workers) {
+  (void)workers;
   (void)nest;
   if (!s->v[ROW_PARALLEL]) return 1;
   int64_t t = s->v[ROW_TILE];

@@ -38,7 +38,7 @@
 /* Version of what schedules mean: bump it whenever a decision's meaning or
  * the code generated for a schedule changes, so cached plans and kernels
  * (cache/key.c puts it in every key) from older builds are never reused. */
-#define TLM_CODEGEN_VERSION 35 /* 28: one matmul register tile version (codegen.c); 29: depthwise kernel rows as a loop; the fast conv version one-row only; 30: B packed row by row; 31: a half-height tile for M tails of a constant B; 32: safe one-row conv tiles skip kernel rows in the padding; 33: every safe tile over the flattened plane does; 34: safe-only tiles with padding along ow take the interior columns first, then the edge columns (codegen_conv.c pixel_of); 35: depthwise one-row tiles through kernel-row pointers, their safe version as runs within one output row (runs_version) */
+#define TLM_CODEGEN_VERSION 36 /* 36: a parallel loop over M alone cut at run time into a block a worker where its own blocks are fewer (ln_split_m_block); 28: one matmul register tile version (codegen.c); 29: depthwise kernel rows as a loop; the fast conv version one-row only; 30: B packed row by row; 31: a half-height tile for M tails of a constant B; 32: safe one-row conv tiles skip kernel rows in the padding; 33: every safe tile over the flattened plane does; 34: safe-only tiles with padding along ow take the interior columns first, then the edge columns (codegen_conv.c pixel_of); 35: depthwise one-row tiles through kernel-row pointers, their safe version as runs within one output row (runs_version) */
 
 /* Version of the default rule (tlm_space_default): bump it whenever the
  * rule's decisions change. The rule's schedule is part of the language

@@ -205,7 +205,8 @@ int main(int argc, char **argv) {
             most.v[MM_PARALLEL] = 3;
             ln_nest nest, nest_most;
             if (!ln_lower_matmul(&task, &sched, &nest) && !ln_lower_matmul(&task, &most, &nest_most)) {
-              int64_t got = ln_parallel_count(&nest, &task), all = ln_parallel_count(&nest_most, &task);
+              int64_t got = ln_parallel_count(&nest, &task, rt->nthreads);
+              int64_t all = ln_parallel_count(&nest_most, &task, rt->nthreads);
               int64_t want = all < rt->target.cores ? all : rt->target.cores;
               CHECK(got >= want, "%s [%s]: %lld parallel blocks, %lld possible", ds, ss,
                     (long long)got, (long long)all);
