@@ -72,23 +72,39 @@ static int64_t mm_workers(const tlm_space *s) {
   return s->target.threads > 0 ? s->target.threads : 1;
 }
 
+/* The level-0 blocks of d (points from `upto` on counted as 1) the
+ * workers can share: all of them, or, B constant, M's cut at run time
+ * into one a worker when M alone is the parallel loop (no batch;
+ * ln_split_m_block). Only for a constant B, whose kernel serves every M
+ * (rule 24); measured records have none, so the spaces they were
+ * measured in stay as they were. */
+static int64_t mm_shareable_blocks(const tlm_space *s, const int32_t *d, int upto) {
+  int64_t cnt[3], ext[3];
+  mm_level0_blocks(s, d, upto, cnt);
+  int64_t all = cnt[0] * cnt[1] * cnt[2];
+  if (!s->task.u.mm.b_const || tlm_task_batch_total(&s->task) > 1 || upto <= MM_M3) return all;
+  mm_level0_tiles(d, upto, ext);
+  int64_t M = s->task.u.mm.M, rows = ln_split_m_block(M, ext[1], d[MM_M3], mm_workers(s));
+  int64_t split = rows > 0 ? ceil_div(M, rows) : 0;
+  return split > all ? split : all;
+}
+
 static int mm_keep_parallel(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int m,
                             int32_t *out) {
   int64_t workers = mm_workers(s);
   int32_t dd[MM_NPOINTS];
   memcpy(dd, d, sizeof(int32_t) * (size_t)p);
-  int64_t cnt[3], most = 0;
+  int64_t most = 0;
   for (int i = 0; i < m; i++) {
     dd[p] = c[i];
-    mm_level0_blocks(s, dd, p + 1, cnt);
-    if (cnt[0] * cnt[1] * cnt[2] > most) most = cnt[0] * cnt[1] * cnt[2];
+    int64_t b = mm_shareable_blocks(s, dd, p + 1);
+    if (b > most) most = b;
   }
   int64_t want = most < workers ? most : workers;
   int n = 0;
   for (int i = 0; i < m; i++) {
     dd[p] = c[i];
-    mm_level0_blocks(s, dd, p + 1, cnt);
-    if (cnt[0] * cnt[1] * cnt[2] >= want) out[n++] = c[i];
+    if (mm_shareable_blocks(s, dd, p + 1) >= want) out[n++] = c[i];
   }
   return n;
 }
@@ -116,9 +132,7 @@ static int mm_balanced(const tlm_space *s, const int32_t *d, int upto, int64_t b
  * 4x slower than the rule on 2 cores) never won a verification round
  * and were the largest losses of the session-4 models (models/README.md). */
 static int64_t mm_parallel_floor(const tlm_space *s, const int32_t *d) {
-  int64_t cnt[3];
-  mm_level0_blocks(s, d, MM_N1, cnt);
-  int64_t most = cnt[0] * cnt[1] * cnt[2];
+  int64_t most = mm_shareable_blocks(s, d, MM_N1);
   int64_t workers = mm_workers(s);
   return most < workers ? most : workers;
 }
@@ -250,7 +264,7 @@ static int mm_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c
       dd[p] = c[i];
       int64_t cnt[3];
       mm_level0_blocks(s, dd, p + 1, cnt);
-      int64_t b = cnt[0] * cnt[1] * cnt[2];
+      int64_t own = cnt[0] * cnt[1] * cnt[2], b = mm_shareable_blocks(s, dd, p + 1);
       if (c[i] != 1 && b < floor_blocks) continue;
       c[kept++] = c[i];
       /* balanced: the busiest thread's blocks (ceil(b / workers) of them,
@@ -259,14 +273,25 @@ static int mm_candidates(const tlm_space *s, int p, const int32_t *d, int32_t *c
        * rule's 2 or 4 on 35-60x1024:1024x4096, candidate 35; and a last
        * block that is a sliver, 3072 + 1024 columns of 4096 from 24-wide
        * tiles: 0.6x, candidate 36) */
-      if (b >= floor_blocks && mm_balanced(s, dd, p + 1, b, workers)) bal[n++] = c[i];
+      if (own >= floor_blocks && mm_balanced(s, dd, p + 1, own, workers)) bal[n++] = c[i];
     }
     /* none balanced (e.g. 3 blocks at most): what passes the floor */
     if (n > 0) memcpy(c, bal, sizeof(int32_t) * (size_t)n);
     else n = kept;
     break;
   }
-  case MM_ORDER0:
+  case MM_ORDER0: {
+    /* n outer only where its loops can share as many blocks as M's cut
+     * at run time would (mm_shareable_blocks: m outer) */
+    int32_t dd[MM_NPOINTS];
+    memcpy(dd, d, sizeof(int32_t) * MM_ORDER0);
+    dd[MM_ORDER0] = 1;
+    int64_t n_first = mm_fused_blocks(s, dd, 3), share = mm_shareable_blocks(s, d, MM_ORDER0);
+    int64_t workers = mm_workers(s);
+    c[n++] = 0;
+    if (n_first >= (share < workers ? share : workers)) c[n++] = 1;
+    break;
+  }
   case MM_ORDER1:
   case MM_ORDER2:
     c[n++] = 0;
@@ -618,6 +643,38 @@ static int mm_rule_batched_dots(const tlm_target *tg, const tlm_task *task) {
   return (double)btot * (double)t->K * (double)t->N * 4.0 > (double)held;
 }
 
+/* Rule 24: the workers share M cut at run time (ln_split_m_block: one
+ * block a worker, of whole register tiles) where the rule keeps all of M
+ * in one level-0 block and would otherwise share N: B constant (packed
+ * ahead once, so no worker packs all of it), no batch, not dot products,
+ * a task worth sharing, and M's tiles spread within 1/16 of the even
+ * share (33 tiles of 6 rows at M = 196: 102 + 94 rows; not the 9 tiles
+ * of M = 49, whose 30 + 19 rows idle a worker a fifth of the time). A
+ * worker then writes C's rows for its own pixels or tokens, which the
+ * next operator's workers, sharing rows too, read from their own core's
+ * cache; with N shared, every row came half from the other core. The
+ * kernel is the same for every M (M stays a run-time argument). Measured
+ * on Zen 3 (AVX2, 2 threads): MobileNet's 14x14 depthwise-separable
+ * block (bench_chain --b-override, B/A time) the depthwise layer after
+ * the 1x1 0.82-0.89, the 1x1s 0.95-1.01; samples/vision MobileNet warm
+ * 0.86-0.94x oneDNN (median 0.92) against 0.86-0.91x (median 0.875), six
+ * alternating runs each; ResNet-50 and the serving sample unchanged
+ * within noise; the kernels alone (tlm run --vs, --const-b) 0.92-1.02 of
+ * the time (144x512:512x512 0.92, 324x512:512x1024 0.95, 128x768:768x2304
+ * 1.02). */
+static int mm_rule_split_m_runtime(const tlm_space *s, const int32_t *d) {
+  const tlm_matmul_task *t = &s->task.u.mm;
+  int64_t workers = mm_workers(s);
+  if (workers <= 1 || !t->b_const || tlm_task_batch_total(&s->task) > 1 ||
+      tlm_vec_is_k(d[MM_VEC]) || mm_flops(&s->task) < TLM_PARALLEL_MIN_FLOPS)
+    return 0;
+  int64_t m3 = d[MM_M3];
+  if ((int64_t)d[MM_M2] * m3 < t->M) return 0; /* M's own blocks */
+  int64_t rows = ln_split_m_block(t->M, (int64_t)d[MM_M2] * m3, m3, workers);
+  if (rows <= 0 || ceil_div(t->M, rows) < workers) return 0;
+  return 16 * rows * workers <= 17 * t->M;
+}
+
 static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {
   const tlm_matmul_task *t = &s->task.u.mm;
   const tlm_target *tg = &s->target;
@@ -774,6 +831,7 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
      * AVX-512, rule 7 against its one-block chunks): 1.05-1.23x on 7-60-row
      * GPT-2, BERT and Llama layers (N = 768, 3072 and 4096). */
     if (workers <= 1 || btot > 1 || t->M > (int64_t)d[MM_M3] * d[MM_M2]) return 0;
+    if (mm_rule_split_m_runtime(s, d)) return 0; /* N's blocks serial in a worker's rows */
     int64_t nb = ceil_div(t->N, (int64_t)d[MM_N3] * d[MM_N2]);
     if (nb <= workers) return 0;
     int best = 0;
@@ -789,6 +847,7 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
   case MM_M1:
   case MM_B1: return 0;
   case MM_ORDER0: {
+    if (mm_rule_split_m_runtime(s, d)) return 0; /* m outer: the parallel loop is M's */
     int64_t mb = (t->M + (int64_t)d[MM_M3] * d[MM_M2] - 1) / ((int64_t)d[MM_M3] * d[MM_M2]);
     int64_t nb = (t->N + (int64_t)d[MM_N3] * d[MM_N2] - 1) / ((int64_t)d[MM_N3] * d[MM_N2]);
     return nb > mb ? 1 : 0;
@@ -800,6 +859,9 @@ static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c
     if (workers == 1) return 0;
     /* a task too small to share (version 15) */
     if (mm_flops(&s->task) < TLM_PARALLEL_MIN_FLOPS) return 0;
+    if (mm_rule_split_m_runtime(s, d)) /* M alone, cut at run time */
+      for (int i = 0; i < n; i++)
+        if (c[i] == 1) return i;
     int64_t mb = (t->M + (int64_t)d[MM_M3] * d[MM_M2] - 1) / ((int64_t)d[MM_M3] * d[MM_M2]);
     int64_t nb = (t->N + (int64_t)d[MM_N3] * d[MM_N2] - 1) / ((int64_t)d[MM_N3] * d[MM_N2]);
     int64_t first = d[MM_ORDER0] ? nb : mb;
@@ -852,9 +914,12 @@ static int mm_rows_changed_22(const tlm_task *task, const tlm_target *tg) {
  * where strided loads cross pages (mm_rule_packs_b); 21: batched dot
  * products from memory (mm_rule_batched_dots), and a streamed B of one
  * or two tiles' width keeps its K block (MM_K1); 22: rows over M by
- * cycles on double-pumped targets, only where they changed on tg */
+ * cycles on double-pumped targets, only where they changed on tg; 24:
+ * M cut among the workers at run time (mm_rule_split_m_runtime), for any
+ * unbatched constant B of more than one row */
 static int mm_rule_version(const tlm_task *task, const tlm_target *tg) {
   const tlm_matmul_task *t = &task->u.mm;
+  if (t->b_const && tlm_task_batch_total(task) == 1 && t->M > 1) return 24;
   if (mm_rows_changed_22(task, tg)) return 22; /* rows over M by cycles (MM_M3) */
   /* 21: batches of dot products, 1 column x 2 batches where B outlasts
    * the caches (mm_rule_batched_dots) */

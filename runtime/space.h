@@ -151,8 +151,13 @@
  * tiles and runs its parallel loop with the channel blocks minor
  * (parallel = 3, a value the space offers depthwise tiles from this
  * version: op_conv.c, dw_c_block_tiles), so the workers share a small
- * map's groups; those tasks move to 23 on such targets. */
-#define TLM_RULE_VERSION 23
+ * map's groups; those tasks move to 23 on such targets.
+ * Version 24 (session 55): a matmul of a constant B whose rule keeps all
+ * of M in one block shares M among its workers, cut at run time into one
+ * block a worker (op_matmul.c, mm_rule_split_m_runtime; loopnest.h,
+ * ln_split_m_block), where it used to share N; unbatched constant-B
+ * matmuls move to 24. */
+#define TLM_RULE_VERSION 24
 
 /* The rule version in which the rule or the code generation of the task's
  * family last changed (version 3: depthwise convolutions, whose tile rows

@@ -201,6 +201,67 @@ int main(void) {
     }
     tlm_destroy(rt);
   }
+  /* rule 24: a constant B's rule shares M cut at run time where its M
+   * tiles spread evenly (one schedule, so one kernel, for every such M),
+   * not where they do not (9 tiles at M = 49), nor for a B that is not
+   * constant (packed per block by each worker) */
+  {
+    tlm_config cfg;
+    tlm_config_init(&cfg);
+    cfg.cache_dir = "none";
+    cfg.model_path = "none";
+    cfg.num_threads = 2;
+    tlm_runtime *rt;
+    if (tlm_create(&cfg, &rt) == TLM_OK) {
+      static const struct {
+        const char *shape;
+        int b_const, split;
+      } rules[] = {{"196x512:512x512", 1, 1}, {"144x512:512x512", 1, 1},
+                   {"324x512:512x1024", 1, 1}, {"196x256:256x1024", 1, 1},
+                   {"49x1024:1024x1024", 1, 0}, {"196x512:512x512", 0, 0},
+                   {"2x3x196x64:2x3x64x512", 1, 0}};
+      tlm_schedule first;
+      int have_first = 0;
+      for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        tlm_mm_desc d;
+        char err[512], ss[512];
+        if (tlm_mm_desc_parse(rules[i].shape, &d, err, sizeof err) != 1) {
+          CHECK(0, "%s: %s", rules[i].shape, err);
+          continue;
+        }
+        tlm_matmul_desc epi = {0, 0, 1, TLM_ACT_RELU, 0};
+        tlm_problem p;
+        if (tlm_problem_make(&d, &epi, 9, &p)) continue;
+        tlm_task task;
+        tlm_mm_args args;
+        tlm_status st =
+            tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err);
+        tlm_problem_free(&p);
+        if (st != TLM_OK) continue;
+        task.u.mm.b_const = rules[i].b_const;
+        tlm_space sp;
+        tlm_space_init(&sp, &task, &rt->target);
+        tlm_schedule sched;
+        tlm_space_default(&sp, &sched);
+        tlm_schedule_str(&sp, &sched, ss, sizeof ss);
+        ln_nest nest;
+        int split = !ln_lower_matmul(&task, &sched, &nest) && nest.nodes[nest.root].split_m &&
+                    ln_parallel_m_block(&nest, &task, 2) > 0;
+        CHECK(split == rules[i].split, "%s%s: the rule %s M at run time [%s]", rules[i].shape,
+              rules[i].b_const ? ", B constant" : "", split ? "cuts" : "does not cut", ss);
+        if (split && !strncmp(rules[i].shape, "1", 1) && strstr(rules[i].shape, ":512x512")) {
+          /* 196 and 144 rows of the same layer: one schedule */
+          if (have_first)
+            CHECK(!memcmp(first.v, sched.v, sizeof sched.v), "%s: a schedule of its own [%s]",
+                  rules[i].shape, ss);
+          first = sched;
+          have_first = 1;
+        }
+      }
+      CHECK(have_first, "no constant-B rule schedule cut M");
+      tlm_destroy(rt);
+    }
+  }
   CHECK(ran >= 400, "only %d runs", ran);
   CHECK(split >= 200, "only %d runs cut M among the workers", split);
   printf("%d runs, %d with M cut among the workers\n", ran, split);
