@@ -181,7 +181,7 @@ static int print_node(const ln_nest *nest, int i, int depth, char *buf, int cap,
         l += snprintf(line + l, sizeof line - (size_t)l, " %s/%lld", axis_name(n->fused_axis[f]),
                       (long long)n->fused_block[f]);
       if (n->split_m)
-        snprintf(line + l, sizeof line - (size_t)l, ", fewer blocks than workers cut into one each");
+        snprintf(line + l, sizeof line - (size_t)l, " (fewer blocks than workers: cut at run time, one a worker)");
     }
     break;
   case LN_FOR:
