@@ -92,6 +92,29 @@ static int run_at(tlm_runtime *rt, const tlm_kernel *k, const char *shape, int64
   return ran;
 }
 
+/* the matmul task of `shape` (bias and ReLU), B constant or not; 0, or -1
+ * after a failed CHECK */
+static int shape_task(const char *shape, int b_const, tlm_task *task) {
+  tlm_mm_desc d;
+  char err[512];
+  if (tlm_mm_desc_parse(shape, &d, err, sizeof err) != 1) {
+    CHECK(0, "%s: %s", shape, err);
+    return -1;
+  }
+  tlm_matmul_desc epi = {0, 0, 1, TLM_ACT_RELU, 0};
+  tlm_problem p;
+  if (tlm_problem_make(&d, &epi, 5, &p)) {
+    CHECK(0, "%s: no problem", shape);
+    return -1;
+  }
+  tlm_mm_args args;
+  tlm_status st = tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, task, &args, err, sizeof err);
+  tlm_problem_free(&p);
+  CHECK(st == TLM_OK, "%s: %s", shape, err);
+  task->u.mm.b_const = b_const;
+  return st == TLM_OK ? 0 : -1;
+}
+
 int main(void) {
   if (check_isa_unsupported()) return CHECK_SKIP;
 
@@ -135,22 +158,9 @@ int main(void) {
     }
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
       for (int b_const = 0; b_const <= 1; b_const++) {
-        tlm_mm_desc d;
         char err[512], ss[512];
-        tlm_mm_desc_parse(shapes[s], &d, err, sizeof err);
-        tlm_matmul_desc epi = {0, 0, 1, TLM_ACT_RELU, 0};
-        tlm_problem p;
-        if (tlm_problem_make(&d, &epi, 5, &p)) continue;
         tlm_task task;
-        tlm_mm_args args;
-        tlm_status st =
-            tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err);
-        tlm_problem_free(&p);
-        if (st != TLM_OK) {
-          CHECK(0, "%s: %s", shapes[s], err);
-          continue;
-        }
-        task.u.mm.b_const = b_const;
+        if (shape_task(shapes[s], b_const, &task)) continue;
         tlm_target tg = rt->target;
         /* the space of two workers (N has two blocks at least, so every
          * M block is offered); the kernel runs on `threads` */
@@ -223,22 +233,9 @@ int main(void) {
       tlm_schedule first;
       int have_first = 0;
       for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
-        tlm_mm_desc d;
-        char err[512], ss[512];
-        if (tlm_mm_desc_parse(rules[i].shape, &d, err, sizeof err) != 1) {
-          CHECK(0, "%s: %s", rules[i].shape, err);
-          continue;
-        }
-        tlm_matmul_desc epi = {0, 0, 1, TLM_ACT_RELU, 0};
-        tlm_problem p;
-        if (tlm_problem_make(&d, &epi, 9, &p)) continue;
+        char ss[512];
         tlm_task task;
-        tlm_mm_args args;
-        tlm_status st =
-            tlm_validate_matmul(&p.op, p.in, p.n_in, &p.out, 1, &task, &args, err, sizeof err);
-        tlm_problem_free(&p);
-        if (st != TLM_OK) continue;
-        task.u.mm.b_const = rules[i].b_const;
+        if (shape_task(rules[i].shape, rules[i].b_const, &task)) continue;
         tlm_space sp;
         tlm_space_init(&sp, &task, &rt->target);
         tlm_schedule sched;
