@@ -140,7 +140,12 @@ int64_t ln_split_m_block(int64_t M, int64_t block, int64_t rows, int64_t workers
   if (rows < 1) rows = 1;
   int64_t tiles = (M + rows - 1) / rows, parts = tiles < workers ? tiles : workers;
   if (parts <= 1) return 0;
-  return (tiles + parts - 1) / parts * rows;
+  /* equal rows, not whole tiles: each block's last tile is then partial,
+   * but the busiest worker's tiles are never more (ceil(ceil(M / parts) /
+   * rows) <= ceil(tiles / parts)), and with the half-height tail tile
+   * (tail_m) fewer: 196 rows as 98 + 98 run 16 tiles and a half each,
+   * not 17 and 16 */
+  return (M + parts - 1) / parts;
 }
 
 int64_t ln_parallel_m_block(const ln_nest *nest, const tlm_task *task, int64_t workers) {

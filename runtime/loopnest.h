@@ -54,9 +54,9 @@ typedef struct ln_node {
   int32_t fused_axis[3];
   int64_t fused_block[3];
   /* 1 when the one fused loop is M's: where its blocks at the run-time M
-   * are fewer than the workers, they become `workers` blocks of whole
-   * tiles of split_rows rows (ln_parallel_m_block), so a kernel shared by
-   * every M keeps every worker busy at each M */
+   * are fewer than the workers, they become one block a worker, of about
+   * equal rows (ln_parallel_m_block; split_rows: the tile's rows), so a
+   * kernel shared by every M keeps every worker busy at each M */
   int32_t split_m, split_rows;
   /* LN_TILE */
   int32_t tile_b, tile_m, vec, nvec, unroll, epilogue;
@@ -121,9 +121,9 @@ void ln_set_fma_chains(ln_nest *nest, int chains);
 
 /* Rows of M's parallel blocks at this task's M on `workers` threads, or 0
  * for the nest's own blocks (no split_m, or its static blocks already
- * number at least `workers`, or M has a single tile of rows): M in
- * min(workers, tiles) blocks of whole split_rows tiles, the last the
- * smallest. The engine passes it as tlm_mm_args.mblock. */
+ * number at least `workers`, or M has a single tile of split_rows rows):
+ * M in parts = min(workers, tiles) blocks of ceil(M / parts) rows, the
+ * last the smallest. The engine passes it as tlm_mm_args.mblock. */
 int64_t ln_parallel_m_block(const ln_nest *nest, const tlm_task *task, int64_t workers);
 
 /* The same from the numbers: M rows, the static block of M, the tile's

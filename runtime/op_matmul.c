@@ -644,24 +644,28 @@ static int mm_rule_batched_dots(const tlm_target *tg, const tlm_task *task) {
 }
 
 /* Rule 24: the workers share M cut at run time (ln_split_m_block: one
- * block a worker, of whole register tiles) where the rule keeps all of M
- * in one level-0 block and would otherwise share N: B constant (packed
- * ahead once, so no worker packs all of it), no batch, not dot products,
- * a task worth sharing, and M's tiles spread within 1/16 of the even
- * share (33 tiles of 6 rows at M = 196: 102 + 94 rows; not the 9 tiles
- * of M = 49, whose 30 + 19 rows idle a worker a fifth of the time). A
- * worker then writes C's rows for its own pixels or tokens, which the
- * next operator's workers, sharing rows too, read from their own core's
- * cache; with N shared, every row came half from the other core. The
- * kernel is the same for every M (M stays a run-time argument). Measured
- * on Zen 3 (AVX2, 2 threads): MobileNet's 14x14 depthwise-separable
+ * block a worker, of equal rows) where the rule keeps all of M in one
+ * level-0 block and would otherwise share N: B constant (packed ahead
+ * once, so no worker packs all of it), no batch, not dot products, a task
+ * worth sharing, and the busiest worker's tiles, a last partial tile of
+ * up to tail_m rows counted at tail_m (loopnest.c), within 1/16 of the
+ * even share (M = 196: 98 rows, 16 tiles and a half-height one each; M =
+ * 100, 64 and 81 too; not M = 49, whose 25 rows are 4.5 tiles against a
+ * mean of 4.1). A worker then writes C's rows for its own pixels or
+ * tokens, which the next operator's workers, sharing rows too, read from
+ * their own core's cache; with N shared, every row came half from the
+ * other core. The kernel is the same for every M (M stays a run-time
+ * argument). Measured on Zen 3 (AVX2, 2 threads), with blocks of whole
+ * tiles (102 + 94 rows at 196): MobileNet's 14x14 depthwise-separable
  * block (bench_chain --b-override, B/A time) the depthwise layer after
  * the 1x1 0.82-0.89, the 1x1s 0.95-1.01; samples/vision MobileNet warm
  * 0.86-0.94x oneDNN (median 0.92) against 0.86-0.91x (median 0.875), six
  * alternating runs each; ResNet-50 and the serving sample unchanged
  * within noise; the kernels alone (tlm run --vs, --const-b) 0.92-1.02 of
  * the time (144x512:512x512 0.92, 324x512:512x1024 0.95, 128x768:768x2304
- * 1.02). */
+ * 1.02). Equal rows against whole tiles (the same binary, four
+ * alternations): MobileNet warm 0.92-0.98x against 0.92-0.96x, cold
+ * 0.71-0.78x against 0.56-0.77x. */
 static int mm_rule_split_m_runtime(const tlm_space *s, const int32_t *d) {
   const tlm_matmul_task *t = &s->task.u.mm;
   int64_t workers = mm_workers(s);
@@ -672,7 +676,11 @@ static int mm_rule_split_m_runtime(const tlm_space *s, const int32_t *d) {
   if ((int64_t)d[MM_M2] * m3 < t->M) return 0; /* M's own blocks */
   int64_t rows = ln_split_m_block(t->M, (int64_t)d[MM_M2] * m3, m3, workers);
   if (rows <= 0 || ceil_div(t->M, rows) < workers) return 0;
-  return 16 * rows * workers <= 17 * t->M;
+  /* the busiest worker's rows as its tiles cost them: a last tile of at
+   * most tail rows runs the tile of tail rows (ln_node.tail_m, B constant) */
+  int64_t tail = m3 >= 4 ? (m3 + 1) / 2 : 0, rem = rows % m3;
+  int64_t cost = rows - rem + (rem == 0 ? 0 : rem <= tail ? tail : m3);
+  return 16 * cost * workers <= 17 * t->M;
 }
 
 static int mm_rule(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int n) {

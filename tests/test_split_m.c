@@ -1,7 +1,7 @@
 /* The run-time split of M (ln_node.split_m, ln_split_m_block): a matmul
  * whose parallel loop is M's alone, with fewer blocks of its own than the
- * workers, runs one block a worker, cut from the run-time M in whole
- * register tiles of rows. One kernel serves every M, so the test runs one
+ * workers, runs one block a worker, cut from the run-time M in equal
+ * rows. One kernel serves every M, so the test runs one
  * compiled kernel at M from 1 past its tiles, B constant and not, on 1, 2,
  * 3 and 4 threads, each result against the reference, and checks how
  * many blocks the engine hands the pool. */
@@ -122,14 +122,14 @@ int main(void) {
   static const struct {
     int64_t M, block, rows, workers, want;
   } cases[] = {
-      {196, 6144, 6, 2, 102}, /* 33 tiles: 17 + 16 */
+      {196, 6144, 6, 2, 98},  /* 33 tiles: 98 + 98 rows */
       {196, 96, 6, 2, 0},     /* 3 blocks of its own already */
       {192, 96, 6, 2, 0},     /* 2 of its own */
       {6, 6144, 6, 2, 0},     /* one tile: nothing to share */
-      {7, 6144, 6, 2, 6},     /* two tiles, the second of one row */
+      {7, 6144, 6, 2, 4},     /* two tiles: 4 + 3 rows */
       {196, 6144, 6, 1, 0},   /* one worker */
-      {13, 6144, 6, 4, 6},    /* 3 tiles on 4 workers: 3 blocks */
-      {200, 150, 6, 4, 54},   /* 2 blocks of its own on 4 workers: 34 tiles, 9 a block */
+      {13, 6144, 6, 4, 5},    /* 3 tiles on 4 workers: 3 blocks, 5 + 5 + 3 */
+      {200, 150, 6, 4, 50},   /* 2 blocks of its own on 4 workers: 4 of 50 */
       {1, 6144, 6, 2, 0},     {0, 6144, 6, 2, 0},   {50, 6144, 1, 3, 17},
       {50, 6144, 0, 3, 17},   /* rows under 1 count as 1 */
   };
@@ -194,14 +194,14 @@ int main(void) {
           if (!run_at(rt, k, shapes[s], M, b_const && !vec_k, ss, &count)) continue;
           ran++;
           /* the nest's own blocks where they are as many as the
-           * threads, else one block a worker, of whole tiles */
+           * threads, else one block a worker, of equal rows */
           int64_t m3 = sched.v[MM_M3], own_rows = m3 * sched.v[MM_M2] * sched.v[MM_M1];
           int64_t own = (M + own_rows - 1) / own_rows, want = own;
           int64_t tiles = (M + m3 - 1) / m3;
           if (own < threads && tiles > 1) {
-            int64_t most = tiles < threads ? tiles : threads;
-            int64_t per = (tiles + most - 1) / most;
-            want = (tiles + per - 1) / per;
+            int64_t parts = tiles < threads ? tiles : threads;
+            int64_t per = (M + parts - 1) / parts;
+            want = (M + per - 1) / per;
           }
           CHECK(count == want, "%s at M = %lld on %d threads [%s]: %lld blocks, want %lld",
                 shapes[s], (long long)M, threads, ss, (long long)count, (long long)want);
@@ -228,7 +228,8 @@ int main(void) {
         int b_const, split;
       } rules[] = {{"196x512:512x512", 1, 1}, {"144x512:512x512", 1, 1},
                    {"324x512:512x1024", 1, 1}, {"196x256:256x1024", 1, 1},
-                   {"49x1024:1024x1024", 1, 0}, {"196x512:512x512", 0, 0},
+                   {"100x512:512x512", 1, 1},   {"49x1024:1024x1024", 1, 0},
+                   {"196x512:512x512", 0, 0},
                    {"2x3x196x64:2x3x64x512", 1, 0}};
       tlm_schedule first;
       int have_first = 0;
@@ -247,7 +248,7 @@ int main(void) {
         CHECK(split == rules[i].split, "%s%s: the rule %s M at run time [%s]", rules[i].shape,
               rules[i].b_const ? ", B constant" : "", split ? "cuts" : "does not cut", ss);
         if (split && !strncmp(rules[i].shape, "1", 1) && strstr(rules[i].shape, ":512x512")) {
-          /* 196 and 144 rows of the same layer: one schedule */
+          /* 196, 144 and 100 rows of the same layer: one schedule */
           if (have_first)
             CHECK(!memcmp(first.v, sched.v, sizeof sched.v), "%s: a schedule of its own [%s]",
                   rules[i].shape, ss);
