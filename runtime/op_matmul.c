@@ -78,15 +78,25 @@ static int64_t mm_workers(const tlm_space *s) {
  * ln_split_m_block). Only for a constant B, whose kernel serves every M
  * (rule 24); measured records have none, so the spaces they were
  * measured in stay as they were. */
+static int64_t mm_split_blocks(const tlm_space *s, const int32_t *d, int upto);
+
 static int64_t mm_shareable_blocks(const tlm_space *s, const int32_t *d, int upto) {
-  int64_t cnt[3], ext[3];
+  int64_t cnt[3];
   mm_level0_blocks(s, d, upto, cnt);
   int64_t all = cnt[0] * cnt[1] * cnt[2];
   if (!s->task.u.mm.b_const || tlm_task_batch_total(&s->task) > 1 || upto <= MM_M3) return all;
+  int64_t split = mm_split_blocks(s, d, upto);
+  return split > all ? split : all;
+}
+
+/* M's blocks when the kernel cuts them at run time (ln_split_m_block, M
+ * alone in the parallel loop), 0 when it would not: d's points from
+ * `upto` on counted as 1 */
+static int64_t mm_split_blocks(const tlm_space *s, const int32_t *d, int upto) {
+  int64_t ext[3];
   mm_level0_tiles(d, upto, ext);
   int64_t M = s->task.u.mm.M, rows = ln_split_m_block(M, ext[1], d[MM_M3], mm_workers(s));
-  int64_t split = rows > 0 ? ceil_div(M, rows) : 0;
-  return split > all ? split : all;
+  return rows > 0 ? ceil_div(M, rows) : 0;
 }
 
 static int mm_keep_parallel(const tlm_space *s, int p, const int32_t *d, const int32_t *c, int m,
@@ -151,10 +161,8 @@ static int64_t mm_fused_blocks(const tlm_space *s, const int32_t *d, int fused) 
   /* M alone in the parallel loop: fewer blocks than workers are cut at
    * run time into one a worker (ln_split_m_block) */
   if (fused == 1 && nl == 2 && !d[MM_ORDER0]) {
-    int64_t ext[3];
-    mm_level0_tiles(d, MM_NPOINTS, ext);
-    int64_t rows = ln_split_m_block(s->task.u.mm.M, ext[1], d[MM_M3], mm_workers(s));
-    if (rows > 0) r = ceil_div(s->task.u.mm.M, rows);
+    int64_t split = mm_split_blocks(s, d, MM_NPOINTS);
+    if (split > 0) r = split;
   }
   return r;
 }
